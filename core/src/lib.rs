@@ -1,0 +1,1 @@
+//! zklock: placeholder
