@@ -1,1 +1,41 @@
-//! zklock: placeholder
+//! # zklock
+//!
+//! A fair, reentrant ZooKeeper lock: Apache Curator's InterProcessMutex recipe, written once in
+//! Rust and shared by the C, Python and Node bindings. Nodes are named exactly as Curator names
+//! them (`_c_<uuid>-lock-<sequence>`), so zklock and Curator clients queue fairly together.
+//!
+//! ```no_run
+//! # async fn demo() -> zklock::Result<()> {
+//! let client = zklock::Client::connect("127.0.0.1:2181/app").await?;
+//! let lock = client.lock("/locks/report")?;
+//! let me = zklock::Owner::unique();
+//! let guard = lock.acquire(&me).await?;
+//! println!("holding with fencing token {}", guard.fencing_token());
+//! guard.release().await?;
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! ## The recipe
+//! * Each acquisition attempt creates one EPHEMERAL_SEQUENTIAL child of the lock path; the
+//!   earliest holds the lock. Missing parents are created as CONTAINER nodes.
+//! * A waiter watches only its immediate predecessor, so one release wakes one waiter.
+//! * An uncontended acquire costs one round trip: the create and the listing are pipelined.
+//! * Reentrant per [`Owner`]: a holder acquires again with no ZooKeeper traffic.
+//! * Past ZooKeeper's 32-bit sequence limit the queue is ordered by creation zxid.
+//!
+//! ## Errors
+//! One [`Error`] type whose [`ErrorKind`] is stable; the bindings map each kind one to one.
+//!
+//! ## Feature flags
+//! None yet: the crate always runs on tokio (the `zookeeper-client` crate's `tokio` feature).
+
+mod client;
+mod error;
+mod lock;
+mod order;
+mod validate;
+
+pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
+pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::lock::{Hold, Identity, Lock, LockGuard, LockOptions, Owner, Participant};

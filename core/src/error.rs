@@ -1,0 +1,167 @@
+//! The one error type of zklock, with a stable set of kinds that every binding maps one to one.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use static_assertions::assert_impl_all;
+
+/// What went wrong, as a stable kind. The C ABI, Python and Node bindings map each kind to one
+/// result code, exception class or `code` string; new kinds are only ever added.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Bad input, rejected before any network traffic: a path, a timeout, a connect string, or a
+    /// call that makes no sense in the current state (such as a second concurrent acquire by the
+    /// same owner).
+    InvalidArgument,
+    /// The lock was not obtained in time (including a `try_acquire` that found it held), or the
+    /// client could not connect in time.
+    Timeout,
+    /// A release by an owner that does not hold the lock. Nothing was changed.
+    NotOwner,
+    /// The ZooKeeper session expired; every lock node of the session is gone.
+    SessionExpired,
+    /// The lock node of a holder is gone: the session ended, the client was closed, or someone
+    /// else deleted the node.
+    LockLost,
+    /// The connection to ZooKeeper was lost and the operation could not be completed in time.
+    ConnectionLoss,
+    /// ZooKeeper rejected the client's credentials.
+    AuthFailed,
+    /// The client was closed.
+    Closed,
+    /// Any other error reported by ZooKeeper; [`Error::zookeeper_code`] carries its code.
+    ZooKeeper,
+}
+
+impl ErrorKind {
+    /// A short, stable, lowercase description.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "invalid argument",
+            ErrorKind::Timeout => "timed out",
+            ErrorKind::NotOwner => "not owner",
+            ErrorKind::SessionExpired => "session expired",
+            ErrorKind::LockLost => "lock lost",
+            ErrorKind::ConnectionLoss => "connection loss",
+            ErrorKind::AuthFailed => "authentication failed",
+            ErrorKind::Closed => "client closed",
+            ErrorKind::ZooKeeper => "zookeeper error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error with its [`ErrorKind`], the lock path it concerns (if any), and a message saying what
+/// happened. Displays as `"<kind> on <path>: <message>"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    path: Option<String>,
+    message: Cow<'static, str>,
+    source: Option<zookeeper_client::Error>,
+}
+
+assert_impl_all!(Error: Send, Sync, std::error::Error);
+
+/// `Result` with zklock's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        Error { kind, path: None, message: message.into(), source: None }
+    }
+
+    pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
+        Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    pub(crate) fn with_path(mut self, path: &str) -> Self {
+        self.path = Some(path.to_owned());
+        self
+    }
+
+    /// Translates an error of the ZooKeeper client that happened while doing `doing` on `path`.
+    pub(crate) fn from_zk(err: zookeeper_client::Error, path: &str, doing: &str) -> Self {
+        use zookeeper_client::Error as Zk;
+        let kind = match err {
+            Zk::SessionExpired | Zk::SessionMoved => ErrorKind::SessionExpired,
+            Zk::ConnectionLoss => ErrorKind::ConnectionLoss,
+            Zk::AuthFailed => ErrorKind::AuthFailed,
+            Zk::ClientClosed => ErrorKind::Closed,
+            _ => ErrorKind::ZooKeeper,
+        };
+        Error { kind, path: Some(path.to_owned()), message: format!("{doing}: {err}").into(), source: Some(err) }
+    }
+
+    /// The stable kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The lock path (relative to the client's chroot) this error concerns, if any.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// What happened, without the kind and path.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The ZooKeeper error code (as in the Java client's `KeeperException.Code`), when the error
+    /// came from ZooKeeper.
+    pub fn zookeeper_code(&self) -> Option<i32> {
+        self.source.as_ref().map(zookeeper_code)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.path {
+            Some(path) => write!(f, "{} on {}: {}", self.kind, path, self.message),
+            None => write!(f, "{}: {}", self.kind, self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+/// The numeric code of a ZooKeeper error, as the server and the Java client number them.
+fn zookeeper_code(err: &zookeeper_client::Error) -> i32 {
+    use zookeeper_client::Error as Zk;
+    match err {
+        Zk::NoNode => -101,
+        Zk::NoAuth => -102,
+        Zk::BadVersion => -103,
+        Zk::NoChildrenForEphemerals => -108,
+        Zk::NodeExists => -110,
+        Zk::NotEmpty => -111,
+        Zk::SessionExpired => -112,
+        Zk::InvalidAcl => -114,
+        Zk::AuthFailed => -115,
+        Zk::SessionMoved => -118,
+        Zk::NotReadOnly => -119,
+        Zk::NoWatcher => -121,
+        Zk::ReconfigDisabled => -123,
+        Zk::QuotaExceeded => -125,
+        Zk::Throttled => -127,
+        Zk::RuntimeInconsistent => -2,
+        Zk::ConnectionLoss => -4,
+        Zk::MarshallingError => -5,
+        Zk::Unimplemented => -6,
+        Zk::Timeout => -7,
+        Zk::BadArguments(_) => -8,
+        Zk::UnexpectedErrorCode(code) => *code,
+        _ => -1,
+    }
+}

@@ -1,0 +1,166 @@
+//! Input checks that run before any network traffic, so that bad input fails fast with an error
+//! naming exactly what was wrong.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Checks a ZooKeeper path as the server would, naming `what` it is in the error.
+fn check_znode_path(path: &str, what: &str) -> Result<()> {
+    let fail = |why: &str| Err(Error::invalid(format!("{what} {path:?} {why}")));
+    if path.is_empty() {
+        return Err(Error::invalid(format!("{what} is empty")));
+    }
+    if !path.starts_with('/') {
+        return fail("is relative: it must start with '/'");
+    }
+    if path == "/" {
+        return fail("is the root: a lock needs a node of its own");
+    }
+    if path.ends_with('/') {
+        return fail("ends with '/'");
+    }
+    if path.contains("//") {
+        return fail("contains an empty segment ('//')");
+    }
+    if path[1..].split('/').any(|segment| segment == "." || segment == "..") {
+        return fail("contains a relative segment ('.' or '..')");
+    }
+    // The characters ZooKeeper's PathUtils.validatePath rejects (surrogates cannot occur in a str).
+    if let Some(c) = path.chars().find(|&c| {
+        matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+    }) {
+        return fail(&format!("contains the invalid character U+{:04X}", c as u32));
+    }
+    Ok(())
+}
+
+fn is_reserved(path: &str) -> bool {
+    path == "/zookeeper" || path.starts_with("/zookeeper/")
+}
+
+/// A lock path, relative to the client's chroot.
+pub(crate) fn lock_path(path: &str, chroot: &str) -> Result<()> {
+    check_znode_path(path, "lock path")?;
+    if is_reserved(&format!("{chroot}{path}")) {
+        return Err(Error::invalid(format!(
+            "lock path {path:?} is under /zookeeper, which the server reserves for itself"
+        )));
+    }
+    Ok(())
+}
+
+/// A connect string: `host[:port][,host[:port]...][/chroot]`. Returns the chroot ("" if none).
+pub(crate) fn connect_string(connect: &str) -> Result<&str> {
+    let fail = |why: String| Error::invalid(format!("connect string {connect:?} {why}"));
+    if connect.trim().is_empty() {
+        return Err(Error::invalid("connect string is empty"));
+    }
+    let (hosts, chroot) = match connect.find('/') {
+        Some(i) => (&connect[..i], &connect[i..]),
+        None => (connect, ""),
+    };
+    if !chroot.is_empty() {
+        check_znode_path(chroot, "chroot").map_err(|e| fail(format!("has a bad chroot: {}", e.message())))?;
+        if is_reserved(chroot) {
+            return Err(fail("has a chroot under /zookeeper, which the server reserves for itself".into()));
+        }
+    }
+    if hosts.is_empty() {
+        return Err(fail("names no host".into()));
+    }
+    for address in hosts.split(',') {
+        let (host, port) = split_host_port(address).ok_or_else(|| fail(format!("has a bad address {address:?}")))?;
+        if host.is_empty() || host.chars().any(|c| c.is_whitespace()) {
+            return Err(fail(format!("has a bad host in {address:?}")));
+        }
+        if let Some(port) = port {
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => {},
+                _ => return Err(fail(format!("has a bad port in {address:?}: ports are 1 to 65535"))),
+            }
+        }
+    }
+    Ok(chroot)
+}
+
+/// Splits `host`, `host:port`, `[v6]` or `[v6]:port`.
+fn split_host_port(address: &str) -> Option<(&str, Option<&str>)> {
+    if let Some(rest) = address.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let (host, after) = (&rest[..end], &rest[end + 1..]);
+        return match after {
+            "" => Some((host, None)),
+            _ => Some((host, Some(after.strip_prefix(':')?))),
+        };
+    }
+    match address.rsplit_once(':') {
+        Some((host, port)) => Some((host, Some(port))),
+        None => Some((address, None)),
+    }
+}
+
+/// A timeout that must be positive, such as a session or connect timeout.
+pub(crate) fn positive_timeout(value: Duration, what: &str) -> Result<()> {
+    if value.is_zero() {
+        return Err(Error::invalid(format!("{what} must be greater than zero")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_paths() {
+        for ok in ["/a", "/a/b-c_d", "/locks/ünïcode", "/zookeeperx"] {
+            lock_path(ok, "").unwrap();
+        }
+        let cases = [
+            ("", "lock path is empty"),
+            ("a/b", "is relative"),
+            ("/", "is the root"),
+            ("/a/", "ends with '/'"),
+            ("/a//b", "empty segment"),
+            ("/a/./b", "relative segment"),
+            ("/a/..", "relative segment"),
+            ("/a\0b", "U+0000"),
+            ("/a\u{1}", "U+0001"),
+            ("/zookeeper", "under /zookeeper"),
+            ("/zookeeper/quota", "under /zookeeper"),
+        ];
+        for (path, why) in cases {
+            let err = lock_path(path, "").unwrap_err();
+            assert!(err.message().contains(why), "{path:?}: {err}");
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
+        }
+        let err = lock_path("/quota", "/zookeeper").unwrap_err();
+        assert!(err.message().contains("under /zookeeper"));
+        lock_path("/zookeeper", "/app").unwrap();
+    }
+
+    #[test]
+    fn connect_strings() {
+        assert_eq!(connect_string("h1:2181,h2:2181/app").unwrap(), "/app");
+        assert_eq!(connect_string("127.0.0.1:2181").unwrap(), "");
+        assert_eq!(connect_string("[::1]:2181,localhost").unwrap(), "");
+        let cases = [
+            ("", "is empty"),
+            ("   ", "is empty"),
+            ("/app", "names no host"),
+            ("h1:2181,", "bad host"),
+            ("h1:0", "bad port"),
+            ("h1:99999", "bad port"),
+            ("h1:abc", "bad port"),
+            ("h1:2181/app/", "bad chroot"),
+            ("h1:2181/zookeeper", "under /zookeeper"),
+            ("[::1:2181", "bad address"),
+            ("h 1:2181", "bad host"),
+        ];
+        for (connect, why) in cases {
+            let err = connect_string(connect).unwrap_err();
+            assert!(err.message().contains(why), "{connect:?}: {err}");
+        }
+    }
+}
