@@ -15,7 +15,6 @@ use crate::validate;
 
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
 #[derive(Clone, Debug)]
-#[non_exhaustive]
 pub struct ClientOptions {
     /// The session timeout asked of the server (which may clamp it to its own bounds). A holder
     /// that stays disconnected this long loses its locks. Default 10 s.
@@ -75,19 +74,24 @@ impl SessionState {
 /// A stream of session state changes, from [`Client::state_changes`].
 pub struct StateChanges {
     receiver: broadcast::Receiver<SessionState>,
+    ended: bool,
 }
 
 impl StateChanges {
     /// The next state change, or `None` once the session reached a terminal state and that state
     /// was delivered. If this receiver fell behind, the oldest changes are skipped.
     pub async fn next(&mut self) -> Option<SessionState> {
-        loop {
+        while !self.ended {
             match self.receiver.recv().await {
-                Ok(state) => return Some(state),
+                Ok(state) => {
+                    self.ended = state.is_terminal();
+                    return Some(state);
+                },
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
+                Err(broadcast::error::RecvError::Closed) => break,
             }
         }
+        None
     }
 }
 
@@ -209,7 +213,8 @@ impl Client {
 
     /// Session state changes from now on, ending after a terminal state.
     pub fn state_changes(&self) -> StateChanges {
-        StateChanges { receiver: self.inner.changes.subscribe() }
+        let receiver = self.inner.changes.subscribe();
+        StateChanges { receiver, ended: self.state().is_terminal() }
     }
 
     /// The session timeout the server granted.

@@ -62,11 +62,23 @@ impl Owner {
 }
 
 /// Options for [`crate::Client::lock_with`].
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
+#[derive(Clone, Default)]
 pub struct LockOptions {
     /// Recorded in each lock node's identity, like kazoo's `identifier`.
     pub identifier: Option<String>,
+    /// Test seam: runs with the predecessor's path after the listing and before the watch is
+    /// set, so tests can make the predecessor vanish in exactly that window.
+    #[doc(hidden)]
+    pub before_watch: Option<BeforeWatch>,
+}
+
+#[doc(hidden)]
+pub type BeforeWatch = Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+impl std::fmt::Debug for LockOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockOptions").field("identifier", &self.identifier).finish_non_exhaustive()
+    }
 }
 
 /// Who a lock node belongs to, as recorded in its data (JSON) by zklock in any language.
@@ -147,6 +159,7 @@ struct LockInner {
     client: Arc<ClientInner>,
     path: String,
     identifier: Option<String>,
+    before_watch: Option<BeforeWatch>,
     /// Few owners per lock, so a vector beats a map for the reentrant path.
     owners: Mutex<Vec<Slot>>,
 }
@@ -180,7 +193,13 @@ enum Stop {
 impl Lock {
     pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Lock {
         Lock {
-            inner: Arc::new(LockInner { client, path, identifier: options.identifier, owners: Mutex::new(Vec::new()) }),
+            inner: Arc::new(LockInner {
+                client,
+                path,
+                identifier: options.identifier,
+                before_watch: options.before_watch,
+                owners: Mutex::new(Vec::new()),
+            }),
         }
     }
 
@@ -558,6 +577,9 @@ impl LockInner {
             // Watch only the immediate predecessor. getData sets no watch on a missing node, so
             // NoNode leaves nothing behind and we simply look again.
             let predecessor = self.child_path(&queue[position - 1]);
+            if let Some(hook) = &self.before_watch {
+                hook(predecessor.clone()).await;
+            }
             let watcher = match self.bounded(zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
                 Ok((_, _, watcher)) => watcher,
                 Err(zk::Error::NoNode) => continue,

@@ -1,0 +1,470 @@
+//! The lock recipe against a real ZooKeeper server.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+use zklock::{ErrorKind, LockOptions, Owner};
+
+/// Contenders queue in the order they arrive and hold in that order, across sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifo_order_with_twenty_contenders_across_four_sessions() {
+    let path = unique_path("fifo");
+    let observer = observer().await;
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(client().await);
+    }
+    let gate = clients[0].lock(&path).unwrap().acquire(&Owner::new(999)).await.unwrap();
+
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..20usize {
+        let lock = clients[i % 4].lock(&path).unwrap();
+        let (order, inside) = (order.clone(), inside.clone());
+        tasks.push(tokio::spawn(async move {
+            let owner = Owner::with_label(i as u64, format!("contender-{i}"));
+            let guard = lock.acquire(&owner).await.unwrap();
+            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+            order.lock().push(i);
+            tokio::task::yield_now().await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            guard.release().await.unwrap();
+        }));
+        // Queued before the next one starts, so arrival order is known.
+        wait_children(&observer, &path, i + 2).await;
+    }
+
+    let queue = clients[1].lock(&path).unwrap().contenders().await.unwrap();
+    let labels: Vec<String> = queue.iter().map(|p| p.identity.as_ref().unwrap().owner.clone()).collect();
+    let expected: Vec<String> = (0..20).map(|i| format!("contender-{i}")).collect();
+    assert_eq!(labels[0], "999");
+    assert_eq!(labels[1..], expected[..], "queue order is arrival order");
+
+    gate.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock(), (0..20).collect::<Vec<_>>(), "held in arrival order");
+    wait_children(&observer, &path, 0).await;
+    for client in clients {
+        client.close().await;
+    }
+}
+
+/// One holder, thirty waiters: each waiter watches only its predecessor, nobody watches the
+/// lock path, and each release fires exactly one watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_herd_each_waiter_watches_its_predecessor_only() {
+    let connect = connect_string();
+    let path = unique_path("herd");
+    let observer = observer().await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(client().await);
+    }
+    let holder = clients[0].lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+
+    let (acquired_tx, mut acquired) = mpsc::unbounded_channel();
+    let mut releases = Vec::new();
+    for i in 0..30usize {
+        let lock = clients[i % 3].lock(&path).unwrap();
+        let acquired_tx = acquired_tx.clone();
+        let (release_tx, release_rx) = oneshot::channel::<()>();
+        releases.push(release_tx);
+        tokio::spawn(async move {
+            let guard = lock.acquire(&Owner::with_label(100 + i as u64, format!("waiter-{i}"))).await.unwrap();
+            acquired_tx.send(i).unwrap();
+            let _ = release_rx.await;
+            guard.release().await.unwrap();
+        });
+        wait_children(&observer, &path, i + 2).await;
+    }
+    let queue: Vec<String> = clients[0]
+        .lock(&path)
+        .unwrap()
+        .contenders()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| format!("{path}/{}", p.node))
+        .collect();
+    assert_eq!(queue.len(), 31);
+
+    let settled = |expected: usize| {
+        let (connect, path) = (connect.clone(), path.clone());
+        move || {
+            let (connect, path) = (connect.clone(), path.clone());
+            async move { watches_under(&connect, &path).len() == expected }
+        }
+    };
+    wait_until("30 predecessor watches are set", Duration::from_secs(10), settled(30)).await;
+    let check = |first_watched: usize| {
+        let watches = watches_under(&connect, &path);
+        assert!(watches.iter().all(|(p, _)| *p != path), "nobody watches the lock path: {watches:?}");
+        for (watched, sessions) in &watches {
+            assert_eq!(sessions.len(), 1, "one watch on {watched}: {sessions:?}");
+        }
+        let mut watched: Vec<&String> = watches.iter().map(|(p, _)| p).collect();
+        watched.sort_by_key(|p| queue.iter().position(|q| q == *p));
+        let expected: Vec<&String> = queue[first_watched..30].iter().collect();
+        assert_eq!(watched, expected, "each waiter watches exactly its predecessor");
+    };
+    check(0);
+
+    holder.release().await.unwrap();
+    for round in 0..3usize {
+        assert_eq!(acquired.recv().await.unwrap(), round, "the next in line acquires");
+        // Exactly one watch fired; the rest are untouched.
+        wait_until("one watch fired", Duration::from_secs(10), settled(29 - round)).await;
+        check(round + 1);
+        assert!(acquired.try_recv().is_err(), "only one waiter woke");
+        releases.remove(0).send(()).unwrap();
+    }
+    for release in releases {
+        release.send(()).unwrap();
+    }
+    for _ in 3..30 {
+        acquired.recv().await.unwrap();
+    }
+    wait_children(&observer, &path, 0).await;
+}
+
+/// The predecessor vanishes after the listing and before the watch is set: the waiter lists
+/// again instead of hanging on a watch that will never fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predecessor_deleted_between_listing_and_watching() {
+    let path = unique_path("gap");
+    let observer = Arc::new(observer().await);
+    let (a, b) = (client().await, client().await);
+    let holder = a.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let holder_node = holder.hold().node_path().to_owned();
+
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let hook_observer = observer.clone();
+    let hook_deleted = deleted.clone();
+    let options = LockOptions {
+        before_watch: Some(Arc::new(move |predecessor: String| {
+            let (observer, deleted) = (hook_observer.clone(), hook_deleted.clone());
+            async move {
+                // An outsider removes the predecessor in the gap, only the first time.
+                if deleted.fetch_add(1, Ordering::SeqCst) == 0 {
+                    observer.delete(&predecessor, None).await.unwrap();
+                }
+            }
+            .boxed()
+        })),
+        ..Default::default()
+    };
+    let waiter = b.lock_with(&path, options).unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter.acquire(&Owner::new(2)))
+        .await
+        .expect("the waiter must not hang on a deleted predecessor")
+        .unwrap();
+    assert_eq!(deleted.load(Ordering::SeqCst), 1);
+    assert_ne!(guard.hold().node_path(), holder_node);
+    assert_eq!(children(&observer, &path).await.len(), 1);
+    guard.release().await.unwrap();
+    assert_eq!(holder.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+}
+
+/// Reentrant to depth 3 with no ZooKeeper traffic, one node throughout, freed at count zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_to_depth_three_then_full_release() {
+    let connect = connect_string();
+    let path = unique_path("reentrant");
+    let observer = observer().await;
+    let client = client().await;
+    let other = client_at(&connect).await;
+    let lock = client.lock(&path).unwrap();
+    let me = Owner::new(7);
+
+    let first = lock.acquire(&me).await.unwrap();
+    let session = client.session_id().unwrap();
+    let before = packets_received(&connect, session);
+    let second = lock.acquire(&me).await.unwrap();
+    let third = lock.acquire_timeout(&me, Duration::from_millis(1)).await.unwrap();
+    assert_eq!(packets_received(&connect, session), before, "re-entry sends nothing to ZooKeeper");
+    assert_eq!(lock.hold_of(&me).unwrap().1, 3);
+    assert_eq!(first.hold(), second.hold());
+    assert_eq!(second.hold(), third.hold());
+    assert_eq!(children(&observer, &path).await.len(), 1, "one node for all three levels");
+
+    third.release().await.unwrap();
+    second.release().await.unwrap();
+    assert!(lock.is_held_by(&me));
+    assert_eq!(children(&observer, &path).await.len(), 1);
+    assert!(other.lock(&path).unwrap().try_acquire(&Owner::new(8)).await.unwrap().is_none(), "still held at depth 1");
+
+    first.release().await.unwrap();
+    assert!(!lock.is_held_by(&me));
+    assert!(children(&observer, &path).await.is_empty(), "node deleted at count zero, before release returned");
+    let next = other.lock(&path).unwrap().try_acquire(&Owner::new(8)).await.unwrap().expect("free again");
+    next.release().await.unwrap();
+}
+
+/// A different owner on the same `Lock` is a separate contender; releasing without holding is
+/// `NotOwner` and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_by_non_owner_fails_and_changes_nothing() {
+    let path = unique_path("notowner");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let (alice, bob) = (Owner::new(1), Owner::new(2));
+
+    let err = lock.release(&bob).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotOwner);
+    assert!(err.to_string().contains(&path), "{err}");
+
+    let held = lock.acquire(&alice).await.unwrap();
+    let node = children(&observer, &path).await;
+    assert_eq!(lock.release(&bob).await.unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(children(&observer, &path).await, node, "nothing changed");
+    assert!(lock.is_held_by(&alice));
+    assert_eq!(lock.hold_of(&alice).unwrap().1, 1);
+
+    // Same Lock object, other owner: a fair contender of its own, not a re-entry.
+    assert!(lock.try_acquire(&bob).await.unwrap().is_none());
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(&bob).await.unwrap().into_hold() }
+    });
+    wait_children(&observer, &path, 2).await;
+    held.release().await.unwrap();
+    let bobs = waiting.await.unwrap();
+    assert!(lock.is_held_by(&Owner::new(2)));
+    assert_eq!(lock.release(&alice).await.unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(children(&observer, &path).await, vec![bobs.node_path().rsplit('/').next().unwrap().to_owned()]);
+    lock.release(&Owner::new(2)).await.unwrap();
+}
+
+/// A timeout, a try and a cancelled acquire each leave no node behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_try_and_cancel_leave_no_node() {
+    let path = unique_path("orphans");
+    let observer = observer().await;
+    let (a, b) = (client().await, client().await);
+    let holder = a.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let only_holder = children(&observer, &path).await;
+    let lock = b.lock(&path).unwrap();
+
+    let started = Instant::now();
+    let err = lock.acquire_timeout(&Owner::new(2), Duration::from_millis(300)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert!(err.to_string().contains(&path), "{err}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(children(&observer, &path).await, only_holder, "timeout removed its node before returning");
+
+    assert!(lock.try_acquire(&Owner::new(2)).await.unwrap().is_none());
+    assert_eq!(children(&observer, &path).await, only_holder, "try removed its node before returning");
+
+    let pending = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(&Owner::new(3)).await }
+    });
+    wait_children(&observer, &path, 2).await;
+    pending.abort();
+    assert!(pending.await.unwrap_err().is_cancelled());
+    wait_children(&observer, &path, 1).await;
+    assert_eq!(children(&observer, &path).await, only_holder, "the cancelled attempt's node is gone");
+    assert!(!lock.is_held_by(&Owner::new(3)));
+
+    // Cancelled while the create is in flight: dropped right after being polled once.
+    for id in 10..20 {
+        let owner = Owner::new(id);
+        let mut attempt = Box::pin(lock.acquire(&owner));
+        assert!(futures::poll!(&mut attempt).is_pending());
+        drop(attempt);
+    }
+    wait_children(&observer, &path, 1).await;
+    assert_eq!(children(&observer, &path).await, only_holder);
+    holder.release().await.unwrap();
+    wait_children(&observer, &path, 0).await;
+}
+
+/// `close()` ends the session at once: its locks are released immediately, and pending
+/// attempts fail with `Closed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_releases_at_once_and_fails_pending_attempts() {
+    let path = unique_path("close");
+    let observer = observer().await;
+    let (a, b, c) = (client().await, client().await, client().await);
+    assert!(a.session_timeout() >= Duration::from_secs(4), "a long session shows close does not wait for it");
+    let _held = a.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap().into_hold();
+    let next = tokio::spawn({
+        let lock = b.lock(&path).unwrap();
+        async move {
+            let guard = lock.acquire(&Owner::new(2)).await.unwrap();
+            (Instant::now(), guard.into_hold())
+        }
+    });
+    wait_children(&observer, &path, 2).await;
+    let closing = Instant::now();
+    a.close().await;
+    let (acquired_at, _) = next.await.unwrap();
+    assert!(acquired_at.duration_since(closing) < a.session_timeout() / 2, "the next waiter got it at once");
+    assert!(a.is_closed());
+    assert_eq!(a.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap_err().kind(), ErrorKind::Closed);
+
+    let pending = tokio::spawn({
+        let lock = c.lock(&path).unwrap();
+        async move { lock.acquire(&Owner::new(3)).await }
+    });
+    wait_children(&observer, &path, 2).await;
+    c.close().await;
+    assert_eq!(pending.await.unwrap().unwrap_err().kind(), ErrorKind::Closed);
+    wait_children(&observer, &path, 1).await;
+    b.close().await;
+    wait_children(&observer, &path, 0).await;
+}
+
+/// Many locks share one client, and owners on one client contend fairly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_locks_share_one_client() {
+    let client = client().await;
+    let paths: Vec<String> = (0..5).map(|i| unique_path(&format!("shared-{i}"))).collect();
+    let mut guards = Vec::new();
+    for path in &paths {
+        guards.push(client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap());
+    }
+    for (path, guard) in paths.iter().zip(&guards) {
+        assert!(guard.hold().node_path().starts_with(path.as_str()));
+    }
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}
+
+/// Node names follow Curator's InterProcessMutex, and the node data names its owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_node_names_and_owner_identity() {
+    let path = unique_path("identity");
+    let client = client().await;
+    let options = LockOptions { identifier: Some("nightly-report".into()), ..Default::default() };
+    let lock = client.lock_with(&path, options).unwrap();
+    let guard = lock.acquire(&Owner::with_label(5, "worker-5")).await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(&Owner::with_label(6, "worker-6")).await.unwrap().release().await.unwrap() }
+    });
+    let observer = observer().await;
+    wait_children(&observer, &path, 2).await;
+
+    let contenders = lock.contenders().await.unwrap();
+    assert_eq!(contenders.len(), 2);
+    for p in &contenders {
+        let (prefix, sequence) = p.node.split_at(p.node.len() - 10);
+        let uuid = prefix.strip_prefix("_c_").and_then(|s| s.strip_suffix("-lock-")).expect(&p.node);
+        assert!(uuid::Uuid::parse_str(uuid).is_ok(), "uuid in {}", p.node);
+        assert!(sequence.chars().all(|c| c.is_ascii_digit()));
+        assert_eq!(p.sequence, Some(sequence.parse().unwrap()));
+        assert_eq!(p.session_id, client.session_id().unwrap());
+        let identity = p.identity.as_ref().expect("zklock identity");
+        assert_eq!(identity.pid, std::process::id());
+        assert_eq!(identity.lang, "rust");
+        assert_eq!(identity.identifier.as_deref(), Some("nightly-report"));
+        assert!(!identity.host.is_empty());
+    }
+    let holder = lock.holder().await.unwrap().unwrap();
+    assert_eq!(holder.identity.unwrap().owner, "worker-5");
+    assert_eq!(contenders[1].identity.as_ref().unwrap().owner, "worker-6");
+    assert_eq!(holder.fencing_token, guard.fencing_token());
+    assert!(contenders[1].fencing_token > guard.fencing_token());
+    guard.release().await.unwrap();
+    waiter.await.unwrap();
+    assert!(lock.holder().await.unwrap().is_none());
+}
+
+/// A missing lock path is created (as containers); if it vanishes under a waiting attempt, the
+/// attempt recreates it and goes on rather than failing with NoNode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_path_created_on_demand_and_recreated_when_it_vanishes() {
+    let path = format!("{}/deep/er", unique_path("vanish"));
+    let observer = observer().await;
+    let (a, b) = (client().await, client().await);
+    let holder = a.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let (_, stat) = observer.get_data(&path).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, 0);
+
+    let waiting = tokio::spawn({
+        let lock = b.lock(&path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await }
+    });
+    wait_children(&observer, &path, 2).await;
+    // An operator removes the whole lock path at once, in one transaction.
+    let mut removal = observer.new_multi_writer();
+    for child in children(&observer, &path).await {
+        removal.add_delete(&format!("{path}/{child}"), None).unwrap();
+    }
+    removal.add_delete(&path, None).unwrap();
+    removal.commit().await.unwrap();
+
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("no hang").unwrap().unwrap();
+    assert_eq!(children(&observer, &path).await.len(), 1, "the path was recreated with the waiter's node");
+    assert_eq!(holder.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    guard.release().await.unwrap();
+}
+
+/// Dropping a guard releases in the background and never leaks the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_guard_releases_in_background() {
+    let path = unique_path("drop");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    {
+        let _outer = lock.acquire(&Owner::new(1)).await.unwrap();
+        let _inner = lock.acquire(&Owner::new(1)).await.unwrap();
+    }
+    wait_children(&observer, &path, 0).await;
+    assert!(!lock.is_held_by(&Owner::new(1)));
+}
+
+/// Digest auth: a client with the right credentials locks under a path only its user may use;
+/// one without them gets a ZooKeeper error carrying the code and naming the path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_auth() {
+    let connect = connect_string();
+    let base = unique_path("auth");
+    let owner_zk = zookeeper_client::Client::connector().with_auth("digest", b"alice:secret").connect(&connect).await.unwrap();
+    owner_zk.mkdir("/zklock-test", &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all())).await.unwrap();
+    owner_zk
+        .create(&base, b"", &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::creator_all()))
+        .await
+        .unwrap();
+    // The lock path itself admits only alice.
+    let path = base.clone();
+
+    let options = zklock::ClientOptions { digest_auth: Some("alice:secret".into()), ..Default::default() };
+    let alice = zklock::Client::connect_with(&connect, options).await.unwrap();
+    let guard = alice.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    guard.release().await.unwrap();
+
+    let stranger = client().await;
+    let err = stranger.lock(&path).unwrap().acquire(&Owner::new(2)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ZooKeeper);
+    assert_eq!(err.zookeeper_code(), Some(-102), "NoAuth: {err}");
+    assert!(err.to_string().contains(&path), "{err}");
+    wait_children(&owner_zk, &base, 0).await;
+    owner_zk.delete(&base, None).await.unwrap();
+}
+
+/// Session state as a value and as a stream: connected, then closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_state_value_and_stream() {
+    let client = client().await;
+    assert_eq!(client.state(), zklock::SessionState::Connected);
+    let mut changes = client.state_changes();
+    client.close().await;
+    assert_eq!(changes.next().await, Some(zklock::SessionState::Closed));
+    assert_eq!(changes.next().await, None);
+    assert_eq!(client.state(), zklock::SessionState::Closed);
+}
