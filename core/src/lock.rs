@@ -184,6 +184,16 @@ enum Wait {
     No,
 }
 
+impl Wait {
+    fn at_most(timeout: Duration) -> Wait {
+        if timeout.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(timeout)
+        }
+    }
+}
+
 /// Why a bounded step stopped before its future finished.
 enum Stop {
     Deadline,
@@ -228,10 +238,11 @@ impl Lock {
 
     /// As [`Lock::acquire`], giving up with [`ErrorKind::Timeout`] after `timeout`: one deadline
     /// for the whole attempt, retries included. The attempt's node is deleted before this returns.
+    /// A zero timeout only tries, as [`Lock::try_acquire`] does.
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<LockGuard> {
-        match self.acquire_hold(owner, Wait::For(timeout)).await? {
+        match self.acquire_hold(owner, Wait::at_most(timeout)).await? {
             Some(hold) => Ok(self.guard(owner, hold)),
-            None => unreachable!("a timed acquire reports its timeout as an error"),
+            None => Err(self.inner.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)")),
         }
     }
 
@@ -245,11 +256,7 @@ impl Lock {
     /// Returns `Ok(None)` when the lock was not obtained in time. The hold is released with
     /// [`Lock::release`], not by a guard.
     pub async fn acquire_for(&self, owner: &Owner, timeout: Option<Duration>) -> Result<Option<Hold>> {
-        let wait = match timeout {
-            None => Wait::Forever,
-            Some(t) if t.is_zero() => Wait::No,
-            Some(t) => Wait::For(t),
-        };
+        let wait = timeout.map_or(Wait::Forever, Wait::at_most);
         match self.acquire_hold(owner, wait).await {
             Err(err) if err.kind() == ErrorKind::Timeout => Ok(None),
             other => other,
