@@ -1,1 +1,172 @@
-fn main() {}
+//! zklock benchmark against the server named by `ZK_CONNECT` (scripts/bench starts one).
+//! Prints one JSON line with the same keys as bench/curator/CuratorBench.java, so the two sit
+//! side by side. Progress goes to stderr.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zklock::{Client, Owner};
+use zookeeper_client as zk;
+
+const CONTENDERS: usize = 8;
+
+fn seconds_from_env() -> Duration {
+    let secs = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(5.0);
+    Duration::from_secs_f64(secs)
+}
+
+fn percentile_us(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1e6
+}
+
+struct Uncontended {
+    cycles_per_s: f64,
+    acquire: Vec<Duration>,
+    release: Vec<Duration>,
+}
+
+async fn cycles(lock: &zklock::Lock, owner: &Owner, budget: Duration, samples: Option<(&mut Vec<Duration>, &mut Vec<Duration>)>) -> f64 {
+    let started = Instant::now();
+    let mut count = 0u64;
+    let mut samples = samples;
+    while started.elapsed() < budget {
+        let t0 = Instant::now();
+        let guard = lock.acquire(owner).await.unwrap();
+        let t1 = Instant::now();
+        guard.release().await.unwrap();
+        let t2 = Instant::now();
+        if let Some((acquire, release)) = samples.as_mut() {
+            acquire.push(t1 - t0);
+            release.push(t2 - t1);
+        }
+        count += 1;
+    }
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn uncontended(client: &Client, path: &str, warmup: Duration, measure: Duration) -> Uncontended {
+    let lock = client.lock(path).unwrap();
+    let owner = Owner::new(1);
+    let (mut acquire, mut release) = (Vec::new(), Vec::new());
+    cycles(&lock, &owner, warmup, None).await;
+    let cycles_per_s = cycles(&lock, &owner, measure, Some((&mut acquire, &mut release))).await;
+    acquire.sort_unstable();
+    release.sort_unstable();
+    Uncontended { cycles_per_s, acquire, release }
+}
+
+async fn contended(connect: &str, path: &str, warmup: Duration, measure: Duration) -> f64 {
+    let mut clients = Vec::new();
+    for _ in 0..CONTENDERS {
+        clients.push(Client::connect(connect).await.unwrap());
+    }
+    let handoffs = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        let lock = client.lock(path).unwrap();
+        let (handoffs, stop) = (handoffs.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let owner = Owner::new(i as u64);
+            while !stop.load(Ordering::Relaxed) {
+                let guard = lock.acquire(&owner).await.unwrap();
+                handoffs.fetch_add(1, Ordering::Relaxed);
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    tokio::time::sleep(warmup).await;
+    let (start_count, started) = (handoffs.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(measure).await;
+    let rate = (handoffs.load(Ordering::Relaxed) - start_count) as f64 / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for client in clients {
+        client.close().await;
+    }
+    rate
+}
+
+async fn reentrant_ns(client: &Client, path: &str) -> f64 {
+    let lock = client.lock(path).unwrap();
+    let owner = Owner::new(1);
+    let outer = lock.acquire(&owner).await.unwrap();
+    let pairs = |n: u32| {
+        let (lock, owner) = (&lock, &owner);
+        async move {
+            let started = Instant::now();
+            for _ in 0..n {
+                let hold = lock.acquire_for(owner, None).await.unwrap();
+                std::hint::black_box(hold);
+                lock.release(owner).await.unwrap();
+            }
+            started.elapsed().as_nanos() as f64 / n as f64
+        }
+    };
+    pairs(200_000).await;
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        best = best.min(pairs(1_000_000).await);
+    }
+    outer.release().await.unwrap();
+    best
+}
+
+/// The raw floor: one create plus one delete with the same ZooKeeper client crate.
+async fn floor(connect: &str, path: &str, warmup: Duration, measure: Duration) -> f64 {
+    let zk = zk::Client::connect(connect).await.unwrap();
+    let container = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+    zk.mkdir(path, &container).await.unwrap();
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let node = format!("{path}/floor");
+    let run = |budget: Duration| {
+        let (zk, node, ephemeral) = (&zk, &node, &ephemeral);
+        async move {
+            let started = Instant::now();
+            let mut cycles = 0u64;
+            while started.elapsed() < budget {
+                zk.create(node, b"", ephemeral).await.unwrap();
+                zk.delete(node, None).await.unwrap();
+                cycles += 1;
+            }
+            cycles as f64 / started.elapsed().as_secs_f64()
+        }
+    };
+    run(warmup).await;
+    run(measure).await
+}
+
+#[tokio::main]
+async fn main() {
+    let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT names the server (scripts/bench sets it)");
+    let measure = seconds_from_env();
+    let warmup = Duration::from_secs(1).min(measure);
+    let base = format!("/zklock-bench/{}", std::process::id());
+    let client = Client::connect(&connect).await.unwrap();
+
+    eprintln!("[zklock] raw floor (create+delete)...");
+    let floor = floor(&connect, &format!("{base}/floor"), warmup, measure).await;
+    eprintln!("[zklock] uncontended...");
+    let un = uncontended(&client, &format!("{base}/uncontended"), warmup, measure).await;
+    eprintln!("[zklock] contended, {CONTENDERS} sessions...");
+    let handoffs = contended(&connect, &format!("{base}/contended"), warmup, measure).await;
+    eprintln!("[zklock] reentrant...");
+    let reentrant = reentrant_ns(&client, &format!("{base}/reentrant")).await;
+    client.close().await;
+
+    println!(
+        "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1}}}",
+        un.cycles_per_s,
+        percentile_us(&un.acquire, 0.5),
+        percentile_us(&un.acquire, 0.99),
+        percentile_us(&un.release, 0.5),
+        percentile_us(&un.release, 0.99),
+        handoffs,
+        reentrant,
+        floor,
+    );
+}
