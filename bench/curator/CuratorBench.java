@@ -1,0 +1,379 @@
+// Apache Curator InterProcessMutex benchmark, the reference side of zklock's
+// benchmark (see bench/README.md). Plain javac against Debian's jars, no build
+// tool:
+//
+//   CP=/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar
+//   javac -cp $CP -d target/bench-java bench/curator/CuratorBench.java
+//   java -cp target/bench-java:$CP CuratorBench [host:port]
+//
+// The ZooKeeper address comes from the first argument, else ZK_CONNECT, else
+// 127.0.0.1:2181. Progress goes to stderr; stdout gets exactly one JSON line
+// with the same keys as the Rust benchmark (zklock-bench).
+//
+// Environment:
+//   BENCH_SECONDS          measured seconds per timed workload (default 5)
+//   BENCH_WARMUP_SECONDS   unmeasured warm-up before each timed workload (default 1)
+//   BENCH_CLIENTS          sessions in the contended workload (default 8)
+//   BENCH_REENTRANT_ITERS  nested acquire+release pairs per measured round (default 1000000)
+//   BENCH_REENTRANT_WARMUP_SECONDS  minimum JIT warm-up of the reentrant loop (default 2)
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
+
+public final class CuratorBench {
+    static final String IMPL = "curator 5.4.0";
+    static final int SESSION_TIMEOUT_MS = 10_000;
+    static final int CONNECTION_TIMEOUT_MS = 15_000;
+    /** Bound on any single blocking acquire, so a broken server fails the run instead of hanging it. */
+    static final long ACQUIRE_TIMEOUT_S = 60;
+
+    static String connect;
+    static double seconds;
+    static double warmupSeconds;
+
+    public static void main(String[] args) throws Exception {
+        connect = args.length > 0 ? args[0] : envOr("ZK_CONNECT", "127.0.0.1:2181");
+        seconds = Double.parseDouble(envOr("BENCH_SECONDS", "5"));
+        warmupSeconds = Double.parseDouble(envOr("BENCH_WARMUP_SECONDS", "1"));
+        int clients = Integer.parseInt(envOr("BENCH_CLIENTS", "8"));
+        long reentrantIters = Long.parseLong(envOr("BENCH_REENTRANT_ITERS", "1000000"));
+        if (!(seconds > 0) || warmupSeconds < 0 || clients < 1 || reentrantIters < 1) {
+            throw new IllegalArgumentException("bad BENCH_* setting");
+        }
+
+        // One fresh root per run; every lock path lives under it and it is removed at the end.
+        String root = "/zklock-bench-curator-" + UUID.randomUUID();
+        log("connect=%s root=%s seconds=%s warmup=%s clients=%d", connect, root, seconds, warmupSeconds, clients);
+
+        int status = 0;
+        CuratorFramework client = newClient();
+        try {
+            client.create().forPath(root);
+
+            double[] unc = uncontended(client, root + "/uncontended");
+            double handoffs = contended(root + "/contended", clients);
+            double reentrantNs = reentrant(client, root + "/reentrant", reentrantIters);
+            double floor = floor(client, root + "/floor");
+
+            StringBuilder sb = new StringBuilder();
+            sb.append('{');
+            sb.append("\"impl\":\"").append(IMPL).append('"');
+            field(sb, "uncontended_cycles_per_s", unc[0]);
+            field(sb, "acquire_p50_us", unc[1]);
+            field(sb, "acquire_p99_us", unc[2]);
+            field(sb, "release_p50_us", unc[3]);
+            field(sb, "release_p99_us", unc[4]);
+            field(sb, "handoffs_per_s", handoffs);
+            field(sb, "reentrant_ns", reentrantNs);
+            field(sb, "floor_cycles_per_s", floor);
+            sb.append('}');
+            System.out.println(sb);
+            System.out.flush();
+        } catch (Throwable t) {
+            log("FAILED: %s", t);
+            t.printStackTrace();
+            status = 1;
+        } finally {
+            try {
+                client.delete().deletingChildrenIfNeeded().forPath(root);
+            } catch (KeeperException.NoNodeException ignored) {
+                // nothing was created
+            } catch (Exception e) {
+                log("cleanup of %s failed: %s", root, e);
+            }
+            client.close();
+        }
+        // Curator/ZooKeeper may leave non-daemon threads behind; do not wait for them.
+        System.exit(status);
+    }
+
+    // ---------------------------------------------------------------- workloads
+
+    /** Workload 1: acquire()+release() loop on a private path. Returns {cycles/s, acq p50, acq p99, rel p50, rel p99}. */
+    static double[] uncontended(CuratorFramework client, String path) throws Exception {
+        InterProcessMutex mutex = new InterProcessMutex(client, path);
+        LongList acq = new LongList();
+        LongList rel = new LongList();
+
+        long warmEnd = System.nanoTime() + nanos(warmupSeconds);
+        while (System.nanoTime() < warmEnd) {
+            acquire(mutex);
+            mutex.release();
+        }
+
+        long start = System.nanoTime();
+        long end = start + nanos(seconds);
+        long now = start;
+        long cycles = 0;
+        while (now < end) {
+            long t0 = now;
+            acquire(mutex);
+            long t1 = System.nanoTime();
+            mutex.release();
+            now = System.nanoTime();
+            acq.add(t1 - t0);
+            rel.add(now - t1);
+            cycles++;
+        }
+        double elapsed = (now - start) / 1e9;
+        double rate = cycles / elapsed;
+        long[] a = acq.sorted();
+        long[] r = rel.sorted();
+        double[] out = {
+            rate,
+            pct(a, 50) / 1e3, pct(a, 99) / 1e3,
+            pct(r, 50) / 1e3, pct(r, 99) / 1e3,
+        };
+        log("uncontended: %d cycles in %.3fs = %.1f/s; acquire p50 %.0fus p99 %.0fus; release p50 %.0fus p99 %.0fus",
+            cycles, elapsed, rate, out[1], out[2], out[3], out[4]);
+        return out;
+    }
+
+    /** Workload 2: N sessions, one thread and one InterProcessMutex each, all on one path. Returns acquisitions/s. */
+    static double contended(String path, int n) throws Exception {
+        List<CuratorFramework> clients = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        AtomicBoolean stop = new AtomicBoolean(false);
+        AtomicLong counter = new AtomicLong();      // total acquisitions (incremented while holding)
+        AtomicInteger inside = new AtomicInteger(); // mutual-exclusion check
+        AtomicLong violations = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch ready = new CountDownLatch(n);
+        CountDownLatch go = new CountDownLatch(1);
+        long[] perThread = new long[n];
+        try {
+            for (int i = 0; i < n; i++) {
+                clients.add(newClient());
+            }
+            for (int i = 0; i < n; i++) {
+                final int id = i;
+                final InterProcessMutex mutex = new InterProcessMutex(clients.get(i), path);
+                Thread t = new Thread(() -> {
+                    try {
+                        ready.countDown();
+                        go.await();
+                        while (!stop.get()) {
+                            acquire(mutex);
+                            try {
+                                if (inside.incrementAndGet() != 1) {
+                                    violations.incrementAndGet();
+                                }
+                                counter.incrementAndGet();
+                                perThread[id]++;
+                                inside.decrementAndGet();
+                            } finally {
+                                mutex.release();
+                            }
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                        stop.set(true);
+                    }
+                }, "contender-" + i);
+                t.setDaemon(true);
+                threads.add(t);
+                t.start();
+            }
+            ready.await();
+            go.countDown();
+            sleepSeconds(warmupSeconds);
+            long c0 = counter.get();
+            long t0 = System.nanoTime();
+            sleepSeconds(seconds);
+            long c1 = counter.get();
+            long t1 = System.nanoTime();
+            stop.set(true);
+            for (Thread t : threads) {
+                t.join(TimeUnit.SECONDS.toMillis(ACQUIRE_TIMEOUT_S + 10));
+                if (t.isAlive()) {
+                    throw new IllegalStateException(t.getName() + " did not stop");
+                }
+            }
+            if (failure.get() != null) {
+                throw new RuntimeException("contender failed", failure.get());
+            }
+            if (violations.get() != 0) {
+                throw new IllegalStateException("mutual exclusion violated " + violations.get() + " times");
+            }
+            double elapsed = (t1 - t0) / 1e9;
+            double rate = (c1 - c0) / elapsed;
+            log("contended: %d sessions, %d handoffs in %.3fs = %.1f/s; per-session totals %s",
+                n, c1 - c0, elapsed, rate, Arrays.toString(perThread));
+            return rate;
+        } finally {
+            stop.set(true);
+            for (CuratorFramework c : clients) {
+                c.close();
+            }
+        }
+    }
+
+    /** Workload 3: ns per nested acquire()+release() pair while already holding. Median of 5 measured rounds. */
+    static double reentrant(CuratorFramework client, String path, long iters) throws Exception {
+        InterProcessMutex mutex = new InterProcessMutex(client, path);
+        acquire(mutex);
+        try {
+            // Warm-up: get the JIT (C2) through the reentrant path before timing it:
+            // at least 3 rounds and at least BENCH_REENTRANT_WARMUP_SECONDS (default 2).
+            double warm = Double.parseDouble(envOr("BENCH_REENTRANT_WARMUP_SECONDS", "2"));
+            long warmEnd = System.nanoTime() + nanos(warm);
+            for (int round = 0; round < 3 || System.nanoTime() < warmEnd; round++) {
+                nested(mutex, iters);
+            }
+            int rounds = 5;
+            double[] ns = new double[rounds];
+            for (int round = 0; round < rounds; round++) {
+                long t0 = System.nanoTime();
+                nested(mutex, iters);
+                ns[round] = (double) (System.nanoTime() - t0) / iters;
+            }
+            if (!mutex.isOwnedByCurrentThread()) {
+                throw new IllegalStateException("lost ownership during reentrant loop");
+            }
+            double[] sorted = ns.clone();
+            Arrays.sort(sorted);
+            double median = sorted[rounds / 2];
+            log("reentrant: %d pairs x %d rounds, ns/pair per round %s, median %.1f",
+                iters, rounds, fmtArray(ns), median);
+            return median;
+        } finally {
+            mutex.release();
+        }
+    }
+
+    static void nested(InterProcessMutex mutex, long iters) throws Exception {
+        for (long i = 0; i < iters; i++) {
+            mutex.acquire(); // already held by this thread: count bump only, never blocks
+            mutex.release();
+        }
+    }
+
+    /** Workload 4: raw create(EPHEMERAL)+delete on the same client. Returns cycles/s. */
+    static double floor(CuratorFramework client, String path) throws Exception {
+        long warmEnd = System.nanoTime() + nanos(warmupSeconds);
+        while (System.nanoTime() < warmEnd) {
+            client.create().withMode(CreateMode.EPHEMERAL).forPath(path);
+            client.delete().forPath(path);
+        }
+        long start = System.nanoTime();
+        long end = start + nanos(seconds);
+        long now = start;
+        long cycles = 0;
+        while (now < end) {
+            client.create().withMode(CreateMode.EPHEMERAL).forPath(path);
+            client.delete().forPath(path);
+            cycles++;
+            now = System.nanoTime();
+        }
+        double elapsed = (now - start) / 1e9;
+        double rate = cycles / elapsed;
+        log("floor: %d create+delete cycles in %.3fs = %.1f/s", cycles, elapsed, rate);
+        return rate;
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    static CuratorFramework newClient() throws InterruptedException {
+        CuratorFramework c = CuratorFrameworkFactory.builder()
+            .connectString(connect)
+            .sessionTimeoutMs(SESSION_TIMEOUT_MS)
+            .connectionTimeoutMs(CONNECTION_TIMEOUT_MS)
+            .retryPolicy(new ExponentialBackoffRetry(1000, 3))
+            .build();
+        c.start();
+        if (!c.blockUntilConnected(CONNECTION_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+            c.close();
+            throw new IllegalStateException("could not connect to ZooKeeper at " + connect);
+        }
+        return c;
+    }
+
+    static void acquire(InterProcessMutex mutex) throws Exception {
+        if (!mutex.acquire(ACQUIRE_TIMEOUT_S, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("acquire timed out after " + ACQUIRE_TIMEOUT_S + "s");
+        }
+    }
+
+    /** Nearest-rank percentile of a sorted array, in its own unit. */
+    static double pct(long[] sorted, double p) {
+        if (sorted.length == 0) {
+            return Double.NaN;
+        }
+        int rank = (int) Math.ceil(p / 100.0 * sorted.length);
+        return sorted[Math.max(0, Math.min(sorted.length - 1, rank - 1))];
+    }
+
+    static long nanos(double s) {
+        return (long) (s * 1e9);
+    }
+
+    static void sleepSeconds(double s) throws InterruptedException {
+        long end = System.nanoTime() + nanos(s);
+        long left;
+        while ((left = end - System.nanoTime()) > 0) {
+            TimeUnit.NANOSECONDS.sleep(left);
+        }
+    }
+
+    static void field(StringBuilder sb, String key, double v) {
+        sb.append(",\"").append(key).append("\":");
+        if (Double.isFinite(v)) {
+            sb.append(String.format(Locale.ROOT, "%.1f", v));
+        } else {
+            sb.append("null");
+        }
+    }
+
+    static String fmtArray(double[] a) {
+        StringBuilder sb = new StringBuilder("[");
+        for (int i = 0; i < a.length; i++) {
+            sb.append(i == 0 ? "" : ", ").append(String.format(Locale.ROOT, "%.1f", a[i]));
+        }
+        return sb.append(']').toString();
+    }
+
+    static String envOr(String name, String dflt) {
+        String v = System.getenv(name);
+        return v == null || v.isEmpty() ? dflt : v;
+    }
+
+    static void log(String fmt, Object... args) {
+        System.err.println("[curator-bench] " + String.format(Locale.ROOT, fmt, args));
+        System.err.flush();
+    }
+
+    /** Growable primitive long array (no boxing in the timed loop). */
+    static final class LongList {
+        long[] a = new long[1 << 14];
+        int n;
+
+        void add(long v) {
+            if (n == a.length) {
+                a = Arrays.copyOf(a, n * 2);
+            }
+            a[n++] = v;
+        }
+
+        long[] sorted() {
+            long[] s = Arrays.copyOf(a, n);
+            Arrays.sort(s);
+            return s;
+        }
+    }
+}
