@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 
 /// The shared standalone server of this test binary (or `ZK_CONNECT`).
 pub fn connect_string() -> String {
-    std::env::var("ZK_CONNECT").expect("ZK_CONNECT (temporary)")
+    zklock_testkit::shared_connect_string()
 }
 
 /// A fresh lock path, unique to one test run.
