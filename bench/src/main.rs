@@ -148,17 +148,38 @@ async fn main() {
     let base = format!("/zklock-bench/{}", std::process::id());
     let client = Client::connect(&connect).await.unwrap();
 
-    eprintln!("[zklock] raw floor (create+delete)...");
-    let floor = floor(&connect, &format!("{base}/floor"), warmup, measure).await;
-    eprintln!("[zklock] uncontended...");
-    let un = uncontended(&client, &format!("{base}/uncontended"), warmup, measure).await;
-    eprintln!("[zklock] contended, {CONTENDERS} sessions...");
-    let handoffs = contended(&connect, &format!("{base}/contended"), warmup, measure).await;
-    eprintln!("[zklock] reentrant...");
-    let reentrant = reentrant_ns(&client, &format!("{base}/reentrant")).await;
+    // BENCH_WORKLOADS=floor,uncontended,contended,reentrant (default: all) runs a subset; the
+    // skipped figures print as null.
+    let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
+    let wanted = |name: &str| selected.is_empty() || selected.split(',').any(|w| w.trim() == name);
+    let nan = f64::NAN;
+    let floor = if wanted("floor") {
+        eprintln!("[zklock] raw floor (create+delete)...");
+        floor(&connect, &format!("{base}/floor"), warmup, measure).await
+    } else {
+        nan
+    };
+    let un = if wanted("uncontended") {
+        eprintln!("[zklock] uncontended...");
+        uncontended(&client, &format!("{base}/uncontended"), warmup, measure).await
+    } else {
+        Uncontended { cycles_per_s: nan, acquire: vec![Duration::ZERO], release: vec![Duration::ZERO] }
+    };
+    let handoffs = if wanted("contended") {
+        eprintln!("[zklock] contended, {CONTENDERS} sessions...");
+        contended(&connect, &format!("{base}/contended"), warmup, measure).await
+    } else {
+        nan
+    };
+    let reentrant = if wanted("reentrant") {
+        eprintln!("[zklock] reentrant...");
+        reentrant_ns(&client, &format!("{base}/reentrant")).await
+    } else {
+        nan
+    };
     client.close().await;
 
-    println!(
+    let json = format!(
         "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1}}}",
         un.cycles_per_s,
         percentile_us(&un.acquire, 0.5),
@@ -169,4 +190,5 @@ async fn main() {
         reentrant,
         floor,
     );
+    println!("{}", json.replace("NaN", "null"));
 }

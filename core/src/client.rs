@@ -1,6 +1,7 @@
 //! One ZooKeeper session, shared by every lock made from it.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,7 +108,10 @@ pub(crate) struct ClientInner {
     /// the last clone is dropped, so everything that holds one also watches `closed`.
     zk: RwLock<Option<zk::Client>>,
     pub(crate) chroot: String,
+    /// Wakes everything waiting when the client is closed.
     pub(crate) closed: CancellationToken,
+    /// The same fact for the reentrant fast path: the token's own check takes a mutex.
+    closed_flag: AtomicBool,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) identity: Arc<HostIdentity>,
     session_timeout: Duration,
@@ -198,6 +202,7 @@ impl Client {
                 zk: RwLock::new(Some(zk)),
                 chroot,
                 closed: CancellationToken::new(),
+                closed_flag: AtomicBool::new(false),
                 runtime,
                 identity,
                 state,
@@ -247,6 +252,7 @@ impl Client {
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
     /// with [`ErrorKind::Closed`]; held locks count as lost. Idempotent.
     pub async fn close(&self) {
+        self.inner.closed_flag.store(true, Ordering::Release);
         self.inner.closed.cancel();
         let Some(zk) = self.inner.zk.write().take() else { return };
         let mut states = zk.state_watcher();
@@ -263,11 +269,15 @@ impl Client {
 
     /// Whether [`Client::close`] was called.
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.is_cancelled()
+        self.inner.is_closed()
     }
 }
 
 impl ClientInner {
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed_flag.load(Ordering::Acquire)
+    }
+
     /// The negotiated session timeout: how long the servers keep the session without hearing
     /// from us, and so a sensible bound for one step that should not hang.
     pub(crate) fn session_timeout_hint(&self) -> Duration {

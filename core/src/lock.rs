@@ -273,7 +273,8 @@ impl Lock {
     pub async fn release(&self, owner: &Owner) -> Result<()> {
         match self.inner.unhold(owner)? {
             None => Ok(()),
-            Some(hold) => self.inner.delete_held(&hold).await,
+            // Boxed so the reentrant path's future stays small: no network, no big state machine.
+            Some(hold) => Box::pin(self.inner.delete_held(&hold)).await,
         }
     }
 
@@ -306,7 +307,8 @@ impl Lock {
         // From here on the owner's slot says "acquiring"; this guard clears it unless the
         // acquisition succeeds, including when the future is dropped.
         let mut claim = Claim { lock: &self.inner, owner: owner.id, done: false };
-        let result = self.inner.contend(owner, wait).await;
+        // Boxed so the reentrant path above does not carry this large state machine.
+        let result = Box::pin(self.inner.contend(owner, wait)).await;
         if let Ok(Some(hold)) = &result {
             claim.done = true;
             let mut owners = self.inner.owners.lock();
@@ -351,7 +353,7 @@ impl LockInner {
 
     /// The reentrant fast path: counts up an existing hold, or marks the owner as acquiring.
     fn reenter_or_claim(&self, owner: &Owner) -> Result<Option<Hold>> {
-        if self.client.closed.is_cancelled() {
+        if self.client.is_closed() {
             return Err(self.closed_error());
         }
         let mut owners = self.owners.lock();
