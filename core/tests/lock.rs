@@ -284,6 +284,9 @@ async fn timeout_try_and_cancel_leave_no_node() {
         assert!(futures::poll!(&mut attempt).is_pending());
         drop(attempt);
     }
+    // A request on the same session is answered after those creates were applied, so from here
+    // on any node they made is visible, and must then disappear.
+    lock.contenders().await.unwrap();
     wait_children(&observer, &path, 1).await;
     assert_eq!(children(&observer, &path).await, only_holder);
     holder.release().await.unwrap();
