@@ -12,6 +12,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::lock::{Lock, LockOptions};
+use crate::session::Session;
 use crate::validate;
 
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
@@ -47,28 +48,20 @@ pub enum SessionState {
     Connected,
     /// The connection is down; the session may still be live on the servers.
     Disconnected,
-    /// The session expired: its lock nodes are gone. Terminal.
+    /// The session expired (or the client gave it up after being disconnected for too long):
+    /// its locks are lost. The next acquisition establishes a new session.
     Expired,
-    /// The servers rejected the credentials. Terminal.
+    /// The servers rejected the credentials.
     AuthFailed,
-    /// The client was closed. Terminal.
+    /// The client was closed. Nothing follows.
     Closed,
 }
 
 impl SessionState {
-    /// Whether no further state can follow.
+    /// Whether the session in this state is over (a client may go on with a new one, unless
+    /// closed).
     pub fn is_terminal(self) -> bool {
         matches!(self, SessionState::Expired | SessionState::AuthFailed | SessionState::Closed)
-    }
-
-    fn from_zk(state: zk::SessionState) -> SessionState {
-        match state {
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => SessionState::Connected,
-            zk::SessionState::Disconnected => SessionState::Disconnected,
-            zk::SessionState::Expired => SessionState::Expired,
-            zk::SessionState::AuthFailed => SessionState::AuthFailed,
-            zk::SessionState::Closed => SessionState::Closed,
-        }
     }
 }
 
@@ -79,13 +72,13 @@ pub struct StateChanges {
 }
 
 impl StateChanges {
-    /// The next state change, or `None` once the session reached a terminal state and that state
-    /// was delivered. If this receiver fell behind, the oldest changes are skipped.
+    /// The next state change, or `None` once [`SessionState::Closed`] was delivered. If this
+    /// receiver fell behind, the oldest changes are skipped.
     pub async fn next(&mut self) -> Option<SessionState> {
         while !self.ended {
             match self.receiver.recv().await {
                 Ok(state) => {
-                    self.ended = state.is_terminal();
+                    self.ended = state == SessionState::Closed;
                     return Some(state);
                 },
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
@@ -96,17 +89,24 @@ impl StateChanges {
     }
 }
 
-/// One ZooKeeper session. Cheap to clone; every clone and every [`Lock`] made from it share the
-/// session. Dropping the last of them ends the session, as [`Client::close`] does.
+/// A ZooKeeper client: one session at a time, shared by every lock made from it. Cheap to clone.
+/// Dropping the last clone and the last [`Lock`] ends the session, as [`Client::close`] does.
+///
+/// If the session expires (or the client gives it up after being disconnected too long), the
+/// locks held in it are lost, and the next acquisition on this client transparently establishes
+/// a new session.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
 }
 
 pub(crate) struct ClientInner {
-    /// `None` once closed. Operations clone the ZooKeeper handle out of it; the session ends when
-    /// the last clone is dropped, so everything that holds one also watches `closed`.
-    zk: RwLock<Option<zk::Client>>,
+    /// The current session; `None` before the first one, after one ended, and once closed.
+    session: RwLock<Option<Arc<Session>>>,
+    /// Serializes establishing a new session.
+    renewing: tokio::sync::Mutex<()>,
+    connect_string: String,
+    options: ClientOptions,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
     pub(crate) closed: CancellationToken,
@@ -114,8 +114,7 @@ pub(crate) struct ClientInner {
     closed_flag: AtomicBool,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) identity: Arc<HostIdentity>,
-    session_timeout: Duration,
-    state: watch::Receiver<SessionState>,
+    state: watch::Sender<SessionState>,
     changes: broadcast::Sender<SessionState>,
 }
 
@@ -153,83 +152,51 @@ impl Client {
         }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
-
-        let mut connector = zk::Client::connector()
-            .with_session_timeout(options.session_timeout)
-            .with_connection_timeout(options.connect_timeout);
-        if let Some(auth) = &options.digest_auth {
-            connector = connector.with_auth("digest", auth.as_bytes());
-        }
-        let connecting = connector.connect(connect_string);
-        let zk = match tokio::time::timeout(options.connect_timeout, connecting).await {
-            Err(_) | Ok(Err(zk::Error::Timeout)) => {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "no session with {connect_string} within the connect timeout of {:?}",
-                        options.connect_timeout
-                    ),
-                ))
-            },
-            Ok(Err(err)) => return Err(Error::from_zk(err, chroot_or_root(&chroot), "connecting")),
-            Ok(Ok(zk)) => zk,
-        };
-
-        let (state_sender, state) = watch::channel(SessionState::from_zk(zk.state()));
-        let (changes, _) = broadcast::channel(64);
-        let forwarded = changes.clone();
-        let mut zk_states = zk.state_watcher();
-        // Holds only receivers and senders, never the session, so it cannot keep it alive.
-        runtime.spawn(async move {
-            loop {
-                let state = SessionState::from_zk(zk_states.changed().await);
-                state_sender.send_replace(state);
-                let _ = forwarded.send(state);
-                if state.is_terminal() {
-                    break;
-                }
-            }
-        });
-
         let identity = Arc::new(HostIdentity {
             host: gethostname::gethostname().to_string_lossy().into_owned(),
             pid: std::process::id(),
             language: options.language.clone().into_owned(),
         });
-        Ok(Client {
-            inner: Arc::new(ClientInner {
-                session_timeout: zk.session_timeout(),
-                zk: RwLock::new(Some(zk)),
-                chroot,
-                closed: CancellationToken::new(),
-                closed_flag: AtomicBool::new(false),
-                runtime,
-                identity,
-                state,
-                changes,
-            }),
-        })
+        let inner = Arc::new(ClientInner {
+            session: RwLock::new(None),
+            renewing: tokio::sync::Mutex::new(()),
+            connect_string: connect_string.to_owned(),
+            options,
+            chroot,
+            closed: CancellationToken::new(),
+            closed_flag: AtomicBool::new(false),
+            runtime,
+            identity,
+            state: watch::Sender::new(SessionState::Disconnected),
+            changes: broadcast::channel(64).0,
+        });
+        inner.session("/").await?;
+        Ok(Client { inner })
     }
 
-    /// The current session state.
+    /// The current session state. After the session expired and before a new one is
+    /// established, this is [`SessionState::Expired`].
     pub fn state(&self) -> SessionState {
         *self.inner.state.borrow()
     }
 
-    /// Session state changes from now on, ending after a terminal state.
+    /// Session state changes from now on, ending after [`SessionState::Closed`]. An expiry is
+    /// followed by `Connected` when the next acquisition establishes a new session.
     pub fn state_changes(&self) -> StateChanges {
         let receiver = self.inner.changes.subscribe();
-        StateChanges { receiver, ended: self.state().is_terminal() }
+        StateChanges { receiver, ended: self.state() == SessionState::Closed }
     }
 
-    /// The session timeout the server granted.
+    /// The session timeout the server granted to the current session (or the one asked for, if
+    /// there is no session right now).
     pub fn session_timeout(&self) -> Duration {
-        self.inner.session_timeout
+        self.inner.session_timeout_hint()
     }
 
-    /// The ZooKeeper session id, or `None` once closed.
+    /// The current ZooKeeper session id, or `None` if there is none (closed, or expired and not
+    /// yet renewed).
     pub fn session_id(&self) -> Option<i64> {
-        self.inner.zk.read().as_ref().map(|zk| zk.session_id().0)
+        self.inner.session.read().as_ref().filter(|s| !s.is_over()).map(|s| s.id)
     }
 
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
@@ -250,21 +217,27 @@ impl Client {
 
     /// Ends the session at once: the server deletes every lock node it held, so waiters behind
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
-    /// with [`ErrorKind::Closed`]; held locks count as lost. Idempotent.
+    /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.
     pub async fn close(&self) {
         self.inner.closed_flag.store(true, Ordering::Release);
         self.inner.closed.cancel();
-        let Some(zk) = self.inner.zk.write().take() else { return };
-        let mut states = zk.state_watcher();
-        drop(zk);
-        // Everything else holding a session handle drops it on `closed`; the session then sends
-        // CloseSession and reports Closed once the server acknowledged it.
+        let session = self.inner.session.write().take();
+        let Some(session) = session else {
+            self.inner.publish(SessionState::Closed);
+            return;
+        };
+        let mut states = session.zk.state_watcher();
+        let timeout = session.timeout;
+        drop(session);
+        // Everything else holding the session handle lets go of it on `closed`; the session then
+        // sends CloseSession and reports Closed once the server acknowledged it.
         let closed = async {
             while !states.peek_state().is_terminated() {
                 states.changed().await;
             }
         };
-        let _ = tokio::time::timeout(self.inner.session_timeout, closed).await;
+        let _ = tokio::time::timeout(timeout, closed).await;
+        self.inner.publish(SessionState::Closed);
     }
 
     /// Whether [`Client::close`] was called.
@@ -278,25 +251,92 @@ impl ClientInner {
         self.closed_flag.load(Ordering::Acquire)
     }
 
-    /// The negotiated session timeout: how long the servers keep the session without hearing
-    /// from us, and so a sensible bound for one step that should not hang.
+    /// The session timeout of the current session, or the one asked for.
     pub(crate) fn session_timeout_hint(&self) -> Duration {
-        self.session_timeout
-    }
-
-    /// A handle on the session, or [`ErrorKind::Closed`].
-    pub(crate) fn zk(&self, path: &str) -> Result<zk::Client> {
-        match &*self.zk.read() {
-            Some(zk) => Ok(zk.clone()),
-            None => Err(Error::new(ErrorKind::Closed, "the client was closed").with_path(path)),
+        match &*self.session.read() {
+            Some(session) => session.timeout,
+            None => self.options.session_timeout,
         }
     }
-}
 
-fn chroot_or_root(chroot: &str) -> &str {
-    if chroot.is_empty() {
-        "/"
-    } else {
-        chroot
+    fn closed_error(path: &str) -> Error {
+        Error::new(ErrorKind::Closed, "the client was closed").with_path(path)
+    }
+
+    /// The live session, establishing a new one if the last one is over.
+    pub(crate) async fn session(self: &Arc<Self>, path: &str) -> Result<Arc<Session>> {
+        if let Some(session) = self.live_session(path)? {
+            return Ok(session);
+        }
+        let _renewing = self.renewing.lock().await;
+        if let Some(session) = self.live_session(path)? {
+            return Ok(session);
+        }
+        let session = self.connect_session(path).await?;
+        if self.is_closed() {
+            return Err(Self::closed_error(path));
+        }
+        *self.session.write() = Some(session.clone());
+        self.publish(SessionState::Connected);
+        Ok(session)
+    }
+
+    fn live_session(&self, path: &str) -> Result<Option<Arc<Session>>> {
+        if self.is_closed() {
+            return Err(Self::closed_error(path));
+        }
+        Ok(self.session.read().as_ref().filter(|s| !s.is_over()).cloned())
+    }
+
+    async fn connect_session(self: &Arc<Self>, path: &str) -> Result<Arc<Session>> {
+        let options = &self.options;
+        // The connection timeout is left to the ZooKeeper client's default (2/5 of the session
+        // timeout): the client-side expiry in `session::monitor` depends on it.
+        let mut connector = zk::Client::connector().with_session_timeout(options.session_timeout);
+        if let Some(auth) = &options.digest_auth {
+            connector = connector.with_auth("digest", auth.as_bytes());
+        }
+        let connecting = connector.connect(&self.connect_string);
+        let zk = tokio::select! {
+            result = tokio::time::timeout(options.connect_timeout, connecting) => match result {
+                Err(_) | Ok(Err(zk::Error::Timeout)) => {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "no session with {} within the connect timeout of {:?}",
+                            self.connect_string, options.connect_timeout
+                        ),
+                    ))
+                },
+                Ok(Err(err)) => return Err(Error::from_zk(err, path, "connecting")),
+                Ok(Ok(zk)) => zk,
+            },
+            _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
+        };
+        Ok(Session::start(zk, Arc::downgrade(self), &self.runtime))
+    }
+
+    /// Called by a session's monitor on each change of its state.
+    pub(crate) fn session_changed(&self, id: i64, state: SessionState, over: bool) {
+        {
+            let mut current = self.session.write();
+            if current.as_ref().map(|s| s.id) != Some(id) {
+                return; // an old session: not what the client reports any more
+            }
+            if over {
+                // Let go of it so that it really ends; the next acquisition starts a new one.
+                current.take();
+            }
+        }
+        if !self.is_closed() || state == SessionState::Closed {
+            self.publish(state);
+        }
+    }
+
+    fn publish(&self, state: SessionState) {
+        let previous = self.state.send_replace(state);
+        if previous != state {
+            let _ = self.changes.send(state);
+        }
     }
 }

@@ -31,11 +31,15 @@
 //! None yet: the crate always runs on tokio (the `zookeeper-client` crate's `tokio` feature).
 
 mod client;
+mod hold;
 mod error;
 mod lock;
 mod order;
+mod session;
 mod validate;
 
 pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
 pub use crate::error::{Error, ErrorKind, Result};
-pub use crate::lock::{Hold, Identity, Lock, LockGuard, LockOptions, Owner, Participant};
+pub use crate::hold::{Hold, HoldState, HoldStateChanges};
+pub use crate::lock::{Identity, Lock, LockGuard, LockOptions, Owner, Participant};
+pub use crate::session::LostReason;

@@ -12,7 +12,9 @@ use zookeeper_client as zk;
 
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
 use crate::order::{self, LOCK_NAME};
+use crate::session::{Lease, Session};
 
 const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
     zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
@@ -115,39 +117,6 @@ pub struct Participant {
     pub data: Vec<u8>,
 }
 
-/// What an owner holds: the lock node and its fencing token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hold {
-    inner: Arc<HoldInfo>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct HoldInfo {
-    node_path: String,
-    sequence: i64,
-    fencing_token: i64,
-}
-
-impl Hold {
-    /// Full path of the lock node (relative to the chroot).
-    pub fn node_path(&self) -> &str {
-        &self.inner.node_path
-    }
-
-    /// The sequence number ZooKeeper gave the node. Past the server's 32-bit limit it repeats or
-    /// goes negative; see [`Hold::fencing_token`] for a value that always increases.
-    pub fn sequence(&self) -> i64 {
-        self.inner.sequence
-    }
-
-    /// The creation zxid of the lock node: it strictly increases across successive holders of
-    /// the same lock path, so a resource can reject a holder whose token is older than one it
-    /// has already seen.
-    pub fn fencing_token(&self) -> i64 {
-        self.inner.fencing_token
-    }
-}
-
 /// A fair, reentrant lock on one ZooKeeper path, from [`crate::Client::lock`]. Cheap to clone;
 /// clones share the per-owner hold counts.
 #[derive(Clone)]
@@ -198,6 +167,8 @@ impl Wait {
 enum Stop {
     Deadline,
     Closed,
+    /// The session is over (expired, or given up after too long a disconnection).
+    SessionOver,
 }
 
 impl Lock {
@@ -268,8 +239,11 @@ impl Lock {
     ///
     /// # Notable errors
     /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock; nothing is changed.
-    /// * [`ErrorKind::LockLost`] if the lock node was already gone (session expired, client
-    ///   closed, or deleted by someone else); the hold is dropped and nothing is deleted.
+    /// * [`ErrorKind::LockLost`] if the hold was lost (session expired, client closed, or node
+    ///   deleted by someone else); the hold is dropped and nothing is deleted.
+    /// * [`ErrorKind::ConnectionLoss`] if the connection dropped before the server confirmed the
+    ///   delete. The hold is gone from this process, and the delete goes on in the background
+    ///   until the node is gone or the session is over: the node is never left behind.
     pub async fn release(&self, owner: &Owner) -> Result<()> {
         match self.inner.unhold(owner)? {
             None => Ok(()),
@@ -281,6 +255,11 @@ impl Lock {
     /// Whether `owner` holds the lock (as far as this process knows).
     pub fn is_held_by(&self, owner: &Owner) -> bool {
         self.inner.owners.lock().iter().any(|slot| slot.owner == owner.id && slot.held.is_some())
+    }
+
+    /// The state of `owner`'s hold, if it holds the lock.
+    pub fn state_of(&self, owner: &Owner) -> Option<crate::HoldState> {
+        self.hold_of(owner).map(|(hold, _)| hold.state())
     }
 
     /// `owner`'s hold and reentrancy count, if it holds the lock.
@@ -351,6 +330,11 @@ impl LockInner {
         self.error(ErrorKind::Closed, "the client was closed")
     }
 
+    fn session_over_error(&self, session: &Session) -> Error {
+        let reason = session.lost_reason().unwrap_or(crate::LostReason::SessionExpired);
+        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
+    }
+
     /// The reentrant fast path: counts up an existing hold, or marks the owner as acquiring.
     fn reenter_or_claim(&self, owner: &Owner) -> Result<Option<Hold>> {
         if self.client.is_closed() {
@@ -359,6 +343,14 @@ impl LockInner {
         let mut owners = self.owners.lock();
         if let Some(slot) = owners.iter_mut().find(|slot| slot.owner == owner.id) {
             return match &mut slot.held {
+                Some(held) if held.hold.inner.is_lost() => Err(self.error(
+                    ErrorKind::LockLost,
+                    format!(
+                        "owner {} cannot re-enter: {}; release it",
+                        owner.label(),
+                        held.hold.lost_reason().map_or("it was lost", |r| r.describe())
+                    ),
+                )),
                 Some(held) => {
                     held.count += 1;
                     Ok(Some(held.hold.clone()))
@@ -380,43 +372,50 @@ impl LockInner {
             return Err(self.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())));
         };
         let held = owners[i].held.as_mut().expect("position() checked it is held");
-        if held.count > 1 {
+        // A lost hold goes whole: re-entered levels have nothing left to protect.
+        if held.count > 1 && !held.hold.inner.is_lost() {
             held.count -= 1;
             return Ok(None);
         }
         Ok(owners.swap_remove(i).held.map(|held| held.hold))
     }
 
-    /// Deletes a held node, retrying across connection loss while the session lives.
+    /// Deletes a held node. On connection loss the delete goes on in the background, until the
+    /// node is gone or its session is over; it only ever deletes this hold's own node.
     async fn delete_held(&self, hold: &Hold) -> Result<()> {
         let lost = |why: &str| self.error(ErrorKind::LockLost, format!("{why}; nothing was deleted"));
-        let Ok(zk) = self.client.zk(&self.path) else {
-            return Err(lost("the client was closed, which released the lock"));
+        if let Some(reason) = hold.inner.finish() {
+            return Err(lost(reason.describe()));
+        }
+        let session = match hold.inner.session.upgrade() {
+            Some(session) if !session.is_over() => session,
+            gone => {
+                let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::LostReason::SessionExpired);
+                return Err(lost(reason.describe()));
+            },
         };
-        let mut retried = false;
-        loop {
-            let delete = zk.delete(hold.node_path(), None);
-            let result = tokio::select! {
-                result = delete => result,
-                _ = self.client.closed.cancelled() => return Err(lost("the client was closed, which released the lock")),
-            };
-            match result {
-                Ok(()) => return Ok(()),
-                // A retry finding nothing means the first try went through before the connection dropped.
-                Err(zk::Error::NoNode) if retried => return Ok(()),
-                Err(zk::Error::NoNode) => return Err(lost("the lock node was already gone")),
-                Err(zk::Error::SessionExpired) => return Err(lost("the session expired, which released the lock")),
-                Err(zk::Error::ConnectionLoss) => {
-                    retried = true;
-                    if let Err(Stop::Closed) = self.await_connected(&zk, None).await {
-                        return Err(lost("the client was closed, which released the lock"));
-                    }
-                    if zk.state().is_terminated() {
-                        return Err(lost("the session ended, which released the lock"));
-                    }
-                },
-                Err(err) => return Err(self.zk_error(err, "deleting the lock node")),
-            }
+        let result = tokio::select! {
+            result = session.zk.delete(hold.node_path(), None) => result,
+            _ = self.client.closed.cancelled() => return Err(lost(crate::LostReason::Closed.describe())),
+            _ = session.ended.cancelled() => {
+                return Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired).describe()))
+            },
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(zk::Error::NoNode) => Err(lost(crate::LostReason::NodeDeleted.describe())),
+            Err(zk::Error::SessionExpired) => Err(lost(crate::LostReason::SessionExpired.describe())),
+            Err(zk::Error::ConnectionLoss) => {
+                let node = Some(hold.node_path().to_owned());
+                let removal = remove_node(self.client.clone(), session, self.path.clone(), String::new(), node);
+                self.client.runtime.spawn(removal);
+                Err(self.error(
+                    ErrorKind::ConnectionLoss,
+                    "the connection dropped before the server confirmed the release; the lock node is deleted \
+                     in the background once reconnected, or goes with the session",
+                ))
+            },
+            Err(err) => Err(self.zk_error(err, "deleting the lock node")),
         }
     }
 
@@ -436,8 +435,13 @@ impl LockInner {
         format!("{}/{}", self.path, name)
     }
 
-    /// Awaits `future` unless the client is closed or the deadline passes first.
-    async fn bounded<F: Future>(&self, future: F, deadline: Option<Instant>) -> std::result::Result<F::Output, Stop> {
+    /// Awaits `future` unless the client is closed, the session is over, or the deadline passes.
+    async fn bounded<F: Future>(
+        &self,
+        session: &Session,
+        future: F,
+        deadline: Option<Instant>,
+    ) -> std::result::Result<F::Output, Stop> {
         let expiry = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -447,37 +451,33 @@ impl LockInner {
         tokio::select! {
             biased;
             _ = self.client.closed.cancelled() => Err(Stop::Closed),
+            _ = session.ended.cancelled() => Err(Stop::SessionOver),
             output = future => Ok(output),
             _ = expiry => Err(Stop::Deadline),
         }
     }
 
     /// Waits (briefly backing off first) until the session is connected again or has ended.
-    async fn await_connected(&self, zk: &zk::Client, deadline: Option<Instant>) -> std::result::Result<(), Stop> {
-        self.bounded(tokio::time::sleep(RECONNECT_BACKOFF), deadline).await?;
-        let mut states = zk.state_watcher();
-        loop {
-            let state = states.peek_state();
-            if state.is_terminated() || matches!(state, zk::SessionState::SyncConnected) {
-                return Ok(());
-            }
-            self.bounded(states.changed(), deadline).await?;
-        }
+    async fn await_connected(&self, session: &Session, deadline: Option<Instant>) -> std::result::Result<(), Stop> {
+        self.bounded(session, tokio::time::sleep(RECONNECT_BACKOFF), deadline).await?;
+        let mut lease = session.lease.clone();
+        let reconnected = self.bounded(session, lease.wait_for(|lease| *lease != Lease::Suspended), deadline).await?;
+        reconnected.map(|_| ()).map_err(|_| Stop::SessionOver)
     }
 
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn contend(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
-        let zk = self.client.zk(&self.path)?;
+        let session = self.client.session(&self.path).await?;
         let name_prefix = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
         let mut attempt = Attempt {
             client: self.client.clone(),
-            zk: zk.clone(),
+            session: session.clone(),
             path: self.path.clone(),
             name_prefix,
             node: None,
             armed: false,
         };
-        let result = self.queue_and_wait(&zk, owner, wait, &mut attempt).await;
+        let result = self.queue_and_wait(&session, owner, wait, &mut attempt).await;
         match &result {
             Ok(Some(_)) => attempt.armed = false,
             // The session is gone, and its ephemeral nodes with it.
@@ -489,7 +489,7 @@ impl LockInner {
 
     async fn queue_and_wait(
         &self,
-        zk: &zk::Client,
+        session: &Arc<Session>,
         owner: &Owner,
         wait: Wait,
         attempt: &mut Attempt,
@@ -499,10 +499,12 @@ impl LockInner {
             Wait::Forever => None,
             Wait::For(timeout) => Some(started + timeout),
             // Trying still completes its one round trip, unless the session is stuck.
-            Wait::No => Some(started + self.client.session_timeout_hint()),
+            Wait::No => Some(started + session.timeout),
         };
+        let zk = &session.zk;
         let stopped = |stop: Stop| match stop {
             Stop::Closed => self.closed_error(),
+            Stop::SessionOver => self.session_over_error(session),
             Stop::Deadline => match wait {
                 Wait::No => self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the lock"),
                 _ => self.error(ErrorKind::Timeout, format!("not acquired within {:?}", deadline.unwrap() - started)),
@@ -519,40 +521,40 @@ impl LockInner {
                 attempt.armed = true;
                 let create = zk.create(&node_prefix, &data, &EPHEMERAL_SEQUENTIAL);
                 let listing = zk.list_children(&self.path);
-                match self.bounded(create, deadline).await.map_err(stopped)? {
+                match self.bounded(session, create, deadline).await.map_err(stopped)? {
                     Ok((stat, sequence)) => {
                         let name = format!("{}{}", attempt.name_prefix, sequence);
                         attempt.node = Some(self.child_path(&name));
                         mine = Some((name, sequence.into_i64(), stat.czxid));
                     },
                     Err(zk::Error::NoNode) => {
-                        self.make_parents(zk, deadline).await.map_err(|e| e.map_stop(stopped))?;
+                        self.make_parents(session, deadline).await.map_err(|e| e.map_stop(stopped))?;
                         continue;
                     },
                     Err(zk::Error::ConnectionLoss) => {
                         // The create may or may not have happened: find it by our uuid rather
                         // than make a second node.
-                        self.await_connected(zk, deadline).await.map_err(stopped)?;
-                        mine = self.find_mine(zk, &attempt.name_prefix, deadline).await.map_err(|e| e.map_stop(stopped))?;
+                        self.await_connected(session, deadline).await.map_err(stopped)?;
+                        mine = self.find_mine(session, &attempt.name_prefix, deadline).await.map_err(|e| e.map_stop(stopped))?;
                         attempt.node = mine.as_ref().map(|(name, ..)| self.child_path(name));
                         continue;
                     },
                     Err(err) => return Err(self.zk_error(err, "creating the lock node")),
                 }
-                match self.bounded(listing, deadline).await.map_err(stopped)? {
+                match self.bounded(session, listing, deadline).await.map_err(stopped)? {
                     Ok(children) => children,
                     Err(zk::Error::ConnectionLoss) => {
-                        self.await_connected(zk, deadline).await.map_err(stopped)?;
+                        self.await_connected(session, deadline).await.map_err(stopped)?;
                         continue;
                     },
                     Err(zk::Error::NoNode) => continue,
                     Err(err) => return Err(self.zk_error(err, "listing the contenders")),
                 }
             } else {
-                match self.bounded(zk.list_children(&self.path), deadline).await.map_err(stopped)? {
+                match self.bounded(session, zk.list_children(&self.path), deadline).await.map_err(stopped)? {
                     Ok(children) => children,
                     Err(zk::Error::ConnectionLoss) => {
-                        self.await_connected(zk, deadline).await.map_err(stopped)?;
+                        self.await_connected(session, deadline).await.map_err(stopped)?;
                         continue;
                     },
                     // The lock path vanished, and our node with it: queue again (kazoo #563).
@@ -564,7 +566,7 @@ impl LockInner {
                 }
             };
             let (name, sequence, czxid) = mine.clone().expect("created above");
-            let queue = match self.in_queue_order(zk, children, deadline).await {
+            let queue = match self.in_queue_order(session, children, deadline).await {
                 Ok(queue) => queue,
                 Err(Retry::Stop(stop)) => return Err(stopped(stop)),
                 Err(Retry::Again) => continue,
@@ -578,7 +580,8 @@ impl LockInner {
             };
             if position == 0 {
                 let node_path = attempt.node.clone().expect("set with mine");
-                return Ok(Some(Hold { inner: Arc::new(HoldInfo { node_path, sequence, fencing_token: czxid }) }));
+                let runtime = &self.client.runtime;
+                return Ok(Some(Hold::start(session, &self.client.closed, runtime, node_path, sequence, czxid)));
             }
             if let Wait::No = wait {
                 return Ok(None);
@@ -589,21 +592,19 @@ impl LockInner {
             if let Some(hook) = &self.before_watch {
                 hook(predecessor.clone()).await;
             }
-            let watcher = match self.bounded(zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
+            let watcher = match self.bounded(session, zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
                 Ok((_, _, watcher)) => watcher,
                 Err(zk::Error::NoNode) => continue,
                 Err(zk::Error::ConnectionLoss) => {
-                    self.await_connected(zk, deadline).await.map_err(stopped)?;
+                    self.await_connected(session, deadline).await.map_err(stopped)?;
                     continue;
                 },
                 Err(err) => return Err(self.zk_error(err, "watching the predecessor")),
             };
-            let event = self.bounded(watcher.changed(), deadline).await.map_err(stopped)?;
+            let event = self.bounded(session, watcher.changed(), deadline).await.map_err(stopped)?;
             if event.event_type == zk::EventType::Session {
                 match event.session_state {
-                    zk::SessionState::Expired => {
-                        return Err(self.error(ErrorKind::SessionExpired, "the session expired while waiting"))
-                    },
+                    zk::SessionState::Expired => return Err(self.session_over_error(session)),
                     zk::SessionState::Closed => return Err(self.closed_error()),
                     zk::SessionState::AuthFailed => {
                         return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting"))
@@ -618,14 +619,14 @@ impl LockInner {
     /// zxid from one multi-read of their stats.
     async fn in_queue_order(
         &self,
-        zk: &zk::Client,
+        session: &Session,
         mut names: Vec<String>,
         deadline: Option<Instant>,
     ) -> std::result::Result<Vec<String>, Retry> {
         if order::sort_by_suffix(&mut names) {
             return Ok(names);
         }
-        let stats = self.read_children(zk, &names, deadline).await?;
+        let stats = self.read_children(session, &names, deadline).await?;
         let mut keyed: Vec<(i64, String)> =
             names.into_iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
         keyed.sort_unstable_by_key(|(czxid, _)| *czxid);
@@ -635,21 +636,21 @@ impl LockInner {
     /// Data and stat of each child in one multi-read; `None` for a child that is already gone.
     async fn read_children(
         &self,
-        zk: &zk::Client,
+        session: &Session,
         names: &[String],
         deadline: Option<Instant>,
     ) -> std::result::Result<Vec<Option<(Vec<u8>, zk::Stat)>>, Retry> {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let mut reader = zk.new_multi_reader();
+        let mut reader = session.zk.new_multi_reader();
         for name in names {
             reader.add_get_data(&self.child_path(name)).map_err(|e| Retry::Fail(self.zk_error(e, "reading a contender")))?;
         }
-        let results = match self.bounded(reader.commit(), deadline).await.map_err(Retry::Stop)? {
+        let results = match self.bounded(session, reader.commit(), deadline).await.map_err(Retry::Stop)? {
             Ok(results) => results,
             Err(zk::Error::ConnectionLoss) => {
-                self.await_connected(zk, deadline).await.map_err(Retry::Stop)?;
+                self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                 return Err(Retry::Again);
             },
             Err(err) => return Err(Retry::Fail(self.zk_error(err, "reading the contenders"))),
@@ -665,11 +666,11 @@ impl LockInner {
 
     /// Creates the lock path and its missing ancestors as containers, which the server removes
     /// once they are empty again.
-    async fn make_parents(&self, zk: &zk::Client, deadline: Option<Instant>) -> std::result::Result<(), Retry> {
-        match self.bounded(zk.mkdir(&self.path, &CONTAINER), deadline).await.map_err(Retry::Stop)? {
+    async fn make_parents(&self, session: &Session, deadline: Option<Instant>) -> std::result::Result<(), Retry> {
+        match self.bounded(session, session.zk.mkdir(&self.path, &CONTAINER), deadline).await.map_err(Retry::Stop)? {
             Ok(()) => Ok(()),
             Err(zk::Error::ConnectionLoss) => {
-                self.await_connected(zk, deadline).await.map_err(Retry::Stop)?;
+                self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                 Ok(())
             },
             Err(err) => Err(Retry::Fail(self.zk_error(err, "creating the lock path"))),
@@ -679,30 +680,32 @@ impl LockInner {
     /// After a connection loss during the create: our node, if the create went through.
     async fn find_mine(
         &self,
-        zk: &zk::Client,
+        session: &Session,
         name_prefix: &str,
         deadline: Option<Instant>,
     ) -> std::result::Result<Option<(String, i64, i64)>, Retry> {
         loop {
             // sync first, so a lagging server we reconnected to has seen our create.
-            let sync = zk.sync(&self.path);
-            let listing = zk.list_children(&self.path);
-            let _ = self.bounded(sync, deadline).await.map_err(Retry::Stop)?;
-            let names = match self.bounded(listing, deadline).await.map_err(Retry::Stop)? {
+            let sync = session.zk.sync(&self.path);
+            let listing = session.zk.list_children(&self.path);
+            let _ = self.bounded(session, sync, deadline).await.map_err(Retry::Stop)?;
+            let names = match self.bounded(session, listing, deadline).await.map_err(Retry::Stop)? {
                 Ok(names) => names,
                 Err(zk::Error::NoNode) => return Ok(None),
                 Err(zk::Error::ConnectionLoss) => {
-                    self.await_connected(zk, deadline).await.map_err(Retry::Stop)?;
+                    self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                     continue;
                 },
                 Err(err) => return Err(Retry::Fail(self.zk_error(err, "looking for our lock node"))),
             };
             let Some(name) = names.into_iter().find(|name| name.starts_with(name_prefix)) else { return Ok(None) };
-            let read = self.read_children(zk, std::slice::from_ref(&name), deadline).await;
+            let read = self.read_children(session, std::slice::from_ref(&name), deadline).await;
             let stat = match read {
+                // Only a node of this very session is ours (Curator #1121): a session can't
+                // change under one attempt, but a mistake here would mean two holders.
                 Ok(mut reads) => match reads.pop().flatten() {
-                    Some((_, stat)) => stat,
-                    None => return Ok(None),
+                    Some((_, stat)) if stat.ephemeral_owner == session.id => stat,
+                    _ => return Ok(None),
                 },
                 Err(Retry::Again) => continue,
                 Err(other) => return Err(other),
@@ -713,23 +716,25 @@ impl LockInner {
     }
 
     async fn contenders(&self) -> Result<Vec<Participant>> {
-        let zk = self.client.zk(&self.path)?;
-        let deadline = Some(Instant::now() + self.client.session_timeout_hint());
+        let session = &self.client.session(&self.path).await?;
+        let zk = &session.zk;
+        let deadline = Some(Instant::now() + session.timeout);
         let stopped = |stop: Stop| match stop {
             Stop::Closed => self.closed_error(),
+            Stop::SessionOver => self.session_over_error(session),
             Stop::Deadline => self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders"),
         };
         loop {
-            let names = match self.bounded(zk.list_children(&self.path), deadline).await.map_err(stopped)? {
+            let names = match self.bounded(session, zk.list_children(&self.path), deadline).await.map_err(stopped)? {
                 Ok(names) => names,
                 Err(zk::Error::NoNode) => return Ok(Vec::new()),
                 Err(zk::Error::ConnectionLoss) => {
-                    self.await_connected(&zk, deadline).await.map_err(stopped)?;
+                    self.await_connected(session, deadline).await.map_err(stopped)?;
                     continue;
                 },
                 Err(err) => return Err(self.zk_error(err, "listing the contenders")),
             };
-            let reads = match self.read_children(&zk, &names, deadline).await {
+            let reads = match self.read_children(session, &names, deadline).await {
                 Ok(reads) => reads,
                 Err(Retry::Again) => continue,
                 Err(Retry::Stop(stop)) => return Err(stopped(stop)),
@@ -784,7 +789,7 @@ impl From<Stop> for Retry {
 /// the background if the attempt's future is dropped.
 struct Attempt {
     client: Arc<ClientInner>,
-    zk: zk::Client,
+    session: Arc<Session>,
     path: String,
     name_prefix: String,
     /// Full path once known; `None` while a create is in flight or its outcome unknown.
@@ -795,8 +800,8 @@ struct Attempt {
 impl Attempt {
     async fn remove(&mut self) {
         if std::mem::take(&mut self.armed) {
-            remove_node(self.client.clone(), self.zk.clone(), self.path.clone(), self.name_prefix.clone(), self.node.take())
-                .await;
+            let session = self.session.clone();
+            remove_node(self.client.clone(), session, self.path.clone(), self.name_prefix.clone(), self.node.take()).await;
         }
     }
 }
@@ -806,7 +811,7 @@ impl Drop for Attempt {
         if std::mem::take(&mut self.armed) {
             let removal = remove_node(
                 self.client.clone(),
-                self.zk.clone(),
+                self.session.clone(),
                 std::mem::take(&mut self.path),
                 std::mem::take(&mut self.name_prefix),
                 self.node.take(),
@@ -816,9 +821,17 @@ impl Drop for Attempt {
     }
 }
 
-/// Deletes an attempt's node, finding it by its uuid prefix if the create's outcome is unknown.
-/// Retries across connection loss; stops when the session ends (the node goes with it).
-async fn remove_node(client: Arc<ClientInner>, zk: zk::Client, path: String, name_prefix: String, node: Option<String>) {
+/// Deletes a node of ours: a known one, or an attempt's node found by its uuid prefix when the
+/// create's outcome is unknown. Retries across connection loss; stops when the session is over
+/// (the node goes with it) or the client is closed.
+async fn remove_node(
+    client: Arc<ClientInner>,
+    session: Arc<Session>,
+    path: String,
+    name_prefix: String,
+    node: Option<String>,
+) {
+    let zk = &session.zk;
     let work = async {
         loop {
             let node = match &node {
@@ -834,7 +847,7 @@ async fn remove_node(client: Arc<ClientInner>, zk: zk::Client, path: String, nam
                             None => return,
                         },
                         Err(zk::Error::ConnectionLoss) => {
-                            wait_reconnect(&zk).await;
+                            wait_reconnect(&session).await;
                             continue;
                         },
                         Err(_) => return,
@@ -842,26 +855,21 @@ async fn remove_node(client: Arc<ClientInner>, zk: zk::Client, path: String, nam
                 },
             };
             match zk.delete(&node, None).await {
-                Err(zk::Error::ConnectionLoss) => wait_reconnect(&zk).await,
+                Err(zk::Error::ConnectionLoss) => wait_reconnect(&session).await,
                 _ => return,
-            }
-            if zk.state().is_terminated() {
-                return;
             }
         }
     };
     tokio::select! {
         _ = work => {},
         _ = client.closed.cancelled() => {},
+        _ = session.ended.cancelled() => {},
     }
 }
 
-async fn wait_reconnect(zk: &zk::Client) {
+async fn wait_reconnect(session: &Session) {
     tokio::time::sleep(RECONNECT_BACKOFF).await;
-    let mut states = zk.state_watcher();
-    while matches!(states.peek_state(), zk::SessionState::Disconnected) {
-        states.changed().await;
-    }
+    let _ = session.lease.clone().wait_for(|lease| *lease != Lease::Suspended).await;
 }
 
 /// A held level of a lock. Dropping it releases that level in the background (the node is

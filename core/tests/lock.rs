@@ -59,8 +59,8 @@ async fn fifo_order_with_twenty_contenders_across_four_sessions() {
     }
 }
 
-/// One holder, thirty waiters: each waiter watches only its predecessor, nobody watches the
-/// lock path, and each release fires exactly one watch.
+/// One holder, thirty waiters: each waiter watches only its predecessor (the holder also
+/// watches its own node), nobody watches the lock path, and each release wakes exactly one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_herd_each_waiter_watches_its_predecessor_only() {
     let connect = connect_string();
@@ -98,33 +98,40 @@ async fn no_herd_each_waiter_watches_its_predecessor_only() {
         .collect();
     assert_eq!(queue.len(), 31);
 
-    let settled = |expected: usize| {
-        let (connect, path) = (connect.clone(), path.clone());
-        move || {
-            let (connect, path) = (connect.clone(), path.clone());
-            async move { watches_under(&connect, &path).len() == expected }
+    // Who should watch what while the holder is at queue position `head`: each waiter its
+    // immediate predecessor, and the holder its own node (to notice if it is deleted).
+    let session = |i: usize| format!("0x{:x}", clients[i % 3].session_id().unwrap());
+    let expected = |head: usize| {
+        let mut expected: Vec<(String, Vec<String>)> = (head..30).map(|j| (queue[j].clone(), vec![session(j)])).collect();
+        let holder_session = if head == 0 { session(0) } else { session(head - 1) };
+        expected[0].1.push(holder_session);
+        for (_, sessions) in expected.iter_mut() {
+            sessions.sort();
+            sessions.dedup();
         }
+        expected
     };
-    wait_until("30 predecessor watches are set", Duration::from_secs(10), settled(30)).await;
-    let check = |first_watched: usize| {
-        let watches = watches_under(&connect, &path);
+    let actual = || {
+        let mut watches = watches_under(&connect, &path);
         assert!(watches.iter().all(|(p, _)| *p != path), "nobody watches the lock path: {watches:?}");
-        for (watched, sessions) in &watches {
-            assert_eq!(sessions.len(), 1, "one watch on {watched}: {sessions:?}");
+        for (_, sessions) in watches.iter_mut() {
+            sessions.sort();
         }
-        let mut watched: Vec<&String> = watches.iter().map(|(p, _)| p).collect();
-        watched.sort_by_key(|p| queue.iter().position(|q| q == *p));
-        let expected: Vec<&String> = queue[first_watched..30].iter().collect();
-        assert_eq!(watched, expected, "each waiter watches exactly its predecessor");
+        watches.sort_by_key(|(p, _)| queue.iter().position(|q| q == p));
+        watches
     };
-    check(0);
+    let settled = |head: usize| {
+        let (expected, actual) = (&expected, &actual);
+        move || async move { actual() == expected(head) }
+    };
+    wait_until("the waiters' predecessor watches and the holder's own are set", Duration::from_secs(10), settled(0))
+        .await;
 
     holder.release().await.unwrap();
     for round in 0..3usize {
         assert_eq!(acquired.recv().await.unwrap(), round, "the next in line acquires");
-        // Exactly one watch fired; the rest are untouched.
-        wait_until("one watch fired", Duration::from_secs(10), settled(29 - round)).await;
-        check(round + 1);
+        // The released node's watches fired; every other waiter's watch is untouched.
+        wait_until("one waiter's watch fired", Duration::from_secs(10), settled(round + 1)).await;
         assert!(acquired.try_recv().is_err(), "only one waiter woke");
         releases.remove(0).send(()).unwrap();
     }
@@ -188,6 +195,12 @@ async fn reentrancy_to_depth_three_then_full_release() {
 
     let first = lock.acquire(&me).await.unwrap();
     let session = client.session_id().unwrap();
+    // The holder's watch on its own node goes out right after acquiring; let it land first.
+    let node = first.hold().node_path().to_owned();
+    wait_until("the holder watches its node", Duration::from_secs(10), || async {
+        watches_under(&connect, &node).iter().any(|(_, sessions)| sessions.contains(&format!("0x{session:x}")))
+    })
+    .await;
     let before = packets_received(&connect, session);
     let second = lock.acquire(&me).await.unwrap();
     let third = lock.acquire_timeout(&me, Duration::from_millis(1)).await.unwrap();
