@@ -1,0 +1,88 @@
+//! The lost-lock signal and fencing tokens, without network faults (see faults.rs for those).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use zklock::{ErrorKind, HoldState, LostReason, Owner};
+
+/// Someone else deletes the holder's node: the holder sees Lost, and releasing reports it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outsider_deleting_the_node_makes_the_holder_lost() {
+    let path = unique_path("outsider");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let me = Owner::new(1);
+    let guard = lock.acquire(&me).await.unwrap();
+    let hold = guard.hold().clone();
+    assert_eq!(hold.state(), HoldState::Held);
+    let mut changes = hold.state_changes();
+
+    observer.delete(hold.node_path(), None).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(10), hold.lost()).await.expect("Lost is signalled");
+    assert_eq!(reason, Some(LostReason::NodeDeleted));
+    assert_eq!(changes.next().await, Some(HoldState::Lost));
+    assert_eq!(changes.next().await, None);
+    assert_eq!(lock.state_of(&me), Some(HoldState::Lost));
+
+    // Re-entering a lost lock fails; releasing reports the loss and frees the owner.
+    assert_eq!(lock.acquire(&me).await.unwrap_err().kind(), ErrorKind::LockLost);
+    let err = guard.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost);
+    assert!(err.to_string().contains("deleted the lock node"), "{err}");
+    assert!(!lock.is_held_by(&me));
+    let again = lock.acquire(&me).await.unwrap();
+    assert!(again.fencing_token() > hold.fencing_token());
+    again.release().await.unwrap();
+}
+
+/// Closing the client loses its holds at once, and a release afterwards deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_client_loses_its_holds() {
+    let path = unique_path("closed");
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let guard = lock.acquire(&Owner::new(1)).await.unwrap();
+    let hold = guard.hold().clone();
+    client.close().await;
+    assert_eq!(tokio::time::timeout(Duration::from_secs(5), hold.lost()).await.unwrap(), Some(LostReason::Closed));
+    assert_eq!(hold.state(), HoldState::Lost);
+    assert_eq!(guard.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+}
+
+/// A release ends the hold's state as Released, not Lost, even though the node goes away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_not_a_loss() {
+    let client = client().await;
+    let lock = client.lock(&unique_path("released")).unwrap();
+    let guard = lock.acquire(&Owner::new(1)).await.unwrap();
+    let hold = guard.hold().clone();
+    guard.release().await.unwrap();
+    assert_eq!(hold.lost().await, None);
+    assert_eq!(hold.state(), HoldState::Released);
+}
+
+/// Tokens rise across successive holders of one path, also when the path is deleted and
+/// created again in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_rise_across_holders_and_path_recreation() {
+    let path = unique_path("tokens");
+    let observer = observer().await;
+    let (a, b) = (client().await, client().await);
+    let mut tokens = Vec::new();
+    for round in 0..3 {
+        for (client, id) in [(&a, 1), (&b, 2)] {
+            let guard = client.lock(&path).unwrap().acquire(&Owner::new(id)).await.unwrap();
+            tokens.push((guard.fencing_token(), guard.hold().sequence()));
+            guard.release().await.unwrap();
+        }
+        if round == 1 {
+            // Sequences restart with a new parent; tokens must not.
+            observer.delete(&path, None).await.unwrap();
+        }
+    }
+    assert!(tokens.windows(2).all(|w| w[1].0 > w[0].0), "tokens rise: {tokens:?}");
+    assert!(tokens.windows(2).any(|w| w[1].1 < w[0].1), "the sequence restarted with the new parent: {tokens:?}");
+}
