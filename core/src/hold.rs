@@ -225,8 +225,7 @@ async fn monitor(
         Some(info) => (info.session.clone(), info.node_path.clone()),
         None => return,
     };
-    let node_gone = watch_own_node(session, node, lease.clone());
-    tokio::pin!(node_gone);
+    let mut node_gone = Box::pin(watch_own_node(session, node, lease.clone(), done.clone()));
     loop {
         let status = if closed.is_cancelled() {
             Status::Lost(LostReason::Closed)
@@ -246,7 +245,12 @@ async fn monitor(
         }
         tokio::select! {
             biased;
-            _ = done.cancelled() => return,
+            _ = done.cancelled() => {
+                // Released: let the pending watch fire on our own delete rather than drop it,
+                // which would cost a RemoveWatches request on every release.
+                tokio::spawn(node_gone);
+                return;
+            },
             _ = closed.cancelled() => {},
             changed = lease.changed() => {
                 if changed.is_err() {
@@ -268,16 +272,22 @@ async fn monitor(
 }
 
 /// Resolves when our lock node is deleted, or the session it belongs to is over. Holds the
-/// session handle only while a request is in flight.
-async fn watch_own_node(session: Weak<Session>, node: String, mut lease: watch::Receiver<Lease>) -> LostReason {
+/// session handle only while a request is in flight; sets no new watch once `done`.
+async fn watch_own_node(
+    session: Weak<Session>,
+    node: String,
+    mut lease: watch::Receiver<Lease>,
+    done: CancellationToken,
+) -> LostReason {
     loop {
-        let Some(zk) = session.upgrade().map(|s| s.zk.clone()) else {
+        let Some(zk) = session.upgrade().filter(|_| !done.is_cancelled()).map(|s| s.zk.clone()) else {
             return LostReason::Closed;
         };
-        let request = zk.get_and_watch_data(&node).await;
+        let request = zk.check_and_watch_stat(&node).await;
         drop(zk);
         match request {
-            Err(zk::Error::NoNode) => return LostReason::NodeDeleted,
+            // No node: the exists watch now waits for a creation that never comes; drop it.
+            Ok((None, _)) => return LostReason::NodeDeleted,
             Err(zk::Error::SessionExpired) => return LostReason::SessionExpired,
             Err(zk::Error::ClientClosed) => return LostReason::Closed,
             Err(_) => {
@@ -287,7 +297,7 @@ async fn watch_own_node(session: Weak<Session>, node: String, mut lease: watch::
                     return std::future::pending().await;
                 }
             },
-            Ok((_, _, watcher)) => {
+            Ok((Some(_), watcher)) => {
                 let event = watcher.changed().await;
                 match (event.event_type, event.session_state) {
                     (zk::EventType::NodeDeleted, _) => return LostReason::NodeDeleted,
