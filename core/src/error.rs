@@ -91,7 +91,7 @@ impl Error {
         use zookeeper_client::Error as Zk;
         let kind = match err {
             Zk::SessionExpired | Zk::SessionMoved => ErrorKind::SessionExpired,
-            Zk::ConnectionLoss => ErrorKind::ConnectionLoss,
+            Zk::ConnectionLoss | Zk::Custom(_) => ErrorKind::ConnectionLoss,
             Zk::AuthFailed => ErrorKind::AuthFailed,
             Zk::ClientClosed => ErrorKind::Closed,
             _ => ErrorKind::ZooKeeper,

@@ -20,6 +20,13 @@ const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
     zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
 const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
 
+/// Whether an operation failed because the connection did, not because of what it asked: the
+/// ZooKeeper client reports requests cut off by a broken or silent connection either as
+/// ConnectionLoss or as a custom I/O or timeout error.
+pub(crate) fn connection_lost(err: &zk::Error) -> bool {
+    matches!(err, zk::Error::ConnectionLoss | zk::Error::Custom(_))
+}
+
 /// Pause before retrying after a connection loss, so a dead connection is not hammered before
 /// the session notices it is down.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
@@ -405,7 +412,7 @@ impl LockInner {
             Ok(()) => Ok(()),
             Err(zk::Error::NoNode) => Err(lost(crate::LostReason::NodeDeleted.describe())),
             Err(zk::Error::SessionExpired) => Err(lost(crate::LostReason::SessionExpired.describe())),
-            Err(zk::Error::ConnectionLoss) => {
+            Err(err) if connection_lost(&err) => {
                 let node = Some(hold.node_path().to_owned());
                 let removal = remove_node(self.client.clone(), session, self.path.clone(), String::new(), node);
                 self.client.runtime.spawn(removal);
@@ -531,7 +538,7 @@ impl LockInner {
                         self.make_parents(session, deadline).await.map_err(|e| e.map_stop(stopped))?;
                         continue;
                     },
-                    Err(zk::Error::ConnectionLoss) => {
+                    Err(err) if connection_lost(&err) => {
                         // The create may or may not have happened: find it by our uuid rather
                         // than make a second node.
                         self.await_connected(session, deadline).await.map_err(stopped)?;
@@ -543,7 +550,7 @@ impl LockInner {
                 }
                 match self.bounded(session, listing, deadline).await.map_err(stopped)? {
                     Ok(children) => children,
-                    Err(zk::Error::ConnectionLoss) => {
+                    Err(err) if connection_lost(&err) => {
                         self.await_connected(session, deadline).await.map_err(stopped)?;
                         continue;
                     },
@@ -553,7 +560,7 @@ impl LockInner {
             } else {
                 match self.bounded(session, zk.list_children(&self.path), deadline).await.map_err(stopped)? {
                     Ok(children) => children,
-                    Err(zk::Error::ConnectionLoss) => {
+                    Err(err) if connection_lost(&err) => {
                         self.await_connected(session, deadline).await.map_err(stopped)?;
                         continue;
                     },
@@ -595,7 +602,7 @@ impl LockInner {
             let watcher = match self.bounded(session, zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
                 Ok((_, _, watcher)) => watcher,
                 Err(zk::Error::NoNode) => continue,
-                Err(zk::Error::ConnectionLoss) => {
+                Err(err) if connection_lost(&err) => {
                     self.await_connected(session, deadline).await.map_err(stopped)?;
                     continue;
                 },
@@ -649,7 +656,7 @@ impl LockInner {
         }
         let results = match self.bounded(session, reader.commit(), deadline).await.map_err(Retry::Stop)? {
             Ok(results) => results,
-            Err(zk::Error::ConnectionLoss) => {
+            Err(err) if connection_lost(&err) => {
                 self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                 return Err(Retry::Again);
             },
@@ -669,7 +676,7 @@ impl LockInner {
     async fn make_parents(&self, session: &Session, deadline: Option<Instant>) -> std::result::Result<(), Retry> {
         match self.bounded(session, session.zk.mkdir(&self.path, &CONTAINER), deadline).await.map_err(Retry::Stop)? {
             Ok(()) => Ok(()),
-            Err(zk::Error::ConnectionLoss) => {
+            Err(err) if connection_lost(&err) => {
                 self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                 Ok(())
             },
@@ -692,7 +699,7 @@ impl LockInner {
             let names = match self.bounded(session, listing, deadline).await.map_err(Retry::Stop)? {
                 Ok(names) => names,
                 Err(zk::Error::NoNode) => return Ok(None),
-                Err(zk::Error::ConnectionLoss) => {
+                Err(err) if connection_lost(&err) => {
                     self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                     continue;
                 },
@@ -728,7 +735,7 @@ impl LockInner {
             let names = match self.bounded(session, zk.list_children(&self.path), deadline).await.map_err(stopped)? {
                 Ok(names) => names,
                 Err(zk::Error::NoNode) => return Ok(Vec::new()),
-                Err(zk::Error::ConnectionLoss) => {
+                Err(err) if connection_lost(&err) => {
                     self.await_connected(session, deadline).await.map_err(stopped)?;
                     continue;
                 },
@@ -846,7 +853,7 @@ async fn remove_node(
                             Some(name) => format!("{path}/{name}"),
                             None => return,
                         },
-                        Err(zk::Error::ConnectionLoss) => {
+                        Err(err) if connection_lost(&err) => {
                             wait_reconnect(&session).await;
                             continue;
                         },
@@ -855,7 +862,7 @@ async fn remove_node(
                 },
             };
             match zk.delete(&node, None).await {
-                Err(zk::Error::ConnectionLoss) => wait_reconnect(&session).await,
+                Err(err) if connection_lost(&err) => wait_reconnect(&session).await,
                 _ => return,
             }
         }
