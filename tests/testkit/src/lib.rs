@@ -19,6 +19,12 @@
 //! # let _ = (connect, new_leader);
 //! ```
 //!
+//! # Network faults and Curator
+//! * [`proxy`]: [`Proxy`], a fault-injecting TCP proxy between a client and a server (pass, cut,
+//!   stall, cut right after a given request), and [`ProxiedCluster`], one proxy per server.
+//! * [`curator`]: [`CuratorContender`], an Apache Curator `InterProcessMutex` in a child JVM,
+//!   driven line by line, for interop tests.
+//!
 //! # No server outlives the test process
 //! Every server is started with its stdin connected to a pipe whose only write end is held by
 //! the test process (close-on-exec, so no other child inherits it). `scripts/zk exec-server` forks
@@ -48,6 +54,12 @@
 //! * `ZK_LOG_LEVEL=info|debug`: server log level (default warn), in `<dir>/server.log`.
 //! * `ZK_TESTKIT_JVM_FLAGS`: extra JVM flags for every server started by this crate.
 //! * `ZK_CDS=0`: do not use the class-data-sharing archive.
+
+pub mod curator;
+pub mod proxy;
+
+pub use curator::CuratorContender;
+pub use proxy::{ProxiedCluster, Proxy, ProxyMode};
 
 use std::collections::hash_map::RandomState;
 use std::fs::{self, OpenOptions};

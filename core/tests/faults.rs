@@ -1,0 +1,291 @@
+//! Lock safety under real network faults, injected by a TCP proxy between client and server,
+//! and interop with Apache Curator itself.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use parking_lot::Mutex;
+use zklock::{Client, ClientOptions, ErrorKind, HoldState, LostReason, Owner};
+use zklock_testkit::curator::epoch_micros;
+use zklock_testkit::proxy::request_op;
+use zklock_testkit::{Cluster, CuratorContender, Proxy};
+
+const SESSION: Duration = Duration::from_secs(2);
+
+async fn client_with_session(connect: &str, session_timeout: Duration) -> Client {
+    let options = ClientOptions { session_timeout, connect_timeout: Duration::from_secs(10), ..Default::default() };
+    Client::connect_with(connect, options).await.unwrap()
+}
+
+/// A holder stalled past its session timeout: the next waiter gets the lock within the session
+/// timeout plus 2 s, and the stalled holder hears it lost the lock no later than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_loses_before_the_next_one_acquires() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let path = "/locks/stall";
+    let stalled = client_with_session(&proxy.address(), SESSION).await;
+    let other = client_with_session(&cluster.connect_string(), SESSION).await;
+    assert_eq!(stalled.session_timeout(), SESSION);
+    let observer = observer_at(&cluster.connect_string()).await;
+
+    let guard = stalled.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let hold = guard.hold().clone();
+    let waiter = tokio::spawn({
+        let lock = other.lock(path).unwrap();
+        async move {
+            let guard = lock.acquire(&Owner::new(2)).await.unwrap();
+            (Instant::now(), guard.fencing_token(), guard.into_hold())
+        }
+    });
+    wait_children(&observer, path, 2).await;
+    let transitions = tokio::spawn({
+        let mut changes = hold.state_changes();
+        async move {
+            let mut seen = Vec::new();
+            while let Some(state) = changes.next().await {
+                seen.push((state, Instant::now()));
+            }
+            seen
+        }
+    });
+
+    let stalled_at = Instant::now();
+    proxy.stall();
+    let (acquired_at, next_token, _next) = waiter.await.unwrap();
+    let transitions = tokio::time::timeout(Duration::from_secs(5), transitions).await.unwrap().unwrap();
+
+    let waited = acquired_at - stalled_at;
+    assert!(waited <= SESSION + Duration::from_secs(2), "the next waiter acquired after {waited:?}");
+    let states: Vec<HoldState> = transitions.iter().map(|(state, _)| *state).collect();
+    assert_eq!(states, vec![HoldState::Suspended, HoldState::Lost], "{transitions:?}");
+    let lost_at = transitions[1].1;
+    assert!(lost_at <= acquired_at, "Lost came {:?} after the next holder acquired", lost_at - acquired_at);
+    eprintln!(
+        "suspended after {:?}, lost after {:?}, next acquired after {waited:?}",
+        transitions[0].1 - stalled_at,
+        lost_at - stalled_at
+    );
+    assert_eq!(hold.lost_reason(), Some(LostReason::DisconnectedTooLong));
+    assert!(hold.fencing_token() < next_token, "the stale holder's token is the lower one");
+
+    proxy.pass();
+    assert_eq!(guard.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+}
+
+/// The connection is cut right after the create reached the server, before its reply: the
+/// attempt finds the node it created instead of making a second, and nothing is orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cut_right_after_the_create_is_sent() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let cut = client_with_session(&proxy.address(), Duration::from_secs(10)).await;
+    let other = client_with_session(&cluster.connect_string(), Duration::from_secs(10)).await;
+
+    // Free lock, and then a held one: either way exactly one node for the attempt.
+    for (round, contended) in [(0, false), (1, true), (2, false)] {
+        let path = format!("/locks/cut-{round}");
+        let holder = if contended {
+            Some(other.lock(&path).unwrap().acquire(&Owner::new(9)).await.unwrap())
+        } else {
+            None
+        };
+        // The create request names the new node; nothing before it in this attempt does.
+        proxy.cut_on_next_request_containing(format!("{path}/_c_").as_bytes());
+        let attempt = tokio::spawn({
+            let lock = cut.lock(&path).unwrap();
+            async move { lock.acquire_timeout(&Owner::new(1), Duration::from_secs(20)).await }
+        });
+        assert!(proxy.wait_request_cut(Duration::from_secs(10)), "the create went out and the connection was cut");
+        wait_children(&observer, &path, if contended { 2 } else { 1 }).await;
+        if let Some(holder) = holder {
+            holder.release().await.unwrap();
+        }
+        let guard = attempt.await.unwrap().expect("acquired after the cut, with the node it had created");
+        let nodes = children(&observer, &path).await;
+        assert_eq!(nodes.len(), 1, "exactly one node for the attempt: {nodes:?}");
+        assert_eq!(format!("{path}/{}", nodes[0]), guard.hold().node_path());
+        guard.release().await.unwrap();
+        assert!(children(&observer, &path).await.is_empty(), "nothing orphaned");
+    }
+    assert!(proxy.request_cuts() >= 3);
+
+    // Cut just before the create reaches the server: the attempt makes it again, once.
+    let path = "/locks/cut-before";
+    proxy.cut_before_next_request_containing(format!("{path}/_c_").as_bytes());
+    let guard = tokio::time::timeout(Duration::from_secs(20), cut.lock(path).unwrap().acquire(&Owner::new(1)))
+        .await
+        .expect("no deadlock")
+        .unwrap();
+    assert_eq!(children(&observer, path).await.len(), 1);
+    guard.release().await.unwrap();
+    assert!(children(&observer, path).await.is_empty());
+}
+
+/// The session expires while waiting: the attempt fails with SessionExpired, leaves nothing
+/// behind, and a new attempt on the same client works in a new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_while_waiting_then_a_new_session() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let path = "/locks/expire";
+    let holder_client = client_with_session(&cluster.connect_string(), Duration::from_secs(10)).await;
+    let waiter_client = client_with_session(&proxy.address(), SESSION).await;
+    let first_session = waiter_client.session_id().unwrap();
+
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter_client.lock(path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await }
+    });
+    wait_children(&observer, path, 2).await;
+    let mut states = waiter_client.state_changes();
+    proxy.stall();
+    let err = tokio::time::timeout(SESSION * 3, waiting).await.expect("the attempt gives up").unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SessionExpired, "{err}");
+    assert_eq!(states.next().await, Some(zklock::SessionState::Disconnected));
+    assert_eq!(states.next().await, Some(zklock::SessionState::Expired));
+    // The server expires the old session, and its node with it.
+    wait_children(&observer, path, 1).await;
+    assert_eq!(children(&observer, path).await, vec![holder.hold().node_path().rsplit('/').next().unwrap().to_owned()]);
+
+    proxy.pass();
+    let retry = tokio::spawn({
+        let lock = waiter_client.lock(path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await }
+    });
+    wait_children(&observer, path, 2).await;
+    assert_eq!(states.next().await, Some(zklock::SessionState::Connected));
+    let second_session = waiter_client.session_id().unwrap();
+    assert_ne!(first_session, second_session, "a new session");
+    holder.release().await.unwrap();
+    let guard = retry.await.unwrap().unwrap();
+    guard.release().await.unwrap();
+    assert!(children(&observer, path).await.is_empty());
+}
+
+/// The connection drops during a release: the delete goes on in the background until the node
+/// is gone, and it never touches a node that is not ours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_loss_during_release_finishes_in_the_background() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let holder_client = client_with_session(&proxy.address(), Duration::from_secs(10)).await;
+    let other = client_with_session(&cluster.connect_string(), Duration::from_secs(10)).await;
+    let session = holder_client.session_id();
+
+    for deliver in [false, true] {
+        let path = format!("/locks/release-{deliver}");
+        let guard = holder_client.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+        let node = guard.hold().node_path().to_owned();
+        let next_lock = other.lock(&path).unwrap();
+        let next = tokio::spawn({
+            let lock = next_lock.clone();
+            async move { lock.acquire(&Owner::new(2)).await.unwrap().into_hold() }
+        });
+        wait_children(&observer, &path, 2).await;
+
+        let target = node.clone().into_bytes();
+        proxy.cut_on_next_request_matching(deliver, move |frame| {
+            request_op(frame) == Some(2) && frame.windows(target.len()).any(|w| w == target.as_slice())
+        });
+        let err = guard.release().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ConnectionLoss, "{err}");
+        assert!(proxy.wait_request_cut(Duration::from_secs(5)));
+
+        // Delivered or not, the node goes, and the next waiter gets the lock.
+        let next_hold = tokio::time::timeout(Duration::from_secs(10), next).await.expect("the node was deleted").unwrap();
+        // The holder's client is back and has done its background work; the new holder's node stays.
+        holder_client.lock(&path).unwrap().contenders().await.unwrap();
+        assert_eq!(holder_client.session_id(), session, "same session throughout: the retry was not an expiry");
+        let nodes = children(&observer, &path).await;
+        assert_eq!(nodes.len(), 1, "{nodes:?}");
+        assert_eq!(format!("{path}/{}", nodes[0]), next_hold.node_path());
+        assert_eq!(next_hold.state(), HoldState::Held);
+        next_lock.release(&Owner::new(2)).await.unwrap();
+    }
+}
+
+/// Apache Curator's InterProcessMutex and zklock on one path: mutual exclusion and FIFO order
+/// across both, and nothing left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn curator_and_zklock_queue_fairly_together() {
+    let connect = connect_string();
+    let path = unique_path("interop");
+    let observer = observer().await;
+    // JVMs start in parallel while zklock sets up.
+    let spawning: Vec<_> = (0..3)
+        .map(|i| {
+            let (connect, path) = (connect.clone(), path.clone());
+            tokio::task::spawn_blocking(move || CuratorContender::spawn(&connect, &path, &format!("curator-{i}")))
+        })
+        .collect();
+    let mut curators = Vec::new();
+    for spawned in spawning {
+        curators.push(spawned.await.unwrap());
+    }
+    let zk_clients = [client().await, client().await, client().await];
+
+    let gate = zk_clients[0].lock(&path).unwrap().acquire(&Owner::with_label(99, "gate")).await.unwrap();
+    // Who held when: (name, acquired, released), in epoch micros on this machine's clock.
+    let holds = Arc::new(Mutex::new(Vec::<(String, u128, u128)>::new()));
+    let mut arrival = Vec::new();
+    let mut waits = Vec::new();
+    for i in 0..6 {
+        let name;
+        if i % 2 == 0 {
+            let mut curator = curators.remove(0);
+            name = curator.name().to_owned();
+            curator.acquire_async();
+            let holds = holds.clone();
+            waits.push(tokio::task::spawn_blocking(move || {
+                let acquired = curator.wait_acquired(Duration::from_secs(60));
+                std::thread::sleep(Duration::from_millis(20));
+                let released = curator.release();
+                holds.lock().push((curator.name().to_owned(), acquired, released));
+                assert!(curator.nodes().is_empty() || !curator.nodes().iter().any(|n| n.contains("curator")));
+                curator.quit();
+            }));
+        } else {
+            let lock = zk_clients[i / 2].lock(&path).unwrap();
+            name = format!("zklock-{}", i / 2);
+            let (holds, label) = (holds.clone(), name.clone());
+            waits.push(tokio::spawn(async move {
+                let guard = lock.acquire(&Owner::with_label(i as u64, label.clone())).await.unwrap();
+                let acquired = epoch_micros();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let released = epoch_micros();
+                guard.release().await.unwrap();
+                holds.lock().push((label, acquired, released));
+            }));
+        }
+        arrival.push(name);
+        wait_children(&observer, &path, i + 2).await;
+    }
+    // Curator's own view of the queue matches zklock's.
+    let queue = zk_clients[1].lock(&path).unwrap().contenders().await.unwrap();
+    assert_eq!(queue.len(), 7);
+    assert!(queue.iter().all(|p| p.node.starts_with("_c_") && p.node.contains("-lock-")), "Curator naming for all");
+
+    gate.release().await.unwrap();
+    for wait in waits {
+        wait.await.unwrap();
+    }
+    let mut holds = holds.lock().clone();
+    holds.sort_by_key(|(_, acquired, _)| *acquired);
+    let order: Vec<&String> = holds.iter().map(|(name, ..)| name).collect();
+    assert_eq!(order, arrival.iter().collect::<Vec<_>>(), "FIFO across Curator and zklock");
+    for pair in holds.windows(2) {
+        assert!(pair[1].1 >= pair[0].2, "mutual exclusion: {pair:?}");
+    }
+    wait_children(&observer, &path, 0).await;
+    for client in zk_clients {
+        client.close().await;
+    }
+}

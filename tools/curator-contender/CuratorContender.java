@@ -1,0 +1,176 @@
+// CuratorContender: one Apache Curator InterProcessMutex, driven line by line over stdin/stdout,
+// so zklock's interop tests can make Curator and zklock contend for the same lock.
+//
+// Usage: java -cp <curator classpath>:<dir of CuratorContender.class> CuratorContender \
+//            <connectString> <lockPath> <name>
+//
+// One CuratorFramework (session timeout $CURATOR_SESSION_TIMEOUT_MS, default 10000 ms; connection
+// timeout $CURATOR_CONNECTION_TIMEOUT_MS, default 15000 ms; ExponentialBackoffRetry(100 ms, 10
+// retries, at most 2 s apart)) and one InterProcessMutex on <lockPath>. Once connected it prints
+//   READY <name> <sessionIdHex>
+// then reads commands, one per line, and answers each with exactly one line on stdout (flushed):
+//   acquire  -> mutex.acquire() (blocks; reentrant), then  ACQUIRED <name> <epochMicros>
+//   release  -> mutex.release(),                      then  RELEASED <name> <epochMicros>
+//   nodes    -> NODES <comma-separated participant nodes>  (mutex.getParticipantNodes(): full
+//               paths, in queue order, the holder first; empty if <lockPath> does not exist)
+//   quit     -> closes the client (its session: its lock nodes vanish) and exits 0
+// stdin EOF (the test process is gone) does the same as quit. Any exception: one line
+//   ERROR <command>: <exception>
+// and it goes on. acquire and release run in order on one worker thread (Curator's mutex belongs to
+// the thread that acquired it), so a release sent while an acquire blocks waits for it; nodes and
+// quit are handled at once, even while an acquire blocks (so a NODES line can come before the
+// ACQUIRED line of an earlier acquire).
+//
+// Nothing else is written to stdout: System.out is redirected to stderr, Curator's and ZooKeeper's
+// logging goes to slf4j-nop, and the JVM's own logging must be sent to stderr by the launcher
+// (-Xlog:all=warning:stderr). Built by zklock-testkit (tests/testkit/src/curator.rs) against
+// Debian's libcurator-recipes-java (Curator 5.4) and ZooKeeper 3.8 jars.
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.Collection;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.KeeperException;
+
+public final class CuratorContender {
+    private static PrintStream out;
+    private static volatile boolean quitting;
+
+    public static void main(String[] args) throws Exception {
+        out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        if (args.length != 3) {
+            System.err.println("usage: CuratorContender <connectString> <lockPath> <name>");
+            System.exit(2);
+        }
+        final String connect = args[0];
+        final String path = args[1];
+        final String name = args[2];
+        int sessionMs = envInt("CURATOR_SESSION_TIMEOUT_MS", 10_000);
+        int connectionMs = envInt("CURATOR_CONNECTION_TIMEOUT_MS", 15_000);
+
+        final CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(connect)
+                .sessionTimeoutMs(sessionMs)
+                .connectionTimeoutMs(connectionMs)
+                .retryPolicy(new ExponentialBackoffRetry(100, 10, 2_000))
+                .build();
+        client.start();
+        if (!client.blockUntilConnected(60, TimeUnit.SECONDS)) {
+            say("ERROR connect: not connected to " + connect + " after 60s");
+            halt(client, 1);
+        }
+        long sessionId = client.getZookeeperClient().getZooKeeper().getSessionId();
+        final InterProcessMutex mutex = new InterProcessMutex(client, path);
+        say("READY " + name + " " + Long.toHexString(sessionId));
+
+        ExecutorService worker = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "contender-worker");
+            t.setDaemon(true);
+            return t;
+        });
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            final String cmd = line.trim();
+            if (cmd.isEmpty()) {
+                continue;
+            }
+            switch (cmd) {
+                case "acquire":
+                    worker.execute(() -> {
+                        try {
+                            mutex.acquire();
+                            say("ACQUIRED " + name + " " + epochMicros());
+                        } catch (Throwable e) {
+                            error(cmd, e);
+                        }
+                    });
+                    break;
+                case "release":
+                    worker.execute(() -> {
+                        try {
+                            mutex.release();
+                            say("RELEASED " + name + " " + epochMicros());
+                        } catch (Throwable e) {
+                            error(cmd, e);
+                        }
+                    });
+                    break;
+                case "nodes":
+                    try {
+                        Collection<String> nodes;
+                        try {
+                            nodes = mutex.getParticipantNodes();
+                        } catch (KeeperException.NoNodeException e) {
+                            nodes = java.util.Collections.emptyList();
+                        }
+                        say("NODES " + String.join(",", nodes));
+                    } catch (Throwable e) {
+                        error(cmd, e);
+                    }
+                    break;
+                case "quit":
+                    halt(client, 0);
+                    break;
+                default:
+                    say("ERROR " + cmd + ": unknown command (acquire, release, nodes, quit)");
+            }
+        }
+        halt(client, 0); // stdin EOF: whoever drove us is gone
+    }
+
+    /** Closes the client (at most 5 s) and exits with status {@code code}. */
+    private static void halt(CuratorFramework client, int code) {
+        quitting = true;
+        Thread timer = new Thread(() -> {
+            try {
+                Thread.sleep(5_000);
+            } catch (InterruptedException ignored) {
+            }
+            Runtime.getRuntime().halt(code);
+        });
+        timer.setDaemon(true);
+        timer.start();
+        try {
+            client.close();
+        } catch (Throwable ignored) {
+        }
+        out.flush();
+        Runtime.getRuntime().halt(code);
+    }
+
+    private static long epochMicros() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    private static void error(String cmd, Throwable e) {
+        if (quitting) {
+            return; // the client is being closed under a blocked acquire
+        }
+        say("ERROR " + cmd + ": " + e);
+    }
+
+    private static synchronized void say(String line) {
+        out.println(line.replace('\n', ' ').replace('\r', ' '));
+        out.flush();
+    }
+
+    private static int envInt(String key, int dflt) {
+        String v = System.getenv(key);
+        return v == null || v.trim().isEmpty() ? dflt : Integer.parseInt(v.trim());
+    }
+}
