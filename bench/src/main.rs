@@ -27,7 +27,12 @@ struct Uncontended {
     release: Vec<Duration>,
 }
 
-async fn cycles(lock: &zklock::Lock, owner: &Owner, budget: Duration, samples: Option<(&mut Vec<Duration>, &mut Vec<Duration>)>) -> f64 {
+async fn cycles(
+    lock: &zklock::Lock,
+    owner: &Owner,
+    budget: Duration,
+    samples: Option<(&mut Vec<Duration>, &mut Vec<Duration>)>,
+) -> f64 {
     let started = Instant::now();
     let mut count = 0u64;
     let mut samples = samples;

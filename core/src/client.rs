@@ -80,7 +80,7 @@ impl StateChanges {
                 Ok(state) => {
                     self.ended = state == SessionState::Closed;
                     return Some(state);
-                },
+                }
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => break,
             }

@@ -296,7 +296,7 @@ async fn watch_own_node(
                 if lease.wait_for(|lease| *lease == Lease::Live).await.is_err() {
                     return std::future::pending().await;
                 }
-            },
+            }
             Ok((Some(_), watcher)) => {
                 let event = watcher.changed().await;
                 match (event.event_type, event.session_state) {
@@ -305,9 +305,9 @@ async fn watch_own_node(
                     (zk::EventType::Session, zk::SessionState::Closed) => return LostReason::Closed,
                     (zk::EventType::Session, zk::SessionState::AuthFailed) => return LostReason::AuthFailed,
                     // Data changed, or another session event: keep watching.
-                    _ => {},
+                    _ => {}
                 }
-            },
+            }
         }
     }
 }

@@ -31,8 +31,8 @@
 //! None yet: the crate always runs on tokio (the `zookeeper-client` crate's `tokio` feature).
 
 mod client;
-mod hold;
 mod error;
+mod hold;
 mod lock;
 mod order;
 mod session;

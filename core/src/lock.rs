@@ -361,7 +361,7 @@ impl LockInner {
                 Some(held) => {
                     held.count += 1;
                     Ok(Some(held.hold.clone()))
-                },
+                }
                 None => Err(self.error(
                     ErrorKind::InvalidArgument,
                     format!("owner {} is already acquiring this lock; an owner acquires one at a time", owner.label()),
@@ -399,7 +399,7 @@ impl LockInner {
             gone => {
                 let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::LostReason::SessionExpired);
                 return Err(lost(reason.describe()));
-            },
+            }
         };
         let result = tokio::select! {
             result = session.zk.delete(hold.node_path(), None) => result,
@@ -421,7 +421,7 @@ impl LockInner {
                     "the connection dropped before the server confirmed the release; the lock node is deleted \
                      in the background once reconnected, or goes with the session",
                 ))
-            },
+            }
             Err(err) => Err(self.zk_error(err, "deleting the lock node")),
         }
     }
@@ -533,19 +533,22 @@ impl LockInner {
                         let name = format!("{}{}", attempt.name_prefix, sequence);
                         attempt.node = Some(self.child_path(&name));
                         mine = Some((name, sequence.into_i64(), stat.czxid));
-                    },
+                    }
                     Err(zk::Error::NoNode) => {
                         self.make_parents(session, deadline).await.map_err(|e| e.map_stop(stopped))?;
                         continue;
-                    },
+                    }
                     Err(err) if connection_lost(&err) => {
                         // The create may or may not have happened: find it by our uuid rather
                         // than make a second node.
                         self.await_connected(session, deadline).await.map_err(stopped)?;
-                        mine = self.find_mine(session, &attempt.name_prefix, deadline).await.map_err(|e| e.map_stop(stopped))?;
+                        mine = self
+                            .find_mine(session, &attempt.name_prefix, deadline)
+                            .await
+                            .map_err(|e| e.map_stop(stopped))?;
                         attempt.node = mine.as_ref().map(|(name, ..)| self.child_path(name));
                         continue;
-                    },
+                    }
                     Err(err) => return Err(self.zk_error(err, "creating the lock node")),
                 }
                 match self.bounded(session, listing, deadline).await.map_err(stopped)? {
@@ -553,7 +556,7 @@ impl LockInner {
                     Err(err) if connection_lost(&err) => {
                         self.await_connected(session, deadline).await.map_err(stopped)?;
                         continue;
-                    },
+                    }
                     Err(zk::Error::NoNode) => continue,
                     Err(err) => return Err(self.zk_error(err, "listing the contenders")),
                 }
@@ -563,12 +566,12 @@ impl LockInner {
                     Err(err) if connection_lost(&err) => {
                         self.await_connected(session, deadline).await.map_err(stopped)?;
                         continue;
-                    },
+                    }
                     // The lock path vanished, and our node with it: queue again (kazoo #563).
                     Err(zk::Error::NoNode) => {
                         mine = None;
                         continue;
-                    },
+                    }
                     Err(err) => return Err(self.zk_error(err, "listing the contenders")),
                 }
             };
@@ -599,15 +602,16 @@ impl LockInner {
             if let Some(hook) = &self.before_watch {
                 hook(predecessor.clone()).await;
             }
-            let watcher = match self.bounded(session, zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
-                Ok((_, _, watcher)) => watcher,
-                Err(zk::Error::NoNode) => continue,
-                Err(err) if connection_lost(&err) => {
-                    self.await_connected(session, deadline).await.map_err(stopped)?;
-                    continue;
-                },
-                Err(err) => return Err(self.zk_error(err, "watching the predecessor")),
-            };
+            let watcher =
+                match self.bounded(session, zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
+                    Ok((_, _, watcher)) => watcher,
+                    Err(zk::Error::NoNode) => continue,
+                    Err(err) if connection_lost(&err) => {
+                        self.await_connected(session, deadline).await.map_err(stopped)?;
+                        continue;
+                    }
+                    Err(err) => return Err(self.zk_error(err, "watching the predecessor")),
+                };
             let event = self.bounded(session, watcher.changed(), deadline).await.map_err(stopped)?;
             if event.event_type == zk::EventType::Session {
                 match event.session_state {
@@ -615,8 +619,8 @@ impl LockInner {
                     zk::SessionState::Closed => return Err(self.closed_error()),
                     zk::SessionState::AuthFailed => {
                         return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting"))
-                    },
-                    _ => {},
+                    }
+                    _ => {}
                 }
             }
         }
@@ -652,14 +656,16 @@ impl LockInner {
         }
         let mut reader = session.zk.new_multi_reader();
         for name in names {
-            reader.add_get_data(&self.child_path(name)).map_err(|e| Retry::Fail(self.zk_error(e, "reading a contender")))?;
+            reader
+                .add_get_data(&self.child_path(name))
+                .map_err(|e| Retry::Fail(self.zk_error(e, "reading a contender")))?;
         }
         let results = match self.bounded(session, reader.commit(), deadline).await.map_err(Retry::Stop)? {
             Ok(results) => results,
             Err(err) if connection_lost(&err) => {
                 self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                 return Err(Retry::Again);
-            },
+            }
             Err(err) => return Err(Retry::Fail(self.zk_error(err, "reading the contenders"))),
         };
         Ok(results
@@ -679,7 +685,7 @@ impl LockInner {
             Err(err) if connection_lost(&err) => {
                 self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                 Ok(())
-            },
+            }
             Err(err) => Err(Retry::Fail(self.zk_error(err, "creating the lock path"))),
         }
     }
@@ -702,7 +708,7 @@ impl LockInner {
                 Err(err) if connection_lost(&err) => {
                     self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
                     continue;
-                },
+                }
                 Err(err) => return Err(Retry::Fail(self.zk_error(err, "looking for our lock node"))),
             };
             let Some(name) = names.into_iter().find(|name| name.starts_with(name_prefix)) else { return Ok(None) };
@@ -738,7 +744,7 @@ impl LockInner {
                 Err(err) if connection_lost(&err) => {
                     self.await_connected(session, deadline).await.map_err(stopped)?;
                     continue;
-                },
+                }
                 Err(err) => return Err(self.zk_error(err, "listing the contenders")),
             };
             let reads = match self.read_children(session, &names, deadline).await {
@@ -808,7 +814,8 @@ impl Attempt {
     async fn remove(&mut self) {
         if std::mem::take(&mut self.armed) {
             let session = self.session.clone();
-            remove_node(self.client.clone(), session, self.path.clone(), self.name_prefix.clone(), self.node.take()).await;
+            remove_node(self.client.clone(), session, self.path.clone(), self.name_prefix.clone(), self.node.take())
+                .await;
         }
     }
 }
@@ -856,10 +863,10 @@ async fn remove_node(
                         Err(err) if connection_lost(&err) => {
                             wait_reconnect(&session).await;
                             continue;
-                        },
+                        }
                         Err(_) => return,
                     }
-                },
+                }
             };
             match zk.delete(&node, None).await {
                 Err(err) if connection_lost(&err) => wait_reconnect(&session).await,

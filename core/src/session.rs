@@ -115,11 +115,11 @@ async fn monitor(
             Some(zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly) => {
                 give_up_at = None;
                 (Lease::Live, SessionState::Connected)
-            },
+            }
             Some(zk::SessionState::Disconnected) => {
                 give_up_at.get_or_insert_with(|| Instant::now() + timeout / 2);
                 (Lease::Suspended, SessionState::Disconnected)
-            },
+            }
             Some(zk::SessionState::Expired) => (Lease::Over(LostReason::SessionExpired), SessionState::Expired),
             Some(zk::SessionState::AuthFailed) => (Lease::Over(LostReason::AuthFailed), SessionState::AuthFailed),
             Some(zk::SessionState::Closed) => (Lease::Over(LostReason::Closed), SessionState::Closed),

@@ -27,9 +27,9 @@ fn check_znode_path(path: &str, what: &str) -> Result<()> {
         return fail("contains a relative segment ('.' or '..')");
     }
     // The characters ZooKeeper's PathUtils.validatePath rejects (surrogates cannot occur in a str).
-    if let Some(c) = path.chars().find(|&c| {
-        matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
-    }) {
+    if let Some(c) = path.chars().find(
+        |&c| matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}'),
+    ) {
         return fail(&format!("contains the invalid character U+{:04X}", c as u32));
     }
     Ok(())
@@ -76,7 +76,7 @@ pub(crate) fn connect_string(connect: &str) -> Result<&str> {
         }
         if let Some(port) = port {
             match port.parse::<u16>() {
-                Ok(p) if p > 0 => {},
+                Ok(p) if p > 0 => {}
                 _ => return Err(fail(format!("has a bad port in {address:?}: ports are 1 to 65535"))),
             }
         }

@@ -57,7 +57,7 @@ async fn failover_keeps_mutual_exclusion_and_every_contender_going() {
                         assert_ne!(err.kind(), zklock::ErrorKind::Closed, "{err}");
                         errors.lock().push(format!("contender-{i}: {err}"));
                         continue;
-                    },
+                    }
                 };
                 let hold = guard.hold().clone();
                 let mut changes = hold.state_changes();
@@ -78,7 +78,9 @@ async fn failover_keeps_mutual_exclusion_and_every_contender_going() {
     let faults = {
         let cluster = cluster.clone();
         tokio::task::spawn_blocking(move || {
-            let at = |secs: u64| std::thread::sleep((started + Duration::from_secs(secs)).saturating_duration_since(Instant::now()));
+            let at = |secs: u64| {
+                std::thread::sleep((started + Duration::from_secs(secs)).saturating_duration_since(Instant::now()))
+            };
             at(5);
             let leader = cluster.wait_for_leader(Duration::from_secs(30));
             cluster.kill(leader);

@@ -89,11 +89,8 @@ async fn connection_cut_right_after_the_create_is_sent() {
     // Free lock, and then a held one: either way exactly one node for the attempt.
     for (round, contended) in [(0, false), (1, true), (2, false)] {
         let path = format!("/locks/cut-{round}");
-        let holder = if contended {
-            Some(other.lock(&path).unwrap().acquire(&Owner::new(9)).await.unwrap())
-        } else {
-            None
-        };
+        let holder =
+            if contended { Some(other.lock(&path).unwrap().acquire(&Owner::new(9)).await.unwrap()) } else { None };
         // The create request names the new node; nothing before it in this attempt does.
         proxy.cut_on_next_request_containing(format!("{path}/_c_").as_bytes());
         let attempt = tokio::spawn({
@@ -200,7 +197,8 @@ async fn connection_loss_during_release_finishes_in_the_background() {
         assert!(proxy.wait_request_cut(Duration::from_secs(5)));
 
         // Delivered or not, the node goes, and the next waiter gets the lock.
-        let next_hold = tokio::time::timeout(Duration::from_secs(10), next).await.expect("the node was deleted").unwrap();
+        let next_hold =
+            tokio::time::timeout(Duration::from_secs(10), next).await.expect("the node was deleted").unwrap();
         // The holder's client is back and has done its background work; the new holder's node stays.
         holder_client.lock(&path).unwrap().contenders().await.unwrap();
         assert_eq!(holder_client.session_id(), session, "same session throughout: the retry was not an expiry");

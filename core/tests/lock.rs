@@ -102,7 +102,8 @@ async fn no_herd_each_waiter_watches_its_predecessor_only() {
     // immediate predecessor, and the holder its own node (to notice if it is deleted).
     let session = |i: usize| format!("0x{:x}", clients[i % 3].session_id().unwrap());
     let expected = |head: usize| {
-        let mut expected: Vec<(String, Vec<String>)> = (head..30).map(|j| (queue[j].clone(), vec![session(j)])).collect();
+        let mut expected: Vec<(String, Vec<String>)> =
+            (head..30).map(|j| (queue[j].clone(), vec![session(j)])).collect();
         let holder_session = if head == 0 { session(0) } else { session(head - 1) };
         expected[0].1.push(holder_session);
         for (_, sessions) in expected.iter_mut() {
@@ -450,8 +451,15 @@ async fn dropped_guard_releases_in_background() {
 async fn digest_auth() {
     let connect = connect_string();
     let base = unique_path("auth");
-    let owner_zk = zookeeper_client::Client::connector().with_auth("digest", b"alice:secret").connect(&connect).await.unwrap();
-    owner_zk.mkdir("/zklock-test", &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all())).await.unwrap();
+    let owner_zk =
+        zookeeper_client::Client::connector().with_auth("digest", b"alice:secret").connect(&connect).await.unwrap();
+    owner_zk
+        .mkdir(
+            "/zklock-test",
+            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
     owner_zk
         .create(&base, b"", &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::creator_all()))
         .await

@@ -51,7 +51,8 @@ pub async fn children(zk: &zk::Client, path: &str) -> Vec<String> {
 pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut condition: F)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = bool>, {
+    Fut: Future<Output = bool>,
+{
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if condition().await {

@@ -82,10 +82,8 @@ fn coordinate() -> i32 {
         command.args(["-c", extra]);
         commands.push(command);
     }
-    let children: Vec<_> = commands
-        .iter_mut()
-        .map(|command| command.stdout(Stdio::piped()).spawn().expect("spawn a worker"))
-        .collect();
+    let children: Vec<_> =
+        commands.iter_mut().map(|command| command.stdout(Stdio::piped()).spawn().expect("spawn a worker")).collect();
     let mut held = Vec::new();
     let mut failed = false;
     for mut child in children {
@@ -95,7 +93,10 @@ fn coordinate() -> i32 {
     }
     held.sort_by_key(|h| h.entered);
 
-    println!("\n{:>5}  {:<10} {:>8} {:<6} {:>14} {:>12}", "order", "worker", "pid", "lang", "fencing token", "sequence");
+    println!(
+        "\n{:>5}  {:<10} {:>8} {:<6} {:>14} {:>12}",
+        "order", "worker", "pid", "lang", "fencing token", "sequence"
+    );
     for (i, h) in held.iter().enumerate() {
         println!("{:>5}  {:<10} {:>8} {:<6} {:>14} {:>12}", i + 1, h.name, h.pid, h.language, h.token, h.sequence);
     }
