@@ -11,6 +11,10 @@
 // then reads commands, one per line, and answers each with exactly one line on stdout (flushed):
 //   acquire  -> mutex.acquire() (blocks; reentrant), then  ACQUIRED <name> <epochMicros>
 //   release  -> mutex.release(),                      then  RELEASED <name> <epochMicros>
+//               (ACQUIRED's time is taken right after acquire() returned, RELEASED's right
+//               before release() was called: the critical section in between, so the intervals
+//               of different contenders never overlap; RELEASED is printed once release()
+//               has returned, i.e. the server has deleted the node)
 //   nodes    -> NODES <comma-separated participant nodes>  (mutex.getParticipantNodes(): full
 //               paths, in queue order, the holder first; empty if <lockPath> does not exist)
 //   quit     -> closes the client (its session: its lock nodes vanish) and exits 0
@@ -102,8 +106,9 @@ public final class CuratorContender {
                 case "release":
                     worker.execute(() -> {
                         try {
+                            long leaving = epochMicros(); // the critical section ends here
                             mutex.release();
-                            say("RELEASED " + name + " " + epochMicros());
+                            say("RELEASED " + name + " " + leaving);
                         } catch (Throwable e) {
                             error(cmd, e);
                         }

@@ -28,10 +28,13 @@
 //!
 //! # Timestamps
 //! `acquire`/`release` return the child's wall clock (`Instant.now()`, epoch microseconds) taken
-//! right after Curator's `acquire()` returned / right after `release()` returned. All JVMs and
-//! the test run on one machine, so timestamps of different contenders are comparable (see
-//! [`epoch_micros`] for the test's own clock): a lock handed from A to B has
-//! `A.release() <= B's acquire`.
+//! right after Curator's `acquire()` returned / right **before** `release()` was called: they
+//! bracket the critical section. (`release` itself returns only after Curator's `release()`
+//! returned, i.e. once the server deleted the node, by which time the next contender may
+//! already hold the lock.) All JVMs and the test run on one machine, so timestamps of different
+//! contenders are comparable (see [`epoch_micros`] for the test's own clock): for a lock handed
+//! from A to B, `A.release() <= B's acquire`, and the intervals of different contenders never
+//! overlap.
 //!
 //! # No contender outlives the test process
 //! The child's stdin is a pipe whose only write end this process holds (close-on-exec). The
@@ -284,8 +287,9 @@ impl CuratorContender {
         self.wait_acquired(timeout)
     }
 
-    /// Curator's `release()` (one level of reentrancy); returns its epoch-µs timestamp. Runs
-    /// after any outstanding acquire. Panics on `ERROR` (e.g. not holding the lock).
+    /// Curator's `release()` (one level of reentrancy); returns once it returned, with the
+    /// epoch-µs time taken just before it was called (the end of the critical section). Panics
+    /// on `ERROR` (e.g. not holding the lock).
     pub fn release(&mut self) -> u128 {
         match self.try_release() {
             Ok(t) => t,
@@ -460,6 +464,7 @@ fn build() -> &'static Build {
     static BUILD: OnceLock<Build> = OnceLock::new();
     BUILD.get_or_init(|| {
         ensure_installed();
+        sweep_cache();
         let (dir, key) = compile_cached();
         let jar = dir.join(JAR_NAME);
         let mut classpath = if jar.is_file() { jar.display().to_string() } else { dir.display().to_string() };
@@ -658,6 +663,24 @@ fn compile_cached() -> (PathBuf, u64) {
         dir.display()
     );
     (dir, key)
+}
+
+/// Removes temporary files and directories (`curator-contender-*.tmp.<pid>[.<n>]`) left in the
+/// cache by test processes that died while compiling or dumping an archive.
+fn sweep_cache() {
+    let Ok(entries) = fs::read_dir(cache_root()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((_, rest)) = name.strip_prefix("curator-contender-").and_then(|n| n.split_once(".tmp.")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(e.path());
+            let _ = fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Adds a file's size and mtime to the key (nothing if it does not exist).

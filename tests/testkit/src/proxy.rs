@@ -44,9 +44,9 @@
 //!   every connection has been closed (resets sent). Bytes held by a stall are dropped.
 //! * [`Proxy::stall`]: a blackhole. Connections stay open, but nothing crosses the proxy in
 //!   either direction: not data, not a FIN, not a reset. Each direction of each connection holds
-//!   at most one chunk (≤64 KiB) that it read before noticing; everything else waits in the
-//!   kernel's socket buffers, so a sender that keeps writing eventually blocks, as with a real
-//!   blackhole. New connections are accepted (the TCP handshake completes) but get no data
+//!   at most what it read before noticing (one read of ≤64 KiB, plus the start of an incomplete
+//!   request); everything else waits in the kernel's socket buffers, so a sender that keeps
+//!   writing eventually blocks, as with a real blackhole. New connections are accepted (the TCP handshake completes) but get no data
 //!   either, and the proxy does not connect upstream for them until `pass`. `stall` returns once
 //!   no forward is in progress: after it returns, not one more byte is delivered. A ZooKeeper
 //!   client sees requests and pings go unanswered; after its read timeout (2/3 of the session

@@ -77,8 +77,9 @@ fn two_contenders_queue_fifo_with_mutual_exclusion_and_leave_no_nodes() {
         let queue = holder.nodes();
         assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
         assert!(queue.iter().all(|n| n.starts_with(&format!("{path}/_c_")) && n.contains("-lock-")), "{queue:?}");
+        let asked = zklock_testkit::curator::epoch_micros();
         let released = holder.release();
-        assert!(released >= held_until);
+        assert!(released >= held_until && released >= asked, "the critical section ends when release() starts");
         let got = waiter.wait_acquired(T);
         assert!(
             released <= got,

@@ -372,6 +372,9 @@ fn upstream_down_resets_the_client_and_drop_closes_everything() {
     let mut byte = [0u8; 1];
     let r = raw.s.read(&mut byte);
     assert!(r.is_err() || r.as_ref().unwrap() == &0, "{r:?}");
+    // the server's FIN was passed on as a half-close; the client closing ends the connection
+    drop(raw);
+    assert!(wait_until(Duration::from_secs(2), || p.connections() == 0));
     // server down: connect succeeds, then the connection is reset
     let e = Raw::connect(&p.address()).err().expect("a session through a proxy to a dead server");
     assert!(is_reset(&e) || e.kind() == io::ErrorKind::UnexpectedEof, "{e}");
@@ -380,9 +383,20 @@ fn upstream_down_resets_the_client_and_drop_closes_everything() {
     assert!(raw.exists("/zookeeper"));
 
     let port = p.port();
+    let threads = || {
+        // thread names are cut to 15 bytes: "zk-proxy-<port>-"
+        let prefix = format!("zk-proxy-{port}");
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(&prefix)))
+            .count()
+    };
+    assert_eq!(threads(), 3, "acceptor + two pumps");
     let t = Instant::now();
     drop(p);
     eprintln!("drop took {:?}", t.elapsed());
+    assert_eq!(threads(), 0, "proxy threads outlived Drop");
     let e = raw.s.read(&mut byte).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
     assert_eq!(TcpStream::connect(("127.0.0.1", port)).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
