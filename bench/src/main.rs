@@ -32,7 +32,7 @@ async fn cycles(
     owner: &Owner,
     budget: Duration,
     samples: Option<(&mut Vec<Duration>, &mut Vec<Duration>)>,
-) -> f64 {
+) -> (u64, Duration) {
     let started = Instant::now();
     let mut count = 0u64;
     let mut samples = samples;
@@ -48,18 +48,57 @@ async fn cycles(
         }
         count += 1;
     }
-    count as f64 / started.elapsed().as_secs_f64()
+    (count, started.elapsed())
 }
 
-async fn uncontended(client: &Client, path: &str, warmup: Duration, measure: Duration) -> Uncontended {
-    let lock = client.lock(path).unwrap();
+/// Uncontended lock cycles and the raw floor, measured in alternating slices so that the
+/// server's and the disk's drift over the run weighs on both alike.
+async fn uncontended_and_floor(
+    client: &Client,
+    connect: &str,
+    base: &str,
+    warmup: Duration,
+    measure: Duration,
+) -> (Uncontended, f64) {
+    let lock = client.lock(&format!("{base}/uncontended")).unwrap();
     let owner = Owner::new(1);
+    let floor_zk = zk::Client::connect(connect).await.unwrap();
+    let floor_node = format!("{base}/floor/node");
+    floor_zk
+        .mkdir(&format!("{base}/floor"), &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()))
+        .await
+        .unwrap();
+    cycles(&lock, &owner, warmup / 2, None).await;
+    floor_cycles(&floor_zk, &floor_node, warmup / 2).await;
+
+    let slices = ((measure.as_secs_f64() * 4.0).round() as u32).max(4);
+    let slice = measure / slices / 2;
     let (mut acquire, mut release) = (Vec::new(), Vec::new());
-    cycles(&lock, &owner, warmup, None).await;
-    let cycles_per_s = cycles(&lock, &owner, measure, Some((&mut acquire, &mut release))).await;
+    let (mut lock_count, mut lock_time, mut floor_count, mut floor_time) = (0, Duration::ZERO, 0, Duration::ZERO);
+    for _ in 0..slices {
+        let (count, time) = cycles(&lock, &owner, slice, Some((&mut acquire, &mut release))).await;
+        (lock_count, lock_time) = (lock_count + count, lock_time + time);
+        let (count, time) = floor_cycles(&floor_zk, &floor_node, slice).await;
+        (floor_count, floor_time) = (floor_count + count, floor_time + time);
+    }
     acquire.sort_unstable();
     release.sort_unstable();
-    Uncontended { cycles_per_s, acquire, release }
+    let cycles_per_s = lock_count as f64 / lock_time.as_secs_f64();
+    let floor = floor_count as f64 / floor_time.as_secs_f64();
+    (Uncontended { cycles_per_s, acquire, release }, floor)
+}
+
+/// The raw floor: one create plus one delete with the same ZooKeeper client crate.
+async fn floor_cycles(zk: &zk::Client, node: &str, budget: Duration) -> (u64, Duration) {
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let started = Instant::now();
+    let mut count = 0u64;
+    while started.elapsed() < budget {
+        zk.create(node, b"", &ephemeral).await.unwrap();
+        zk.delete(node, None).await.unwrap();
+        count += 1;
+    }
+    (count, started.elapsed())
 }
 
 async fn contended(connect: &str, path: &str, warmup: Duration, measure: Duration) -> f64 {
@@ -121,30 +160,6 @@ async fn reentrant_ns(client: &Client, path: &str) -> f64 {
     best
 }
 
-/// The raw floor: one create plus one delete with the same ZooKeeper client crate.
-async fn floor(connect: &str, path: &str, warmup: Duration, measure: Duration) -> f64 {
-    let zk = zk::Client::connect(connect).await.unwrap();
-    let container = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
-    zk.mkdir(path, &container).await.unwrap();
-    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-    let node = format!("{path}/floor");
-    let run = |budget: Duration| {
-        let (zk, node, ephemeral) = (&zk, &node, &ephemeral);
-        async move {
-            let started = Instant::now();
-            let mut cycles = 0u64;
-            while started.elapsed() < budget {
-                zk.create(node, b"", ephemeral).await.unwrap();
-                zk.delete(node, None).await.unwrap();
-                cycles += 1;
-            }
-            cycles as f64 / started.elapsed().as_secs_f64()
-        }
-    };
-    run(warmup).await;
-    run(measure).await
-}
-
 #[tokio::main]
 async fn main() {
     let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT names the server (scripts/bench sets it)");
@@ -153,22 +168,16 @@ async fn main() {
     let base = format!("/zklock-bench/{}", std::process::id());
     let client = Client::connect(&connect).await.unwrap();
 
-    // BENCH_WORKLOADS=floor,uncontended,contended,reentrant (default: all) runs a subset; the
-    // skipped figures print as null.
+    // BENCH_WORKLOADS=uncontended,contended,reentrant (default: all) runs a subset; the skipped
+    // figures print as null. The floor is measured with the uncontended workload.
     let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
     let wanted = |name: &str| selected.is_empty() || selected.split(',').any(|w| w.trim() == name);
     let nan = f64::NAN;
-    let floor = if wanted("floor") {
-        eprintln!("[zklock] raw floor (create+delete)...");
-        floor(&connect, &format!("{base}/floor"), warmup, measure).await
+    let (un, floor) = if wanted("uncontended") {
+        eprintln!("[zklock] uncontended, alternating with the raw floor (create+delete)...");
+        uncontended_and_floor(&client, &connect, &base, warmup, measure).await
     } else {
-        nan
-    };
-    let un = if wanted("uncontended") {
-        eprintln!("[zklock] uncontended...");
-        uncontended(&client, &format!("{base}/uncontended"), warmup, measure).await
-    } else {
-        Uncontended { cycles_per_s: nan, acquire: vec![Duration::ZERO], release: vec![Duration::ZERO] }
+        (Uncontended { cycles_per_s: nan, acquire: vec![Duration::ZERO], release: vec![Duration::ZERO] }, nan)
     };
     let handoffs = if wanted("contended") {
         eprintln!("[zklock] contended, {CONTENDERS} sessions...");
