@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -225,7 +226,8 @@ async fn monitor(
         Some(info) => (info.session.clone(), info.node_path.clone()),
         None => return,
     };
-    let mut node_gone = Box::pin(watch_own_node(session, node, lease.clone(), done.clone()));
+    let watching = Arc::new(AtomicBool::new(false));
+    let mut node_gone = Box::pin(watch_own_node(session, node, lease.clone(), done.clone(), watching.clone()));
     loop {
         let status = if closed.is_cancelled() {
             Status::Lost(LostReason::Closed)
@@ -246,9 +248,11 @@ async fn monitor(
         tokio::select! {
             biased;
             _ = done.cancelled() => {
-                // Released: let the pending watch fire on our own delete rather than drop it,
+                // Released: let a pending watch fire on our own delete rather than drop it,
                 // which would cost a RemoveWatches request on every release.
-                tokio::spawn(node_gone);
+                if watching.load(Ordering::Acquire) {
+                    tokio::spawn(node_gone);
+                }
                 return;
             },
             _ = closed.cancelled() => {},
@@ -271,18 +275,28 @@ async fn monitor(
     }
 }
 
+/// How long a holder waits before watching its own node. A hold released sooner never needs
+/// the watch (its release would report a deletion anyway), and short holds then cost no
+/// request beyond the create, the listing and the delete; a deletion by someone else is still
+/// noticed, at most this much later.
+const OWN_NODE_WATCH_DELAY: Duration = Duration::from_millis(20);
+
 /// Resolves when our lock node is deleted, or the session it belongs to is over. Holds the
-/// session handle only while a request is in flight; sets no new watch once `done`.
+/// session handle only while a request is in flight; sets no new watch once `done`, and says
+/// in `watching` whether a watch may be pending.
 async fn watch_own_node(
     session: Weak<Session>,
     node: String,
     mut lease: watch::Receiver<Lease>,
     done: CancellationToken,
+    watching: Arc<AtomicBool>,
 ) -> LostReason {
+    tokio::time::sleep(OWN_NODE_WATCH_DELAY).await;
     loop {
         let Some(zk) = session.upgrade().filter(|_| !done.is_cancelled()).map(|s| s.zk.clone()) else {
             return LostReason::Closed;
         };
+        watching.store(true, Ordering::Release);
         let request = zk.check_and_watch_stat(&node).await;
         drop(zk);
         match request {

@@ -34,6 +34,7 @@ mod client;
 mod error;
 mod hold;
 mod lock;
+mod nodelay;
 mod order;
 mod session;
 mod validate;
