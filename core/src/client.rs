@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::hold::NodeWatcher;
 use crate::lock::{Lock, LockOptions};
 use crate::session::Session;
 use crate::validate;
@@ -116,6 +117,7 @@ pub(crate) struct ClientInner {
     closed_flag: AtomicBool,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) identity: Arc<HostIdentity>,
+    pub(crate) node_watcher: Arc<NodeWatcher>,
     state: watch::Sender<SessionState>,
     changes: broadcast::Sender<SessionState>,
 }
@@ -159,6 +161,8 @@ impl Client {
             pid: std::process::id(),
             language: options.language.clone().into_owned(),
         });
+        let closed = CancellationToken::new();
+        let node_watcher = NodeWatcher::start(&runtime, closed.clone());
         let inner = Arc::new(ClientInner {
             session: RwLock::new(None),
             renewing: tokio::sync::Mutex::new(()),
@@ -166,10 +170,11 @@ impl Client {
             servers: crate::nodelay::resolve(connect_string).await,
             options,
             chroot,
-            closed: CancellationToken::new(),
+            closed,
             closed_flag: AtomicBool::new(false),
             runtime,
             identity,
+            node_watcher,
             state: watch::Sender::new(SessionState::Disconnected),
             changes: broadcast::channel(64).0,
         });
@@ -246,6 +251,13 @@ impl Client {
     /// Whether [`Client::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
+    }
+}
+
+/// The last handle is gone: everything still waiting on this client stops, and the session ends.
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.closed.cancel();
     }
 }
 

@@ -1,10 +1,20 @@
 //! What an owner holds, and whether it still holds it.
+//!
+//! A hold's state is derived when asked, from facts that only ever move one way: its session's
+//! lease (live, suspended, over), whether the client was closed, whether someone deleted the
+//! node, and whether the owner released it. So acquiring costs no task of its own; one watcher
+//! task per client sets the watches on holders' own nodes (see [`NodeWatcher`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
@@ -25,28 +35,14 @@ pub enum HoldState {
     Released,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Held,
-    Suspended,
-    Lost(LostReason),
-    Released,
-}
-
-impl Status {
-    fn state(self) -> HoldState {
-        match self {
-            Status::Held => HoldState::Held,
-            Status::Suspended => HoldState::Suspended,
-            Status::Lost(_) => HoldState::Lost,
-            Status::Released => HoldState::Released,
-        }
-    }
-
+impl HoldState {
     fn is_final(self) -> bool {
-        matches!(self, Status::Lost(_) | Status::Released)
+        matches!(self, HoldState::Lost | HoldState::Released)
     }
 }
+
+const NODE_DELETED: u8 = 1;
+const RELEASED: u8 = 2;
 
 /// What an owner holds: the lock node, its fencing token, and its current [`HoldState`].
 /// Clones share the state.
@@ -61,76 +57,102 @@ pub(crate) struct HoldInfo {
     pub(crate) fencing_token: i64,
     /// Weak: a hold must not keep its session alive once the client lets go of it.
     pub(crate) session: Weak<Session>,
-    status: watch::Sender<Status>,
-    /// Mirrors `Lost` for the reentrant fast path, which must not take a lock.
-    lost: AtomicBool,
-    /// Stops the monitor: on release, or when the last reference to the hold goes away.
-    done: CancellationToken,
-}
-
-impl Drop for HoldInfo {
-    fn drop(&mut self) {
-        self.done.cancel();
-    }
+    session_over: Arc<AtomicBool>,
+    lease: watch::Receiver<Lease>,
+    closed: CancellationToken,
+    /// NODE_DELETED and RELEASED; each is set once and never cleared.
+    flags: AtomicU8,
+    /// Wakes those awaiting the state when a flag is set.
+    changed: Notify,
 }
 
 impl HoldInfo {
-    fn set(&self, status: Status) {
-        self.status.send_if_modified(|current| {
-            // Final states stay: a released hold is not lost later, nor the other way round.
-            if current.is_final() || *current == status {
-                return false;
-            }
-            if let Status::Lost(_) = status {
-                self.lost.store(true, Ordering::Release);
-            }
-            *current = status;
-            true
-        });
+    fn flag(&self, flag: u8) -> bool {
+        self.flags.load(Ordering::Acquire) & flag != 0
     }
 
+    fn set_flag(&self, flag: u8) {
+        self.flags.fetch_or(flag, Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    /// Cheap enough for the reentrant fast path: two atomic loads.
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
+        self.flag(NODE_DELETED) || self.session_over.load(Ordering::Acquire)
     }
 
-    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        match *self.status.borrow() {
-            Status::Lost(reason) => Some(reason),
-            _ => None,
+    fn status(&self) -> (HoldState, Option<LostReason>) {
+        let flags = self.flags.load(Ordering::Acquire);
+        // A loss found before the release stays a loss (see `finish`).
+        if flags & RELEASED != 0 {
+            return (HoldState::Released, None);
+        }
+        if flags & NODE_DELETED != 0 {
+            return (HoldState::Lost, Some(LostReason::NodeDeleted));
+        }
+        if self.closed.is_cancelled() {
+            return (HoldState::Lost, Some(LostReason::Closed));
+        }
+        match *self.lease.borrow() {
+            Lease::Live => (HoldState::Held, None),
+            Lease::Suspended => (HoldState::Suspended, None),
+            Lease::Over(reason) => (HoldState::Lost, Some(reason)),
         }
     }
 
-    /// Marks the hold released and stops its monitor, before the node is deleted, so that our
-    /// own delete is not taken for a loss. Returns why it was lost, if it already was.
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        self.status().1
+    }
+
+    /// Marks the hold released, unless it was already lost; returns why it was lost, if it was.
     pub(crate) fn finish(&self) -> Option<LostReason> {
-        self.done.cancel();
-        self.set(Status::Released);
-        self.lost_reason()
+        // Every way to be lost is final: a lost hold is never marked released.
+        if let (HoldState::Lost, reason) = self.status() {
+            return reason;
+        }
+        self.set_flag(RELEASED);
+        None
+    }
+
+    /// Waits until the status may have changed.
+    async fn changed(&self, lease: &mut watch::Receiver<Lease>) {
+        let notified = self.changed.notified();
+        tokio::select! {
+            _ = notified => {},
+            result = lease.changed() => {
+                if result.is_err() {
+                    // The session's monitor is gone, which happens only once it is over, and the
+                    // lease then says so; avoid spinning on the closed channel.
+                    std::future::pending::<()>().await;
+                }
+            },
+            _ = self.closed.cancelled() => {},
+        }
     }
 }
 
 impl Hold {
-    /// A new hold on `node_path`, watched from now on: the session's lease and the node itself.
-    pub(crate) fn start(
+    /// A new hold on `node_path`; the client's [`NodeWatcher`] starts watching the node shortly.
+    pub(crate) fn new(
         session: &Arc<Session>,
         closed: &CancellationToken,
-        runtime: &tokio::runtime::Handle,
         node_path: String,
         sequence: i64,
         fencing_token: i64,
     ) -> Hold {
-        let info = Arc::new(HoldInfo {
-            node_path,
-            sequence,
-            fencing_token,
-            session: Arc::downgrade(session),
-            status: watch::Sender::new(Status::Held),
-            lost: AtomicBool::new(false),
-            done: CancellationToken::new(),
-        });
-        let monitor = monitor(Arc::downgrade(&info), session.lease.clone(), closed.clone(), info.done.clone());
-        runtime.spawn(monitor);
-        Hold { inner: info }
+        Hold {
+            inner: Arc::new(HoldInfo {
+                node_path,
+                sequence,
+                fencing_token,
+                session: Arc::downgrade(session),
+                session_over: session.over.clone(),
+                lease: session.lease.clone(),
+                closed: closed.clone(),
+                flags: AtomicU8::new(0),
+                changed: Notify::new(),
+            }),
+        }
     }
 
     /// Full path of the lock node (relative to the chroot).
@@ -153,7 +175,7 @@ impl Hold {
 
     /// The current state.
     pub fn state(&self) -> HoldState {
-        self.inner.status.borrow().state()
+        self.inner.status().0
     }
 
     /// Why the hold was lost, once it is [`HoldState::Lost`].
@@ -163,16 +185,31 @@ impl Hold {
 
     /// Changes of the state from now on; ends after `Lost` or `Released`.
     pub fn state_changes(&self) -> HoldStateChanges {
-        HoldStateChanges { receiver: self.inner.status.subscribe(), ended: self.inner.status.borrow().is_final() }
+        let last = self.state();
+        HoldStateChanges { hold: self.clone(), lease: self.inner.lease.clone(), last, ended: last.is_final() }
     }
 
     /// Resolves when the hold is lost, with the reason; or with `None` once it was released.
     pub async fn lost(&self) -> Option<LostReason> {
-        let mut receiver = self.inner.status.subscribe();
-        let status = *receiver.wait_for(|status| status.is_final()).await.expect("the sender lives in the hold");
-        match status {
-            Status::Lost(reason) => Some(reason),
-            _ => None,
+        let mut lease = self.inner.lease.clone();
+        loop {
+            let notified = self.inner.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.inner.status() {
+                (HoldState::Lost, reason) => return reason,
+                (HoldState::Released, _) => return None,
+                _ => {}
+            }
+            tokio::select! {
+                _ = notified => {},
+                result = lease.changed() => {
+                    if result.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                },
+                _ = self.inner.closed.cancelled() => {},
+            }
         }
     }
 }
@@ -198,130 +235,147 @@ impl std::fmt::Debug for Hold {
 
 /// A stream of [`HoldState`] changes, from [`Hold::state_changes`].
 pub struct HoldStateChanges {
-    receiver: watch::Receiver<Status>,
+    hold: Hold,
+    lease: watch::Receiver<Lease>,
+    last: HoldState,
     ended: bool,
 }
 
 impl HoldStateChanges {
     /// The next state, or `None` after `Lost` or `Released` was delivered.
     pub async fn next(&mut self) -> Option<HoldState> {
-        if self.ended || self.receiver.changed().await.is_err() {
-            return None;
-        }
-        let status = *self.receiver.borrow_and_update();
-        self.ended = status.is_final();
-        Some(status.state())
-    }
-}
-
-/// Keeps a hold's state: Suspended while its session is disconnected, Lost when the session is
-/// over, the client closed, or the node deleted by someone else (hence the watch on our own node).
-async fn monitor(
-    info: Weak<HoldInfo>,
-    mut lease: watch::Receiver<Lease>,
-    closed: CancellationToken,
-    done: CancellationToken,
-) {
-    let (session, node) = match info.upgrade() {
-        Some(info) => (info.session.clone(), info.node_path.clone()),
-        None => return,
-    };
-    let watching = Arc::new(AtomicBool::new(false));
-    let mut node_gone = Box::pin(watch_own_node(session, node, lease.clone(), done.clone(), watching.clone()));
-    loop {
-        let status = if closed.is_cancelled() {
-            Status::Lost(LostReason::Closed)
-        } else {
-            match *lease.borrow_and_update() {
-                Lease::Live => Status::Held,
-                Lease::Suspended => Status::Suspended,
-                Lease::Over(reason) => Status::Lost(reason),
+        loop {
+            if self.ended {
+                return None;
             }
-        };
-        match info.upgrade() {
-            Some(info) => info.set(status),
-            None => return,
-        }
-        if status.is_final() {
-            return;
-        }
-        tokio::select! {
-            biased;
-            _ = done.cancelled() => {
-                // Released: let a pending watch fire on our own delete rather than drop it,
-                // which would cost a RemoveWatches request on every release.
-                if watching.load(Ordering::Acquire) {
-                    tokio::spawn(node_gone);
-                }
-                return;
-            },
-            _ = closed.cancelled() => {},
-            changed = lease.changed() => {
-                if changed.is_err() {
-                    // The session's monitor is gone, which only happens once it is over.
-                    if let Some(info) = info.upgrade() {
-                        info.set(Status::Lost(LostReason::SessionExpired));
-                    }
-                    return;
-                }
-            },
-            reason = &mut node_gone => {
-                if let Some(info) = info.upgrade() {
-                    info.set(Status::Lost(reason));
-                }
-                return;
-            },
+            let notified = self.hold.inner.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let state = self.hold.state();
+            if state != self.last {
+                self.last = state;
+                self.ended = state.is_final();
+                return Some(state);
+            }
+            tokio::select! {
+                _ = notified => {},
+                _ = self.hold.inner.changed(&mut self.lease) => {},
+            }
         }
     }
 }
 
 /// How long a holder waits before watching its own node. A hold released sooner never needs
-/// the watch (its release would report a deletion anyway), and short holds then cost no
-/// request beyond the create, the listing and the delete; a deletion by someone else is still
-/// noticed, at most this much later.
+/// the watch (its release would report a deletion anyway), so short holds cost no request
+/// beyond the create, the listing and the delete; a deletion by someone else is still noticed,
+/// at most this much later.
 const OWN_NODE_WATCH_DELAY: Duration = Duration::from_millis(20);
 
-/// Resolves when our lock node is deleted, or the session it belongs to is over. Holds the
-/// session handle only while a request is in flight; sets no new watch once `done`, and says
-/// in `watching` whether a watch may be pending.
-async fn watch_own_node(
-    session: Weak<Session>,
-    node: String,
-    mut lease: watch::Receiver<Lease>,
-    done: CancellationToken,
-    watching: Arc<AtomicBool>,
-) -> LostReason {
-    tokio::time::sleep(OWN_NODE_WATCH_DELAY).await;
+/// Watches holders' own nodes, so that a deletion by someone else turns the hold `Lost`. One
+/// task per client: acquiring only queues the hold, and wakes the task only if it was idle.
+pub(crate) struct NodeWatcher {
+    queue: Mutex<VecDeque<(Instant, Weak<HoldInfo>)>>,
+    idle: AtomicBool,
+    wake: Notify,
+}
+
+impl NodeWatcher {
+    /// Starts the task; it ends when `stop` is cancelled.
+    pub(crate) fn start(runtime: &tokio::runtime::Handle, stop: CancellationToken) -> Arc<NodeWatcher> {
+        let watcher = Arc::new(NodeWatcher {
+            queue: Mutex::new(VecDeque::new()),
+            idle: AtomicBool::new(true),
+            wake: Notify::new(),
+        });
+        runtime.spawn(watcher.clone().run(stop));
+        watcher
+    }
+
+    pub(crate) fn add(&self, hold: &Hold) {
+        self.queue.lock().push_back((Instant::now() + OWN_NODE_WATCH_DELAY, Arc::downgrade(&hold.inner)));
+        if self.idle.swap(false, Ordering::AcqRel) {
+            self.wake.notify_one();
+        }
+    }
+
+    async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut watching = FuturesUnordered::new();
+        loop {
+            let now = Instant::now();
+            let next_due = {
+                let mut queue = self.queue.lock();
+                while queue.front().is_some_and(|(due, _)| *due <= now) {
+                    let (_, hold) = queue.pop_front().expect("checked");
+                    if let Some(info) = hold.upgrade().filter(|info| !info.status().0.is_final()) {
+                        watching.push(watch_own_node(info));
+                    }
+                }
+                let next = queue.front().map(|(due, _)| *due);
+                if next.is_none() {
+                    self.idle.store(true, Ordering::Release);
+                }
+                next
+            };
+            // A hold queued between the check above and going idle has woken us through `wake`.
+            let due = async {
+                match next_due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = due => {},
+                _ = self.wake.notified() => {},
+                Some(()) = watching.next(), if !watching.is_empty() => {},
+            }
+        }
+    }
+}
+
+/// Watches one holder's node until it is deleted (by someone else: the hold turns Lost), the
+/// hold ends, or its session is over. Holds the session handle only while a request is in
+/// flight. After a release the pending watch is left to fire on our own delete: removing it
+/// would cost a request.
+async fn watch_own_node(info: Arc<HoldInfo>) {
+    let (session, node) = (info.session.clone(), info.node_path.clone());
+    let mut lease = info.lease.clone();
+    let info = Arc::downgrade(&info);
     loop {
-        let Some(zk) = session.upgrade().filter(|_| !done.is_cancelled()).map(|s| s.zk.clone()) else {
-            return LostReason::Closed;
-        };
-        watching.store(true, Ordering::Release);
+        let Some(zk) = session.upgrade().filter(|s| !s.is_over()).map(|s| s.zk.clone()) else { return };
+        if info.upgrade().map_or(true, |info| info.status().0.is_final()) {
+            return;
+        }
         let request = zk.check_and_watch_stat(&node).await;
         drop(zk);
-        match request {
-            // No node: the exists watch now waits for a creation that never comes; drop it.
-            Ok((None, _)) => return LostReason::NodeDeleted,
-            Err(zk::Error::SessionExpired) => return LostReason::SessionExpired,
-            Err(zk::Error::ClientClosed) => return LostReason::Closed,
-            Err(_) => {
-                // Connection loss and the like: watch again once connected. An ended session
-                // is reported through the lease instead.
-                if lease.wait_for(|lease| *lease == Lease::Live).await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
+        let deleted = match request {
+            Ok((None, _)) => true,
             Ok((Some(_), watcher)) => {
                 let event = watcher.changed().await;
-                match (event.event_type, event.session_state) {
-                    (zk::EventType::NodeDeleted, _) => return LostReason::NodeDeleted,
-                    (zk::EventType::Session, zk::SessionState::Expired) => return LostReason::SessionExpired,
-                    (zk::EventType::Session, zk::SessionState::Closed) => return LostReason::Closed,
-                    (zk::EventType::Session, zk::SessionState::AuthFailed) => return LostReason::AuthFailed,
-                    // Data changed, or another session event: keep watching.
-                    _ => {}
+                match event.event_type {
+                    zk::EventType::NodeDeleted => true,
+                    // Session events: the lease reports them. Data changes: watch again.
+                    zk::EventType::Session if event.session_state.is_terminated() => return,
+                    _ => false,
                 }
             }
+            Err(zk::Error::SessionExpired | zk::Error::ClientClosed) => return,
+            Err(_) => {
+                // Connection loss and the like: watch again once connected.
+                if lease.wait_for(|lease| *lease == Lease::Live).await.is_err() {
+                    return;
+                }
+                false
+            }
+        };
+        if deleted {
+            if let Some(info) = info.upgrade() {
+                // Our own release deletes the node too: that is no loss.
+                if info.status().0 != HoldState::Released {
+                    info.set_flag(NODE_DELETED);
+                }
+            }
+            return;
         }
     }
 }

@@ -590,8 +590,9 @@ impl LockInner {
             };
             if position == 0 {
                 let node_path = attempt.node.clone().expect("set with mine");
-                let runtime = &self.client.runtime;
-                return Ok(Some(Hold::start(session, &self.client.closed, runtime, node_path, sequence, czxid)));
+                let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
+                self.client.node_watcher.add(&hold);
+                return Ok(Some(hold));
             }
             if let Wait::No = wait {
                 return Ok(None);

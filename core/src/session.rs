@@ -59,7 +59,8 @@ pub(crate) struct Session {
     /// Cancelled once the lease is over: whoever holds `zk` lets go of it then, so that the
     /// session really ends.
     pub(crate) ended: CancellationToken,
-    over: AtomicBool,
+    /// Shared with the holds of this session, which must not keep the session itself alive.
+    pub(crate) over: Arc<AtomicBool>,
 }
 
 impl Session {
@@ -83,7 +84,7 @@ impl Session {
             zk,
             lease,
             ended: CancellationToken::new(),
-            over: AtomicBool::new(false),
+            over: Arc::new(AtomicBool::new(false)),
         });
         // The monitor holds only a state watcher and weak references, never the session
         // handle, so it cannot keep the session alive.
