@@ -1,11 +1,11 @@
-//! Session state as a value and a stream, through a real server going away and coming back.
+//! Session and hold state, as values and streams, through a real server going away and coming back.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use zklock::{Client, ClientOptions, Owner, SessionState};
+use zklock::{Client, ClientOptions, HoldState, Owner, SessionState};
 use zklock_testkit::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,14 +18,22 @@ async fn disconnected_then_connected_then_closed() {
     assert_eq!(client.state(), SessionState::Connected);
     let mut changes = client.state_changes();
 
+    let hold = guard.hold().clone();
+    let mut hold_changes = hold.state_changes();
     cluster.kill(0);
     assert_eq!(changes.next().await, Some(SessionState::Disconnected));
     assert_eq!(client.state(), SessionState::Disconnected);
+    assert_eq!(
+        hold_changes.next().await,
+        Some(HoldState::Suspended),
+        "the holder is told to stop touching the resource"
+    );
 
     cluster.restart(0);
     let reconnected = tokio::time::timeout(Duration::from_secs(20), changes.next()).await.expect("reconnects");
     assert_eq!(reconnected, Some(SessionState::Connected));
     assert_eq!(client.state(), SessionState::Connected);
+    assert_eq!(hold_changes.next().await, Some(HoldState::Held), "back within the session: held again");
 
     // The session survived the outage, and the lock with it.
     let observer = observer_at(&cluster.connect_string()).await;
