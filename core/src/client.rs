@@ -208,7 +208,9 @@ impl Client {
     }
 
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
-    /// Nothing is sent to ZooKeeper until the first acquisition.
+    /// Nothing is sent to ZooKeeper until the first acquisition. Reentrancy counts live in the
+    /// returned `Lock` (and its clones): like two Curator `InterProcessMutex` instances, two
+    /// `Lock`s on one path are separate contenders, even for the same owner.
     ///
     /// # Notable errors
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a valid ZooKeeper path, is the root, or
