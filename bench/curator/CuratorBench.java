@@ -264,20 +264,24 @@ public final class CuratorBench {
         }
     }
 
-    /** Workload 4: raw create(EPHEMERAL)+delete on the same client. Returns cycles/s. */
+    /**
+     * Workload 4: raw create+delete on the same client, the create shaped like a lock node's
+     * (EPHEMERAL_SEQUENTIAL, Curator-style name, 110 bytes of data). Returns cycles/s.
+     */
     static double floor(CuratorFramework client, String path) throws Exception {
+        String prefix = path + "/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-";
+        byte[] data = new byte[110];
+        client.create().creatingParentContainersIfNeeded().forPath(path);
         long warmEnd = System.nanoTime() + nanos(warmupSeconds);
         while (System.nanoTime() < warmEnd) {
-            client.create().withMode(CreateMode.EPHEMERAL).forPath(path);
-            client.delete().forPath(path);
+            client.delete().forPath(client.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath(prefix, data));
         }
         long start = System.nanoTime();
         long end = start + nanos(seconds);
         long now = start;
         long cycles = 0;
         while (now < end) {
-            client.create().withMode(CreateMode.EPHEMERAL).forPath(path);
-            client.delete().forPath(path);
+            client.delete().forPath(client.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath(prefix, data));
             cycles++;
             now = System.nanoTime();
         }

@@ -63,13 +63,13 @@ async fn uncontended_and_floor(
     let lock = client.lock(&format!("{base}/uncontended")).unwrap();
     let owner = Owner::new(1);
     let floor_zk = zk::Client::connect(connect).await.unwrap();
-    let floor_node = format!("{base}/floor/node");
+    let floor_parent = format!("{base}/floor");
     floor_zk
         .mkdir(&format!("{base}/floor"), &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()))
         .await
         .unwrap();
     cycles(&lock, &owner, warmup / 2, None).await;
-    floor_cycles(&floor_zk, &floor_node, warmup / 2).await;
+    floor_cycles(&floor_zk, &floor_parent, warmup / 2).await;
 
     let slices = ((measure.as_secs_f64() * 4.0).round() as u32).max(4);
     let slice = measure / slices / 2;
@@ -78,7 +78,7 @@ async fn uncontended_and_floor(
     for _ in 0..slices {
         let (count, time) = cycles(&lock, &owner, slice, Some((&mut acquire, &mut release))).await;
         (lock_count, lock_time) = (lock_count + count, lock_time + time);
-        let (count, time) = floor_cycles(&floor_zk, &floor_node, slice).await;
+        let (count, time) = floor_cycles(&floor_zk, &floor_parent, slice).await;
         (floor_count, floor_time) = (floor_count + count, floor_time + time);
     }
     acquire.sort_unstable();
@@ -88,14 +88,18 @@ async fn uncontended_and_floor(
     (Uncontended { cycles_per_s, acquire, release }, floor)
 }
 
-/// The raw floor: one create plus one delete with the same ZooKeeper client crate.
-async fn floor_cycles(zk: &zk::Client, node: &str, budget: Duration) -> (u64, Duration) {
-    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+/// The raw floor: one create plus one delete with the same ZooKeeper client crate, the create
+/// shaped like a lock node's (ephemeral sequential, Curator-style name, 110 bytes of data), so
+/// that the floor is exactly the two writes any acquire+release needs.
+async fn floor_cycles(zk: &zk::Client, parent: &str, budget: Duration) -> (u64, Duration) {
+    let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let data = [b'x'; 110];
+    let prefix = format!("{parent}/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-");
     let started = Instant::now();
     let mut count = 0u64;
     while started.elapsed() < budget {
-        zk.create(node, b"", &ephemeral).await.unwrap();
-        zk.delete(node, None).await.unwrap();
+        let (_, sequence) = zk.create(&prefix, &data, &mode).await.unwrap();
+        zk.delete(&format!("{prefix}{sequence}"), None).await.unwrap();
         count += 1;
     }
     (count, started.elapsed())
