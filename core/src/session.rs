@@ -97,11 +97,13 @@ impl Session {
 /// Follows the session's state into its lease, and gives the session up on the client's side
 /// when it has been disconnected too long.
 ///
-/// The ZooKeeper client notices a silent connection after 2/5 of the session timeout without a
-/// reply (pings go out every 3/20 of it), so when it reports Disconnected the server last heard
-/// from us at most ~9/20 of the timeout ago. Half a timeout after that report is therefore still
-/// before the server can expire the session and let another waiter in: the holder hears of the
-/// loss first.
+/// The ZooKeeper client reports Disconnected once it has heard nothing for 2/5 of the session
+/// timeout (checked every 1/20), so at most 9/20 of the timeout after it last heard from the
+/// server; the server had heard from it shortly before that. The server cannot expire the
+/// session, and let another waiter in, before a full timeout after that: at the earliest 11/20
+/// of the timeout after the report. Giving up 2/5 of the timeout after the report leaves the
+/// holder at least 3/20 of the timeout to hear of the loss first, and some slack for a busy
+/// machine.
 async fn monitor(
     session: Weak<Session>,
     client: Weak<ClientInner>,
@@ -121,7 +123,7 @@ async fn monitor(
                 (Lease::Live, SessionState::Connected)
             }
             Some(zk::SessionState::Disconnected) => {
-                give_up_at.get_or_insert_with(|| Instant::now() + timeout / 2);
+                give_up_at.get_or_insert_with(|| Instant::now() + timeout * 2 / 5);
                 (Lease::Suspended, SessionState::Disconnected)
             }
             Some(zk::SessionState::Expired) => (Lease::Over(LostReason::SessionExpired), SessionState::Expired),
