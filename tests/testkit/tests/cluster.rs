@@ -1,150 +1,47 @@
 //! Tests of the testkit itself, against real servers.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use zklock_testkit::{external, shared_connect_string, Cluster};
 
-/// Just enough of the ZooKeeper wire protocol (jute) to create and list znodes, so these tests
-/// need no client crate.
+/// A blocking ZooKeeper client over the `zookeeper-client` crate, enough to create and list znodes.
 struct RawClient {
-    s: TcpStream,
-    xid: i32,
-}
-
-const OP_CREATE: i32 = 1;
-const OP_EXISTS: i32 = 3;
-const OP_GET_CHILDREN: i32 = 8;
-const EPHEMERAL_SEQUENTIAL: i32 = 3;
-const ZNODEEXISTS: i32 = -110;
-
-fn put_i32(b: &mut Vec<u8>, v: i32) {
-    b.extend_from_slice(&v.to_be_bytes());
-}
-fn put_i64(b: &mut Vec<u8>, v: i64) {
-    b.extend_from_slice(&v.to_be_bytes());
-}
-fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
-    put_i32(b, v.len() as i32);
-    b.extend_from_slice(v);
-}
-
-struct Rd<'a>(&'a [u8]);
-impl Rd<'_> {
-    fn i32(&mut self) -> i32 {
-        let v = i32::from_be_bytes(self.0[..4].try_into().unwrap());
-        self.0 = &self.0[4..];
-        v
-    }
-    fn i64(&mut self) -> i64 {
-        let v = i64::from_be_bytes(self.0[..8].try_into().unwrap());
-        self.0 = &self.0[8..];
-        v
-    }
-    fn string(&mut self) -> String {
-        let n = self.i32() as usize;
-        let v = String::from_utf8(self.0[..n].to_vec()).unwrap();
-        self.0 = &self.0[n..];
-        v
-    }
+    runtime: tokio::runtime::Runtime,
+    zk: zookeeper_client::Client,
 }
 
 impl RawClient {
     fn connect(addr: &str) -> RawClient {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut c = RawClient { s, xid: 0 };
-        let mut req = Vec::new();
-        put_i32(&mut req, 0); // protocolVersion
-        put_i64(&mut req, 0); // lastZxidSeen
-        put_i32(&mut req, 10_000); // timeOut
-        put_i64(&mut req, 0); // sessionId
-        put_bytes(&mut req, &[0u8; 16]); // passwd
-        req.push(0); // readOnly
-        c.send(&req);
-        let resp = c.recv();
-        let mut r = Rd(&resp);
-        let _proto = r.i32();
-        let timeout = r.i32();
-        assert!(timeout > 0, "session refused");
-        c
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let zk = runtime.block_on(zookeeper_client::Client::connect(addr)).unwrap();
+        RawClient { runtime, zk }
     }
 
-    fn send(&mut self, body: &[u8]) {
-        let mut f = Vec::with_capacity(body.len() + 4);
-        put_bytes(&mut f, body);
-        self.s.write_all(&f).unwrap();
-    }
-
-    fn recv(&mut self) -> Vec<u8> {
-        let mut len = [0u8; 4];
-        self.s.read_exact(&mut len).unwrap();
-        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.s.read_exact(&mut buf).unwrap();
-        buf
-    }
-
-    /// Returns (err, response body).
-    fn call(&mut self, op: i32, body: &[u8]) -> (i32, Vec<u8>) {
-        self.xid += 1;
-        let mut req = Vec::new();
-        put_i32(&mut req, self.xid);
-        put_i32(&mut req, op);
-        req.extend_from_slice(body);
-        self.send(&req);
-        loop {
-            let resp = self.recv();
-            let mut r = Rd(&resp);
-            let xid = r.i32();
-            let _zxid = r.i64();
-            let err = r.i32();
-            if xid == self.xid {
-                return (err, r.0.to_vec());
-            }
-        }
-    }
-
+    /// The created path, or the ZooKeeper error code (-110 for an existing node).
     fn create_ephemeral_sequential(&mut self, prefix: &str) -> Result<String, i32> {
-        let mut b = Vec::new();
-        put_bytes(&mut b, prefix.as_bytes());
-        put_bytes(&mut b, b"");
-        put_i32(&mut b, 1); // one ACL: world:anyone, all perms
-        put_i32(&mut b, 31);
-        put_bytes(&mut b, b"world");
-        put_bytes(&mut b, b"anyone");
-        put_i32(&mut b, EPHEMERAL_SEQUENTIAL);
-        let (err, resp) = self.call(OP_CREATE, &b);
-        if err != 0 {
-            return Err(err);
+        let mode = zookeeper_client::CreateMode::EphemeralSequential.with_acls(zookeeper_client::Acls::anyone_all());
+        match self.runtime.block_on(self.zk.create(prefix, b"", &mode)) {
+            Ok((_, sequence)) => Ok(format!("{prefix}{sequence}")),
+            Err(zookeeper_client::Error::NodeExists) => Err(ZNODEEXISTS),
+            Err(err) => panic!("create {prefix}: {err}"),
         }
-        Ok(Rd(&resp).string())
     }
 
     fn exists(&mut self, path: &str) -> bool {
-        let mut b = Vec::new();
-        put_bytes(&mut b, path.as_bytes());
-        b.push(0);
-        let (err, _) = self.call(OP_EXISTS, &b);
-        assert!(err == 0 || err == -101, "exists {path}: error {err}");
-        err == 0
+        self.runtime.block_on(self.zk.check_stat(path)).unwrap().is_some()
     }
 
     fn children(&mut self, path: &str) -> Vec<String> {
-        let mut b = Vec::new();
-        put_bytes(&mut b, path.as_bytes());
-        b.push(0);
-        let (err, resp) = self.call(OP_GET_CHILDREN, &b);
-        assert_eq!(err, 0, "getChildren {path}");
-        let mut r = Rd(&resp);
-        let n = r.i32();
-        let mut v: Vec<String> = (0..n).map(|_| r.string()).collect();
-        v.sort();
-        v
+        let mut children = self.runtime.block_on(self.zk.list_children(path)).unwrap();
+        children.sort();
+        children
     }
 }
+
+const ZNODEEXISTS: i32 = -110;
 
 fn proc_alive(pid: u32) -> bool {
     // a zombie still has a /proc entry; look at its state
