@@ -203,12 +203,7 @@ impl Hold {
             }
             tokio::select! {
                 _ = notified => {},
-                result = lease.changed() => {
-                    if result.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                },
-                _ = self.inner.closed.cancelled() => {},
+                _ = self.inner.changed(&mut lease) => {},
             }
         }
     }
