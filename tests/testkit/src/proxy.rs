@@ -494,6 +494,7 @@ impl Drop for Proxy {
         }
         self.shared.cv.notify_all();
         let deadline = Instant::now() + CLOSE_WAIT_LIMIT;
+        let mut stuck = false;
         while st.live_threads > 0 {
             let (g, timed_out) = self.shared.wait_until(st, deadline);
             st = g;
@@ -502,13 +503,16 @@ impl Drop for Proxy {
                     "zklock-testkit proxy {}: {} thread(s) still busy after Drop; detached",
                     self.shared.port, st.live_threads
                 );
+                stuck = true;
                 break;
             }
         }
         let handles = std::mem::take(&mut st.handles);
         drop(st);
         for h in handles {
-            if h.is_finished() {
+            // A pump counts itself out just before it returns: join it, unless some are stuck,
+            // so that no proxy thread outlives Drop.
+            if !stuck || h.is_finished() {
                 let _ = h.join();
             }
         }
