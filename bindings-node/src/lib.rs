@@ -1,0 +1,1 @@
+//! Node bindings: filled in by issue 6.

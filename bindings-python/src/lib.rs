@@ -1,0 +1,1 @@
+//! Python bindings: filled in by issue 5.

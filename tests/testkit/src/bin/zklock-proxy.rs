@@ -1,0 +1,46 @@
+//! The testkit's fault proxy as a program, for the C, Python and Node tests: one TCP proxy in
+//! front of one ZooKeeper server, driven by lines on stdin.
+//!
+//!   zklock-proxy UPSTREAM            (e.g. `zklock-proxy 127.0.0.1:2181`)
+//!
+//! It prints `LISTEN 127.0.0.1:PORT` once it accepts connections, then reads one command per
+//! line and answers `OK <command>` once the command has taken effect:
+//! * `pass`  forward in both directions (the start mode; delivers anything held by a stall);
+//! * `stall` forward nothing, keep connections open: the client's session times out and the
+//!   server expires it, which is how tests make a real expiry;
+//! * `cut`   reset every connection and refuse new ones until `pass` or `stall`.
+//!
+//! It exits when stdin reaches end of file, so it never outlives the test that started it.
+
+use std::io::{BufRead, Write};
+
+use zklock_testkit::Proxy;
+
+fn main() {
+    let upstream = match std::env::args().nth(1) {
+        Some(upstream) if std::env::args().len() == 2 => upstream,
+        _ => {
+            eprintln!("usage: zklock-proxy UPSTREAM_HOST:PORT  (commands on stdin: pass, stall, cut)");
+            std::process::exit(2);
+        }
+    };
+    let proxy = Proxy::start(&upstream);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "LISTEN {}", proxy.address()).and_then(|()| out.flush()).expect("stdout");
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let reply = match line.trim() {
+            "pass" => Some(proxy.pass()),
+            "stall" => Some(proxy.stall()),
+            "cut" => Some(proxy.cut()),
+            "" => None,
+            other => {
+                writeln!(out, "ERR unknown command {other:?} (pass, stall, cut)").and_then(|()| out.flush()).ok();
+                None
+            }
+        };
+        if reply.is_some() {
+            writeln!(out, "OK {}", line.trim()).and_then(|()| out.flush()).expect("stdout");
+        }
+    }
+}
