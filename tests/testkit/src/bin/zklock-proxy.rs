@@ -29,18 +29,17 @@ fn main() {
     writeln!(out, "LISTEN {}", proxy.address()).and_then(|()| out.flush()).expect("stdout");
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        let reply = match line.trim() {
-            "pass" => Some(proxy.pass()),
-            "stall" => Some(proxy.stall()),
-            "cut" => Some(proxy.cut()),
-            "" => None,
+        let command = line.trim();
+        match command {
+            "pass" => proxy.pass(),
+            "stall" => proxy.stall(),
+            "cut" => proxy.cut(),
+            "" => continue,
             other => {
                 writeln!(out, "ERR unknown command {other:?} (pass, stall, cut)").and_then(|()| out.flush()).ok();
-                None
+                continue;
             }
-        };
-        if reply.is_some() {
-            writeln!(out, "OK {}", line.trim()).and_then(|()| out.flush()).expect("stdout");
         }
+        writeln!(out, "OK {command}").and_then(|()| out.flush()).expect("stdout");
     }
 }
