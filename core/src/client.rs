@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::NodeWatcher;
-use crate::lock::{Lock, LockOptions};
+use crate::lock::{AttemptIds, Lock, LockOptions};
 use crate::session::Session;
 use crate::validate;
 
@@ -118,6 +118,7 @@ pub(crate) struct ClientInner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) identity: Arc<HostIdentity>,
     pub(crate) node_watcher: Arc<NodeWatcher>,
+    pub(crate) attempt_ids: AttemptIds,
     state: watch::Sender<SessionState>,
     changes: broadcast::Sender<SessionState>,
 }
@@ -175,6 +176,7 @@ impl Client {
             runtime,
             identity,
             node_watcher,
+            attempt_ids: AttemptIds::new(),
             state: watch::Sender::new(SessionState::Disconnected),
             changes: broadcast::channel(64).0,
         });

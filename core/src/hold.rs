@@ -266,6 +266,11 @@ impl HoldStateChanges {
 /// at most this much later.
 const OWN_NODE_WATCH_DELAY: Duration = Duration::from_millis(20);
 
+/// The watcher task wakes at most once per this interval, setting every watch that has come due,
+/// rather than once per hold: at hundreds of short holds a second, a wake-up per hold costs the
+/// client more than the holds' own requests. Deletions are noticed at most this much later still.
+const OWN_NODE_WATCH_BATCH: Duration = Duration::from_millis(10);
+
 /// Watches holders' own nodes, so that a deletion by someone else turns the hold `Lost`. One
 /// task per client: acquiring only queues the hold, and wakes the task only if it was idle.
 pub(crate) struct NodeWatcher {
@@ -314,7 +319,7 @@ impl NodeWatcher {
             // A hold queued between the check above and going idle has woken us through `wake`.
             let due = async {
                 match next_due {
-                    Some(due) => tokio::time::sleep_until(due).await,
+                    Some(due) => tokio::time::sleep_until(due.max(now + OWN_NODE_WATCH_BATCH)).await,
                     None => std::future::pending().await,
                 }
             };

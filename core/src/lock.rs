@@ -475,7 +475,7 @@ impl LockInner {
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn contend(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         let session = self.client.session(&self.path).await?;
-        let name_prefix = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let name_prefix = format!("_c_{}-{LOCK_NAME}", self.client.attempt_ids.next());
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
@@ -950,5 +950,24 @@ impl std::fmt::Debug for LockGuard {
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock").field("path", &self.inner.path).finish()
+    }
+}
+
+/// The uuids in attempts' node names, without a `getrandom` call per attempt: a random v4 uuid
+/// per client whose last 48 bits (the uuid's node field, free of version and variant bits) are
+/// XORed with a counter, so every attempt of a client has its own uuid for 2^48 attempts.
+pub(crate) struct AttemptIds {
+    base: uuid::Uuid,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl AttemptIds {
+    pub(crate) fn new() -> AttemptIds {
+        AttemptIds { base: uuid::Uuid::new_v4(), next: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    fn next(&self) -> uuid::Uuid {
+        let count = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 48) - 1);
+        uuid::Uuid::from_u128(self.base.as_u128() ^ u128::from(count))
     }
 }

@@ -1,0 +1,61 @@
+//! Client CPU per cycle, user and system: zklock's acquire+release against the raw floor
+//! (create+delete with the same ZooKeeper client). CPU time, unlike throughput, barely moves when
+//! the machine is busy, so this finds client-side overhead that a noisy 2-core box hides.
+//!
+//!   scripts/zk run -- cargo run --release -p zklock-bench --example client_cost
+//!   N=4000 (cycles per phase, default 3000), ONLY=lock|floor (one side; e.g. under strace -c -f)
+use std::time::{Duration, Instant};
+
+use zklock::{Client, Owner};
+use zookeeper_client as zk;
+
+fn cpu() -> (Duration, Duration) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let us = |t: libc::timeval| Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64);
+    (us(usage.ru_utime), us(usage.ru_stime))
+}
+fn per(a: (Duration, Duration), b: (Duration, Duration), n: u32) -> String {
+    format!(
+        "usr {:.0} sys {:.0}",
+        (b.0 - a.0).as_secs_f64() * 1e6 / n as f64,
+        (b.1 - a.1).as_secs_f64() * 1e6 / n as f64
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let connect = std::env::var("ZK_CONNECT").unwrap();
+    let n: u32 = std::env::var("N").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
+    let base = format!("/probe/{}", std::process::id());
+    let client = Client::connect(&connect).await.unwrap();
+    let lock = client.lock(&format!("{base}/lock")).unwrap();
+    let owner = Owner::new(1);
+    let zkc = zk::Client::connect(&connect).await.unwrap();
+    zkc.mkdir(&format!("{base}/floor"), &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let data = [b'x'; 110];
+    let prefix = format!("{base}/floor/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-");
+    for round in 0..3 {
+        let (c0, t0) = (cpu(), Instant::now());
+        let only = std::env::var("ONLY").unwrap_or_default();
+        for _ in 0..if only == "floor" { 0 } else { n } {
+            let g = lock.acquire(&owner).await.unwrap();
+            g.release().await.unwrap();
+        }
+        let (c1, t1) = (cpu(), Instant::now());
+        for _ in 0..if only == "lock" { 0 } else { n } {
+            let (_, seq) = zkc.create(&prefix, &data, &mode).await.unwrap();
+            zkc.delete(&format!("{prefix}{seq}"), None).await.unwrap();
+        }
+        let (c2, t2) = (cpu(), Instant::now());
+        println!(
+            "round {round}: lock {} us/cycle {:.0} cycles/s | floor {} {:.0} cycles/s",
+            per(c0, c1, n),
+            n as f64 / (t1 - t0).as_secs_f64(),
+            per(c1, c2, n),
+            n as f64 / (t2 - t1).as_secs_f64()
+        );
+    }
+}
