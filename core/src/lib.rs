@@ -28,10 +28,14 @@
 //! One [`Error`] type whose [`ErrorKind`] is stable; the bindings map each kind one to one.
 //!
 //! ## Feature flags
-//! None yet: the crate always runs on tokio (the `zookeeper-client` crate's `tokio` feature).
+//! The crate always runs on tokio (the `zookeeper-client` crate's `tokio` feature).
+//! * `ffi` (off by default): the C ABI, `zkl_*` functions declared in `include/zklock.h` and
+//!   built into `libzklock.so`/`libzklock.a` by the root Makefile (`make install PREFIX=...`).
 
 mod client;
 mod error;
+#[cfg(feature = "ffi")]
+pub mod ffi;
 mod hold;
 mod lock;
 mod nodelay;

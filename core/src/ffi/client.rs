@@ -1,0 +1,256 @@
+//! `zkl_client`: one ZooKeeper session, shared by the locks made from it.
+
+use std::borrow::Cow;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::callback::CallbackSlot;
+use super::error::{zkl_result, Failure};
+use super::{handles, runtime};
+use crate::{Client, ClientOptions, SessionState};
+
+/// A connection to a ZooKeeper ensemble (one session at a time), from zkl_client_connect and
+/// ended by zkl_client_close. Opaque. Safe to use from any number of threads at once.
+pub struct zkl_client {
+    _private: [u8; 0],
+}
+
+/// Options for zkl_client_connect. Fill it with zkl_options_init, then set fields. Zero means
+/// the default for each field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zkl_options {
+    /// The session timeout asked of the server, in ms (the server may clamp it). A holder that
+    /// stays disconnected this long loses its locks. 0: 10000.
+    pub session_timeout_ms: i64,
+    /// How long zkl_client_connect tries to establish the session, in ms. 0: 10000.
+    pub connect_timeout_ms: i64,
+    /// Digest credentials "user:password", or NULL for none. Borrowed: only read during
+    /// zkl_client_connect.
+    pub digest_auth: *const c_char,
+}
+
+/// The state of a client's session, as zkl_client_state and the session callback report it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum zkl_session_state {
+    /// Connected; the session is live.
+    ZKL_SESSION_STATE_CONNECTED = 1,
+    /// The connection is down; the session may still be live on the servers. Holds are
+    /// suspended.
+    ZKL_SESSION_STATE_DISCONNECTED = 2,
+    /// The session expired (or the client gave it up after being disconnected too long): its
+    /// locks are lost. The next acquisition establishes a new session.
+    ZKL_SESSION_STATE_EXPIRED = 3,
+    /// The servers rejected the credentials.
+    ZKL_SESSION_STATE_AUTH_FAILED = 4,
+    /// The client was closed. Nothing follows.
+    ZKL_SESSION_STATE_CLOSED = 5,
+}
+
+impl From<SessionState> for zkl_session_state {
+    fn from(state: SessionState) -> Self {
+        // Exhaustive inside the crate: a new state fails to compile here until it has a value.
+        match state {
+            SessionState::Connected => zkl_session_state::ZKL_SESSION_STATE_CONNECTED,
+            SessionState::Disconnected => zkl_session_state::ZKL_SESSION_STATE_DISCONNECTED,
+            SessionState::Expired => zkl_session_state::ZKL_SESSION_STATE_EXPIRED,
+            SessionState::AuthFailed => zkl_session_state::ZKL_SESSION_STATE_AUTH_FAILED,
+            SessionState::Closed => zkl_session_state::ZKL_SESSION_STATE_CLOSED,
+        }
+    }
+}
+
+/// Called on each change of a client's session state, on a zklock background thread (see
+/// zkl_client_set_state_callback).
+pub type zkl_session_callback =
+    Option<unsafe extern "C" fn(userdata: *mut c_void, client: *mut zkl_client, state: zkl_session_state)>;
+
+type SessionCallback = unsafe extern "C" fn(*mut c_void, *mut zkl_client, zkl_session_state);
+
+pub(crate) struct ClientHandle {
+    pub(crate) client: Client,
+    state_callback: Arc<CallbackSlot<SessionCallback>>,
+    /// The task that delivers state changes to the callback; it ends after Closed.
+    state_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+const DEFAULT_TIMEOUT_MS: i64 = 10_000;
+
+fn timeout(ms: i64, what: &str) -> Result<Duration, Failure> {
+    match ms {
+        0 => Ok(Duration::from_millis(DEFAULT_TIMEOUT_MS as u64)),
+        ms if ms > 0 => Ok(Duration::from_millis(ms as u64)),
+        ms => Err(Failure::invalid(format!("{what} is {ms}: it must be positive, or 0 for the default"))),
+    }
+}
+
+pub(crate) fn c_str<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failure> {
+    // SAFETY: the caller passes a NUL-terminated string (checked non-NULL) that outlives the call.
+    unsafe { CStr::from_ptr(ptr) }.to_str().map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
+}
+
+fn client_options(options: *const zkl_options) -> Result<ClientOptions, Failure> {
+    let mut defaults = zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null() };
+    // SAFETY: a non-NULL options pointer points to an initialized zkl_options.
+    let options = if options.is_null() { &mut defaults } else { unsafe { &*options } };
+    let digest_auth = match options.digest_auth.is_null() {
+        true => None,
+        false => Some(c_str(options.digest_auth, "opts->digest_auth")?.to_owned()),
+    };
+    Ok(ClientOptions {
+        session_timeout: timeout(options.session_timeout_ms, "opts->session_timeout_ms")?,
+        connect_timeout: timeout(options.connect_timeout_ms, "opts->connect_timeout_ms")?,
+        digest_auth,
+        language: Cow::Borrowed("c"),
+    })
+}
+
+/// Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth.
+///
+/// Ownership: opts is the caller's. Concurrency: any thread.
+/// Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
+#[no_mangle]
+pub extern "C" fn zkl_options_init(opts: *mut zkl_options) -> zkl_result {
+    ffi_result!("zkl_options_init", {
+        non_null!(opts, "opts");
+        write_out!(opts, zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null() });
+        Ok(())
+    })
+}
+
+/// Connects to the ensemble named by hosts ("host:port[,host:port...][/chroot]") and
+/// establishes a session; blocks until it is established or the connect timeout passes.
+/// opts may be NULL for the defaults.
+///
+/// Ownership: hosts and opts (and opts->digest_auth) are borrowed for the call only. On
+/// ZKL_OK, *out receives a new client that the caller owns and must end with zkl_client_close;
+/// on failure *out is left unchanged.
+/// Concurrency: any thread; not from inside a zklock callback.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL hosts or out, a malformed connect string, or negative
+/// timeouts (before any network traffic); ZKL_TIMEOUT if no session was established in time;
+/// ZKL_AUTH_FAILED if the servers rejected the credentials.
+#[no_mangle]
+pub extern "C" fn zkl_client_connect(
+    hosts: *const c_char,
+    opts: *const zkl_options,
+    out: *mut *mut zkl_client,
+) -> zkl_result {
+    ffi_result!("zkl_client_connect", {
+        non_null!(hosts, "hosts");
+        non_null!(out, "out");
+        let hosts = c_str(hosts, "hosts")?;
+        let options = client_options(opts)?;
+        let client = runtime::block_on(Client::connect_with(hosts, options))??;
+        let state_callback = Arc::new(CallbackSlot::new());
+        let mut changes = client.state_changes();
+        let handle = handles::new_client(ClientHandle {
+            client,
+            state_callback: state_callback.clone(),
+            state_task: Mutex::new(None),
+        });
+        let id = handle as usize;
+        let task = runtime::runtime()?.spawn(async move {
+            while let Some(state) = changes.next().await {
+                // SAFETY: a C function pointer registered by the caller, with its userdata.
+                state_callback
+                    .call(|callback, userdata| unsafe { callback(userdata, id as *mut zkl_client, state.into()) });
+            }
+        });
+        *handles::client(handle, "out")?.state_task.lock() = Some(task);
+        write_out!(out, handle);
+        Ok(())
+    })
+}
+
+/// Ends the session at once (the server deletes its lock nodes, so waiters elsewhere proceed
+/// immediately) and releases the handle: blocks until the server acknowledged, or the session
+/// timeout passed. Acquisitions in progress on its locks fail with ZKL_CLOSED, and holds are
+/// lost (their lost callbacks run, with ZKL_LOST_CLOSED). A registered session callback gets
+/// ZKL_SESSION_STATE_CLOSED before this returns, and is never called after.
+///
+/// The handle is invalid afterwards: any use of it, including a second close, returns
+/// ZKL_INVALID_ARGUMENT (it is never dereferenced, so this is safe). Locks made from it stay
+/// valid handles until zkl_lock_free; their calls then return ZKL_CLOSED.
+///
+/// Ownership: takes the client. Closing NULL is a no-op returning ZKL_OK.
+/// Concurrency: any thread, while other threads use the client or its locks; not from inside a
+/// zklock callback (ZKL_INVALID_ARGUMENT, and the client stays open).
+#[no_mangle]
+pub extern "C" fn zkl_client_close(client: *mut zkl_client) -> zkl_result {
+    ffi_result!("zkl_client_close", {
+        if client.is_null() {
+            return Ok(());
+        }
+        // Checked before the handle is removed, so a refused close leaves the client usable.
+        runtime::check_may_block()?;
+        let handle = handles::remove_client(client, "client")?;
+        let task = handle.state_task.lock().take();
+        runtime::block_on(async {
+            handle.client.close().await;
+            // The task ends once it delivered Closed; nothing is delivered after this returns.
+            if let Some(task) = task {
+                let _ = task.await;
+            }
+        })?;
+        handle.state_callback.set(None, std::ptr::null_mut());
+        Ok(())
+    })
+}
+
+/// The client's current session state, in *out.
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a closed client.
+#[no_mangle]
+pub extern "C" fn zkl_client_state(client: *const zkl_client, out: *mut zkl_session_state) -> zkl_result {
+    ffi_result!("zkl_client_state", {
+        non_null!(client, "client");
+        non_null!(out, "out");
+        let handle = handles::client(client, "client")?;
+        write_out!(out, handle.client.state().into());
+        Ok(())
+    })
+}
+
+/// The current ZooKeeper session id in *out, or 0 if there is none right now (expired and not
+/// yet renewed).
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a closed client.
+#[no_mangle]
+pub extern "C" fn zkl_client_session_id(client: *const zkl_client, out: *mut i64) -> zkl_result {
+    ffi_result!("zkl_client_session_id", {
+        non_null!(client, "client");
+        non_null!(out, "out");
+        let handle = handles::client(client, "client")?;
+        write_out!(out, handle.client.session_id().unwrap_or(0));
+        Ok(())
+    })
+}
+
+/// Registers callback to be called with each later change of the session state (replacing any
+/// previous one); NULL removes it. It runs on a zklock background thread, one call at a time,
+/// with userdata as given: keep it short and never block in it (no blocking zkl_ call: those
+/// return ZKL_INVALID_ARGUMENT there). Once this function (or zkl_client_close) returns, the
+/// previous callback is not running and is never called again, so its userdata may be freed.
+///
+/// Ownership: userdata stays the caller's; zklock only passes it back.
+/// Concurrency: any thread; from inside a callback, only for the same client.
+/// Errors: ZKL_INVALID_ARGUMENT for a NULL or closed client.
+#[no_mangle]
+pub extern "C" fn zkl_client_set_state_callback(
+    client: *mut zkl_client,
+    callback: zkl_session_callback,
+    userdata: *mut c_void,
+) -> zkl_result {
+    ffi_result!("zkl_client_set_state_callback", {
+        non_null!(client, "client");
+        let handle = handles::client(client, "client")?;
+        handle.state_callback.set(callback, userdata);
+        Ok(())
+    })
+}

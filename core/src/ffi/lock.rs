@@ -1,0 +1,413 @@
+//! `zkl_lock`: a fair, reentrant lock on one path, with its owners' holds.
+
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::callback::CallbackSlot;
+use super::client::c_str;
+use super::error::{zkl_result, Failure};
+use super::owner::{explicit_owner, thread_owner};
+use super::{handles, runtime};
+use crate::{HoldState, Lock, LostReason, Owner};
+
+/// A fair, reentrant lock on one path, from zkl_lock_new and freed with zkl_lock_free. Opaque.
+/// Safe to use from any number of threads at once: each thread is its own owner (two threads
+/// sharing one handle are two fair contenders, as in Curator), and re-acquiring by the same
+/// owner only counts up, with no ZooKeeper traffic.
+pub struct zkl_lock {
+    _private: [u8; 0],
+}
+
+/// The state of an owner's hold on a lock.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum zkl_hold_state {
+    /// The owner holds nothing.
+    ZKL_HOLD_NONE = 0,
+    /// Connected, and the lock node is ours: work.
+    ZKL_HOLD_HELD = 1,
+    /// The connection is down; the lock may still be ours, but stop touching the resource. Held
+    /// again on reconnecting within the session, or lost.
+    ZKL_HOLD_SUSPENDED = 2,
+    /// The lock is gone (see the lost callback's reason). Stop; release it, which returns
+    /// ZKL_LOCK_LOST and deletes nothing.
+    ZKL_HOLD_LOST = 3,
+}
+
+/// Why a hold was lost, as the lost callback reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum zkl_lost_reason {
+    /// The server expired the session, deleting its lock nodes.
+    ZKL_LOST_SESSION_EXPIRED = 1,
+    /// The client stayed disconnected so long that the server may already have expired the
+    /// session and let the next waiter in; the client gave the session up itself.
+    ZKL_LOST_DISCONNECTED_TOO_LONG = 2,
+    /// The client was closed.
+    ZKL_LOST_CLOSED = 3,
+    /// Someone else deleted the lock node.
+    ZKL_LOST_NODE_DELETED = 4,
+    /// The servers rejected the client's credentials.
+    ZKL_LOST_AUTH_FAILED = 5,
+}
+
+impl From<LostReason> for zkl_lost_reason {
+    fn from(reason: LostReason) -> Self {
+        match reason {
+            LostReason::SessionExpired => zkl_lost_reason::ZKL_LOST_SESSION_EXPIRED,
+            LostReason::DisconnectedTooLong => zkl_lost_reason::ZKL_LOST_DISCONNECTED_TOO_LONG,
+            LostReason::Closed => zkl_lost_reason::ZKL_LOST_CLOSED,
+            LostReason::NodeDeleted => zkl_lost_reason::ZKL_LOST_NODE_DELETED,
+            LostReason::AuthFailed => zkl_lost_reason::ZKL_LOST_AUTH_FAILED,
+        }
+    }
+}
+
+/// Called when a hold on a lock is lost, with the lock, the owner whose hold it was, and why; on
+/// a zklock background thread (see zkl_lock_set_lost_callback).
+pub type zkl_lost_callback =
+    Option<unsafe extern "C" fn(userdata: *mut c_void, lock: *mut zkl_lock, owner: u64, reason: zkl_lost_reason)>;
+
+type LostCallback = unsafe extern "C" fn(*mut c_void, *mut zkl_lock, u64, zkl_lost_reason);
+
+pub(crate) struct LockHandle {
+    pub(crate) lock: Lock,
+    lost_callback: Arc<CallbackSlot<LostCallback>>,
+    holders: Mutex<Holders>,
+}
+
+#[derive(Default)]
+struct Holders {
+    /// Owners that acquired through this handle and may still hold: zkl_lock_free releases them.
+    owners: Vec<Owner>,
+    /// Set by zkl_lock_free: an acquisition still in progress then gives its hold back.
+    freed: bool,
+}
+
+impl LockHandle {
+    /// Releases every level of `owners`' holds in the background, as the owners would.
+    fn release_in_background(self: Arc<Self>, owners: Vec<Owner>) -> Result<(), Failure> {
+        if owners.is_empty() {
+            return Ok(());
+        }
+        runtime::runtime()?.spawn(async move {
+            for owner in owners {
+                // An error means the hold is gone anyway (lost, or deleted in the background
+                // after a connection loss).
+                while self.lock.is_held_by(&owner) {
+                    if self.lock.release(&owner).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Makes a lock on path (relative to the client's chroot). Sends nothing to ZooKeeper; the lock
+/// shares the client's session.
+///
+/// Ownership: path is borrowed for the call. On ZKL_OK, *out receives a new lock that the caller
+/// owns and frees with zkl_lock_free (before or after closing the client); on failure *out is
+/// left unchanged.
+/// Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a closed client, or an invalid path
+/// (relative, the root, ending in '/', empty segments, '.' or '..', control characters, or under
+/// /zookeeper).
+#[no_mangle]
+pub extern "C" fn zkl_lock_new(
+    client: *mut super::zkl_client,
+    path: *const c_char,
+    out: *mut *mut zkl_lock,
+) -> zkl_result {
+    ffi_result!("zkl_lock_new", {
+        non_null!(client, "client");
+        non_null!(path, "path");
+        non_null!(out, "out");
+        let client = handles::client(client, "client")?;
+        let lock = client.client.lock(c_str(path, "path")?)?;
+        let handle = handles::new_lock(LockHandle {
+            lock,
+            lost_callback: Arc::new(CallbackSlot::new()),
+            holders: Mutex::new(Holders::default()),
+        });
+        write_out!(out, handle);
+        Ok(())
+    })
+}
+
+/// Frees a lock handle. Holds still held through it are released in the background, as if each
+/// owner released them (their nodes are deleted; nothing is left behind). A registered lost
+/// callback is not running once this returns, and is never called again.
+///
+/// The handle is invalid afterwards: any use of it, including a second free, returns
+/// ZKL_INVALID_ARGUMENT (it is never dereferenced, so this is safe).
+///
+/// Ownership: takes the lock. Freeing NULL is a no-op returning ZKL_OK.
+/// Concurrency: any thread, including inside callbacks. Calls in progress on other threads
+/// finish, except that an acquisition still waiting gives back the hold it gets and returns
+/// ZKL_INVALID_ARGUMENT.
+#[no_mangle]
+pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
+    ffi_result!("zkl_lock_free", {
+        if lock.is_null() {
+            return Ok(());
+        }
+        let handle = handles::remove_lock(lock, "lock")?;
+        handle.lost_callback.set(None, std::ptr::null_mut());
+        let owners = {
+            let mut holders = handle.holders.lock();
+            holders.freed = true;
+            std::mem::take(&mut holders.owners)
+        };
+        handle.release_in_background(owners)
+    })
+}
+
+fn timeout(timeout_ms: i64) -> Result<Option<Duration>, Failure> {
+    match timeout_ms {
+        -1 => Ok(None),
+        ms if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),
+        ms => Err(Failure::invalid(format!(
+            "timeout_ms is {ms}: use -1 to wait forever, 0 to only try, or a number of ms"
+        ))),
+    }
+}
+
+fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) -> Result<(), Failure> {
+    non_null!(lock, "lock");
+    let wait = timeout(timeout_ms)?;
+    let handle = handles::lock(lock, "lock")?;
+    let owner = owner?;
+    let fresh = !handle.lock.is_held_by(&owner);
+    let Some(hold) = runtime::block_on(handle.lock.acquire_for(&owner, wait))?? else {
+        let why = match timeout_ms {
+            0 => "held by another contender (tried once: timeout 0)".to_owned(),
+            ms => format!("not acquired within {ms} ms"),
+        };
+        return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
+    };
+    if fresh {
+        let mut holders = handle.holders.lock();
+        if holders.freed {
+            drop(holders);
+            handle.clone().release_in_background(vec![owner])?;
+            return Err(Failure::invalid(
+                "lock was freed (zkl_lock_free) while this call waited; the hold it got was released",
+            ));
+        }
+        if !holders.owners.contains(&owner) {
+            holders.owners.push(owner.clone());
+        }
+        drop(holders);
+        // One light task per hold, ending when the hold is released or lost.
+        let callback = handle.lost_callback.clone();
+        let owner = owner.id();
+        let id = lock as usize;
+        runtime::runtime()?.spawn(async move {
+            if let Some(reason) = hold.lost().await {
+                // SAFETY: a C function pointer registered by the caller, with its userdata.
+                callback.call(|callback, userdata| unsafe {
+                    callback(userdata, id as *mut zkl_lock, owner, reason.into())
+                });
+            }
+        });
+    }
+    Ok(())
+}
+
+fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Failure> {
+    non_null!(lock, "lock");
+    let handle = handles::lock(lock, "lock")?;
+    let owner = owner?;
+    let result = runtime::block_on(handle.lock.release(&owner))?;
+    if !handle.lock.is_held_by(&owner) {
+        handle.holders.lock().owners.retain(|holder| holder.id() != owner.id());
+    }
+    Ok(result?)
+}
+
+/// Acquires the lock for the calling thread, waiting at most timeout_ms: -1 waits as long as it
+/// takes, 0 only tries (one round trip, no waiting). Fair: first come, first served, across
+/// processes and threads. A thread that holds it already only counts up (release as often), with
+/// no ZooKeeper traffic. An attempt that times out or fails leaves no node behind.
+///
+/// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT). While one
+/// thread waits here, others may use the same lock and client, or close the client (this then
+/// returns ZKL_CLOSED).
+/// Errors: ZKL_TIMEOUT if not obtained in time (nothing is held then); ZKL_INVALID_ARGUMENT for a
+/// NULL or freed lock, or a timeout below -1; ZKL_CLOSED if the client was closed;
+/// ZKL_SESSION_EXPIRED if the session expired while waiting; ZKL_LOCK_LOST if this owner's
+/// existing hold was lost (release it first); ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+#[no_mangle]
+pub extern "C" fn zkl_lock_acquire(lock: *mut zkl_lock, timeout_ms: i64) -> zkl_result {
+    ffi_result!("zkl_lock_acquire", { acquire(lock, thread_owner(), timeout_ms) })
+}
+
+/// As zkl_lock_acquire, for an explicit owner instead of the calling thread: an id below 2^63
+/// chosen by the caller (say, one per request of an event loop), or a thread's id from
+/// zkl_thread_owner(). The owner, not the thread, holds the lock: it may be released from any
+/// thread with zkl_lock_release_as. One owner acquires one lock at a time (a second concurrent
+/// acquisition by the same owner returns ZKL_INVALID_ARGUMENT).
+#[no_mangle]
+pub extern "C" fn zkl_lock_acquire_as(lock: *mut zkl_lock, owner: u64, timeout_ms: i64) -> zkl_result {
+    ffi_result!("zkl_lock_acquire_as", { acquire(lock, explicit_owner(owner), timeout_ms) })
+}
+
+/// Releases one level of the calling thread's hold; at the last level the lock node is deleted,
+/// and this returns once the server confirmed it.
+///
+/// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+/// Errors: ZKL_NOT_OWNER if the calling thread does not hold the lock (nothing changes);
+/// ZKL_LOCK_LOST if the hold was lost (it is dropped and nothing is deleted);
+/// ZKL_CONNECTION_LOSS if the connection dropped before the server confirmed: the hold is gone
+/// here and the delete goes on in the background; ZKL_INVALID_ARGUMENT for a NULL or freed lock.
+#[no_mangle]
+pub extern "C" fn zkl_lock_release(lock: *mut zkl_lock) -> zkl_result {
+    ffi_result!("zkl_lock_release", { release(lock, thread_owner()) })
+}
+
+/// As zkl_lock_release, for an explicit owner id (see zkl_lock_acquire_as), from any thread.
+#[no_mangle]
+pub extern "C" fn zkl_lock_release_as(lock: *mut zkl_lock, owner: u64) -> zkl_result {
+    ffi_result!("zkl_lock_release_as", { release(lock, explicit_owner(owner)) })
+}
+
+fn is_held(lock: *const zkl_lock, owner: Result<Owner, Failure>, out: *mut bool) -> Result<(), Failure> {
+    non_null!(lock, "lock");
+    non_null!(out, "out");
+    let handle = handles::lock(lock, "lock")?;
+    write_out!(out, handle.lock.is_held_by(&owner?));
+    Ok(())
+}
+
+/// Whether the calling thread holds the lock (as far as this process knows: see zkl_lock_state
+/// for whether the hold is still good), in *out.
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock.
+#[no_mangle]
+pub extern "C" fn zkl_lock_is_held(lock: *const zkl_lock, out: *mut bool) -> zkl_result {
+    ffi_result!("zkl_lock_is_held", { is_held(lock, thread_owner(), out) })
+}
+
+/// As zkl_lock_is_held, for an explicit owner id.
+#[no_mangle]
+pub extern "C" fn zkl_lock_is_held_as(lock: *const zkl_lock, owner: u64, out: *mut bool) -> zkl_result {
+    ffi_result!("zkl_lock_is_held_as", { is_held(lock, explicit_owner(owner), out) })
+}
+
+fn state(lock: *const zkl_lock, owner: Result<Owner, Failure>, out: *mut zkl_hold_state) -> Result<(), Failure> {
+    non_null!(lock, "lock");
+    non_null!(out, "out");
+    let handle = handles::lock(lock, "lock")?;
+    let state = match handle.lock.state_of(&owner?) {
+        Some(HoldState::Held) => zkl_hold_state::ZKL_HOLD_HELD,
+        Some(HoldState::Suspended) => zkl_hold_state::ZKL_HOLD_SUSPENDED,
+        Some(HoldState::Lost) => zkl_hold_state::ZKL_HOLD_LOST,
+        None | Some(HoldState::Released) => zkl_hold_state::ZKL_HOLD_NONE,
+    };
+    write_out!(out, state);
+    Ok(())
+}
+
+/// The state of the calling thread's hold (ZKL_HOLD_NONE if it holds nothing), in *out. Cheap
+/// (no ZooKeeper traffic): poll it before touching the protected resource.
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock.
+#[no_mangle]
+pub extern "C" fn zkl_lock_state(lock: *const zkl_lock, out: *mut zkl_hold_state) -> zkl_result {
+    ffi_result!("zkl_lock_state", { state(lock, thread_owner(), out) })
+}
+
+/// As zkl_lock_state, for an explicit owner id.
+#[no_mangle]
+pub extern "C" fn zkl_lock_state_as(lock: *const zkl_lock, owner: u64, out: *mut zkl_hold_state) -> zkl_result {
+    ffi_result!("zkl_lock_state_as", { state(lock, explicit_owner(owner), out) })
+}
+
+/// The fencing token (0) or sequence (1) of `owner`'s hold.
+fn hold_number(
+    lock: *const zkl_lock,
+    owner: Result<Owner, Failure>,
+    out: *mut i64,
+    sequence: bool,
+) -> Result<(), Failure> {
+    non_null!(lock, "lock");
+    non_null!(out, "out");
+    let handle = handles::lock(lock, "lock")?;
+    let owner = owner?;
+    let Some((hold, _)) = handle.lock.hold_of(&owner) else {
+        return Err(Failure::new(
+            zkl_result::ZKL_NOT_OWNER,
+            format!("not owner on {}: owner {:#x} holds nothing", handle.lock.path(), owner.id()),
+        ));
+    };
+    write_out!(out, if sequence { hold.sequence() } else { hold.fencing_token() });
+    Ok(())
+}
+
+/// The fencing token of the calling thread's hold, in *out: the lock node's creation zxid, which
+/// strictly increases across successive holders of the lock path. Pass it to the resource you
+/// protect and let it refuse tokens lower than one it has seen.
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_NOT_OWNER if the calling thread holds nothing; ZKL_INVALID_ARGUMENT for NULL
+/// arguments or a freed lock.
+#[no_mangle]
+pub extern "C" fn zkl_lock_fencing_token(lock: *const zkl_lock, out: *mut i64) -> zkl_result {
+    ffi_result!("zkl_lock_fencing_token", { hold_number(lock, thread_owner(), out, false) })
+}
+
+/// As zkl_lock_fencing_token, for an explicit owner id.
+#[no_mangle]
+pub extern "C" fn zkl_lock_fencing_token_as(lock: *const zkl_lock, owner: u64, out: *mut i64) -> zkl_result {
+    ffi_result!("zkl_lock_fencing_token_as", { hold_number(lock, explicit_owner(owner), out, false) })
+}
+
+/// The sequence number ZooKeeper gave the calling thread's lock node, in *out (past the server's
+/// 32-bit limit it repeats or goes negative: order by fencing token instead).
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: as zkl_lock_fencing_token.
+#[no_mangle]
+pub extern "C" fn zkl_lock_sequence(lock: *const zkl_lock, out: *mut i64) -> zkl_result {
+    ffi_result!("zkl_lock_sequence", { hold_number(lock, thread_owner(), out, true) })
+}
+
+/// As zkl_lock_sequence, for an explicit owner id.
+#[no_mangle]
+pub extern "C" fn zkl_lock_sequence_as(lock: *const zkl_lock, owner: u64, out: *mut i64) -> zkl_result {
+    ffi_result!("zkl_lock_sequence_as", { hold_number(lock, explicit_owner(owner), out, true) })
+}
+
+/// Registers callback to be called once for each hold acquired through this lock handle (by any
+/// owner, before or after registering) that is lost: session expired, client disconnected too
+/// long or closed, or node deleted by someone else. Replaces any previous callback; NULL removes
+/// it. It runs on a zklock background thread, one call at a time per lock, with userdata as
+/// given: keep it short and never block in it (no blocking zkl_ call: those return
+/// ZKL_INVALID_ARGUMENT there; signal another thread instead). Once this function (or
+/// zkl_lock_free) returns, the previous callback is not running and is never called again, so
+/// its userdata may be freed.
+///
+/// Ownership: userdata stays the caller's; zklock only passes it back.
+/// Concurrency: any thread; from inside a callback, only for the same lock.
+/// Errors: ZKL_INVALID_ARGUMENT for a NULL or freed lock.
+#[no_mangle]
+pub extern "C" fn zkl_lock_set_lost_callback(
+    lock: *mut zkl_lock,
+    callback: zkl_lost_callback,
+    userdata: *mut c_void,
+) -> zkl_result {
+    ffi_result!("zkl_lock_set_lost_callback", {
+        non_null!(lock, "lock");
+        let handle = handles::lock(lock, "lock")?;
+        handle.lost_callback.set(callback, userdata);
+        Ok(())
+    })
+}

@@ -1,0 +1,38 @@
+//! The C ABI: `zkl_*` functions over opaque `zkl_client` and `zkl_lock` handles, declared in
+//! `include/zklock.h` (generated from this module by `scripts/gen-header`).
+//!
+//! Shaped like hyper's `src/ffi` and rustls-ffi: every entry point runs inside a panic boundary
+//! ([`ffi_result!`], [`ffi_value!`]), checks its pointers first ([`non_null!`]), and reports a
+//! `#[repr(C)]` [`zkl_result`] with stable numbers plus a thread-local message.
+//!
+//! Handles are not pointers to memory: they are ids, never reused in a process, that every call
+//! looks up in a registry (`handles`). So a closed client or a freed lock is *detected*
+//! (`ZKL_INVALID_ARGUMENT`) instead of being a dangling pointer, as the C contract promises.
+//!
+//! All calls block the calling thread on one process-wide tokio runtime (`runtime`), which
+//! owns the sessions and watches and runs the callbacks.
+
+// C names (`zkl_client`, `ZKL_OK`) are the ABI.
+#![allow(non_camel_case_types)]
+// Entry points are safe `extern "C"` functions whose pointer contracts are documented for C in
+// the header; Rust callers are not the audience.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+#[cfg(not(unix))]
+compile_error!("the zklock C ABI (feature \"ffi\") supports Unix only: it relies on pthread_atfork");
+
+#[macro_use]
+mod macros;
+mod callback;
+mod client;
+mod error;
+mod handles;
+mod lock;
+mod owner;
+mod participants;
+mod runtime;
+
+pub use self::client::{zkl_client, zkl_options, zkl_session_callback, zkl_session_state};
+pub use self::error::zkl_result;
+pub use self::lock::{zkl_hold_state, zkl_lock, zkl_lost_callback, zkl_lost_reason};
+pub use self::participants::{zkl_participant, zkl_participants};

@@ -1,0 +1,160 @@
+//! Who holds and who waits: `zkl_participants` lists, allocated here and freed by the caller.
+
+use std::ffi::{c_char, CString};
+
+use super::error::{zkl_result, Failure};
+use super::lock::zkl_lock;
+use super::{handles, runtime};
+use crate::Participant;
+
+/// One contender in a lock's queue. Every pointer belongs to the zkl_participants list it came
+/// in, and stays valid until that list is freed.
+#[repr(C)]
+#[derive(Debug)]
+pub struct zkl_participant {
+    /// The child node's name, e.g. "_c_<uuid>-lock-0000000007".
+    pub node: *const c_char,
+    /// Whether the name has a sequence suffix (then in `sequence`).
+    pub has_sequence: bool,
+    /// The sequence suffix (past ZooKeeper's 32-bit limit it repeats or goes negative).
+    pub sequence: i64,
+    /// The node's creation zxid: its holder's fencing token.
+    pub fencing_token: i64,
+    /// The session that owns the (ephemeral) node.
+    pub session_id: i64,
+    /// Host name of the contending process, when a zklock client wrote the node; else NULL.
+    pub host: *const c_char,
+    /// Process id of the contending process (0 when `host` is NULL).
+    pub pid: u32,
+    /// The owner's label, e.g. "thread:worker#3" or "owner:42" (NULL when `host` is NULL).
+    pub owner: *const c_char,
+    /// The contender's language: "c", "rust", "python" or "node" (NULL when `host` is NULL).
+    pub lang: *const c_char,
+    /// The lock's identifier, if one was given (else NULL).
+    pub identifier: *const c_char,
+    /// The raw node data (Curator writes the client's IP address), `data_len` bytes.
+    pub data: *const u8,
+    pub data_len: usize,
+}
+
+/// A list of contenders, holder first, in queue order, from zkl_lock_contenders or
+/// zkl_lock_holder. Free it with zkl_participants_free.
+#[repr(C)]
+#[derive(Debug)]
+pub struct zkl_participants {
+    /// How many entries `items` has (0 for an empty list, and then `items` may be NULL).
+    pub count: usize,
+    pub items: *const zkl_participant,
+}
+
+/// The allocation behind a `zkl_participants *`: the public part first, so the pointer C gets is
+/// also a pointer to this, plus the memory the items point into.
+#[repr(C)]
+struct ParticipantsBox {
+    list: zkl_participants,
+    items: Vec<zkl_participant>,
+    strings: Vec<CString>,
+    data: Vec<Vec<u8>>,
+}
+
+impl ParticipantsBox {
+    fn string(&mut self, text: &str) -> *const c_char {
+        // Node data written by others may hold a NUL: cut there rather than lose the field.
+        let text = text.split('\0').next().unwrap_or_default();
+        let text = CString::new(text).expect("cut at the first NUL");
+        // The CString's heap buffer does not move when the CString is moved into the vector.
+        let ptr = text.as_ptr();
+        self.strings.push(text);
+        ptr
+    }
+
+    fn allocate(participants: Vec<Participant>) -> *mut zkl_participants {
+        let mut list = Box::new(ParticipantsBox {
+            list: zkl_participants { count: 0, items: std::ptr::null() },
+            items: Vec::with_capacity(participants.len()),
+            strings: Vec::new(),
+            data: Vec::new(),
+        });
+        for participant in participants {
+            let node = list.string(&participant.node);
+            let (host, pid, owner, lang, identifier) = match &participant.identity {
+                Some(identity) => (
+                    list.string(&identity.host),
+                    identity.pid,
+                    list.string(&identity.owner),
+                    list.string(&identity.lang),
+                    identity.identifier.as_deref().map_or(std::ptr::null(), |id| list.string(id)),
+                ),
+                None => (std::ptr::null(), 0, std::ptr::null(), std::ptr::null(), std::ptr::null()),
+            };
+            let data_len = participant.data.len();
+            let data = participant.data.as_ptr();
+            list.data.push(participant.data);
+            list.items.push(zkl_participant {
+                node,
+                has_sequence: participant.sequence.is_some(),
+                sequence: participant.sequence.unwrap_or(0),
+                fencing_token: participant.fencing_token,
+                session_id: participant.session_id,
+                host,
+                pid,
+                owner,
+                lang,
+                identifier,
+                data,
+                data_len,
+            });
+        }
+        list.list = zkl_participants { count: list.items.len(), items: list.items.as_ptr() };
+        Box::into_raw(list).cast()
+    }
+}
+
+fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, holder_only: bool) -> Result<(), Failure> {
+    non_null!(lock, "lock");
+    non_null!(out, "out");
+    let handle = handles::lock(lock, "lock")?;
+    let mut participants = runtime::block_on(handle.lock.contenders())??;
+    if holder_only {
+        participants.truncate(1);
+    }
+    write_out!(out, ParticipantsBox::allocate(participants));
+    Ok(())
+}
+
+/// Lists every contender of the lock, holder first, in queue order, with the identity each
+/// zklock process recorded in its node: one listing and one read per node.
+///
+/// Ownership: on ZKL_OK, *out receives a new list that the caller owns and frees with
+/// zkl_participants_free; on failure *out is left unchanged.
+/// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock; ZKL_CLOSED,
+/// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+#[no_mangle]
+pub extern "C" fn zkl_lock_contenders(lock: *mut zkl_lock, out: *mut *mut zkl_participants) -> zkl_result {
+    ffi_result!("zkl_lock_contenders", { list(lock, out, false) })
+}
+
+/// The current holder of the lock, as a list of one (or of none when nobody holds it). As
+/// zkl_lock_contenders otherwise.
+#[no_mangle]
+pub extern "C" fn zkl_lock_holder(lock: *mut zkl_lock, out: *mut *mut zkl_participants) -> zkl_result {
+    ffi_result!("zkl_lock_holder", { list(lock, out, true) })
+}
+
+/// Frees a list from zkl_lock_contenders or zkl_lock_holder, with every string in it.
+///
+/// Ownership: takes the list. Freeing NULL is a no-op. Must not be called twice with the same
+/// list (it is memory, not a handle).
+/// Concurrency: any thread, including inside callbacks.
+#[no_mangle]
+pub extern "C" fn zkl_participants_free(list: *mut zkl_participants) {
+    ffi_value!((), {
+        if !list.is_null() {
+            // SAFETY: made by `ParticipantsBox::allocate` (its first field is the public list).
+            drop(unsafe { Box::from_raw(list.cast::<ParticipantsBox>()) });
+        }
+    })
+}
+
+const _: () = assert!(zkl_result::ZKL_OK as i32 == 0);

@@ -1,0 +1,259 @@
+/* Every kind of bad input gets the right code and a message naming what was wrong, before any
+ * network traffic: NULL pointers, invalid paths, connect strings, options, timeouts and owner
+ * ids, closed, freed, forged and wrong-kind handles, blocking calls from a callback, and handles
+ * used in a forked child. */
+#define _GNU_SOURCE
+#include "harness.h"
+#include <zklock.h> /* a second include: the header's include guard must make it harmless */
+
+#include <sys/wait.h>
+
+#define NULL_ARG(call, what) CHECK_ERR(call, ZKL_INVALID_ARGUMENT, what " is NULL", #call)
+
+static void null_arguments(zkl_client *client, zkl_lock *lock) {
+  zkl_client *c = NULL;
+  zkl_lock *l = NULL;
+  zkl_participants *p = NULL;
+  zkl_session_state s;
+  zkl_hold_state h;
+  int64_t n;
+  bool b;
+  NULL_ARG(zkl_options_init(NULL), "opts");
+  NULL_ARG(zkl_client_connect(NULL, NULL, &c), "hosts");
+  NULL_ARG(zkl_client_connect(h_zk_connect(), NULL, NULL), "out");
+  NULL_ARG(zkl_client_state(NULL, &s), "client");
+  NULL_ARG(zkl_client_state(client, NULL), "out");
+  NULL_ARG(zkl_client_session_id(NULL, &n), "client");
+  NULL_ARG(zkl_client_session_id(client, NULL), "out");
+  NULL_ARG(zkl_client_set_state_callback(NULL, NULL, NULL), "client");
+  NULL_ARG(zkl_lock_new(NULL, "/x", &l), "client");
+  NULL_ARG(zkl_lock_new(client, NULL, &l), "path");
+  NULL_ARG(zkl_lock_new(client, "/x", NULL), "out");
+  NULL_ARG(zkl_lock_acquire(NULL, 0), "lock");
+  NULL_ARG(zkl_lock_acquire_as(NULL, 1, 0), "lock");
+  NULL_ARG(zkl_lock_release(NULL), "lock");
+  NULL_ARG(zkl_lock_release_as(NULL, 1), "lock");
+  NULL_ARG(zkl_lock_is_held(NULL, &b), "lock");
+  NULL_ARG(zkl_lock_is_held(lock, NULL), "out");
+  NULL_ARG(zkl_lock_is_held_as(NULL, 1, &b), "lock");
+  NULL_ARG(zkl_lock_is_held_as(lock, 1, NULL), "out");
+  NULL_ARG(zkl_lock_state(NULL, &h), "lock");
+  NULL_ARG(zkl_lock_state(lock, NULL), "out");
+  NULL_ARG(zkl_lock_state_as(NULL, 1, &h), "lock");
+  NULL_ARG(zkl_lock_state_as(lock, 1, NULL), "out");
+  NULL_ARG(zkl_lock_fencing_token(NULL, &n), "lock");
+  NULL_ARG(zkl_lock_fencing_token(lock, NULL), "out");
+  NULL_ARG(zkl_lock_fencing_token_as(NULL, 1, &n), "lock");
+  NULL_ARG(zkl_lock_fencing_token_as(lock, 1, NULL), "out");
+  NULL_ARG(zkl_lock_sequence(NULL, &n), "lock");
+  NULL_ARG(zkl_lock_sequence(lock, NULL), "out");
+  NULL_ARG(zkl_lock_sequence_as(NULL, 1, &n), "lock");
+  NULL_ARG(zkl_lock_sequence_as(lock, 1, NULL), "out");
+  NULL_ARG(zkl_lock_set_lost_callback(NULL, NULL, NULL), "lock");
+  NULL_ARG(zkl_lock_contenders(NULL, &p), "lock");
+  NULL_ARG(zkl_lock_contenders(lock, NULL), "out");
+  NULL_ARG(zkl_lock_holder(NULL, &p), "lock");
+  NULL_ARG(zkl_lock_holder(lock, NULL), "out");
+  CHECK(c == NULL && l == NULL && p == NULL, "NULL arguments: no output written on failure");
+  CHECK(strncmp(zkl_last_error_message(), "zkl_lock_holder: ", 17) == 0, "messages: name the function");
+}
+
+static void bad_paths(zkl_client *client) {
+  static const struct {
+    const char *path, *why;
+  } cases[] = {
+      {"", "lock path is empty"},
+      {"relative/path", "is relative"},
+      {"/", "is the root"},
+      {"/a/", "ends with '/'"},
+      {"/a//b", "empty segment"},
+      {"/a/../b", "relative segment"},
+      {"/a/./b", "relative segment"},
+      {"/a\x01", "U+0001"},
+      {"/zookeeper", "under /zookeeper"},
+      {"/zookeeper/quota", "under /zookeeper"},
+      {"/bad-\xff-utf8", "not valid UTF-8"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    zkl_lock *lock = NULL;
+    char name[128];
+    snprintf(name, sizeof name, "invalid path: %s", cases[i].why);
+    CHECK_ERR(zkl_lock_new(client, cases[i].path, &lock), ZKL_INVALID_ARGUMENT, cases[i].why, name);
+  }
+}
+
+static void bad_connect(void) {
+  static const struct {
+    const char *hosts, *why;
+  } cases[] = {
+      {"", "connect string is empty"},
+      {"/chroot", "names no host"},
+      {"127.0.0.1:0", "bad port"},
+      {"127.0.0.1:99999", "bad port"},
+      {"127.0.0.1:2181/app/", "bad chroot"},
+      {"127.0.0.1:2181/zookeeper", "under /zookeeper"},
+  };
+  int64_t start = h_now_ms();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    zkl_client *client = NULL;
+    char name[128];
+    snprintf(name, sizeof name, "invalid connect string: %s", cases[i].why);
+    CHECK_ERR(zkl_client_connect(cases[i].hosts, NULL, &client), ZKL_INVALID_ARGUMENT, cases[i].why, name);
+  }
+  zkl_options opts;
+  zkl_options_init(&opts);
+  opts.session_timeout_ms = -1;
+  zkl_client *client = NULL;
+  CHECK_ERR(zkl_client_connect(h_zk_connect(), &opts, &client), ZKL_INVALID_ARGUMENT, "opts->session_timeout_ms is -1",
+            "options: a negative session timeout");
+  zkl_options_init(&opts);
+  opts.connect_timeout_ms = -5;
+  CHECK_ERR(zkl_client_connect(h_zk_connect(), &opts, &client), ZKL_INVALID_ARGUMENT, "opts->connect_timeout_ms is -5",
+            "options: a negative connect timeout");
+  zkl_options_init(&opts);
+  opts.digest_auth = "no-colon";
+  CHECK_ERR(zkl_client_connect(h_zk_connect(), &opts, &client), ZKL_INVALID_ARGUMENT, "user:password",
+            "options: digest auth without user:password");
+  /* Nothing listens on port 1: a short connect timeout must give up with ZKL_TIMEOUT. */
+  zkl_options_init(&opts);
+  opts.connect_timeout_ms = 300;
+  CHECK(h_now_ms() - start < 1000, "invalid input is refused before any network traffic (fast)");
+  CHECK_ERR(zkl_client_connect("127.0.0.1:1", &opts, &client), ZKL_TIMEOUT, "connect timeout",
+            "connect: no server within the connect timeout is ZKL_TIMEOUT");
+  CHECK(client == NULL, "connect: no client on failure");
+}
+
+static void use_after_close(void) {
+  zkl_client *client = h_connect();
+  char path[200];
+  h_unique_path(path, sizeof path, "closed");
+  zkl_lock *lock = NULL, *held = NULL;
+  h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make a lock");
+  CHECK_ERR(zkl_lock_acquire((zkl_lock *)client, 0), ZKL_INVALID_ARGUMENT, "is a zkl_client, not a zkl_lock",
+            "wrong kind: a client passed as a lock");
+  CHECK_ERR(zkl_client_state((zkl_client *)lock, &(zkl_session_state){0}), ZKL_INVALID_ARGUMENT,
+            "is a zkl_lock, not a zkl_client", "wrong kind: a lock passed as a client");
+  CHECK_ERR(zkl_lock_free((zkl_lock *)client), ZKL_INVALID_ARGUMENT, "not a zkl_lock", "wrong kind: freeing a client as a lock");
+  CHECK_ERR(zkl_lock_acquire((zkl_lock *)(uintptr_t)0x12345670, 0), ZKL_INVALID_ARGUMENT, "not a live zkl_lock",
+            "forged handle: refused, never dereferenced");
+
+  h_require(zkl_lock_new(client, path, &held) == ZKL_OK && zkl_lock_acquire(held, -1) == ZKL_OK, "hold a lock");
+  CHECK_RC(zkl_client_close(client), ZKL_OK, "close the client");
+  zkl_session_state state;
+  CHECK_ERR(zkl_client_state(client, &state), ZKL_INVALID_ARGUMENT, "not a live zkl_client", "use after close: state");
+  CHECK_ERR(zkl_lock_new(client, path, &(zkl_lock *){NULL}), ZKL_INVALID_ARGUMENT, "not a live zkl_client",
+            "use after close: zkl_lock_new");
+  CHECK_ERR(zkl_client_close(client), ZKL_INVALID_ARGUMENT, "not a live zkl_client", "use after close: a second close");
+  CHECK_ERR(zkl_lock_acquire(lock, 0), ZKL_CLOSED, "the client was closed", "a lock of a closed client: ZKL_CLOSED");
+  zkl_hold_state hold = ZKL_HOLD_HELD;
+  zkl_lock_state(held, &hold);
+  CHECK(hold == ZKL_HOLD_LOST, "a lock of a closed client: its hold is LOST");
+  CHECK_ERR(zkl_lock_release(held), ZKL_LOCK_LOST, "closed", "a lock of a closed client: release is ZKL_LOCK_LOST");
+  CHECK_RC(zkl_lock_free(lock), ZKL_OK, "free a lock after its client was closed");
+  CHECK_RC(zkl_lock_free(held), ZKL_OK, "free the other one");
+  CHECK_ERR(zkl_lock_acquire(lock, 0), ZKL_INVALID_ARGUMENT, "not a live zkl_lock", "use after free: acquire");
+  CHECK_ERR(zkl_lock_release(lock), ZKL_INVALID_ARGUMENT, "not a live zkl_lock", "use after free: release");
+  bool b;
+  CHECK_ERR(zkl_lock_is_held(lock, &b), ZKL_INVALID_ARGUMENT, "not a live zkl_lock", "use after free: is_held");
+  CHECK_ERR(zkl_lock_free(lock), ZKL_INVALID_ARGUMENT, "not a live zkl_lock", "use after free: a second free");
+}
+
+/* A session callback that tries blocking calls (refused) and a cheap one (allowed). */
+typedef struct {
+  zkl_lock *lock;
+  int acquire_rc, contenders_rc, connect_rc, is_held_rc;
+  char message[256];
+} callback_calls;
+
+static void on_state_try_blocking(void *userdata, zkl_client *client, zkl_session_state state) {
+  (void)client;
+  callback_calls *calls = userdata;
+  if (state != ZKL_SESSION_STATE_CLOSED) return;
+  zkl_participants *list = NULL;
+  zkl_client *other = NULL;
+  bool held;
+  calls->acquire_rc = zkl_lock_acquire(calls->lock, 0);
+  snprintf(calls->message, sizeof calls->message, "%s", zkl_last_error_message());
+  calls->contenders_rc = zkl_lock_contenders(calls->lock, &list);
+  calls->connect_rc = zkl_client_connect(h_zk_connect(), NULL, &other);
+  calls->is_held_rc = zkl_lock_is_held(calls->lock, &held);
+}
+
+static void blocking_in_callback(void) {
+  zkl_client *client = h_connect(), *second = h_connect();
+  char path[200];
+  h_unique_path(path, sizeof path, "callback");
+  callback_calls calls = {NULL, -1, -1, -1, -1, ""};
+  h_require(zkl_lock_new(second, path, &calls.lock) == ZKL_OK, "make a lock");
+  zkl_client_set_state_callback(client, on_state_try_blocking, &calls);
+  CHECK_RC(zkl_client_close(client), ZKL_OK, "callbacks: close delivers CLOSED to the callback");
+  CHECK(calls.acquire_rc == ZKL_INVALID_ARGUMENT && strstr(calls.message, "callback") != NULL,
+        "callbacks: a blocking acquire inside one is ZKL_INVALID_ARGUMENT, saying why");
+  CHECK(calls.contenders_rc == ZKL_INVALID_ARGUMENT && calls.connect_rc == ZKL_INVALID_ARGUMENT,
+        "callbacks: so are contenders and connect");
+  CHECK(calls.is_held_rc == ZKL_OK, "callbacks: non-blocking queries work inside one");
+  CHECK(h_contenders(calls.lock) == 0, "callbacks: the refused acquire left nothing behind");
+  zkl_lock_free(calls.lock);
+  zkl_client_close(second);
+}
+
+/* In a child forked after zklock was in use, the parent's handles and new sessions are refused
+ * at once with a message saying why (background threads do not survive fork). */
+static void handles_across_fork(void) {
+  zkl_client *client = h_connect();
+  zkl_lock *lock = NULL;
+  char path[200];
+  h_unique_path(path, sizeof path, "fork");
+  h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make a lock");
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    zkl_session_state state;
+    int handles_refused = zkl_client_state(client, &state) == ZKL_INVALID_ARGUMENT &&
+                          strstr(zkl_last_error_message(), "before fork()") != NULL &&
+                          zkl_lock_acquire(lock, 0) == ZKL_INVALID_ARGUMENT;
+    zkl_client *mine = NULL;
+    int64_t start = h_now_ms();
+    int connect_refused = zkl_client_connect(h_zk_connect(), NULL, &mine) == ZKL_INVALID_ARGUMENT &&
+                          strstr(zkl_last_error_message(), "fork before the first zkl_ call") != NULL &&
+                          h_now_ms() - start < 1000 && mine == NULL;
+    if (!handles_refused || !connect_refused) printf("# fork child: last error \"%s\"\n", zkl_last_error_message());
+    fflush(stdout);
+    /* Exit through exec: what the parent's threads owned is unreachable in this child (they do
+     * not exist here), which valgrind's leak check at exit would report as lost. */
+    char code[8];
+    snprintf(code, sizeof code, "exit %d", (handles_refused ? 0 : 1) | (connect_refused ? 0 : 2));
+    execl("/bin/sh", "sh", "-c", code, (char *)NULL);
+    _exit(127);
+  }
+  int status = -1;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status)) printf("# fork child: wait status %#x\n", (unsigned)status);
+  CHECK(WIFEXITED(status) && (WEXITSTATUS(status) & 1) == 0, "fork: the parent's handles are refused in the child");
+  CHECK(WIFEXITED(status) && (WEXITSTATUS(status) & 2) == 0, "fork: a new session in the child is refused at once, saying why");
+  CHECK_RC(zkl_lock_acquire(lock, 10000), ZKL_OK, "fork: the parent's handles still work in the parent");
+  zkl_lock_release(lock);
+  zkl_lock_free(lock);
+  zkl_client_close(client);
+}
+
+int main(void) {
+  zkl_client *client = h_connect();
+  char path[200];
+  h_unique_path(path, sizeof path, "badinput");
+  zkl_lock *lock = NULL;
+  h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make a lock");
+  null_arguments(client, lock);
+  bad_paths(client);
+  bad_connect();
+  CHECK_ERR(zkl_lock_acquire(lock, -7), ZKL_INVALID_ARGUMENT, "timeout_ms is -7", "timeout: below -1");
+  CHECK_ERR(zkl_lock_acquire_as(lock, UINT64_MAX, 0), ZKL_INVALID_ARGUMENT, "neither an explicit id", "owner: a bad id");
+  CHECK(h_contenders(lock) == 0, "bad input: no node was ever made");
+  zkl_lock_free(lock);
+  zkl_client_close(client);
+  use_after_close();
+  blocking_in_callback();
+  handles_across_fork();
+  return h_done();
+}

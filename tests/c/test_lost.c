@@ -1,0 +1,187 @@
+/* The lost-lock callback on a real session expiry: the client talks to ZooKeeper through the
+ * testkit's fault proxy (ZKLOCK_PROXY, started here), which is told to stall; the client sees
+ * no traffic, declares its hold lost, and the server expires the session and deletes the node.
+ * Also: callbacks run on zklock threads where blocking calls are refused, the session callback
+ * sees the expiry, and a callback is never called once unregistered. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+typedef struct {
+  pid_t pid;
+  FILE *in, *out;
+  char address[64];
+} proxy;
+
+/* Starts zklock-proxy in front of the first server of ZK_CONNECT. */
+static void proxy_start(proxy *p) {
+  const char *program = getenv("ZKLOCK_PROXY");
+  h_require(program != NULL, "ZKLOCK_PROXY names the zklock-proxy program");
+  char upstream[256];
+  snprintf(upstream, sizeof upstream, "%s", h_zk_connect());
+  upstream[strcspn(upstream, ",/")] = '\0';
+  int to_proxy[2], from_proxy[2];
+  h_require(pipe2(to_proxy, O_CLOEXEC) == 0 && pipe2(from_proxy, O_CLOEXEC) == 0, "pipes");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to_proxy[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, from_proxy[1], 1);
+  char *argv[] = {(char *)program, upstream, NULL};
+  h_require(posix_spawn(&p->pid, program, &actions, NULL, argv, environ) == 0, "start zklock-proxy");
+  posix_spawn_file_actions_destroy(&actions);
+  close(to_proxy[0]);
+  close(from_proxy[1]);
+  p->in = fdopen(to_proxy[1], "w");
+  p->out = fdopen(from_proxy[0], "r");
+  char line[128] = "";
+  h_require(fgets(line, sizeof line, p->out) != NULL && sscanf(line, "LISTEN %63s", p->address) == 1,
+            "zklock-proxy listens");
+}
+
+/* Sends a command (pass, stall, cut) and waits for the proxy's "OK <command>". */
+static int proxy_command(proxy *p, const char *command) {
+  fprintf(p->in, "%s\n", command);
+  fflush(p->in);
+  char line[128] = "", expected[128];
+  snprintf(expected, sizeof expected, "OK %s\n", command);
+  return fgets(line, sizeof line, p->out) != NULL && strcmp(line, expected) == 0;
+}
+
+static void proxy_stop(proxy *p) {
+  fclose(p->in); /* the proxy exits on end of input */
+  int status = 0;
+  waitpid(p->pid, &status, 0);
+  fclose(p->out);
+}
+
+typedef struct {
+  h_event event;
+  int calls;
+  zkl_lock *lock;
+  uint64_t owner;
+  zkl_lost_reason reason;
+  zkl_hold_state state_inside; /* what zkl_lock_state_as said from inside the callback */
+  int blocking_rc;             /* what a blocking call returned from inside the callback */
+  char blocking_message[256];
+  char thread_name[32];
+  int free_inside; /* whether the callback frees its own lock */
+  int free_rc;
+} lost_record;
+
+static void on_lost(void *userdata, zkl_lock *lock, uint64_t owner, zkl_lost_reason reason) {
+  lost_record *r = userdata;
+  r->lock = lock;
+  r->owner = owner;
+  r->reason = reason;
+  zkl_lock_state_as(lock, owner, &r->state_inside);
+  r->blocking_rc = zkl_lock_acquire(lock, 0);
+  snprintf(r->blocking_message, sizeof r->blocking_message, "%s", zkl_last_error_message());
+  pthread_getname_np(pthread_self(), r->thread_name, sizeof r->thread_name);
+  if (r->free_inside) r->free_rc = zkl_lock_free(lock);
+  r->calls++;
+  h_event_fire(&r->event);
+}
+
+typedef struct {
+  h_event disconnected, expired;
+} state_record;
+
+static void on_state(void *userdata, zkl_client *client, zkl_session_state state) {
+  (void)client;
+  state_record *r = userdata;
+  if (state == ZKL_SESSION_STATE_DISCONNECTED) h_event_fire(&r->disconnected);
+  if (state == ZKL_SESSION_STATE_EXPIRED) h_event_fire(&r->expired);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  proxy p;
+  proxy_start(&p);
+  zkl_options opts;
+  zkl_options_init(&opts);
+  /* Short, so the expiry comes quickly; long enough for a loaded machine (or valgrind) not to
+   * miss heartbeats while the proxy passes traffic. */
+  opts.session_timeout_ms = 4000;
+  /* The proxy's address, with ZK_CONNECT's chroot (if any), so both clients see the same paths. */
+  char through_proxy[512];
+  const char *chroot = strchr(h_zk_connect(), '/');
+  snprintf(through_proxy, sizeof through_proxy, "%s%s", p.address, chroot != NULL ? chroot : "");
+  zkl_client *client = NULL;
+  h_require(zkl_client_connect(through_proxy, &opts, &client) == ZKL_OK, "connect through the proxy");
+  char path[200];
+  h_unique_path(path, sizeof path, "lost");
+  zkl_lock *lock = NULL;
+  h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make the lock");
+
+  lost_record lost = {.event = H_EVENT_INIT};
+  state_record states = {H_EVENT_INIT, H_EVENT_INIT};
+  CHECK_RC(zkl_lock_set_lost_callback(lock, on_lost, &lost), ZKL_OK, "set the lost callback");
+  CHECK_RC(zkl_client_set_state_callback(client, on_state, &states), ZKL_OK, "set the session callback");
+  h_require(zkl_lock_acquire(lock, -1) == ZKL_OK, "acquire through the proxy");
+  int64_t session = 0;
+  zkl_client_session_id(client, &session);
+
+  CHECK(proxy_command(&p, "stall"), "the proxy stalls the connection");
+  CHECK(h_event_wait(&states.disconnected, 1, 20000), "session callback: DISCONNECTED");
+  CHECK(h_event_wait(&lost.event, 1, 30000), "lost callback: called when the session is lost");
+  CHECK(lost.calls == 1, "lost callback: called once");
+  CHECK(lost.lock == lock && lost.owner == zkl_thread_owner(), "lost callback: with the lock and the owner");
+  CHECK(lost.reason == ZKL_LOST_DISCONNECTED_TOO_LONG || lost.reason == ZKL_LOST_SESSION_EXPIRED,
+        "lost callback: the reason is the session");
+  CHECK(lost.state_inside == ZKL_HOLD_LOST, "lost callback: the hold reads LOST inside it");
+  CHECK(strncmp(lost.thread_name, "zklock-", 7) == 0, "lost callback: runs on a zklock-* thread");
+  CHECK(lost.blocking_rc == ZKL_INVALID_ARGUMENT && strstr(lost.blocking_message, "callback") != NULL,
+        "lost callback: a blocking call inside it is refused with ZKL_INVALID_ARGUMENT");
+  CHECK(h_event_wait(&states.expired, 1, 20000), "session callback: EXPIRED");
+  zkl_hold_state state = ZKL_HOLD_HELD;
+  zkl_lock_state(lock, &state);
+  CHECK(state == ZKL_HOLD_LOST, "the hold is LOST");
+  CHECK_ERR(zkl_lock_release(lock), ZKL_LOCK_LOST, "nothing was deleted", "release of a lost hold: ZKL_LOCK_LOST");
+
+  /* The server expired the session for real: its node is gone, so another client gets the lock. */
+  zkl_client *other = h_connect();
+  zkl_lock *other_lock = NULL;
+  zkl_lock_new(other, path, &other_lock);
+  CHECK_RC(zkl_lock_acquire(other_lock, 20000), ZKL_OK, "expiry: the server deleted the node; another client acquires");
+  zkl_participants *list = NULL;
+  if (zkl_lock_holder(other_lock, &list) == ZKL_OK && list->count == 1)
+    CHECK(list->items[0].session_id != session, "expiry: the holder is the other session");
+  zkl_participants_free(list);
+  CHECK_RC(zkl_lock_release(other_lock), ZKL_OK, "expiry: the other client releases");
+
+  /* Traffic flows again: the same client starts a new session on its next acquisition. */
+  CHECK(proxy_command(&p, "pass"), "the proxy passes traffic again");
+  CHECK_RC(zkl_lock_acquire(lock, 20000), ZKL_OK, "after expiry: the same client acquires in a new session");
+  int64_t renewed = 0;
+  zkl_client_session_id(client, &renewed);
+  CHECK(renewed != 0 && renewed != session, "after expiry: a new session id");
+
+  /* Unregistered callbacks are never called: closing the client loses this hold. */
+  CHECK_RC(zkl_lock_set_lost_callback(lock, NULL, NULL), ZKL_OK, "unregister the lost callback");
+  char second_path[200];
+  h_unique_path(second_path, sizeof second_path, "lost-second");
+  zkl_lock *second = NULL;
+  zkl_lock_new(client, second_path, &second);
+  lost_record closed = {.event = H_EVENT_INIT, .free_inside = 1, .free_rc = -1};
+  zkl_lock_set_lost_callback(second, on_lost, &closed);
+  CHECK_RC(zkl_lock_acquire_as(second, 7, -1), ZKL_OK, "a second lock, held by an explicit owner");
+  CHECK_RC(zkl_client_close(client), ZKL_OK, "close the client (its holds are lost)");
+  CHECK(h_event_wait(&closed.event, 1, 10000) && closed.reason == ZKL_LOST_CLOSED && closed.owner == 7,
+        "lost callback: CLOSED when the client is closed");
+  CHECK(closed.free_rc == ZKL_OK, "lost callback: may free its own lock");
+  CHECK_ERR(zkl_lock_free(second), ZKL_INVALID_ARGUMENT, "not a live zkl_lock", "lost callback: that lock is freed");
+  h_sleep_ms(200); /* give a wrongly delivered callback time to show up */
+  CHECK(lost.calls == 1, "lost callback: never called once unregistered");
+
+  zkl_lock_free(lock);
+  zkl_lock_free(other_lock);
+  zkl_client_close(other);
+  proxy_stop(&p);
+  return h_done();
+}
