@@ -1,1 +1,50 @@
-//! Python bindings: filled in by issue 5.
+//! The native module `zklock._native` of the Python package `zklock`: thin classes over the core
+//! crate. The pure-Python package (`bindings-python/python/zklock`) adds the asyncio API, the
+//! exception classes and owner bookkeeping for tasks.
+//!
+//! One background tokio runtime per process runs every session and watch (see `runtime`).
+//! Blocking calls release the GIL; callbacks run on runtime threads holding the GIL.
+
+mod callbacks;
+mod client;
+mod error;
+mod lock;
+mod runtime;
+
+use pyo3::prelude::*;
+
+/// Called at interpreter exit (registered by the Python package with `atexit`). Closes the
+/// clients still open, so that their lock nodes go at once rather than when their sessions time
+/// out (waiting at most a second for the servers), then stops runtime threads from entering
+/// Python again. The runtime itself is left running: the process is about to end, and shutting it
+/// down could wait on sessions.
+#[pyfunction]
+fn _at_exit(py: Python<'_>, clients: Vec<Bound<'_, client::Client>>) {
+    let open: Vec<zklock::Client> = clients
+        .iter()
+        .filter_map(|client| client.get().core(py).ok())
+        .filter(|client| !client.is_closed())
+        .cloned()
+        .collect();
+    // First, so that threads still blocked in zklock calls stay blocked rather than wake up to
+    // raise ClosedError into an exiting interpreter.
+    runtime::set_exiting();
+    if !open.is_empty() {
+        let closing = futures::future::join_all(open.iter().map(|client| client.close()));
+        let handle = runtime::handle();
+        py.detach(|| handle.block_on(async { tokio::time::timeout(AT_EXIT_CLOSE_TIMEOUT, closing).await }))
+            .unwrap_or_default();
+    }
+}
+
+const AT_EXIT_CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[pymodule(gil_used = true)]
+mod _native {
+    #[pymodule_export]
+    use super::_at_exit;
+    #[pymodule_export]
+    use super::client::Client;
+    #[pymodule_export]
+    use super::lock::{AsyncOp, Lock, Owner, Participant};
+}

@@ -1,0 +1,262 @@
+"""zklock's Python binding and kazoo 2.11, with the workloads and parameters of bench/src/main.rs.
+
+    python bench/python/bench.py zklock|kazoo      (ZK_CONNECT names the server)
+
+Prints one JSON line with the keys of the Rust benchmark (progress on stderr). kazoo's Lock is not
+reentrant, so its reentrant figure is null; its floor is kazoo's own create+delete of a lock-shaped
+node. zklock's floor is the Rust core's (same client library), so it is left to the Rust impl.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+CONTENDERS = 8
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def percentile_us(ordered: list[float], p: float) -> float:
+    if not ordered:
+        return math.nan
+    return ordered[round((len(ordered) - 1) * p)] * 1e6
+
+
+class Impl:
+    name: str
+
+    def connect(self) -> object: ...
+    def lock(self, session: object, path: str) -> tuple[Callable[[], object], Callable[[], object]]: ...
+    def close(self, session: object) -> None: ...
+    def floor_cycle(self, session: object, parent: str) -> Optional[Callable[[], None]]:
+        return None
+    def reentrant_ns(self, session: object, path: str) -> float:
+        return math.nan
+
+
+class Zklock(Impl):
+    name = "zklock (python)"
+
+    def __init__(self, connect: str) -> None:
+        import zklock
+
+        self.zklock = zklock
+        self.connect_string = connect
+
+    def connect(self) -> object:
+        return self.zklock.Client(self.connect_string)
+
+    def lock(self, session, path):  # type: ignore[no-untyped-def]
+        lock = session.lock(path)
+        return lock.acquire, lock.release
+
+    def close(self, session) -> None:  # type: ignore[no-untyped-def]
+        session.close()
+
+    def reentrant_ns(self, session, path) -> float:  # type: ignore[no-untyped-def]
+        lock = session.lock(path)
+        acquire, release = lock.acquire, lock.release
+        acquire()
+
+        def pairs(n: int) -> float:
+            started = time.perf_counter_ns()
+            for _ in range(n):
+                acquire()
+                release()
+            return (time.perf_counter_ns() - started) / n
+
+        iters = int(os.environ.get("BENCH_REENTRANT_ITERS", "1000000"))
+        pairs(max(iters // 5, 1))
+        best = min(pairs(iters) for _ in range(5))
+        release()
+        return best
+
+
+class Kazoo(Impl):
+    name = "kazoo 2.11"
+
+    def __init__(self, connect: str) -> None:
+        from kazoo.client import KazooClient
+
+        self.KazooClient = KazooClient
+        self.connect_string = connect
+
+    def connect(self) -> object:
+        client = self.KazooClient(hosts=self.connect_string)
+        client.start(timeout=15)
+        return client
+
+    def lock(self, session, path):  # type: ignore[no-untyped-def]
+        lock = session.Lock(path)
+        return lock.acquire, lock.release
+
+    def close(self, session) -> None:  # type: ignore[no-untyped-def]
+        session.stop()
+        session.close()
+
+    def floor_cycle(self, session, parent):  # type: ignore[no-untyped-def]
+        session.ensure_path(parent)
+        prefix = f"{parent}/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-"
+        data = b"x" * 110
+
+        def cycle() -> None:
+            node = session.create(prefix, data, ephemeral=True, sequence=True)
+            session.delete(node)
+
+        return cycle
+
+
+def timed_cycles(acquire, release, budget: float, samples: Optional[tuple[list[float], list[float]]]) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+    clock = time.perf_counter
+    started = clock()
+    count = 0
+    while clock() - started < budget:
+        t0 = clock()
+        acquire()
+        t1 = clock()
+        release()
+        t2 = clock()
+        if samples is not None:
+            samples[0].append(t1 - t0)
+            samples[1].append(t2 - t1)
+        count += 1
+    return count, clock() - started
+
+
+def floor_slice(cycle: Callable[[], None], budget: float) -> tuple[int, float]:
+    started = time.perf_counter()
+    count = 0
+    while time.perf_counter() - started < budget:
+        cycle()
+        count += 1
+    return count, time.perf_counter() - started
+
+
+def uncontended(impl: Impl, session: object, base: str, warmup: float, measure: float) -> dict[str, float]:
+    """Lock cycles (and the floor, where the impl has one) in alternating slices, as in Rust."""
+    acquire, release = impl.lock(session, f"{base}/uncontended")
+    floor = impl.floor_cycle(session, f"{base}/floor")
+    timed_cycles(acquire, release, warmup / 2, None)
+    if floor is not None:
+        floor_slice(floor, warmup / 2)
+    slices = max(round(measure * 4), 4)
+    slice_seconds = measure / slices / 2
+    acquires: list[float] = []
+    releases: list[float] = []
+    lock_count, lock_time, floor_count, floor_time = 0, 0.0, 0, 0.0
+    for _ in range(slices):
+        count, spent = timed_cycles(acquire, release, slice_seconds, (acquires, releases))
+        lock_count, lock_time = lock_count + count, lock_time + spent
+        if floor is not None:
+            count, spent = floor_slice(floor, slice_seconds)
+            floor_count, floor_time = floor_count + count, floor_time + spent
+    acquires.sort()
+    releases.sort()
+    return {
+        "uncontended_cycles_per_s": lock_count / lock_time,
+        "acquire_p50_us": percentile_us(acquires, 0.5),
+        "acquire_p99_us": percentile_us(acquires, 0.99),
+        "release_p50_us": percentile_us(releases, 0.5),
+        "release_p99_us": percentile_us(releases, 0.99),
+        "floor_cycles_per_s": floor_count / floor_time if floor is not None else math.nan,
+    }
+
+
+def contended(impl: Impl, path: str, warmup: float, measure: float) -> float:
+    """8 sessions, one thread and one lock object each, on one path: acquisitions per second."""
+    sessions = [impl.connect() for _ in range(CONTENDERS)]
+    handoffs = 0
+    inside = 0
+    overlaps = 0
+    stop = threading.Event()
+    counter = threading.Lock()
+
+    def contender(session: object) -> None:
+        nonlocal handoffs, inside, overlaps
+        acquire, release = impl.lock(session, path)
+        while not stop.is_set():
+            acquire()
+            with counter:
+                inside += 1
+                overlaps += inside > 1
+                handoffs += 1
+                inside -= 1
+            release()
+
+    threads = [threading.Thread(target=contender, args=(s,), daemon=True) for s in sessions]
+    for t in threads:
+        t.start()
+    time.sleep(warmup)
+    start_count, started = handoffs, time.perf_counter()
+    time.sleep(measure)
+    rate = (handoffs - start_count) / (time.perf_counter() - started)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    for s in sessions:
+        impl.close(s)
+    if overlaps:
+        raise AssertionError(f"{impl.name}: mutual exclusion violated {overlaps} times")
+    return rate
+
+
+def main() -> None:
+    which = sys.argv[1] if len(sys.argv) > 1 else "zklock"
+    connect = os.environ.get("ZK_CONNECT")
+    if not connect:
+        sys.exit("ZK_CONNECT names the server (scripts/bench sets it)")
+    impl: Impl = Zklock(connect) if which == "zklock" else Kazoo(connect)
+    measure = float(os.environ.get("BENCH_SECONDS", "5"))
+    warmup = min(float(os.environ.get("BENCH_WARMUP_SECONDS", "1")), measure)
+    base = f"/zklock-bench/{which}-python-{os.getpid()}"
+    selected = [w.strip() for w in os.environ.get("BENCH_WORKLOADS", "").split(",") if w.strip()]
+
+    def wanted(name: str) -> bool:
+        return not selected or name in selected
+
+    session = impl.connect()
+    result: dict[str, object] = {"impl": impl.name}
+    nan = math.nan
+    figures = dict.fromkeys(
+        ["uncontended_cycles_per_s", "acquire_p50_us", "acquire_p99_us", "release_p50_us", "release_p99_us",
+         "floor_cycles_per_s"], nan)  # fmt: skip
+    if wanted("uncontended"):
+        log(f"[{impl.name}] uncontended{', alternating with the raw floor' if which == 'kazoo' else ''}...")
+        figures = uncontended(impl, session, base, warmup, measure)
+    handoffs = nan
+    if wanted("contended"):
+        log(f"[{impl.name}] contended, {CONTENDERS} sessions...")
+        handoffs = contended(impl, f"{base}/contended", warmup, measure)
+    reentrant = nan
+    if wanted("reentrant"):
+        log(f"[{impl.name}] reentrant...")
+        reentrant = impl.reentrant_ns(session, f"{base}/reentrant")
+    impl.close(session)
+
+    result.update(
+        {
+            "uncontended_cycles_per_s": figures["uncontended_cycles_per_s"],
+            "acquire_p50_us": figures["acquire_p50_us"],
+            "acquire_p99_us": figures["acquire_p99_us"],
+            "release_p50_us": figures["release_p50_us"],
+            "release_p99_us": figures["release_p99_us"],
+            "handoffs_per_s": handoffs,
+            "reentrant_ns": reentrant,
+            "floor_cycles_per_s": figures["floor_cycles_per_s"],
+        }
+    )
+    rounded = {k: (None if isinstance(v, float) and math.isnan(v) else round(v, 1) if isinstance(v, float) else v)
+               for k, v in result.items()}  # fmt: skip
+    print(json.dumps(rounded, separators=(",", ":")), flush=True)
+
+
+if __name__ == "__main__":
+    main()

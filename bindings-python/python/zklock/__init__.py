@@ -1,0 +1,286 @@
+"""zklock: a fair, reentrant ZooKeeper lock that behaves like ``threading.RLock``.
+
+The lock recipe (Apache Curator's InterProcessMutex, node for node) lives in the Rust core; this
+package translates types, errors, ownership and blocking. Owners: the sync API acquires for the
+calling thread, the asyncio API for the current task.
+
+    with zklock.Client("127.0.0.1:2181") as client:
+        lock = client.lock("/locks/report")
+        with lock:
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import weakref
+from types import TracebackType
+from typing import Any, Callable, Iterator, Literal, Optional, Tuple, Type, Union
+
+from . import _native
+from ._errors import (
+    AuthFailedError,
+    ClosedError,
+    ConnectionLossError,
+    InvalidArgumentError,
+    LockLostError,
+    LockTimeout,
+    NotOwnerError,
+    SessionExpiredError,
+    ZkLockError,
+    ZooKeeperError,
+)
+from ._native import Participant
+
+__all__ = [
+    "Client",
+    "Lock",
+    "Participant",
+    "ZkLockError",
+    "InvalidArgumentError",
+    "LockTimeout",
+    "NotOwnerError",
+    "SessionExpiredError",
+    "LockLostError",
+    "ConnectionLossError",
+    "AuthFailedError",
+    "ClosedError",
+    "ZooKeeperError",
+]
+
+# Owner of each asyncio task. Keyed weakly by the task itself, not by id(task): ids are reused
+# once a task is garbage collected, and a new task must never inherit an old one's hold.
+_task_owners: "weakref.WeakKeyDictionary[asyncio.Task[Any], _native.Owner]" = weakref.WeakKeyDictionary()
+
+
+def _current_task() -> Optional["asyncio.Task[Any]"]:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running event loop in this thread
+        return None
+
+
+def _task_owner(create: bool = True) -> Optional[_native.Owner]:
+    task = _current_task()
+    if task is None:
+        raise RuntimeError("zklock's asyncio API must be awaited inside an asyncio task")
+    owner = _task_owners.get(task)
+    if owner is None and create:
+        owner = _task_owners[task] = _native.Owner(f"task:{task.get_name()}")
+    return owner
+
+
+class Client(_native.Client):
+    """A ZooKeeper client: one session at a time, shared by every lock made from it.
+
+    ``Client(hosts)`` connects (blocking, GIL released, Ctrl-C interrupts it). ``hosts`` is
+    ``"host:port[,host:port...][/chroot]"``; ``auth`` is ``"user:password"`` or
+    ``(user, password)`` for ZooKeeper's digest scheme. Use it as a context manager, or call
+    ``close()``: closing ends the session, so the server deletes its lock nodes at once.
+    Clients still open at interpreter exit are closed then.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+        auth: Union[str, Tuple[str, str], None] = None,
+    ) -> None:
+        # The native constructor connected already; this only registers for the exit hook.
+        _open_clients.add(self)
+
+    def lock(self, path: str, *, identifier: Optional[str] = None) -> "Lock":
+        """A fair, reentrant lock on ``path`` (nothing is sent until the first acquisition)."""
+        return Lock(self, path, identifier=identifier)
+
+    def __enter__(self) -> "Client":
+        return self
+
+
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    _native._at_exit(list(_open_clients))
+
+
+class Lock(_native.Lock):
+    """A fair, reentrant distributed mutex that behaves like ``threading.RLock``.
+
+    Sync API (owner: the calling thread): ``acquire(blocking=True, timeout=-1)``, ``release()``,
+    ``with lock:``, ``with lock.hold(timeout=...)``. Blocking calls release the GIL; Ctrl-C in
+    ``acquire()`` raises KeyboardInterrupt and removes the attempt's node.
+
+    asyncio API (owner: the current task): ``await acquire_async(timeout=None)``,
+    ``await release_async()``, ``async with lock:``, ``async with lock.hold(timeout=...)``.
+    Cancelling the task removes its attempt's node; the event loop never blocks.
+    """
+
+    # --------------------------------------------------------------- asyncio
+
+    async def acquire_async(self, timeout: Optional[float] = None) -> bool:
+        """Acquires for the current task. ``timeout``: None waits forever, 0 only tries.
+        Returns False if not acquired in time."""
+        owner = _task_owner()
+        assert owner is not None
+        held = self._hold_of(owner)
+        if held is not None:
+            # Re-entry costs no network and no thread hop (or raises LockLostError).
+            return self._acquire_for(owner, 0)
+        loop = asyncio.get_running_loop()
+        future: "asyncio.Future[bool]" = loop.create_future()
+
+        def done(ok: bool, value: Any) -> None:  # on a runtime thread, holding the GIL
+            try:
+                loop.call_soon_threadsafe(_settle_acquire, future, ok, value, self, owner)
+            except RuntimeError:  # the loop is closed: nobody will use the lock, give it back
+                if ok and value:
+                    self._release_soon(owner)
+
+        operation = self._acquire_async(owner, timeout, done)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            operation.cancel()  # drops the acquisition in the runtime: core removes its node
+            if future.done() and not future.cancelled() and future.exception() is None and future.result():
+                self._release_soon(owner)  # acquired just before the cancel arrived
+            raise
+
+    async def release_async(self) -> None:
+        """Releases one level of the current task's hold (``NotOwnerError`` if it holds none)."""
+        owner = _task_owner()
+        assert owner is not None
+        held = self._hold_of(owner)
+        if held is None or held[3] > 1:
+            # Not ours (raises NotOwnerError at once) or an inner level: no network.
+            return self._release_for(owner)
+        loop = asyncio.get_running_loop()
+        future: "asyncio.Future[bool]" = loop.create_future()
+
+        def done(ok: bool, value: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(_settle, future, ok, value)
+            except RuntimeError:
+                pass
+
+        # Not cancellable: a release runs to completion so that no node is left behind.
+        self._release_async(owner, done)
+        await future
+
+    async def __aenter__(self) -> bool:
+        return await self.acquire_async()
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.release_async()
+
+    # --------------------------------------------------------------- both
+
+    def hold(self, timeout: Optional[float] = None) -> "_Hold":
+        """A context manager (``with`` or ``async with``) that acquires, raising ``LockTimeout``
+        (a ``TimeoutError``) if the lock is not obtained within ``timeout`` seconds (None waits
+        forever), and releases on exit. It gives the lock's fencing token."""
+        return _Hold(self, timeout)
+
+    def _caller_owners(self) -> Iterator[_native.Owner]:
+        """The current task (when called inside one) and then the calling thread."""
+        if _current_task() is not None:
+            owner = _task_owner(create=False)
+            if owner is not None:
+                yield owner
+        yield _native.Owner.current_thread()
+
+    def _caller_hold(self) -> Optional[Tuple[str, int, int, int]]:
+        for owner in self._caller_owners():
+            held = self._hold_of(owner)
+            if held is not None:
+                return held
+        return None
+
+    @property
+    def is_held(self) -> bool:
+        """Whether the caller (current task, else thread) holds the lock and it is not lost."""
+        held = self._caller_hold()
+        return held is not None and held[0] in ("held", "suspended")
+
+    @property
+    def state(self) -> Optional[Literal["held", "suspended", "lost"]]:
+        """The caller's hold: ``"held"``, ``"suspended"`` (connection down: stop touching the
+        resource) or ``"lost"``; None if the caller holds nothing."""
+        held = self._caller_hold()
+        return None if held is None else held[0]  # type: ignore[return-value]
+
+    @property
+    def fencing_token(self) -> Optional[int]:
+        """The caller's hold's fencing token (creation zxid of its node, rising across holders)."""
+        held = self._caller_hold()
+        return None if held is None else held[1]
+
+    @property
+    def sequence(self) -> Optional[int]:
+        """The sequence number ZooKeeper gave the caller's lock node."""
+        held = self._caller_hold()
+        return None if held is None else held[2]
+
+    def on_lost(self, callback: Callable[[str], Any]) -> None:
+        """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
+        ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or ``"auth_failed"``.
+
+        It applies to every hold of this ``Lock`` acquired from now on, and to the caller's
+        current one. The callback runs on a runtime thread holding the GIL; an exception it
+        raises goes to ``sys.unraisablehook``."""
+        super().on_lost(callback)
+        for owner in self._caller_owners():
+            self._watch_owner(owner)
+
+
+def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _settle_acquire(future: "asyncio.Future[Any]", ok: bool, value: Any, lock: Lock, owner: _native.Owner) -> None:
+    if future.cancelled():
+        if ok and value:
+            lock._release_soon(owner)  # the task was cancelled while the lock became its own
+        return
+    _settle(future, ok, value)
+
+
+class _Hold:
+    """``lock.hold(timeout)``: acquires on entry (raising ``LockTimeout``), releases on exit."""
+
+    def __init__(self, lock: Lock, timeout: Optional[float]) -> None:
+        self._lock = lock
+        self._timeout = timeout
+
+    def _timed_out(self) -> LockTimeout:
+        return LockTimeout(f"timed out on {self._lock.path}: not acquired within {self._timeout} s", self._lock.path)
+
+    def __enter__(self) -> Optional[int]:
+        if not self._lock.acquire(timeout=-1 if self._timeout is None else self._timeout):
+            raise self._timed_out()
+        return self._lock.fencing_token
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+
+    async def __aenter__(self) -> Optional[int]:
+        if not await self._lock.acquire_async(self._timeout):
+            raise self._timed_out()
+        return self._lock.fencing_token
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._lock.release_async()

@@ -1,0 +1,74 @@
+"""zklock's exceptions: one class per core error kind, all rooted at ZkLockError.
+
+The native module raises these (mapped in one place, ``bindings-python/src/error.rs``), which is
+why they live in a module of their own that imports nothing from the native side.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "ZkLockError",
+    "InvalidArgumentError",
+    "LockTimeout",
+    "NotOwnerError",
+    "SessionExpiredError",
+    "LockLostError",
+    "ConnectionLossError",
+    "AuthFailedError",
+    "ClosedError",
+    "ZooKeeperError",
+]
+
+
+class ZkLockError(Exception):
+    """Base class of every zklock error. ``path`` is the lock path (or connect string) concerned."""
+
+    path: Optional[str]
+
+    def __init__(self, message: str, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class InvalidArgumentError(ZkLockError, ValueError):
+    """Bad input (a path, a timeout, a connect string), rejected before any network traffic."""
+
+
+class LockTimeout(ZkLockError, TimeoutError):
+    """The lock was not obtained in time (or the client could not connect in time)."""
+
+
+class NotOwnerError(ZkLockError, RuntimeError):
+    """A release by an owner that does not hold the lock, as ``threading.RLock`` raises it."""
+
+
+class SessionExpiredError(ZkLockError):
+    """The ZooKeeper session expired: every lock node of the session is gone."""
+
+
+class LockLostError(ZkLockError):
+    """The hold was lost (session expired, client closed, node deleted): nothing was deleted."""
+
+
+class ConnectionLossError(ZkLockError):
+    """The connection dropped before the operation completed."""
+
+
+class AuthFailedError(ZkLockError):
+    """ZooKeeper rejected the credentials."""
+
+
+class ClosedError(ZkLockError):
+    """The client was closed (or was made in the parent of a forked process)."""
+
+
+class ZooKeeperError(ZkLockError):
+    """Any other error reported by ZooKeeper; ``code`` is the server's error code."""
+
+    code: Optional[int]
+
+    def __init__(self, message: str, path: Optional[str] = None, code: Optional[int] = None) -> None:
+        super().__init__(message, path)
+        self.code = code

@@ -1,0 +1,164 @@
+//! `zklock._native.Client`: one ZooKeeper session at a time, shared by every lock made from it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+use zklock::{ClientOptions, SessionState};
+
+use crate::callbacks::{self, Callback};
+use crate::error::{invalid_argument, IntoPyResult};
+use crate::runtime::{self, ForkSafe};
+
+#[pyclass(subclass, frozen, module = "zklock._native")]
+pub(crate) struct Client {
+    pub(crate) inner: ForkSafe<zklock::Client>,
+    pub(crate) hosts: String,
+}
+
+impl Client {
+    pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Client> {
+        self.inner.get(py, &self.hosts)
+    }
+}
+
+/// Seconds from Python as a positive duration, or `InvalidArgumentError` naming the argument.
+pub(crate) fn positive_seconds(py: Python<'_>, subject: &str, name: &str, seconds: f64) -> PyResult<Duration> {
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(invalid_argument(py, subject, format!("{name} must be a positive number of seconds, not {seconds}"))),
+    }
+}
+
+fn digest_auth(py: Python<'_>, hosts: &str, auth: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(auth) = auth else { return Ok(None) };
+    if let Ok(text) = auth.cast::<PyString>() {
+        return Ok(Some(text.extract::<String>()?));
+    }
+    if let Ok(pair) = auth.cast::<PyTuple>() {
+        if let Ok((user, password)) = pair.extract::<(String, String)>() {
+            if user.contains(':') {
+                return Err(invalid_argument(py, hosts, "auth user names cannot contain ':'"));
+            }
+            return Ok(Some(format!("{user}:{password}")));
+        }
+    }
+    Err(invalid_argument(py, hosts, "auth must be \"user:password\" or a (user, password) tuple of str"))
+}
+
+pub(crate) fn state_name(state: SessionState) -> &'static str {
+    match state {
+        SessionState::Connected => "connected",
+        SessionState::Disconnected => "disconnected",
+        SessionState::Expired => "expired",
+        SessionState::AuthFailed => "auth_failed",
+        SessionState::Closed => "closed",
+        _ => "unknown",
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// Connects (blocking, with the GIL released; Ctrl-C interrupts it) and establishes a session.
+    #[new]
+    #[pyo3(signature = (hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None))]
+    fn new(
+        py: Python<'_>,
+        hosts: &str,
+        session_timeout: f64,
+        connect_timeout: f64,
+        auth: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let options = ClientOptions {
+            session_timeout: positive_seconds(py, hosts, "session_timeout", session_timeout)?,
+            connect_timeout: positive_seconds(py, hosts, "connect_timeout", connect_timeout)?,
+            digest_auth: digest_auth(py, hosts, auth)?,
+            language: "python".into(),
+        };
+        let (usable, io_before) = runtime::zookeeper_io_usable();
+        if !usable {
+            return Err(crate::error::forked_after_io(py, hosts));
+        }
+        let connected = runtime::block_on(py, zklock::Client::connect_with(hosts, options))?;
+        if matches!(&connected, Err(err) if err.kind() == zklock::ErrorKind::InvalidArgument) {
+            runtime::zookeeper_io_unused(io_before); // rejected before any socket was made
+        }
+        let client = connected.py(py)?;
+        Ok(Client { inner: ForkSafe::new(client), hosts: hosts.to_owned() })
+    }
+
+    /// The connect string this client was made with.
+    #[getter]
+    fn hosts(&self) -> &str {
+        &self.hosts
+    }
+
+    /// `"connected"`, `"disconnected"`, `"expired"`, `"auth_failed"` or `"closed"`.
+    #[getter]
+    fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(state_name(self.core(py)?.state()))
+    }
+
+    /// The current session id, or None (closed, or expired and not yet renewed).
+    #[getter]
+    fn session_id(&self, py: Python<'_>) -> PyResult<Option<i64>> {
+        Ok(self.core(py)?.session_id())
+    }
+
+    /// The session timeout granted by the server, in seconds.
+    #[getter]
+    fn session_timeout(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(self.core(py)?.session_timeout().as_secs_f64())
+    }
+
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.core(py)?.is_closed())
+    }
+
+    /// Ends the session: the server deletes its lock nodes at once. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.core(py)?;
+        runtime::block_on_uninterrupted(py, client.close());
+        Ok(())
+    }
+
+    /// Calls `callback(state)` on each session state change, on a runtime thread holding the GIL.
+    fn on_state_change(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        if !callback.bind(py).is_callable() {
+            return Err(invalid_argument(py, &self.hosts, "on_state_change needs a callable"));
+        }
+        let mut changes = self.core(py)?.state_changes();
+        let callback: Callback = Arc::new(callback);
+        runtime::handle().spawn(async move {
+            while let Some(state) = changes.next().await {
+                let callback = callback.clone();
+                let name = state_name(state);
+                // Awaited, so that the callback sees the changes in order.
+                let delivered = tokio::task::spawn_blocking(move || {
+                    callbacks::run_now(&callback, |callback| callback.call1((name,)).map(drop))
+                });
+                if delivered.await.is_err() || !runtime::python_alive() {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = self.core(py).map(|c| state_name(c.state())).unwrap_or("forked");
+        format!("<zklock.Client hosts={:?} state={state}>", self.hosts)
+    }
+}

@@ -1,0 +1,110 @@
+//! The one place where core errors become Python exceptions. The classes live in the pure-Python
+//! module `zklock._errors` (they need multiple inheritance: `LockTimeout` is also a
+//! `TimeoutError`, `InvalidArgumentError` a `ValueError`, `NotOwnerError` a `RuntimeError`).
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+use zklock::{Error, ErrorKind};
+
+macro_rules! exception_classes {
+    ($($getter:ident => $name:literal),* $(,)?) => {
+        $(
+            fn $getter(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+                static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+                CLASS.import(py, "zklock._errors", $name)
+            }
+        )*
+    };
+}
+
+exception_classes! {
+    base_class => "ZkLockError",
+    invalid_argument_class => "InvalidArgumentError",
+    timeout_class => "LockTimeout",
+    not_owner_class => "NotOwnerError",
+    session_expired_class => "SessionExpiredError",
+    lock_lost_class => "LockLostError",
+    connection_loss_class => "ConnectionLossError",
+    auth_failed_class => "AuthFailedError",
+    closed_class => "ClosedError",
+    zookeeper_class => "ZooKeeperError",
+}
+
+/// Converts a core error into the exception of its kind, with `path` (and, for `ZooKeeperError`,
+/// the server's `code`) as attributes. The message is core's, which names the path.
+pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
+    let message = err.to_string();
+    let path = err.path();
+    let made = match err.kind() {
+        ErrorKind::ZooKeeper => {
+            zookeeper_class(py).and_then(|class| class.call1((message, path, err.zookeeper_code())))
+        }
+        kind => class_of(py, kind).and_then(|class| class.call1((message, path))),
+    };
+    match made {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(failed) => failed,
+    }
+}
+
+fn class_of(py: Python<'_>, kind: ErrorKind) -> PyResult<&Bound<'_, PyType>> {
+    match kind {
+        ErrorKind::InvalidArgument => invalid_argument_class(py),
+        ErrorKind::Timeout => timeout_class(py),
+        ErrorKind::NotOwner => not_owner_class(py),
+        ErrorKind::SessionExpired => session_expired_class(py),
+        ErrorKind::LockLost => lock_lost_class(py),
+        ErrorKind::ConnectionLoss => connection_loss_class(py),
+        ErrorKind::AuthFailed => auth_failed_class(py),
+        ErrorKind::Closed => closed_class(py),
+        ErrorKind::ZooKeeper => zookeeper_class(py),
+        // Kinds added to core later still get the common base class.
+        _ => base_class(py),
+    }
+}
+
+/// Bad input found by the binding itself (before core sees it), worded as core words its own:
+/// `invalid argument on <path>: <what>`.
+pub(crate) fn invalid_argument(py: Python<'_>, subject: &str, what: impl std::fmt::Display) -> PyErr {
+    let message = format!("invalid argument on {subject}: {what}");
+    match invalid_argument_class(py).and_then(|class| class.call1((message, subject))) {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(failed) => failed,
+    }
+}
+
+/// A client used in a process other than the one that made it (after `fork()`).
+pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
+    let message = format!(
+        "client closed on {subject}: this client was made in the parent process before fork(); make a new one in the child"
+    );
+    match closed_class(py).and_then(|class| class.call1((message, subject))) {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(failed) => failed,
+    }
+}
+
+/// A new client in a child forked after the parent made one (see `runtime::zookeeper_io_usable`).
+pub(crate) fn forked_after_io(py: Python<'_>, subject: &str) -> PyErr {
+    let message = format!(
+        "cannot connect to {subject} in this process: it was forked after its parent had made a zklock client, and \
+         the ZooKeeper client library's I/O reactor does not survive fork(); make clients only after forking, or \
+         start processes with the 'spawn' or 'forkserver' method"
+    );
+    match base_class(py).and_then(|class| class.call1((message, subject))) {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(failed) => failed,
+    }
+}
+
+/// Extension for core results: `.py(py)?` raises the mapped exception.
+pub(crate) trait IntoPyResult<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for zklock::Result<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|err| to_py(py, &err))
+    }
+}

@@ -1,0 +1,436 @@
+//! `zklock._native.Lock`: the fair, reentrant lock, with `threading.RLock`'s blocking API for the
+//! calling thread, and the primitives the Python layer builds the asyncio API on.
+
+use std::cell::OnceCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use zklock::{Hold, HoldState, LockOptions, LostReason, Participant as CoreParticipant};
+
+use crate::callbacks::{self, Callback};
+use crate::client::Client;
+use crate::error::{invalid_argument, to_py, IntoPyResult};
+use crate::runtime::{self, ForkSafe};
+
+/// Owner ids for threads and tasks come from one counter, so the two can never collide.
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling thread as an owner. Thread-local storage dies with its thread, so a new thread
+    /// never inherits the id of a finished one (unlike `threading.get_ident()`).
+    static THREAD_OWNER: OnceCell<(zklock::Owner, String)> = const { OnceCell::new() };
+}
+
+fn new_owner(label: String) -> zklock::Owner {
+    zklock::Owner::with_label(NEXT_OWNER.fetch_add(1, Ordering::Relaxed), label)
+}
+
+fn thread_owner(py: Python<'_>) -> zklock::Owner {
+    THREAD_OWNER.with(|cell| init_thread_owner(py, cell).0.clone())
+}
+
+fn init_thread_owner<'a>(py: Python<'_>, cell: &'a OnceCell<(zklock::Owner, String)>) -> &'a (zklock::Owner, String) {
+    cell.get_or_init(|| {
+        let name = py
+            .import("threading")
+            .and_then(|threading| threading.call_method0("current_thread"))
+            .and_then(|thread| thread.getattr("name"))
+            .and_then(|name| name.extract::<String>())
+            .unwrap_or_else(|_| "?".to_owned());
+        let label = format!("thread:{name}");
+        (new_owner(label.clone()), label)
+    })
+}
+
+/// Who holds a lock, for reentrancy: a thread or an asyncio task. Its label is recorded in the
+/// lock node's identity.
+#[pyclass(frozen, module = "zklock._native")]
+pub(crate) struct Owner {
+    inner: zklock::Owner,
+    label: String,
+}
+
+#[pymethods]
+impl Owner {
+    /// A new owner, distinct from every other owner of this process.
+    #[new]
+    fn new(label: String) -> Self {
+        Owner { inner: new_owner(label.clone()), label }
+    }
+
+    /// The owner of the calling thread.
+    #[staticmethod]
+    fn current_thread(py: Python<'_>) -> Self {
+        let (inner, label) = THREAD_OWNER.with(|cell| init_thread_owner(py, cell).clone());
+        Owner { inner, label }
+    }
+
+    #[getter]
+    fn id(&self) -> u64 {
+        self.inner.id()
+    }
+
+    #[getter]
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<zklock.Owner {} {:?}>", self.inner.id(), self.label)
+    }
+}
+
+/// How a blocking acquire may wait, from `threading.RLock.acquire`'s arguments.
+fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: f64) -> PyResult<Option<Duration>> {
+    if !blocking {
+        if timeout != -1.0 {
+            return Err(invalid_argument(py, path, "can't specify a timeout for a non-blocking call"));
+        }
+        return Ok(Some(Duration::ZERO));
+    }
+    if timeout == -1.0 {
+        return Ok(None);
+    }
+    wait_for(py, path, Some(timeout))
+}
+
+/// An asyncio-style timeout: None waits forever, 0 only tries.
+fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    let Some(seconds) = timeout else { return Ok(None) };
+    if seconds.is_nan() || seconds < 0.0 {
+        return Err(invalid_argument(
+            py,
+            path,
+            format!("timeout must be a non-negative number of seconds (or -1 / None to wait forever), not {seconds}"),
+        ));
+    }
+    // Past what a Duration holds is forever, for all practical purposes.
+    Ok(Duration::try_from_secs_f64(seconds).ok())
+}
+
+fn hold_state_name(state: HoldState) -> &'static str {
+    match state {
+        HoldState::Held => "held",
+        HoldState::Suspended => "suspended",
+        HoldState::Lost => "lost",
+        HoldState::Released => "released",
+    }
+}
+
+fn lost_reason_name(reason: LostReason) -> &'static str {
+    match reason {
+        LostReason::SessionExpired => "session_expired",
+        LostReason::DisconnectedTooLong => "disconnected_too_long",
+        LostReason::Closed => "closed",
+        LostReason::NodeDeleted => "node_deleted",
+        LostReason::AuthFailed => "auth_failed",
+    }
+}
+
+/// The `on_lost` callbacks of one `Lock`, and the holds they watch.
+#[derive(Default)]
+struct LostWatch {
+    /// Whether any callback is registered: read on every acquisition, so kept off the mutex.
+    active: AtomicBool,
+    callbacks: Mutex<Vec<Callback>>,
+    /// Holds with a watcher task, so a reentrant acquire does not start a second one.
+    watched: Mutex<Vec<Hold>>,
+}
+
+impl LostWatch {
+    /// Starts watching `hold` if callbacks are registered and nobody watches it yet.
+    fn watch(self: &Arc<Self>, hold: &Hold) {
+        if !self.active.load(Ordering::Acquire) {
+            return;
+        }
+        {
+            let mut watched = self.watched.lock();
+            watched.retain(|h| !matches!(h.state(), HoldState::Lost | HoldState::Released));
+            if watched.contains(hold) {
+                return;
+            }
+            watched.push(hold.clone());
+        }
+        let (watch, hold) = (self.clone(), hold.clone());
+        runtime::handle().spawn(async move {
+            let Some(reason) = hold.lost().await else { return };
+            watch.watched.lock().retain(|h| *h != hold);
+            let reason = lost_reason_name(reason);
+            for callback in watch.callbacks.lock().iter() {
+                callbacks::call_soon(callback.clone(), move |callback| callback.call1((reason,)).map(drop));
+            }
+        });
+    }
+}
+
+#[pyclass(subclass, frozen, module = "zklock._native")]
+pub(crate) struct Lock {
+    inner: ForkSafe<zklock::Lock>,
+    /// Keeps the Python client alive (and so registered for closing at exit) while a lock is.
+    client: Py<Client>,
+    path: String,
+    lost: Arc<LostWatch>,
+}
+
+impl Lock {
+    fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {
+        self.inner.get(py, &self.path)
+    }
+
+    fn acquire_as(&self, py: Python<'_>, owner: &zklock::Owner, wait: Option<Duration>) -> PyResult<bool> {
+        let lock = self.core(py)?;
+        match runtime::block_on(py, lock.acquire_for(owner, wait))?.py(py)? {
+            Some(hold) => {
+                self.lost.watch(&hold);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_as(&self, py: Python<'_>, owner: &zklock::Owner) -> PyResult<()> {
+        let lock = self.core(py)?;
+        runtime::block_on_uninterrupted(py, lock.release(owner)).py(py)
+    }
+}
+
+#[pymethods]
+impl Lock {
+    #[new]
+    #[pyo3(signature = (client, path, *, identifier = None))]
+    fn new(py: Python<'_>, client: &Bound<'_, Client>, path: &str, identifier: Option<String>) -> PyResult<Self> {
+        let options = LockOptions { identifier, ..LockOptions::default() };
+        let lock = client.get().core(py)?.lock_with(path, options).py(py)?;
+        Ok(Lock {
+            inner: ForkSafe::new(lock),
+            client: client.clone().unbind(),
+            path: path.to_owned(),
+            lost: Arc::default(),
+        })
+    }
+
+    /// The client this lock was made from.
+    #[getter]
+    fn client(&self, py: Python<'_>) -> Py<Client> {
+        self.client.clone_ref(py)
+    }
+
+    /// The lock path, relative to the client's chroot.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// As `threading.RLock.acquire`, for the calling thread. Blocks with the GIL released;
+    /// Ctrl-C raises KeyboardInterrupt and removes the attempt's node.
+    #[pyo3(signature = (blocking = true, timeout = -1.0), text_signature = "(self, /, blocking=True, timeout=-1)")]
+    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: f64) -> PyResult<bool> {
+        let wait = rlock_wait(py, &self.path, blocking, timeout)?;
+        self.acquire_as(py, &thread_owner(py), wait)
+    }
+
+    /// Releases one level of the calling thread's hold; `NotOwnerError` if it holds none.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.release_as(py, &thread_owner(py))
+    }
+
+    fn __enter__(&self, py: Python<'_>) -> PyResult<bool> {
+        self.acquire_as(py, &thread_owner(py), None)
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.release_as(py, &thread_owner(py))?;
+        Ok(false)
+    }
+
+    /// Acquires for `owner` (blocking); `timeout` None waits forever, 0 only tries.
+    #[pyo3(signature = (owner, timeout = None))]
+    fn _acquire_for(&self, py: Python<'_>, owner: &Owner, timeout: Option<f64>) -> PyResult<bool> {
+        let wait = wait_for(py, &self.path, timeout)?;
+        self.acquire_as(py, &owner.inner, wait)
+    }
+
+    /// Releases one level for `owner` (blocking, not interruptible).
+    fn _release_for(&self, py: Python<'_>, owner: &Owner) -> PyResult<()> {
+        self.release_as(py, &owner.inner)
+    }
+
+    /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None.
+    fn _hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<(&'static str, i64, i64, u64)>> {
+        let lock = self.core(py)?;
+        Ok(lock
+            .hold_of(&owner.inner)
+            .map(|(hold, count)| (hold_state_name(hold.state()), hold.fencing_token(), hold.sequence(), count)))
+    }
+
+    /// Starts acquiring for `owner` on the runtime. `done(ok, value)` is called on a runtime
+    /// thread with the GIL: `(True, acquired: bool)` or `(False, exception)`. The returned
+    /// operation's `cancel()` drops the acquisition, which removes its node.
+    fn _acquire_async(
+        &self,
+        py: Python<'_>,
+        owner: &Owner,
+        timeout: Option<f64>,
+        done: Py<PyAny>,
+    ) -> PyResult<AsyncOp> {
+        let wait = wait_for(py, &self.path, timeout)?;
+        let lock = self.core(py)?.clone();
+        let (owner, lost, done): (_, _, Callback) = (owner.inner.clone(), self.lost.clone(), Arc::new(done));
+        let task = runtime::handle().spawn(async move {
+            let result = lock.acquire_for(&owner, wait).await;
+            if let Ok(Some(hold)) = &result {
+                lost.watch(hold);
+            }
+            // Not awaited: once the lock is ours, `done` must learn it even if this task is aborted.
+            callbacks::call_soon(done, move |done| match result {
+                Ok(acquired) => done.call1((true, acquired.is_some())).map(drop),
+                Err(err) => done.call1((false, to_py(done.py(), &err).into_value(done.py()))).map(drop),
+            });
+        });
+        Ok(AsyncOp { abort: task.abort_handle() })
+    }
+
+    /// Starts releasing one level for `owner`; `done(ok, value)` as for `_acquire_async`. A
+    /// release is never cancelled: it runs to completion so that no node is left behind.
+    fn _release_async(&self, py: Python<'_>, owner: &Owner, done: Py<PyAny>) -> PyResult<()> {
+        let lock = self.core(py)?.clone();
+        let (owner, done): (_, Callback) = (owner.inner.clone(), Arc::new(done));
+        runtime::handle().spawn(async move {
+            let result = lock.release(&owner).await;
+            callbacks::call_soon(done, move |done| match result {
+                Ok(()) => done.call1((true, true)).map(drop),
+                Err(err) => done.call1((false, to_py(done.py(), &err).into_value(done.py()))).map(drop),
+            });
+        });
+        Ok(())
+    }
+
+    /// Releases one level for `owner` in the background, ignoring the outcome: for an acquisition
+    /// that succeeded after its caller was cancelled.
+    fn _release_soon(&self, py: Python<'_>, owner: &Owner) -> PyResult<()> {
+        let lock = self.core(py)?.clone();
+        let owner = owner.inner.clone();
+        runtime::handle().spawn(async move {
+            let _ = lock.release(&owner).await;
+        });
+        Ok(())
+    }
+
+    /// Calls `callback(reason)` when a hold of this lock is lost (on a runtime thread holding
+    /// the GIL): `"session_expired"`, `"disconnected_too_long"`, `"closed"`, `"node_deleted"` or
+    /// `"auth_failed"`. Applies to holds of every owner, now and later.
+    fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        if !callback.bind(py).is_callable() {
+            return Err(invalid_argument(py, &self.path, "on_lost needs a callable"));
+        }
+        self.core(py)?;
+        self.lost.callbacks.lock().push(Arc::new(callback));
+        self.lost.active.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Registers `hold` of `owner` with the on_lost watch (after on_lost was called while held).
+    fn _watch_owner(&self, py: Python<'_>, owner: &Owner) -> PyResult<()> {
+        if let Some((hold, _)) = self.core(py)?.hold_of(&owner.inner) {
+            self.lost.watch(&hold);
+        }
+        Ok(())
+    }
+
+    /// Every contender, holder first, in queue order (blocking).
+    fn contenders(&self, py: Python<'_>) -> PyResult<Vec<Participant>> {
+        let lock = self.core(py)?;
+        let all = runtime::block_on(py, lock.contenders())?.py(py)?;
+        Ok(all.into_iter().map(Participant::from).collect())
+    }
+
+    /// The current holder, or None (blocking).
+    fn holder(&self, py: Python<'_>) -> PyResult<Option<Participant>> {
+        let lock = self.core(py)?;
+        Ok(runtime::block_on(py, lock.holder())?.py(py)?.map(Participant::from))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<zklock.Lock path={:?}>", self.path)
+    }
+}
+
+/// An acquisition running on the runtime for an asyncio task.
+#[pyclass(frozen, module = "zklock._native")]
+pub(crate) struct AsyncOp {
+    abort: tokio::task::AbortHandle,
+}
+
+#[pymethods]
+impl AsyncOp {
+    /// Drops the acquisition if it has not finished: core then removes its node.
+    fn cancel(&self) {
+        self.abort.abort();
+    }
+}
+
+/// One contender in a lock's queue, as `Lock.contenders()` and `Lock.holder()` report it.
+#[pyclass(frozen, module = "zklock._native")]
+pub(crate) struct Participant {
+    inner: CoreParticipant,
+}
+
+impl From<CoreParticipant> for Participant {
+    fn from(inner: CoreParticipant) -> Self {
+        Participant { inner }
+    }
+}
+
+#[pymethods]
+impl Participant {
+    /// The child node's name.
+    #[getter]
+    fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    #[getter]
+    fn sequence(&self) -> Option<i64> {
+        self.inner.sequence
+    }
+
+    #[getter]
+    fn fencing_token(&self) -> i64 {
+        self.inner.fencing_token
+    }
+
+    #[getter]
+    fn session_id(&self) -> i64 {
+        self.inner.session_id
+    }
+
+    /// The identity recorded by zklock (any language) as a dict with `host`, `pid`, `owner`,
+    /// `lang` and `identifier`; None for nodes of other clients (Curator, kazoo).
+    #[getter]
+    fn identity<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(identity) = &self.inner.identity else { return Ok(None) };
+        let dict = PyDict::new(py);
+        dict.set_item("host", &identity.host)?;
+        dict.set_item("pid", identity.pid)?;
+        dict.set_item("owner", &identity.owner)?;
+        dict.set_item("lang", &identity.lang)?;
+        dict.set_item("identifier", &identity.identifier)?;
+        Ok(Some(dict))
+    }
+
+    /// The raw node data.
+    #[getter]
+    fn data<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.data)
+    }
+
+    fn __repr__(&self) -> String {
+        let owner = self.inner.identity.as_ref().map_or("?", |identity| identity.owner.as_str());
+        format!("<zklock.Participant node={:?} owner={owner:?}>", self.inner.node)
+    }
+}

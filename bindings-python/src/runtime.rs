@@ -1,0 +1,210 @@
+//! The one background tokio runtime of the process, owned by the native module, and the helpers
+//! that run core futures from Python: blocking (GIL released, interruptible) and in the background.
+
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::pin::pin;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Once;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use tokio::runtime::{Handle, Runtime};
+
+static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
+static AT_FORK: Once = Once::new();
+
+/// Counts forks (in the child): objects made before a fork belong to the parent's runtime and
+/// sessions, and refuse to work, or even to drop their Rust side, in the child.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a ZooKeeper client was ever made in this process (or an ancestor it forked from).
+static ZOOKEEPER_IO_STARTED: AtomicBool = AtomicBool::new(false);
+/// Set in a child forked after a ZooKeeper client was made: see [`zookeeper_io_usable`].
+static ZOOKEEPER_IO_INHERITED: AtomicBool = AtomicBool::new(false);
+
+/// Set at interpreter exit: from then on no runtime thread enters Python again.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// How long a blocking call waits with the GIL released before it looks for signals (Ctrl-C).
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The runtime, started on first use. It is never dropped: it lives as long as the process, so
+/// interpreter exit never waits for (or races with) its shutdown.
+pub(crate) fn handle() -> &'static Handle {
+    let current = RUNTIME.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: a runtime, once published, is leaked and never freed.
+        return unsafe { (*current).handle() };
+    }
+    start()
+}
+
+#[cold]
+fn start() -> &'static Handle {
+    AT_FORK.call_once(|| {
+        // SAFETY: registering a handler that only touches atomics, which is async-signal-safe.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_after_fork)) };
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("zklock-runtime")
+        .build()
+        .expect("the zklock runtime starts");
+    let fresh = Box::into_raw(Box::new(runtime));
+    match RUNTIME.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: published, so leaked and never freed.
+        Ok(_) => unsafe { (*fresh).handle() },
+        Err(winner) => {
+            // Another thread started one first: this one was never used, so it can go.
+            // SAFETY: `fresh` came from Box::into_raw above and was never published.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: published, so leaked and never freed.
+            unsafe { (*winner).handle() }
+        }
+    }
+}
+
+/// In a forked child only the forking thread exists: the parent's runtime has no threads and its
+/// locks may be held by threads that are gone. Forget it (leaking it, never touching it) so the
+/// child starts a fresh one on first use.
+extern "C" fn forget_after_fork() {
+    RUNTIME.store(ptr::null_mut(), Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    if ZOOKEEPER_IO_STARTED.load(Ordering::Acquire) {
+        ZOOKEEPER_IO_INHERITED.store(true, Ordering::Release);
+    }
+}
+
+/// Records that a ZooKeeper client is being made, and says whether one can work here.
+///
+/// The `zookeeper-client` crate does its socket I/O on `async-io`'s process-wide reactor, not on
+/// our runtime: one epoll instance and one helper thread, created once per process and never
+/// again. A forked child inherits that epoll instance (shared with the parent) but not the helper
+/// thread, which held the reactor's lock at the time of the fork, so no socket of the child would
+/// ever be served: a client there would hang until its connect timeout. A child forked before
+/// any client was made is fine, and so is one started with the `spawn` or `forkserver` method.
+///
+/// Returns whether a client can work here, and whether a client had been made before (to pass
+/// to [`zookeeper_io_unused`] if this one is rejected before any I/O).
+pub(crate) fn zookeeper_io_usable() -> (bool, bool) {
+    let before = ZOOKEEPER_IO_STARTED.swap(true, Ordering::AcqRel);
+    (!ZOOKEEPER_IO_INHERITED.load(Ordering::Acquire), before)
+}
+
+/// Undoes [`zookeeper_io_usable`]'s record for a client rejected before any I/O (bad input).
+pub(crate) fn zookeeper_io_unused(before: bool) {
+    if !before {
+        ZOOKEEPER_IO_STARTED.store(false, Ordering::Release);
+    }
+}
+
+/// A value tied to the process (and runtime) that made it. In a forked child it is unusable,
+/// and it is leaked rather than dropped: dropping could touch the parent's runtime or locks that
+/// threads which do not exist in the child held at the time of the fork.
+pub(crate) struct ForkSafe<T> {
+    value: ManuallyDrop<T>,
+    generation: u64,
+}
+
+impl<T> ForkSafe<T> {
+    pub(crate) fn new(value: T) -> Self {
+        ForkSafe { value: ManuallyDrop::new(value), generation: GENERATION.load(Ordering::Acquire) }
+    }
+
+    /// The value, or `ClosedError` in a child process forked after it was made.
+    pub(crate) fn get(&self, py: Python<'_>, subject: &str) -> PyResult<&T> {
+        if self.generation == GENERATION.load(Ordering::Acquire) {
+            Ok(&self.value)
+        } else {
+            Err(crate::error::forked(py, subject))
+        }
+    }
+}
+
+impl<T> Drop for ForkSafe<T> {
+    fn drop(&mut self) {
+        if self.generation == GENERATION.load(Ordering::Acquire) {
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(&mut self.value) }
+        }
+    }
+}
+
+/// Whether runtime threads may still call into Python (false once the interpreter is exiting).
+pub(crate) fn python_alive() -> bool {
+    !EXITING.load(Ordering::Acquire)
+}
+
+/// Marks the interpreter as exiting; called on the thread that runs the exit hooks.
+pub(crate) fn set_exiting() {
+    let _ = EXIT_THREAD.set(std::thread::current().id());
+    EXITING.store(true, Ordering::Release);
+}
+
+/// The thread running the exit hooks: later hooks may still use zklock there.
+static EXIT_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
+/// Runs `future` to completion with the GIL released, without interruption: for calls that must
+/// not be cut short, such as a release (dropping it could leave the node behind until the session
+/// ends). Like [`block_on`], it first polls once with the GIL held.
+pub(crate) fn block_on_uninterrupted<F>(py: Python<'_>, future: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let handle = handle();
+    let mut future = pin!(future);
+    if let Poll::Ready(output) = poll_once(handle, future.as_mut()) {
+        return output;
+    }
+    py.detach(|| unless_exiting(handle.block_on(future)))
+}
+
+/// Passes `output` back to the Python thread that waited for it, unless the interpreter is
+/// exiting: then the thread (a daemon thread still blocked at exit, whose call failed because the
+/// exit hook closed its client) parks for good instead of raising into a finalizing interpreter,
+/// and the process ends around it.
+fn unless_exiting<T>(output: T) -> T {
+    while !python_alive() && EXIT_THREAD.get() != Some(&std::thread::current().id()) {
+        std::thread::park();
+    }
+    output
+}
+
+fn poll_once<F: Future>(handle: &Handle, future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    let _context = handle.enter();
+    future.poll(&mut Context::from_waker(futures::task::noop_waker_ref()))
+}
+
+/// Runs `future` to completion for a blocking Python call.
+///
+/// The first poll happens right here, with the GIL held, so that calls that never wait (a
+/// reentrant acquire, an inner release) cost no thread switch and no GIL hand-off. Otherwise the
+/// future is driven on this thread with the GIL released, in short slices between which pending
+/// signals are handled: if a handler raises (KeyboardInterrupt), the future is dropped, which
+/// cancels it (core removes an acquisition attempt's node when its future is dropped).
+pub(crate) fn block_on<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let handle = handle();
+    let mut future = pin!(future);
+    if let Poll::Ready(output) = poll_once(handle, future.as_mut()) {
+        return Ok(output);
+    }
+    loop {
+        // The timer is made inside block_on: it needs the runtime's context.
+        let slice = py.detach(|| {
+            let slice = handle.block_on(async { tokio::time::timeout(SIGNAL_CHECK_INTERVAL, future.as_mut()).await });
+            unless_exiting(slice)
+        });
+        match slice {
+            Ok(output) => return Ok(output),
+            Err(_elapsed) => py.check_signals()?,
+        }
+    }
+}

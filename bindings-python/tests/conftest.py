@@ -1,0 +1,141 @@
+"""Fixtures for zklock's Python tests: a real ZooKeeper (ZK_CONNECT, from `scripts/zk run`), kazoo
+as an independent observer of the lock nodes, and zklock-proxy for real session expiries."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+import zklock
+
+NODE_NAME = re.compile(r"^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-lock-\d{10}$")
+DEADLINE = 20.0
+
+
+@pytest.fixture(scope="session")
+def zk_connect() -> str:
+    connect = os.environ.get("ZK_CONNECT")
+    if not connect:
+        pytest.fail("ZK_CONNECT is not set: run the tests through scripts/test-python (or scripts/zk run)")
+    return connect
+
+
+@pytest.fixture(scope="session")
+def kazoo(zk_connect: str) -> Iterator[KazooClient]:
+    observer = KazooClient(hosts=zk_connect)
+    observer.start(timeout=15)
+    yield observer
+    observer.stop()
+    observer.close()
+
+
+@pytest.fixture
+def path(request: pytest.FixtureRequest) -> str:
+    """A lock path of this test's own."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
+    return f"/zklock-py-tests/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def client(zk_connect: str) -> Iterator[zklock.Client]:
+    with zklock.Client(zk_connect) as c:
+        yield c
+
+
+def wait_until(predicate: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
+    """Polls `predicate` until it is truthy (returning its value), failing after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def children(kazoo: KazooClient, path: str) -> list[str]:
+    """The lock's children in queue order (by sequence), as kazoo sees them."""
+    try:
+        names = kazoo.get_children(path)
+    except NoNodeError:
+        return []
+    return sorted(names, key=lambda name: name[-10:])
+
+
+def identity(kazoo: KazooClient, path: str, name: str) -> dict[str, Any]:
+    data, _ = kazoo.get(f"{path}/{name}")
+    return json.loads(data)
+
+
+def wait_children(kazoo: KazooClient, path: str, count: int, timeout: float = DEADLINE) -> list[str]:
+    """Waits until the lock has exactly `count` children; returns them in queue order."""
+    found: list[list[str]] = []
+
+    def check() -> bool:
+        found[:] = [children(kazoo, path)]
+        return len(found[0]) == count
+
+    wait_until(check, f"{count} children of {path}", timeout)
+    return found[0]
+
+
+class Proxy:
+    """zklock-proxy in front of the server: `stall` makes a real session expiry."""
+
+    def __init__(self, upstream: str) -> None:
+        binary = os.environ.get("ZKLOCK_PROXY") or os.path.join(
+            os.path.dirname(__file__), "..", "..", "target", "debug", "zklock-proxy"
+        )
+        self.process = subprocess.Popen(
+            [binary, upstream.split(",")[0]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().split()
+        assert line and line[0] == "LISTEN", f"zklock-proxy said {line!r}"
+        self.address: str = line[1]
+
+    def command(self, command: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline().strip()
+        assert answer == f"OK {command}", f"zklock-proxy answered {answer!r} to {command!r}"
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+@pytest.fixture
+def proxy(zk_connect: str) -> Iterator[Proxy]:
+    p = Proxy(zk_connect)
+    yield p
+    p.close()
+
+
+def python_child(code: str, env: Optional[dict[str, str]] = None, **kwargs: Any) -> "subprocess.Popen[str]":
+    """A child Python process running `code` (with this environment, ZK_CONNECT included)."""
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )

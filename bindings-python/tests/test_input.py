@@ -1,0 +1,117 @@
+"""Bad input: a clear error naming what was wrong, raised before any network traffic."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import children
+
+import zklock
+
+UNREACHABLE = "127.0.0.1:1"  # nothing listens: any attempt to connect would fail or time out
+
+
+def test_the_exception_hierarchy():
+    assert issubclass(zklock.InvalidArgumentError, ValueError)
+    assert issubclass(zklock.LockTimeout, TimeoutError)
+    assert issubclass(zklock.NotOwnerError, RuntimeError)
+    for name in (
+        "SessionExpiredError",
+        "LockLostError",
+        "NotOwnerError",
+        "LockTimeout",
+        "ClosedError",
+        "ConnectionLossError",
+        "AuthFailedError",
+        "InvalidArgumentError",
+        "ZooKeeperError",
+    ):
+        assert issubclass(getattr(zklock, name), zklock.ZkLockError), name
+    err = zklock.ZooKeeperError("zookeeper error on /a: no auth", "/a", -102)
+    assert err.code == -102 and err.path == "/a"
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"session_timeout": 0}, "session_timeout"),
+        ({"session_timeout": -1}, "session_timeout"),
+        ({"session_timeout": float("nan")}, "session_timeout"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"auth": "no-colon"}, "user:password"),
+        ({"auth": ("us:er", "pw")}, "':'"),
+        ({"auth": 42}, "auth"),
+    ],
+)
+def test_bad_client_options_are_rejected_before_connecting(kwargs, words):
+    started = time.monotonic()
+    with pytest.raises(zklock.InvalidArgumentError, match=words):
+        zklock.Client(UNREACHABLE, connect_timeout=kwargs.pop("connect_timeout", 30), **kwargs)
+    assert time.monotonic() - started < 1.0, "it tried to connect first"
+
+
+@pytest.mark.parametrize("hosts", ["", "127.0.0.1:2181/", "127.0.0.1:notaport", "127.0.0.1:2181/bad//chroot"])
+def test_bad_connect_strings_are_rejected_before_connecting(hosts):
+    started = time.monotonic()
+    with pytest.raises(zklock.InvalidArgumentError):
+        zklock.Client(hosts, connect_timeout=30)
+    assert time.monotonic() - started < 1.0
+
+
+def test_wrong_types_raise_type_error():
+    with pytest.raises(TypeError):
+        zklock.Client(2181)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        zklock.Client(UNREACHABLE, session_timeout="10")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["no-slash", "/", "/trailing/", "/double//slash", "/zookeeper/quota", "/nul\0"])
+def test_bad_lock_paths_name_the_path(client, bad):
+    with pytest.raises(zklock.InvalidArgumentError) as raised:
+        client.lock(bad)
+    assert bad.rstrip("\0") in str(raised.value)
+
+
+def test_rlock_argument_rules(client, kazoo, path):
+    lock = client.lock(path)
+    with pytest.raises(zklock.InvalidArgumentError, match=f"{path}.*non-blocking"):
+        lock.acquire(blocking=False, timeout=1)
+    with pytest.raises(ValueError, match=path):
+        lock.acquire(timeout=-2)
+    with pytest.raises(ValueError, match=path):
+        lock.acquire(timeout=float("nan"))
+    with pytest.raises(TypeError):
+        lock.acquire(timeout="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=path):
+        with lock.hold(timeout=-5):
+            pass
+    assert not kazoo.exists(path), "nothing was sent"
+    assert lock.acquire(True, 10) and lock.acquire(blocking=False)  # positional, as RLock allows
+    lock.release()
+    lock.release()
+    assert children(kazoo, path) == []
+
+
+def test_callbacks_must_be_callable(client, path):
+    with pytest.raises(zklock.InvalidArgumentError, match=path):
+        client.lock(path).on_lost("not callable")  # type: ignore[arg-type]
+    with pytest.raises(zklock.InvalidArgumentError):
+        client.on_state_change(None)  # type: ignore[arg-type]
+
+
+def test_asyncio_api_outside_a_task_says_so(client, path):
+    coroutine = client.lock(path).acquire_async()
+    with pytest.raises(RuntimeError, match="asyncio task"):
+        coroutine.send(None)
+    coroutine.close()
+
+
+def test_a_closed_client_refuses_new_work(zk_connect, path):
+    client = zklock.Client(zk_connect)
+    lock = client.lock(path)
+    client.close()
+    with pytest.raises(zklock.ClosedError, match=path):
+        lock.acquire()
+    with pytest.raises(zklock.ClosedError, match=path):
+        lock.holder()

@@ -1,0 +1,41 @@
+"""The installed package: typed (py.typed, stubs that match the native module), abi3."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import zklock
+
+
+def test_stubs_match_the_native_module():
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "zklock"],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(__file__),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_package_type_checks_strictly():
+    package = Path(zklock.__file__).parent
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "-p", "zklock"],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(__file__),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (package / "py.typed").exists() and (package / "_native.pyi").exists()
+
+
+def test_the_native_module_is_an_abi3_build_inside_the_package():
+    from zklock import _native
+
+    assert Path(_native.__file__).parent == Path(zklock.__file__).parent
+    assert Path(_native.__file__).name == "_native.abi3.so"

@@ -1,0 +1,117 @@
+"""Session loss: a real expiry through zklock-proxy fires on_lost, and callbacks never crash."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+from conftest import Proxy, children, wait_children, wait_until
+
+import zklock
+
+
+def test_session_expiry_fires_on_lost_and_the_hold_is_lost(kazoo, path, proxy: Proxy):
+    client = zklock.Client(proxy.address, session_timeout=2.0)
+    try:
+        states: list[str] = []
+        client.on_state_change(states.append)
+        lock = client.lock(path)
+        reasons: list[str] = []
+        lost = threading.Event()
+
+        def on_lost(reason: str) -> None:
+            assert threading.current_thread() is not threading.main_thread()  # a runtime thread
+            reasons.append(reason)
+            lost.set()
+
+        lock.on_lost(on_lost)
+        assert lock.acquire()
+        assert lock.state == "held"
+        [node] = children(kazoo, path)
+
+        proxy.command("stall")  # the client hears nothing; the server expires the session
+        assert lost.wait(timeout=15), "on_lost did not fire"
+        assert reasons[0] in ("disconnected_too_long", "session_expired")
+        assert lock.state == "lost" and not lock.is_held
+        wait_until(lambda: node not in children(kazoo, path), "the server to expire the session")
+        with pytest.raises(zklock.LockLostError, match=path):
+            lock.release()  # nothing deleted: the node is gone with the session
+        assert lock.state is None
+
+        proxy.command("pass")  # the next acquisition starts a new session
+        assert lock.acquire(timeout=10)
+        assert lock.state == "held"
+        # Delivered in order, on a runtime thread: wait for them to arrive.
+        wait_until(lambda: states[-1:] == ["connected"] and "expired" in states, "the state changes")
+        assert states.index("disconnected") < states.index("expired") < len(states) - 1
+        lock.release()
+    finally:
+        client.close()
+    wait_children(kazoo, path, 0)
+
+
+def test_a_stalled_connection_suspends_the_hold_until_it_comes_back(kazoo, path, proxy: Proxy):
+    with zklock.Client(proxy.address, session_timeout=10.0) as client:
+        lock = client.lock(path)
+        lost: list[str] = []
+        lock.on_lost(lost.append)
+        lock.acquire()
+        proxy.command("cut")  # connections reset; the session lives on for its timeout
+        wait_until(lambda: lock.state == "suspended", "the hold to be suspended")
+        assert lock.is_held, "suspended is still held: the node may still be ours"
+        proxy.command("pass")
+        wait_until(lambda: lock.state == "held", "the hold to be held again", timeout=10)
+        assert lost == []
+        lock.release()
+    wait_children(kazoo, path, 0)
+
+
+def test_exceptions_in_callbacks_go_to_the_unraisable_hook(zk_connect, path, monkeypatch):
+    reported: list[BaseException] = []
+    seen = threading.Event()
+
+    def hook(unraisable) -> None:  # type: ignore[no-untyped-def]
+        reported.append(unraisable.exc_value)
+        seen.set()
+
+    monkeypatch.setattr(sys, "unraisablehook", hook)
+    client = zklock.Client(zk_connect)
+    lock = client.lock(path)
+
+    def broken(_: str) -> None:
+        raise ValueError("callback bug")
+
+    client.on_state_change(broken)
+    lock.on_lost(broken)
+    lock.acquire()
+    client.close()  # "closed" for the state callback, and the hold is lost
+    assert seen.wait(timeout=10)
+    wait_until(lambda: len(reported) >= 2, "both callbacks to be reported", timeout=10)
+    assert all(isinstance(err, ValueError) and str(err) == "callback bug" for err in reported)
+
+
+def test_on_lost_registered_while_holding_covers_the_current_hold(zk_connect, kazoo, path):
+    client = zklock.Client(zk_connect)
+    lock = client.lock(path)
+    lock.acquire()
+    lost = threading.Event()
+    reasons: list[str] = []
+    lock.on_lost(lambda reason: (reasons.append(reason), lost.set()))
+    client.close()
+    assert lost.wait(timeout=10)
+    assert reasons == ["closed"]
+
+
+def test_deleting_the_node_from_outside_loses_the_hold(client, kazoo, path):
+    lock = client.lock(path)
+    lost = threading.Event()
+    reasons: list[str] = []
+    lock.on_lost(lambda reason: (reasons.append(reason), lost.set()))
+    lock.acquire()
+    [node] = children(kazoo, path)
+    kazoo.delete(f"{path}/{node}")
+    assert lost.wait(timeout=10)
+    assert reasons == ["node_deleted"] and lock.state == "lost"
+    with pytest.raises(zklock.LockLostError, match="deleted"):
+        lock.release()
