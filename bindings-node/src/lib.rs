@@ -1,1 +1,20 @@
-//! Node bindings: filled in by issue 6.
+//! Node binding of zklock: a napi-rs addon. This native part only translates types, errors and
+//! promises, and runs the core on napi's tokio runtime; ownership (which async flow holds what)
+//! is decided by the JavaScript layer in `index.js`, which passes owner ids down.
+//!
+//! Nothing here keeps the process alive: promises keep the event loop alive only while they
+//! are pending (napi's own behaviour), and the callbacks for state changes and lost holds are
+//! weak threadsafe functions. A process that exits without closing its clients still ends their
+//! sessions: on its 'exit' event (`closeSessionsAtExit`, called by the JavaScript layer) and from
+//! an environment cleanup hook (see [`runtime`]).
+
+mod client;
+mod error;
+mod hold;
+mod lock;
+mod runtime;
+
+pub use client::{connect, NativeClient, NativeStateWatch};
+pub use hold::NativeHold;
+pub use lock::{Identity, NativeLock, Participant};
+pub use runtime::close_all_at_exit;

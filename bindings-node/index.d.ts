@@ -1,0 +1,173 @@
+// Type declarations of the `zklock` package (hand-written: the public API is the JavaScript
+// layer in index.js, over the native addon built from src/).
+
+/** The `code` of every error zklock rejects with: one per kind of the core's errors. */
+export declare const codes: Readonly<{
+  INVALID_ARGUMENT: 'ZKLOCK_INVALID_ARGUMENT'
+  TIMEOUT: 'ZKLOCK_TIMEOUT'
+  NOT_OWNER: 'ZKLOCK_NOT_OWNER'
+  SESSION_EXPIRED: 'ZKLOCK_SESSION_EXPIRED'
+  LOCK_LOST: 'ZKLOCK_LOCK_LOST'
+  CONNECTION_LOSS: 'ZKLOCK_CONNECTION_LOSS'
+  AUTH_FAILED: 'ZKLOCK_AUTH_FAILED'
+  CLOSED: 'ZKLOCK_CLOSED'
+  ZOOKEEPER: 'ZKLOCK_ZOOKEEPER'
+}>
+
+export type ErrorCode = (typeof codes)[keyof typeof codes]
+
+/** What zklock rejects with (or throws, for bad arguments of synchronous calls). */
+export interface ZklockError extends Error {
+  code: ErrorCode
+  /** The lock path the error concerns, when there is one. */
+  path?: string
+  /** ZooKeeper's numeric error code (as the Java client's KeeperException.Code), when it came from the server. */
+  zookeeperCode?: number
+}
+
+/** Why a hold was lost. */
+export type LostReason = 'sessionExpired' | 'disconnectedTooLong' | 'closed' | 'nodeDeleted' | 'authFailed'
+
+/** The reason of an aborted `hold.signal`: `code` is `ZKLOCK_LOCK_LOST`. */
+export interface LockLostError extends ZklockError {
+  code: 'ZKLOCK_LOCK_LOST'
+  lostReason: LostReason
+}
+
+/** Rejection of an acquisition whose AbortSignal fired, as Node's own AbortError. */
+export declare class AbortError extends Error {
+  readonly name: 'AbortError'
+  readonly code: 'ABORT_ERR'
+  /** The signal's reason. */
+  readonly cause: unknown
+}
+
+export type SessionState = 'connected' | 'disconnected' | 'expired' | 'authFailed' | 'closed'
+export type HoldState = 'held' | 'suspended' | 'lost' | 'released'
+
+export interface ConnectOptions {
+  /** Session timeout asked of the server, in ms (default 10000). Holds are lost when disconnected this long. */
+  sessionTimeoutMs?: number
+  /** How long `connect` tries to establish the session, in ms (default 10000). */
+  connectTimeoutMs?: number
+  /** Digest credentials, `"user:password"`. */
+  auth?: string
+}
+
+export interface LockOptions {
+  /** Recorded in each lock node's identity (see `contenders()`). */
+  identifier?: string
+}
+
+export interface AcquireOptions {
+  /**
+   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `false`,
+   * `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes.
+   */
+  timeoutMs?: number
+  /** Aborting rejects with an AbortError; the attempt's node is removed. */
+  signal?: AbortSignal
+}
+
+/** Who a lock node belongs to, as zklock records it in any language. */
+export interface Identity {
+  host: string
+  pid: number
+  /** The owner's label: `async-flow:<n>` for Node. */
+  owner: string
+  /** `rust`, `c`, `python` or `node`. */
+  lang: string
+  identifier?: string
+}
+
+/** One contender in a lock's queue. */
+export interface Participant {
+  /** The child node's name. */
+  node: string
+  sequence?: number
+  /** The node's creation zxid: its holder's fencing token. */
+  fencingToken: bigint
+  /** The session that owns the (ephemeral) node. */
+  sessionId: bigint
+  /** The identity in the node data, when zklock wrote it. */
+  identity?: Identity
+  /** The raw node data (Curator writes the client's IP address). */
+  data: Buffer
+}
+
+/** A ZooKeeper client: one session at a time, shared by every lock made from it. */
+export declare class Client {
+  private constructor()
+  /**
+   * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
+   * Bad arguments reject with ZKLOCK_INVALID_ARGUMENT before any network traffic; no session in
+   * time rejects with ZKLOCK_TIMEOUT.
+   */
+  static connect(hosts: string, options?: ConnectOptions): Promise<Client>
+  /** The session state now. After an expiry it is `'expired'` until the next acquisition makes a new session. */
+  readonly state: SessionState
+  /** Calls `listener` on each session state change; returns a function that stops it. Never keeps the process alive. */
+  onStateChange(listener: (state: SessionState) => void): () => void
+  /** A fair, reentrant lock on `path` (relative to the chroot). Throws ZKLOCK_INVALID_ARGUMENT for a bad path. */
+  lock(path: string, options?: LockOptions): Lock
+  /** Ends the session at once: its lock nodes go, pending acquisitions reject with ZKLOCK_CLOSED, holds are lost. Idempotent. */
+  close(): Promise<void>
+}
+
+/**
+ * A fair, reentrant lock. Reentrancy follows the async call chain: inside `withLock` (or
+ * `hold.run`), nested `withLock`/`acquire` calls on the same Lock object re-enter at once, with
+ * no ZooKeeper traffic. Everywhere else each call is a contender of its own, so two independent
+ * async flows exclude each other, first come first served, even on one Lock object.
+ */
+export declare class Lock {
+  private constructor()
+  readonly path: string
+  /** Whether this Lock object holds the lock (until its last level is released, even if lost meanwhile: see `state`). */
+  readonly isHeld: boolean
+  /** The state of this Lock object's hold, or null if it holds none. */
+  readonly state: Exclude<HoldState, 'released'> | null
+  /**
+   * Resolves to a Hold, or to `false` if `timeoutMs` passed first. Inside `withLock`/`hold.run`
+   * of this lock it re-enters; anywhere else it is a new contender. Rejects with an AbortError
+   * if `signal` aborts.
+   */
+  acquire(options?: AcquireOptions): Promise<Hold | false>
+  /**
+   * Runs `fn(hold)` holding the lock, as the hold's owner (nested calls in it re-enter), and
+   * releases when `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed first. If `fn`
+   * throws, its error is passed on (a failed release is attached as `releaseError`); if `fn`
+   * succeeds but the release fails (the lock was lost meanwhile: ZKLOCK_LOCK_LOST), it rejects
+   * with the release's error.
+   */
+  withLock<T>(fn: (hold: Hold) => T | PromiseLike<T>, options?: AcquireOptions): Promise<Awaited<T>>
+  /** Releases one level of the current flow's hold (inside `withLock`/`hold.run`); ZKLOCK_NOT_OWNER elsewhere. */
+  release(): Promise<void>
+  /** The current holder, or null. */
+  holder(): Promise<Participant | null>
+  /** Every contender, holder first, in queue order. */
+  contenders(): Promise<Participant[]>
+}
+
+/** One level of a held lock. */
+export declare class Hold {
+  private constructor()
+  /** The lock node's creation zxid: strictly rises across successive holders of a path. Pass it to the resource you protect. */
+  readonly fencingToken: bigint
+  /** The lock node's sequence number. */
+  readonly sequence: number
+  readonly state: HoldState
+  /** Aborts when the lock is lost (never on release); its reason is a LockLostError. Pass it to fetch or other abortable work. */
+  readonly signal: AbortSignal
+  /**
+   * Releases this level; the last level deletes the node and resolves once the server confirmed
+   * it. Rejects with ZKLOCK_NOT_OWNER if this hold was already released, ZKLOCK_LOCK_LOST if the
+   * lock was lost (nothing is deleted then), ZKLOCK_CONNECTION_LOSS if the connection dropped
+   * first (the node is then deleted in the background, or goes with the session).
+   */
+  release(): Promise<void>
+  /** Runs `fn()` as this hold's owner: calls on the same Lock in it (and what it starts) re-enter. */
+  run<T>(fn: () => T): T
+  /** Releases, unless already released. */
+  [Symbol.asyncDispose](): Promise<void>
+}

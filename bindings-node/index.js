@@ -1,0 +1,498 @@
+'use strict'
+// zklock for Node: the JavaScript layer over the native addon (zklock.node, built by build.mjs).
+// The addon runs the Rust core; this layer validates arguments, decides ownership (which async
+// flow holds what, through AsyncLocalStorage) and shapes holds, signals and errors.
+
+const { AsyncLocalStorage } = require('node:async_hooks')
+
+let native
+try {
+  native = require('./zklock.node')
+} catch (cause) {
+  throw new Error('zklock: the native addon is not built; run `npm run build` in the package directory', { cause })
+}
+
+/** The `code` of every error zklock rejects with, one per kind of the core's errors. */
+const codes = Object.freeze({
+  INVALID_ARGUMENT: 'ZKLOCK_INVALID_ARGUMENT',
+  TIMEOUT: 'ZKLOCK_TIMEOUT',
+  NOT_OWNER: 'ZKLOCK_NOT_OWNER',
+  SESSION_EXPIRED: 'ZKLOCK_SESSION_EXPIRED',
+  LOCK_LOST: 'ZKLOCK_LOCK_LOST',
+  CONNECTION_LOSS: 'ZKLOCK_CONNECTION_LOSS',
+  AUTH_FAILED: 'ZKLOCK_AUTH_FAILED',
+  CLOSED: 'ZKLOCK_CLOSED',
+  ZOOKEEPER: 'ZKLOCK_ZOOKEEPER',
+})
+
+// The native side maps the core's errors to these codes (src/error.rs); the few errors this
+// layer raises itself (bad arguments, a withLock that timed out, a hold released twice, a lost
+// hold's signal) are made here, with the same codes.
+function zklockError(code, message, path) {
+  const error = new Error(path === undefined ? message : `${message} (lock ${path})`)
+  error.code = code
+  if (path !== undefined) error.path = path
+  return error
+}
+
+function invalid(message) {
+  return zklockError(codes.INVALID_ARGUMENT, message)
+}
+
+/** Rejection of an operation whose AbortSignal fired, shaped as Node's own AbortError. */
+class AbortError extends Error {
+  constructor(message = 'The operation was aborted', options = undefined) {
+    super(message, options)
+    this.name = 'AbortError'
+    this.code = 'ABORT_ERR'
+  }
+}
+
+function abortError(signal) {
+  return new AbortError('The lock acquisition was aborted', { cause: signal.reason })
+}
+
+// ----------------------------------------------------------------------------- validation
+
+const MAX_TIMEOUT_MS = 2 ** 31 - 1 // as setTimeout's: about 24.8 days
+
+function checkOptions(options, allowed, what) {
+  if (options === undefined || options === null) return {}
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw invalid(`${what}: options must be an object, got ${describe(options)}`)
+  }
+  for (const key of Object.keys(options)) {
+    if (!allowed.includes(key)) {
+      throw invalid(`${what}: unknown option '${key}' (known: ${allowed.join(', ')})`)
+    }
+  }
+  return options
+}
+
+function checkMs(value, name, { min, fallback }) {
+  if (value === undefined || value === null) return fallback
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIMEOUT_MS) {
+    throw invalid(`${name} must be an integer number of milliseconds from ${min} to ${MAX_TIMEOUT_MS}, got ${describe(value)}`)
+  }
+  return value
+}
+
+function checkString(value, name, { optional = false } = {}) {
+  if (optional && (value === undefined || value === null)) return undefined
+  if (typeof value !== 'string' || value.length === 0) {
+    throw invalid(`${name} must be a non-empty string, got ${describe(value)}`)
+  }
+  return value
+}
+
+function checkSignal(signal) {
+  if (signal === undefined || signal === null) return undefined
+  if (!(signal instanceof AbortSignal)) throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`)
+  return signal
+}
+
+function describe(value) {
+  if (value === null) return 'null'
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return `${typeof value} ${value}`
+  if (typeof value === 'function') return 'a function'
+  return typeof value === 'object' ? `an object (${value.constructor?.name ?? 'null prototype'})` : typeof value
+}
+
+// ----------------------------------------------------------------------------- client
+
+let exitHooked = false
+
+// A script that forgets close() still ends its sessions when it exits, rather than leaving its
+// lock nodes to the session timeout. 'exit' also fires for process.exit(), which skips the
+// addon's own environment cleanup hook. The listener does not keep the process alive.
+function closeSessionsAtExit() {
+  if (exitHooked) return
+  exitHooked = true
+  process.once('exit', () => native.closeSessionsAtExit())
+}
+
+const CONSTRUCT = Symbol('zklock.construct')
+
+class Client {
+  #native
+  #listeners = new Set()
+  #stateWatch = null
+  #lastState = undefined
+  // The signals of this client's holds that may still abort (see Hold#signal).
+  #signals = new Set()
+
+  /** Use `Client.connect(hosts, options)`. */
+  constructor(token, nativeClient) {
+    if (token !== CONSTRUCT) throw invalid('use `await Client.connect(hosts, options)` to make a Client')
+    this.#native = nativeClient
+  }
+
+  /**
+   * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
+   * Options: `sessionTimeoutMs` (default 10000), `connectTimeoutMs` (default 10000), `auth`
+   * (digest credentials, `"user:password"`).
+   */
+  static async connect(hosts, options) {
+    checkString(hosts, 'hosts')
+    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth'], 'Client.connect')
+    const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
+    const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
+    const auth = checkString(opts.auth, 'auth', { optional: true })
+    if (auth !== undefined && !auth.includes(':')) throw invalid('auth must be "user:password"')
+    const client = new Client(CONSTRUCT, await native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth))
+    closeSessionsAtExit()
+    return client
+  }
+
+  /** `'connected'`, `'disconnected'`, `'expired'`, `'authFailed'` or `'closed'`. */
+  get state() {
+    return this.#native.state
+  }
+
+  /**
+   * Calls `listener(state)` on each change of the session state; returns a function that stops
+   * it. Listening never keeps the process alive.
+   */
+  onStateChange(listener) {
+    if (typeof listener !== 'function') throw invalid(`listener must be a function, got ${describe(listener)}`)
+    this.#listeners.add(listener)
+    if (this.#stateWatch === null) this.#stateWatch = this.#native.watchState((state) => this.#dispatch(state))
+    return () => {
+      this.#listeners.delete(listener)
+      if (this.#listeners.size === 0 && this.#stateWatch !== null) {
+        this.#stateWatch.stop()
+        this.#stateWatch = null
+      }
+    }
+  }
+
+  #dispatch(state) {
+    if (state === this.#lastState) return
+    this.#lastState = state
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(state)
+      } catch (error) {
+        // As an EventEmitter would: the error surfaces, and the other listeners still run.
+        queueMicrotask(() => {
+          throw error
+        })
+      }
+    }
+  }
+
+  /**
+   * A fair, reentrant lock on `path` (relative to the chroot). Option: `identifier`, recorded
+   * in each lock node. Nothing is sent to ZooKeeper until the first acquisition.
+   */
+  lock(path, options) {
+    checkString(path, 'path')
+    const opts = checkOptions(options, ['identifier'], 'client.lock')
+    const identifier = checkString(opts.identifier, 'identifier', { optional: true })
+    return new Lock(CONSTRUCT, this.#native.lock(path, identifier), this.#signals)
+  }
+
+  /** Ends the session at once: its lock nodes go, pending acquisitions reject. Idempotent. */
+  async close() {
+    await this.#native.close()
+    // The native notifications of the loss and of 'closed' are on their way, but they do not
+    // keep the process alive: deliver them now, so that code awaiting them after close() runs
+    // (their late twins are no-ops).
+    for (const entry of this.#signals) entry.abortIfLost()
+    this.#signals.clear()
+    if (this.#listeners.size > 0) this.#dispatch('closed')
+  }
+}
+
+// ----------------------------------------------------------------------------- lock
+
+// Owner ids name async flows; the native side keys reentrancy counts by them.
+let lastOwner = 0
+
+class Lock {
+  #native
+  #path
+  // The owner id of the current async flow, for this lock.
+  #flows = new AsyncLocalStorage()
+  // The owner that last obtained this lock (at most one owner holds a lock at a time), and its
+  // native hold, which its nested levels share.
+  #holder = undefined
+  #holderNative = null
+  // The client's set of hold signals that may still abort.
+  #signals
+
+  constructor(token, nativeLock, signals) {
+    if (token !== CONSTRUCT) throw invalid('use `client.lock(path)` to make a Lock')
+    this.#native = nativeLock
+    this.#path = nativeLock.path
+    this.#signals = signals
+  }
+
+  get path() {
+    return this.#path
+  }
+
+  /**
+   * Whether this Lock object holds the lock (through any of its owners), as far as this process
+   * knows: true from an acquisition until its last level is released, even if the lock was lost
+   * meanwhile (see `state`).
+   */
+  get isHeld() {
+    return this.#holder !== undefined && this.#native.isHeldBy(this.#holder)
+  }
+
+  /** The state of this Lock object's hold (`'held'`, `'suspended'` or `'lost'`), or null. */
+  get state() {
+    return this.#holder === undefined ? null : (this.#native.holdOf(this.#holder)?.state ?? null)
+  }
+
+  /** Every contender, holder first, in queue order, with the identity recorded in its node. */
+  contenders() {
+    return this.#native.contenders()
+  }
+
+  /** The current holder, or null. */
+  async holder() {
+    return (await this.#native.holder()) ?? null
+  }
+
+  /**
+   * Acquires the lock and resolves to a Hold, or to `false` when `timeoutMs` passed first (`0`:
+   * only tries). Inside `withLock` (or `hold.run`) of this lock, re-enters at once, with no
+   * ZooKeeper traffic. Anywhere else, the call is a new owner: a contender of its own, even
+   * against other calls in the same async function. To nest further calls under this hold, run
+   * them with `hold.run(fn)`.
+   */
+  acquire(options) {
+    let timeoutMs, signal
+    try {
+      const opts = checkOptions(options, ['timeoutMs', 'signal'], 'lock.acquire')
+      timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
+      signal = checkSignal(opts.signal)
+      if (signal?.aborted) throw abortError(signal)
+      const nested = this.#reenter()
+      if (nested !== null) return Promise.resolve(nested)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    // Deliberately not `enterWith`: called from an async function, that would make the
+    // caller's whole context the owner, and a sibling call it starts later would re-enter
+    // instead of waiting its turn.
+    return this.#contend(++lastOwner, timeoutMs, signal)
+  }
+
+  /**
+   * Runs `fn(hold)` holding the lock and releases it when `fn` settles. Inside `fn` (and
+   * everything it starts), the lock is held by that flow: nested calls re-enter. Rejects with
+   * ZKLOCK_TIMEOUT if `timeoutMs` passed before the lock was obtained.
+   */
+  async withLock(fn, options) {
+    if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`)
+    const opts = checkOptions(options, ['timeoutMs', 'signal'], 'lock.withLock')
+    const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
+    const signal = checkSignal(opts.signal)
+    if (signal?.aborted) throw abortError(signal)
+    let hold = this.#reenter()
+    let owner = this.#flows.getStore()
+    if (hold === null) {
+      owner = ++lastOwner
+      hold = await this.#contend(owner, timeoutMs, signal)
+      if (hold === false) {
+        throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)
+      }
+    }
+    let result
+    try {
+      result = await this._runAs(owner, fn, hold)
+    } catch (error) {
+      // The function's error is the one that matters; a failed release (say, the lock was
+      // lost meanwhile) is attached to it.
+      await hold.release().catch((releaseError) => {
+        if (error !== null && typeof error === 'object' && Object.isExtensible(error) && !('releaseError' in error)) {
+          error.releaseError = releaseError
+        }
+      })
+      throw error
+    }
+    await hold.release()
+    return result
+  }
+
+  /**
+   * Releases one level of the current async flow's hold (the flow of a `withLock` function or
+   * of `hold.run`). Rejects with ZKLOCK_NOT_OWNER if this flow does not hold the lock.
+   */
+  release() {
+    const owner = this.#flows.getStore()
+    if (owner === undefined || !this.#native.isHeldBy(owner)) {
+      return Promise.reject(zklockError(codes.NOT_OWNER, 'this async flow does not hold the lock', this.#path))
+    }
+    return this._releaseOwner(owner)
+  }
+
+  // For Hold: where its signal registers, so that close() can deliver the loss at once.
+  _signalsOfClient() {
+    return this.#signals
+  }
+
+  // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
+  _runAs(owner, fn, ...args) {
+    return this.#flows.run(owner, fn, ...args)
+  }
+
+  // One level of `owner`'s hold: nested levels at once, the last one with the delete.
+  _releaseOwner(owner) {
+    try {
+      if (this.#native.releaseNested(owner)) return Promise.resolve()
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#native.release(owner)
+  }
+
+  // A new level for the current flow, if it holds the lock; null otherwise.
+  #reenter() {
+    const owner = this.#flows.getStore()
+    if (owner === undefined || !this.#native.reenter(owner)) return null
+    const nativeHold = owner === this.#holder ? this.#holderNative : this.#native.holdOf(owner)
+    return new Hold(CONSTRUCT, this, owner, nativeHold)
+  }
+
+  #held(owner, nativeHold) {
+    this.#holder = owner
+    this.#holderNative = nativeHold
+    return new Hold(CONSTRUCT, this, owner, nativeHold)
+  }
+
+  async #contend(owner, timeoutMs, signal) {
+    if (signal === undefined) {
+      const nativeHold = await this.#native.acquire(owner, timeoutMs, false)
+      return nativeHold ? this.#held(owner, nativeHold) : false
+    }
+    // Aborting drops the native attempt, which removes its node.
+    const onAbort = () => this.#native.abort(owner)
+    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      const nativeHold = await this.#native.acquire(owner, timeoutMs, true)
+      if (signal.aborted) {
+        // Aborted just as the lock was obtained: give it back.
+        if (nativeHold) await this.#native.release(owner).catch(() => {})
+        throw abortError(signal)
+      }
+      return nativeHold ? this.#held(owner, nativeHold) : false
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------- hold
+
+const LOST_REASONS = {
+  sessionExpired: 'the session expired',
+  disconnectedTooLong: 'the client was disconnected for too long and gave up its session',
+  closed: 'the client was closed',
+  nodeDeleted: 'someone else deleted the lock node',
+  authFailed: 'authentication failed',
+}
+
+function lostError(reason, path) {
+  const error = zklockError(codes.LOCK_LOST, `lock lost: ${LOST_REASONS[reason] ?? reason}`, path)
+  error.lostReason = reason
+  return error
+}
+
+/** One level of a held lock, from `lock.acquire()` or given to `withLock`'s function. */
+class Hold {
+  #lock
+  #owner
+  #native
+  #released = false
+  #controller = null
+  #signalEntry = null
+
+  constructor(token, lock, owner, nativeHold) {
+    if (token !== CONSTRUCT) throw invalid('holds come from lock.acquire()')
+    this.#lock = lock
+    this.#owner = owner
+    this.#native = nativeHold
+  }
+
+  /** The lock node's creation zxid (a bigint): it rises across successive holders. */
+  get fencingToken() {
+    return this.#native.fencingToken
+  }
+
+  /** The lock node's sequence number. */
+  get sequence() {
+    return this.#native.sequence
+  }
+
+  /** `'held'`, `'suspended'`, `'lost'` or `'released'`. */
+  get state() {
+    return this.#native.state
+  }
+
+  /**
+   * Aborts when the lock is lost (session expired, client closed, node deleted), with a
+   * ZKLOCK_LOCK_LOST error as its reason; pass it to fetch or any other abortable work. Never
+   * aborts for a release.
+   */
+  get signal() {
+    if (this.#controller === null) {
+      const controller = new AbortController()
+      this.#controller = controller
+      const nativeHold = this.#native
+      const path = this.#lock.path
+      const signals = this.#lock._signalsOfClient()
+      const entry = {
+        abortIfLost() {
+          if (!controller.signal.aborted && nativeHold.state === 'lost') {
+            controller.abort(lostError(nativeHold.lostReason, path))
+          }
+        },
+      }
+      this.#signalEntry = entry
+      entry.abortIfLost()
+      if (!controller.signal.aborted) {
+        signals.add(entry)
+        nativeHold.watchLost((reason) => {
+          signals.delete(entry)
+          controller.abort(lostError(reason, path))
+        })
+      }
+    }
+    return this.#controller.signal
+  }
+
+  /**
+   * Releases this level; the last level deletes the lock node and resolves once the server
+   * confirmed it. Rejects with ZKLOCK_NOT_OWNER if this hold was already released, and with
+   * ZKLOCK_LOCK_LOST if the lock was lost (nothing is deleted then).
+   */
+  release() {
+    if (this.#released) {
+      return Promise.reject(zklockError(codes.NOT_OWNER, 'this hold was already released', this.#lock.path))
+    }
+    this.#released = true
+    if (this.#signalEntry !== null) this.#lock._signalsOfClient().delete(this.#signalEntry)
+    return this.#lock._releaseOwner(this.#owner)
+  }
+
+  /**
+   * Runs `fn()` as this hold's owner: calls on the same lock in it (and in everything it
+   * starts) re-enter instead of queueing behind this hold.
+   */
+  run(fn) {
+    if (typeof fn !== 'function') throw invalid(`hold.run needs a function, got ${describe(fn)}`)
+    return this.#lock._runAs(this.#owner, fn)
+  }
+
+  /** `await using hold = await lock.acquire()` releases at the end of the block. */
+  async [Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')]() {
+    if (!this.#released) await this.release()
+  }
+}
+
+module.exports = { Client, Lock, Hold, AbortError, codes }

@@ -1,0 +1,124 @@
+//! The client: one ZooKeeper session at a time, shared by its locks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Function, PromiseRaw};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::Env;
+use napi_derive::napi;
+use tokio_util::sync::CancellationToken;
+use zklock::{ClientOptions, LockOptions, SessionState};
+
+use crate::lock::NativeLock;
+use crate::runtime::{self, Shared};
+
+/// Connects and establishes a session. The JavaScript layer has validated the arguments; the
+/// core validates the connect string.
+#[napi]
+pub fn connect<'env>(
+    env: &'env Env,
+    hosts: String,
+    session_timeout_ms: u32,
+    connect_timeout_ms: u32,
+    auth: Option<String>,
+) -> napi::Result<PromiseRaw<'env, NativeClient>> {
+    let options = ClientOptions {
+        session_timeout: Duration::from_millis(session_timeout_ms.into()),
+        connect_timeout: Duration::from_millis(connect_timeout_ms.into()),
+        digest_auth: auth,
+        language: "node".into(),
+    };
+    let env_for_register = *env;
+    runtime::promise(env, async move { zklock::Client::connect_with(&hosts, options).await }, move |client| {
+        let shared = Arc::new(Shared { client });
+        // Only fails if Node refuses the cleanup hook; the session then ends by TCP reset.
+        let _ = runtime::register(&env_for_register, &shared);
+        NativeClient { shared }
+    })
+}
+
+#[napi]
+pub struct NativeClient {
+    shared: Arc<Shared>,
+}
+
+#[napi]
+impl NativeClient {
+    /// `connected`, `disconnected`, `expired`, `authFailed` or `closed`.
+    #[napi(getter)]
+    pub fn state(&self) -> &'static str {
+        state_name(self.shared.client.state())
+    }
+
+    #[napi]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let client = self.shared.client.clone();
+        runtime::promise(
+            env,
+            async move {
+                client.close().await;
+                Ok(())
+            },
+            |()| (),
+        )
+    }
+
+    #[napi]
+    pub fn lock(&self, env: &Env, path: String, identifier: Option<String>) -> napi::Result<NativeLock> {
+        let options = LockOptions { identifier, ..LockOptions::default() };
+        match self.shared.client.lock_with(&path, options) {
+            Ok(lock) => Ok(NativeLock::new(lock, self.shared.clone())),
+            Err(err) => Err(crate::error::to_js(env, &err)),
+        }
+    }
+
+    /// Calls `callback` with each state change until `stop()`. The callback never keeps the
+    /// process alive.
+    #[napi]
+    pub fn watch_state(&self, callback: Function<String, ()>) -> napi::Result<NativeStateWatch> {
+        let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
+        // Subscribed now, so nothing between this call and the task's start is missed.
+        let mut changes = self.shared.client.state_changes();
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        napi::bindgen_prelude::spawn(async move {
+            loop {
+                tokio::select! {
+                    change = changes.next() => match change {
+                        Some(state) => {
+                            notify.call(state_name(state).to_owned(), ThreadsafeFunctionCallMode::NonBlocking);
+                        }
+                        None => return,
+                    },
+                    _ = stopped.cancelled() => return,
+                }
+            }
+        });
+        Ok(NativeStateWatch { stop })
+    }
+}
+
+#[napi]
+pub struct NativeStateWatch {
+    stop: CancellationToken,
+}
+
+#[napi]
+impl NativeStateWatch {
+    #[napi]
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+fn state_name(state: SessionState) -> &'static str {
+    match state {
+        SessionState::Connected => "connected",
+        SessionState::Disconnected => "disconnected",
+        SessionState::Expired => "expired",
+        SessionState::AuthFailed => "authFailed",
+        SessionState::Closed => "closed",
+        _ => "disconnected",
+    }
+}

@@ -1,0 +1,195 @@
+//! A lock, driven by owner ids that the JavaScript layer assigns to async flows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use zklock::Owner;
+
+use crate::error;
+use crate::hold::NativeHold;
+use crate::runtime::{self, Shared};
+
+#[napi]
+pub struct NativeLock {
+    lock: zklock::Lock,
+    /// Keeps the client (and its exit hook entry) alive as long as a lock made from it.
+    _shared: Arc<Shared>,
+    /// Abortable acquisitions in flight, by owner (the core allows one per owner).
+    aborts: Arc<Mutex<Vec<(u64, CancellationToken)>>>,
+}
+
+/// The owner for an id.
+fn owner(id: i64) -> Owner {
+    Owner::new(id as u64)
+}
+
+/// The owner for an id, labelled for the lock nodes it creates: the label names the async flow.
+fn labelled_owner(id: i64) -> Owner {
+    Owner::with_label(id as u64, format!("async-flow:{id}"))
+}
+
+impl NativeLock {
+    pub(crate) fn new(lock: zklock::Lock, shared: Arc<Shared>) -> NativeLock {
+        NativeLock { lock, _shared: shared, aborts: Arc::default() }
+    }
+}
+
+#[napi]
+impl NativeLock {
+    #[napi(getter)]
+    pub fn path(&self) -> String {
+        self.lock.path().to_owned()
+    }
+
+    /// Queues `owner` and resolves to its hold, or to `null` when `timeout_ms` passed (`0`: only
+    /// tried) or when [`NativeLock::abort`] was called for it; the attempt's node is then removed.
+    #[napi]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        owner_id: i64,
+        timeout_ms: Option<f64>,
+        abortable: bool,
+    ) -> napi::Result<PromiseRaw<'env, Option<NativeHold>>> {
+        let lock = self.lock.clone();
+        let owner = labelled_owner(owner_id);
+        let timeout = timeout_ms.map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        let abort = abortable.then(|| {
+            let token = CancellationToken::new();
+            self.aborts.lock().push((owner.id(), token.clone()));
+            token
+        });
+        let aborts = self.aborts.clone();
+        let acquisition = async move {
+            let Some(abort) = abort else { return lock.acquire_for(&owner, timeout).await };
+            // Dropping the core's future on abort removes the attempt's node in the background.
+            let result = tokio::select! {
+                result = lock.acquire_for(&owner, timeout) => result,
+                _ = abort.cancelled() => Ok(None),
+            };
+            aborts.lock().retain(|(id, _)| *id != owner.id());
+            result
+        };
+        runtime::promise(env, acquisition, |hold| hold.map(NativeHold::new))
+    }
+
+    /// Gives up `owner`'s acquisition in flight, if any: its promise resolves to `null`.
+    #[napi]
+    pub fn abort(&self, owner_id: i64) {
+        if let Some((_, token)) = self.aborts.lock().iter().find(|(id, _)| *id == owner_id as u64) {
+            token.cancel();
+        }
+    }
+
+    /// Re-enters at once if `owner` holds the lock (no ZooKeeper traffic, no promise) and returns
+    /// true; false if it does not hold it.
+    #[napi]
+    pub fn reenter(&self, env: &Env, owner_id: i64) -> napi::Result<bool> {
+        let owner = owner(owner_id);
+        if !self.lock.is_held_by(&owner) {
+            return Ok(false);
+        }
+        // For a holder the core's acquire completes in its first poll: it only counts up.
+        match self.lock.acquire_for(&owner, None).now_or_never() {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(err)) => Err(error::to_js(env, &err)),
+            None => Err(napi::Error::from_reason("zklock: a reentrant acquire did not complete at once")),
+        }
+    }
+
+    /// Releases one nested level at once when `owner` holds more than one (no ZooKeeper
+    /// traffic, no promise) and returns true; false when the release needs [`NativeLock::release`].
+    #[napi]
+    pub fn release_nested(&self, env: &Env, owner_id: i64) -> napi::Result<bool> {
+        let owner = owner(owner_id);
+        match self.lock.hold_of(&owner) {
+            // More than one level only counts down (or, once lost, reports it): done in one poll.
+            Some((_, count)) if count > 1 => match self.lock.release(&owner).now_or_never() {
+                Some(Ok(())) => Ok(true),
+                Some(Err(err)) => Err(error::to_js(env, &err)),
+                None => Err(napi::Error::from_reason("zklock: a nested release did not complete at once")),
+            },
+            _ => Ok(false),
+        }
+    }
+
+    /// Releases one level of `owner`'s hold; at the last level, deletes the node and resolves
+    /// once the server confirmed it.
+    #[napi]
+    pub fn release<'env>(&self, env: &'env Env, owner_id: i64) -> napi::Result<PromiseRaw<'env, ()>> {
+        let lock = self.lock.clone();
+        let owner = owner(owner_id);
+        runtime::promise(env, async move { lock.release(&owner).await }, |()| ())
+    }
+
+    #[napi]
+    pub fn is_held_by(&self, owner_id: i64) -> bool {
+        self.lock.is_held_by(&owner(owner_id))
+    }
+
+    /// `owner`'s hold, if it holds the lock.
+    #[napi]
+    pub fn hold_of(&self, owner_id: i64) -> Option<NativeHold> {
+        self.lock.hold_of(&owner(owner_id)).map(|(hold, _)| NativeHold::new(hold))
+    }
+
+    #[napi]
+    pub fn contenders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
+        let lock = self.lock.clone();
+        runtime::promise(env, async move { lock.contenders().await }, |all| {
+            all.into_iter().map(Participant::from).collect()
+        })
+    }
+
+    #[napi]
+    pub fn holder<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<Participant>>> {
+        let lock = self.lock.clone();
+        runtime::promise(env, async move { lock.holder().await }, |holder| holder.map(Participant::from))
+    }
+}
+
+/// One contender in a lock's queue.
+#[napi(object)]
+pub struct Participant {
+    pub node: String,
+    pub sequence: Option<i64>,
+    pub fencing_token: BigInt,
+    pub session_id: BigInt,
+    pub identity: Option<Identity>,
+    pub data: Buffer,
+}
+
+/// Who a lock node belongs to, as zklock records it in any language.
+#[napi(object)]
+pub struct Identity {
+    pub host: String,
+    pub pid: u32,
+    pub owner: String,
+    pub lang: String,
+    pub identifier: Option<String>,
+}
+
+impl From<zklock::Participant> for Participant {
+    fn from(p: zklock::Participant) -> Participant {
+        Participant {
+            identity: p.identity.map(|i| Identity {
+                host: i.host,
+                pid: i.pid,
+                owner: i.owner,
+                lang: i.lang,
+                identifier: i.identifier,
+            }),
+            node: p.node,
+            sequence: p.sequence,
+            fencing_token: BigInt::from(p.fencing_token),
+            session_id: BigInt::from(p.session_id),
+            data: p.data.into(),
+        }
+    }
+}
