@@ -68,7 +68,6 @@ fn parse(line: &str) -> Option<HeldLine> {
 
 fn coordinate() -> i32 {
     let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT (scripts/demo starts a server and sets it)");
-    println!("zklock demo: {WORKERS} processes x {ROUNDS} rounds contend for {LOCK_PATH} on {connect}");
     let me = std::env::current_exe().unwrap();
     let mut commands: Vec<Command> = (0..WORKERS)
         .map(|i| {
@@ -82,6 +81,11 @@ fn coordinate() -> i32 {
         command.args(["-c", extra]);
         commands.push(command);
     }
+    let extras = commands.len() - WORKERS;
+    println!(
+        "zklock demo: {WORKERS} Rust processes{} x {ROUNDS} rounds contend for {LOCK_PATH} on {connect}",
+        if extras > 0 { format!(" and {extras} in other languages") } else { String::new() }
+    );
     let children: Vec<_> =
         commands.iter_mut().map(|command| command.stdout(Stdio::piped()).spawn().expect("spawn a worker")).collect();
     let mut held = Vec::new();
