@@ -1,9 +1,10 @@
 //! Client CPU per cycle, user and system: zklock's acquire+release against the raw floor
-//! (create+delete with the same ZooKeeper client). CPU time, unlike throughput, barely moves when
+//! (create+delete with the same ZooKeeper client), and against the floor plus the listing the
+//! recipe pipelines behind the create (what one uncontended cycle must send, with no lock code). CPU time, unlike throughput, barely moves when
 //! the machine is busy, so this finds client-side overhead that a noisy 2-core box hides.
 //!
 //!   scripts/zk run -- cargo run --release -p zklock-bench --example client_cost
-//!   N=4000 (cycles per phase, default 3000), ONLY=lock|floor (one side; e.g. under strace -c -f)
+//!   N=4000 (cycles per phase, default 3000), ONLY=lock|floor|listed (one side; e.g. under strace -c -f)
 use std::time::{Duration, Instant};
 
 use zklock::{Client, Owner};
@@ -40,22 +41,33 @@ async fn main() {
     for round in 0..3 {
         let (c0, t0) = (cpu(), Instant::now());
         let only = std::env::var("ONLY").unwrap_or_default();
-        for _ in 0..if only == "floor" { 0 } else { n } {
+        for _ in 0..if only.is_empty() || only == "lock" { n } else { 0 } {
             let g = lock.acquire(&owner).await.unwrap();
             g.release().await.unwrap();
         }
         let (c1, t1) = (cpu(), Instant::now());
-        for _ in 0..if only == "lock" { 0 } else { n } {
+        for _ in 0..if only.is_empty() || only == "floor" { n } else { 0 } {
             let (_, seq) = zkc.create(&prefix, &data, &mode).await.unwrap();
             zkc.delete(&format!("{prefix}{seq}"), None).await.unwrap();
         }
         let (c2, t2) = (cpu(), Instant::now());
+        let parent = format!("{base}/floor");
+        for _ in 0..if only.is_empty() || only == "listed" { n } else { 0 } {
+            let create = zkc.create(&prefix, &data, &mode);
+            let listing = zkc.list_children(&parent);
+            let (_, seq) = create.await.unwrap();
+            std::hint::black_box(listing.await.unwrap());
+            zkc.delete(&format!("{prefix}{seq}"), None).await.unwrap();
+        }
+        let (c3, t3) = (cpu(), Instant::now());
         println!(
-            "round {round}: lock {} us/cycle {:.0} cycles/s | floor {} {:.0} cycles/s",
+            "round {round}: lock {} us/cycle {:.0}/s | floor {} {:.0}/s | floor+listing {} {:.0}/s",
             per(c0, c1, n),
             n as f64 / (t1 - t0).as_secs_f64(),
             per(c1, c2, n),
-            n as f64 / (t2 - t1).as_secs_f64()
+            n as f64 / (t2 - t1).as_secs_f64(),
+            per(c2, c3, n),
+            n as f64 / (t3 - t2).as_secs_f64()
         );
     }
 }
