@@ -25,6 +25,25 @@ fn per(a: (Duration, Duration), b: (Duration, Duration), n: u32) -> String {
     )
 }
 
+/// TCP_NODELAY on every TCP socket of the process, so the raw client pipelines as zklock's does
+/// (zklock sets it on its own connections; `zookeeper-client` leaves Nagle on).
+fn nodelay_everywhere() {
+    for entry in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else { continue };
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt on a descriptor of ours; it fails harmlessly on anything but TCP.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let connect = std::env::var("ZK_CONNECT").unwrap();
@@ -35,6 +54,7 @@ async fn main() {
     let owner = Owner::new(1);
     let zkc = zk::Client::connect(&connect).await.unwrap();
     zkc.mkdir(&format!("{base}/floor"), &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    nodelay_everywhere();
     let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
     let data = [b'x'; 110];
     let prefix = format!("{base}/floor/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-");
