@@ -100,9 +100,11 @@ async function reentrantNs(client, path) {
   // Nested calls re-enter only as the holder's flow: run them under the outer hold.
   const best = await outer.run(async () => {
     await pairs(Math.max(1, Math.round(reentrantIters / 5)))
-    let min = Infinity
-    for (let round = 0; round < 5; round++) min = Math.min(min, await pairs(reentrantIters))
-    return min
+    // The median of 5 rounds, as the Curator benchmark reports it.
+    const rounds = []
+    for (let round = 0; round < 5; round++) rounds.push(await pairs(reentrantIters))
+    rounds.sort((a, b) => a - b)
+    return rounds[2]
   })
   await outer.release()
   return best

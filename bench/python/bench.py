@@ -75,9 +75,9 @@ class Zklock(Impl):
 
         iters = int(os.environ.get("BENCH_REENTRANT_ITERS", "1000000"))
         pairs(max(iters // 5, 1))
-        best = min(pairs(iters) for _ in range(5))
+        median = sorted(pairs(iters) for _ in range(5))[2]  # as the Curator benchmark reports it
         release()
-        return best
+        return median
 
 
 class Kazoo(Impl):

@@ -156,12 +156,14 @@ async fn reentrant_ns(client: &Client, path: &str) -> f64 {
         }
     };
     pairs(200_000).await;
-    let mut best = f64::MAX;
+    // The median of 5 rounds, as the Curator benchmark reports it.
+    let mut rounds = Vec::new();
     for _ in 0..5 {
-        best = best.min(pairs(1_000_000).await);
+        rounds.push(pairs(1_000_000).await);
     }
+    rounds.sort_by(f64::total_cmp);
     outer.release().await.unwrap();
-    best
+    rounds[2]
 }
 
 #[tokio::main]
