@@ -228,3 +228,38 @@ def test_a_task_cancelled_after_its_result_arrived_gives_the_lock_back(client, k
     wait_children(kazoo, path, 0)
     assert lock.acquire(blocking=False)
     lock.release()
+
+
+def test_holder_and_contenders_can_be_awaited_and_leave_the_loop_free(client, path):
+    lock = client.lock(path, identifier="async-query")
+    waiter_lock = client.lock(path)
+
+    async def waiter() -> None:
+        async with waiter_lock:
+            pass
+
+    async def main() -> None:
+        async with lock:
+            waiting = asyncio.create_task(waiter(), name="the-waiter")
+            while len(await lock.contenders_async()) < 2:
+                await asyncio.sleep(0.01)
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            ticker = asyncio.create_task(tick())
+            holder = await lock.holder_async()
+            contenders = await lock.contenders_async()
+            ticker.cancel()
+            assert ticks > 0, "the loop ran other tasks while the queries were in flight"
+            assert holder is not None and holder.identity is not None
+            assert holder.identity["identifier"] == "async-query"
+            assert [c.node for c in contenders][0] == holder.node and len(contenders) == 2
+            assert contenders[1].identity is not None and contenders[1].identity["owner"] == "task:the-waiter"
+        await waiting
+
+    asyncio.run(main())

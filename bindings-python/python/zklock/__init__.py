@@ -171,6 +171,15 @@ class Lock(_native.Lock):
         self._release_async(owner, done)
         await future
 
+    async def holder_async(self) -> Optional[Participant]:
+        """As ``holder()``, without blocking the event loop: the query runs in the loop's default
+        executor, whose thread waits with the GIL released."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.holder)
+
+    async def contenders_async(self) -> "list[Participant]":
+        """As ``contenders()``, without blocking the event loop (see ``holder_async``)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.contenders)
+
     async def __aenter__(self) -> bool:
         return await self.acquire_async()
 
