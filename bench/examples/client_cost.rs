@@ -1,10 +1,12 @@
-//! Client CPU per cycle, user and system: zklock's acquire+release against the raw floor
-//! (create+delete with the same ZooKeeper client), and against the floor plus the listing the
-//! recipe pipelines behind the create (what one uncontended cycle must send, with no lock code). CPU time, unlike throughput, barely moves when
-//! the machine is busy, so this finds client-side overhead that a noisy 2-core box hides.
+//! Client CPU per cycle, user and system, and throughput, in alternating rounds: zklock's
+//! acquire+release; the raw floor (create+delete with the same ZooKeeper client); and the floor
+//! plus the listing the recipe pipelines behind the create (what one uncontended cycle must send,
+//! with no lock code). CPU time, unlike throughput, barely moves when the machine is busy, so this
+//! finds client-side overhead that a noisy 2-core box hides; many short rounds give medians.
 //!
 //!   scripts/zk run -- cargo run --release -p zklock-bench --example client_cost
-//!   N=4000 (cycles per phase, default 3000), ONLY=lock|floor|listed (one side; e.g. under strace -c -f)
+//!   N (cycles per phase and round, default 3000), ROUNDS (default 3),
+//!   ONLY=lock|floor|listed (one phase only; e.g. under strace -c -f)
 use std::time::{Duration, Instant};
 
 use zklock::{Client, Owner};
@@ -58,7 +60,8 @@ async fn main() {
     let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
     let data = [b'x'; 110];
     let prefix = format!("{base}/floor/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-");
-    for round in 0..3 {
+    let rounds: u32 = std::env::var("ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    for round in 0..rounds {
         let (c0, t0) = (cpu(), Instant::now());
         let only = std::env::var("ONLY").unwrap_or_default();
         for _ in 0..if only.is_empty() || only == "lock" { n } else { 0 } {
