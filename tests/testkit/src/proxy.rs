@@ -655,6 +655,45 @@ enum Ev {
     Reset,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// client -> server
+    Up,
+    /// server -> client, which a firing trigger also holds back (`hold_down`)
+    Down,
+}
+
+/// The gate every pump passes before forwarding: waits while the proxy stalls (setting
+/// `stalled`), or while a trigger holds the server->client direction back. Returns the lock in
+/// pass mode; `None` once the connection is dead or the proxy stops, and after killing the
+/// connection in cut mode.
+fn wait_to_forward<'a>(
+    sh: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    id: u64,
+    direction: Direction,
+    stalled: &mut bool,
+) -> Option<MutexGuard<'a, State>> {
+    loop {
+        let stopping = st.stopping;
+        let mode = st.mode;
+        let cs = st.conns.get_mut(&id)?;
+        if cs.dead || stopping {
+            return None;
+        }
+        match mode {
+            ProxyMode::Cut => {
+                kill(cs);
+                return None;
+            }
+            ProxyMode::Pass if !(direction == Direction::Down && cs.hold_down) => return Some(st),
+            ProxyMode::Pass => {}
+            ProxyMode::Stall => *stalled = true,
+        }
+        st = sh.wait(st);
+    }
+}
+
 fn up_pump(sh: Arc<Shared>, id: u64, conn: Arc<Conn>) {
     up_pump_inner(&sh, id, &conn);
     pump_exit(&sh, id, conn);
@@ -663,27 +702,8 @@ fn up_pump(sh: Arc<Shared>, id: u64, conn: Arc<Conn>) {
 fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
     // 1. wait for pass mode, then connect upstream
     {
-        let mut st = sh.lock();
         let mut stalled = false;
-        loop {
-            let stopping = st.stopping;
-            let mode = st.mode;
-            let Some(cs) = st.conns.get_mut(&id) else { return };
-            if cs.dead || stopping {
-                return;
-            }
-            match mode {
-                ProxyMode::Pass => break,
-                ProxyMode::Cut => {
-                    kill(cs);
-                    return;
-                }
-                ProxyMode::Stall => {
-                    stalled = true;
-                    st = sh.wait(st);
-                }
-            }
-        }
+        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Up, &mut stalled) else { return };
         if stalled && client_hung_up(conn.client.as_raw_fd()) {
             // accepted during a stall, gone before the pass: never reaches the server
             if let Some(cs) = st.conns.get_mut(&id) {
@@ -736,24 +756,7 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => Ev::Reset,
         };
-        // the gate
-        let mut st = sh.lock();
-        loop {
-            let stopping = st.stopping;
-            let mode = st.mode;
-            let Some(cs) = st.conns.get_mut(&id) else { return };
-            if cs.dead || stopping {
-                return;
-            }
-            match mode {
-                ProxyMode::Pass => break,
-                ProxyMode::Cut => {
-                    kill(cs);
-                    return;
-                }
-                ProxyMode::Stall => st = sh.wait(st),
-            }
-        }
+        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Up, &mut false) else { return };
         match ev {
             Ev::Reset => {
                 kill(st.conns.get_mut(&id).unwrap());
@@ -839,23 +842,7 @@ fn down_pump(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => (Ev::Reset, 0),
         };
-        let mut st = sh.lock();
-        loop {
-            let stopping = st.stopping;
-            let mode = st.mode;
-            let Some(cs) = st.conns.get_mut(&id) else { return };
-            if cs.dead || stopping {
-                return;
-            }
-            match mode {
-                ProxyMode::Cut => {
-                    kill(cs);
-                    return;
-                }
-                ProxyMode::Pass if !cs.hold_down => break,
-                _ => st = sh.wait(st),
-            }
-        }
+        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Down, &mut false) else { return };
         match ev {
             Ev::Reset => {
                 kill(st.conns.get_mut(&id).unwrap());
