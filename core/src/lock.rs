@@ -220,7 +220,10 @@ impl Lock {
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<LockGuard> {
         match self.acquire_hold(owner, Wait::at_most(timeout)).await? {
             Some(hold) => Ok(self.guard(owner, hold)),
-            None => Err(self.inner.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)")),
+            None if timeout.is_zero() => {
+                Err(self.inner.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)"))
+            }
+            None => Err(self.inner.error(ErrorKind::Timeout, format!("not acquired within {timeout:?}"))),
         }
     }
 
@@ -231,14 +234,11 @@ impl Lock {
     }
 
     /// The binding-level acquire: `timeout` of `None` waits forever, `Some(ZERO)` only tries.
-    /// Returns `Ok(None)` when the lock was not obtained in time. The hold is released with
-    /// [`Lock::release`], not by a guard.
+    /// Returns `Ok(None)` when the lock was held by others until the timeout; any other failure
+    /// is an error, including [`ErrorKind::Timeout`] when no session could be established in
+    /// time or a try got no answer. The hold is released with [`Lock::release`], not by a guard.
     pub async fn acquire_for(&self, owner: &Owner, timeout: Option<Duration>) -> Result<Option<Hold>> {
-        let wait = timeout.map_or(Wait::Forever, Wait::at_most);
-        match self.acquire_hold(owner, wait).await {
-            Err(err) if err.kind() == ErrorKind::Timeout => Ok(None),
-            other => other,
-        }
+        self.acquire_hold(owner, timeout.map_or(Wait::Forever, Wait::at_most)).await
     }
 
     /// Releases one level of `owner`'s hold; at zero the lock node is deleted, and this returns
@@ -484,7 +484,12 @@ impl LockInner {
             node: None,
             armed: false,
         };
-        let result = self.queue_and_wait(&session, owner, wait, &mut attempt).await;
+        let mut result = self.queue_and_wait(&session, owner, wait, &mut attempt).await;
+        // With a deadline, a Timeout from the attempt can only be that deadline passing (the
+        // session was established above): the lock was not obtained in time, which is no error.
+        if matches!(wait, Wait::For(_)) && result.as_ref().is_err_and(|err| err.kind() == ErrorKind::Timeout) {
+            result = Ok(None);
+        }
         match &result {
             Ok(Some(_)) => attempt.armed = false,
             // The session is gone, and its ephemeral nodes with it.
@@ -512,9 +517,10 @@ impl LockInner {
         let stopped = |stop: Stop| match stop {
             Stop::Closed => self.closed_error(),
             Stop::SessionOver => self.session_over_error(session),
+            // Under Wait::For, `contend` turns this into "not obtained in time".
             Stop::Deadline => match wait {
                 Wait::No => self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the lock"),
-                _ => self.error(ErrorKind::Timeout, format!("not acquired within {:?}", deadline.unwrap() - started)),
+                _ => self.error(ErrorKind::Timeout, "the attempt's deadline passed"),
             },
         };
         let data = self.node_data(owner);

@@ -29,7 +29,9 @@ pub enum LostReason {
 }
 
 impl LostReason {
-    pub(crate) fn describe(self) -> &'static str {
+    /// What happened, as a sentence fragment (`"the session expired"`), for messages in every
+    /// language.
+    pub fn describe(self) -> &'static str {
         match self {
             LostReason::SessionExpired => "the session expired",
             LostReason::DisconnectedTooLong => "the client was disconnected for too long and gave up its session",
