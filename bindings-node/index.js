@@ -138,8 +138,8 @@ class Client {
     const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth'], 'Client.connect')
     const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
     const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
+    // The core rejects an auth without a colon, before any network traffic.
     const auth = checkString(opts.auth, 'auth', { optional: true })
-    if (auth !== undefined && !auth.includes(':')) throw invalid('auth must be "user:password"')
     const client = new Client(CONSTRUCT, await native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth))
     closeSessionsAtExit()
     return client
@@ -244,7 +244,7 @@ class Lock {
 
   /** The state of this Lock object's hold (`'held'`, `'suspended'` or `'lost'`), or null. */
   get state() {
-    return this.#holder === undefined ? null : (this.#native.holdOf(this.#holder)?.state ?? null)
+    return this.#holder === undefined ? null : (this.#native.stateOf(this.#holder) ?? null)
   }
 
   /** Every contender, holder first, in queue order, with the identity recorded in its node. */
@@ -325,7 +325,9 @@ class Lock {
    */
   release() {
     const owner = this.#flows.getStore()
-    if (owner === undefined || !this.#native.isHeldBy(owner)) {
+    // Outside any holder's flow there is no owner to ask the core about; inside one that does
+    // not hold the lock (any more), the core rejects with ZKLOCK_NOT_OWNER.
+    if (owner === undefined) {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this async flow does not hold the lock', this.#path))
     }
     return this._releaseOwner(owner)
@@ -389,17 +391,10 @@ class Lock {
 
 // ----------------------------------------------------------------------------- hold
 
-const LOST_REASONS = {
-  sessionExpired: 'the session expired',
-  disconnectedTooLong: 'the client was disconnected for too long and gave up its session',
-  closed: 'the client was closed',
-  nodeDeleted: 'someone else deleted the lock node',
-  authFailed: 'authentication failed',
-}
-
-function lostError(reason, path) {
-  const error = zklockError(codes.LOCK_LOST, `lock lost: ${LOST_REASONS[reason] ?? reason}`, path)
-  error.lostReason = reason
+// `lost` is the native { reason, description }: the description is the core's own text.
+function lostError(lost, path) {
+  const error = zklockError(codes.LOCK_LOST, `lock lost: ${lost.description}`, path)
+  error.lostReason = lost.reason
   return error
 }
 
@@ -449,7 +444,7 @@ class Hold {
       const entry = {
         abortIfLost() {
           if (!controller.signal.aborted && nativeHold.state === 'lost') {
-            controller.abort(lostError(nativeHold.lostReason, path))
+            controller.abort(lostError(nativeHold.lost, path))
           }
         },
       }
@@ -457,9 +452,9 @@ class Hold {
       entry.abortIfLost()
       if (!controller.signal.aborted) {
         signals.add(entry)
-        nativeHold.watchLost((reason) => {
+        nativeHold.watchLost((lost) => {
           signals.delete(entry)
-          controller.abort(lostError(reason, path))
+          controller.abort(lostError(lost, path))
         })
       }
     }

@@ -14,7 +14,7 @@ use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
 
 /// Connects and establishes a session. The JavaScript layer has validated the arguments; the
-/// core validates the connect string.
+/// core validates the connect string and the auth.
 #[napi]
 pub fn connect<'env>(
     env: &'env Env,

@@ -38,32 +38,50 @@ impl NativeHold {
     /// `held`, `suspended`, `lost` or `released`.
     #[napi(getter)]
     pub fn state(&self) -> &'static str {
-        match self.hold.state() {
-            HoldState::Held => "held",
-            HoldState::Suspended => "suspended",
-            HoldState::Lost => "lost",
-            HoldState::Released => "released",
-        }
+        state_name(self.hold.state())
     }
 
     /// Why the hold was lost, once it is.
     #[napi(getter)]
-    pub fn lost_reason(&self) -> Option<&'static str> {
-        self.hold.lost_reason().map(reason_name)
+    pub fn lost(&self) -> Option<Lost> {
+        self.hold.lost_reason().map(Lost::from)
     }
 
-    /// Calls `callback` with the reason once the hold is lost; never if it is released first.
+    /// Calls `callback` with why once the hold is lost; never if it is released first.
     /// The callback never keeps the process alive.
     #[napi]
-    pub fn watch_lost(&self, callback: Function<&'static str, ()>) -> napi::Result<()> {
+    pub fn watch_lost(&self, callback: Function<Lost, ()>) -> napi::Result<()> {
         let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
         let hold = self.hold.clone();
         napi::bindgen_prelude::spawn(async move {
             if let Some(reason) = hold.lost().await {
-                notify.call(reason_name(reason), ThreadsafeFunctionCallMode::NonBlocking);
+                notify.call(Lost::from(reason), ThreadsafeFunctionCallMode::NonBlocking);
             }
         });
         Ok(())
+    }
+}
+
+/// Why a hold was lost: the reason's code, and the core's description of it, so that the
+/// message reads the same in every language.
+#[napi(object)]
+pub struct Lost {
+    pub reason: String,
+    pub description: String,
+}
+
+impl From<LostReason> for Lost {
+    fn from(reason: LostReason) -> Lost {
+        Lost { reason: reason_name(reason).to_owned(), description: reason.describe().to_owned() }
+    }
+}
+
+pub(crate) fn state_name(state: HoldState) -> &'static str {
+    match state {
+        HoldState::Held => "held",
+        HoldState::Suspended => "suspended",
+        HoldState::Lost => "lost",
+        HoldState::Released => "released",
     }
 }
 

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use zklock::Owner;
 
 use crate::error;
-use crate::hold::NativeHold;
+use crate::hold::{self, NativeHold};
 use crate::runtime::{self, Shared};
 
 #[napi]
@@ -131,6 +131,12 @@ impl NativeLock {
     #[napi]
     pub fn is_held_by(&self, owner_id: i64) -> bool {
         self.lock.is_held_by(&owner(owner_id))
+    }
+
+    /// The state of `owner`'s hold (`held`, `suspended` or `lost`), if it holds the lock.
+    #[napi]
+    pub fn state_of(&self, owner_id: i64) -> Option<&'static str> {
+        self.lock.state_of(&owner(owner_id)).map(hold::state_name)
     }
 
     /// `owner`'s hold, if it holds the lock.

@@ -20,7 +20,7 @@ export function uniquePath(name) {
 /**
  * The ephemeral nodes under `lockPath`, as the server itself reports them through the `dump`
  * four-letter word: an observer that shares no code with zklock and no session with the client
- * under test. Nodes are listed in creation order per session.
+ * under test. The order of the list is the server's (unspecified): compare counts or sort.
  */
 export async function ephemeralsUnder(lockPath) {
   const [host, port] = ZK.split(',')[0].split('/')[0].split(':')
@@ -48,6 +48,19 @@ export async function waitFor(condition, { timeoutMs = 10000, what = 'condition'
     if (value) return value
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+/** Settles as `promise` does, or rejects naming `what` if it has not settled within `timeoutMs`. */
+export async function within(promise, timeoutMs, what) {
+  let timer
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs)
+  })
+  try {
+    return await Promise.race([promise, late])
+  } finally {
+    clearTimeout(timer)
   }
 }
 

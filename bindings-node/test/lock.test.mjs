@@ -2,10 +2,9 @@
 // ownership, identity. Lock nodes are observed through the server's `dump`, not through zklock.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { setTimeout as sleep } from 'node:timers/promises'
 
 import { Client, AbortError, codes } from 'zklock'
-import { ZK, uniquePath, ephemeralsUnder, nodesBecome, deferred, startProxy } from './helpers.mjs'
+import { ZK, uniquePath, ephemeralsUnder, nodesBecome, deferred, startProxy, within } from './helpers.mjs'
 
 let client
 before(async () => {
@@ -74,17 +73,22 @@ test('inside withLock, nested withLock and acquire re-enter with no ZooKeeper tr
     const lock = viaProxy.lock(path)
     await lock.withLock(async (outer) => {
       await proxy.command('stall')
-      const nested = await lock.withLock(async (hold) => {
-        assert.equal(hold.fencingToken, outer.fencingToken)
-        const inner = await lock.acquire()
-        assert.equal(inner.fencingToken, outer.fencingToken)
-        // Flows started from inside are part of the holder's flow too.
-        const child = await new Promise((resolve, reject) =>
-          setImmediate(() => lock.acquire().then((h) => h.release().then(() => resolve('child re-entered')), reject)),
-        )
-        await inner.release()
-        return child
-      })
+      // A call that reached for the stalled server would hang: fail fast instead.
+      const nested = await within(
+        lock.withLock(async (hold) => {
+          assert.equal(hold.fencingToken, outer.fencingToken)
+          const inner = await lock.acquire()
+          assert.equal(inner.fencingToken, outer.fencingToken)
+          // Flows started from inside are part of the holder's flow too.
+          const child = await new Promise((resolve, reject) =>
+            setImmediate(() => lock.acquire().then((h) => h.release().then(() => resolve('child re-entered')), reject)),
+          )
+          await inner.release()
+          return child
+        }),
+        5000,
+        'the nested calls, which must not need the server',
+      )
       assert.equal(nested, 'child re-entered')
       assert.ok(lock.isHeld)
       await proxy.command('pass')
@@ -234,5 +238,4 @@ test('await using releases the hold at the end of the block', async () => {
     await hold[Symbol.asyncDispose]() // idempotent, as disposal must be
   }
   await nodesBecome(path, 0)
-  await sleep(0)
 })

@@ -6,7 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 
 import { Client } from 'zklock'
-import { ZK, uniquePath, ephemeralsUnder, nodesBecome, runScript, waitFor } from './helpers.mjs'
+import { ZK, uniquePath, ephemeralsUnder, nodesBecome, runScript } from './helpers.mjs'
 
 let client
 before(async () => {
@@ -66,5 +66,5 @@ test('a pending acquire keeps the process alive while pending, and no longer', a
   assert.deepEqual(lines, ['WAITING', 'RESULT false'])
   assert.ok(Date.now() - started >= 1500, 'the process waited for its acquisition')
   await hold.release()
-  await waitFor(async () => (await ephemeralsUnder(lockPath)).length === 0, { what: 'no lock node' })
+  await nodesBecome(lockPath, 0)
 })

@@ -3,14 +3,18 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 
 import { Client, codes } from 'zklock'
-import { ZK, uniquePath, ephemeralsUnder, nodesBecome, startProxy, waitFor, deferred } from './helpers.mjs'
+import { ZK, uniquePath, ephemeralsUnder, nodesBecome, startProxy, within, deferred } from './helpers.mjs'
 
 test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are lost, waiters reject", async () => {
   const proxy = await startProxy()
   const client = await Client.connect(proxy.address, { sessionTimeoutMs: 2000 })
   const observer = await Client.connect(ZK)
   const states = []
-  const stopListening = client.onStateChange((state) => states.push(state))
+  const expired = deferred()
+  const stopListening = client.onStateChange((state) => {
+    states.push(state)
+    if (state === 'expired') expired.resolve()
+  })
   try {
     const path = uniquePath('expiry')
     const lock = client.lock(path)
@@ -48,7 +52,7 @@ test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are los
     await proxy.command('pass')
     await assert.rejects(hold.release(), { code: codes.LOCK_LOST })
     assert.equal(lock.isHeld, false)
-    await waitFor(() => states.includes('expired'), { what: "the 'expired' state change" })
+    await within(expired.promise, 10000, "the 'expired' state change")
     assert.ok(states.indexOf('disconnected') < states.indexOf('expired'), states.join())
     // The next acquisition establishes a new session.
     const again = await lock.acquire()
