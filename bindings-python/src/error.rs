@@ -2,6 +2,7 @@
 //! module `zklock._errors` (they need multiple inheritance: `LockTimeout` is also a
 //! `TimeoutError`, `InvalidArgumentError` a `ValueError`, `NotOwnerError` a `RuntimeError`).
 
+use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -36,13 +37,15 @@ exception_classes! {
 pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
     let message = err.to_string();
     let path = err.path();
-    let made = match err.kind() {
-        ErrorKind::ZooKeeper => {
-            zookeeper_class(py).and_then(|class| class.call1((message, path, err.zookeeper_code())))
-        }
-        kind => class_of(py, kind).and_then(|class| class.call1((message, path))),
-    };
-    match made {
+    match err.kind() {
+        ErrorKind::ZooKeeper => instance(zookeeper_class(py), (message, path, err.zookeeper_code())),
+        kind => instance(class_of(py, kind), (message, path)),
+    }
+}
+
+/// An instance of `class` made from `args`, or the failure to make one (which is raised instead).
+fn instance<'py>(class: PyResult<&Bound<'py, PyType>>, args: impl PyCallArgs<'py>) -> PyErr {
+    match class.and_then(|class| class.call1(args)) {
         Ok(exception) => PyErr::from_value(exception),
         Err(failed) => failed,
     }
@@ -68,10 +71,7 @@ fn class_of(py: Python<'_>, kind: ErrorKind) -> PyResult<&Bound<'_, PyType>> {
 /// `invalid argument on <path>: <what>`.
 pub(crate) fn invalid_argument(py: Python<'_>, subject: &str, what: impl std::fmt::Display) -> PyErr {
     let message = format!("invalid argument on {subject}: {what}");
-    match invalid_argument_class(py).and_then(|class| class.call1((message, subject))) {
-        Ok(exception) => PyErr::from_value(exception),
-        Err(failed) => failed,
-    }
+    instance(invalid_argument_class(py), (message, subject))
 }
 
 /// A client used in a process other than the one that made it (after `fork()`).
@@ -79,10 +79,7 @@ pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
     let message = format!(
         "client closed on {subject}: this client was made in the parent process before fork(); make a new one in the child"
     );
-    match closed_class(py).and_then(|class| class.call1((message, subject))) {
-        Ok(exception) => PyErr::from_value(exception),
-        Err(failed) => failed,
-    }
+    instance(closed_class(py), (message, subject))
 }
 
 /// A new client in a child forked after the parent made one (see `runtime::zookeeper_io_usable`).
@@ -92,10 +89,7 @@ pub(crate) fn forked_after_io(py: Python<'_>, subject: &str) -> PyErr {
          the ZooKeeper client library's I/O reactor does not survive fork(); make clients only after forking, or \
          start processes with the 'spawn' or 'forkserver' method"
     );
-    match base_class(py).and_then(|class| class.call1((message, subject))) {
-        Ok(exception) => PyErr::from_value(exception),
-        Err(failed) => failed,
-    }
+    instance(base_class(py), (message, subject))
 }
 
 /// Extension for core results: `.py(py)?` raises the mapped exception.

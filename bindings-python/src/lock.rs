@@ -2,8 +2,9 @@
 //! calling thread, and the primitives the Python layer builds the asyncio API on.
 
 use std::cell::OnceCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -131,40 +132,48 @@ fn lost_reason_name(reason: LostReason) -> &'static str {
     }
 }
 
-/// The `on_lost` callbacks of one `Lock`, and the holds they watch.
+/// The `on_lost` callbacks of one `Lock`.
 #[derive(Default)]
-struct LostWatch {
-    /// Whether any callback is registered: read on every acquisition, so kept off the mutex.
-    active: AtomicBool,
-    callbacks: Mutex<Vec<Callback>>,
-    /// Holds with a watcher task, so a reentrant acquire does not start a second one.
-    watched: Mutex<Vec<Hold>>,
+struct LostCallbacks(Mutex<Vec<Callback>>);
+
+impl LostCallbacks {
+    /// After `owner` acquired `hold`: a fresh hold (count 1) gets one watcher for the callbacks
+    /// registered by now; its re-entries share it.
+    fn watch_fresh(&self, lock: &zklock::Lock, owner: &zklock::Owner, hold: &Hold) {
+        if lock.hold_of(owner).is_some_and(|(_, count)| count == 1) {
+            watch(hold.clone(), self.0.lock().clone());
+        }
+    }
 }
 
-impl LostWatch {
-    /// Starts watching `hold` if callbacks are registered and nobody watches it yet.
-    fn watch(self: &Arc<Self>, hold: &Hold) {
-        if !self.active.load(Ordering::Acquire) {
-            return;
-        }
-        {
-            let mut watched = self.watched.lock();
-            watched.retain(|h| !matches!(h.state(), HoldState::Lost | HoldState::Released));
-            if watched.contains(hold) {
-                return;
-            }
-            watched.push(hold.clone());
-        }
-        let (watch, hold) = (self.clone(), hold.clone());
-        runtime::handle().spawn(async move {
-            let Some(reason) = hold.lost().await else { return };
-            watch.watched.lock().retain(|h| *h != hold);
-            let reason = lost_reason_name(reason);
-            for callback in watch.callbacks.lock().iter() {
-                callbacks::call_soon(callback.clone(), move |callback| callback.call1((reason,)).map(drop));
-            }
-        });
+/// Calls each of `callbacks` with the reason if `hold` is lost (not once it is released).
+fn watch(hold: Hold, callbacks: Vec<Callback>) {
+    if callbacks.is_empty() {
+        return;
     }
+    runtime::handle().spawn(async move {
+        let Some(reason) = hold.lost().await else { return };
+        let reason = lost_reason_name(reason);
+        for callback in callbacks {
+            callbacks::call_soon(callback, move |callback| callback.call1((reason,)).map(drop));
+        }
+    });
+}
+
+/// Tells `done` how a background call ended: `done(True, value)` or `done(False, exception)`.
+fn report(done: Callback, result: zklock::Result<bool>) {
+    callbacks::call_soon(done, move |done| match result {
+        Ok(value) => done.call1((true, value)).map(drop),
+        Err(err) => done.call1((false, to_py(done.py(), &err).into_value(done.py()))).map(drop),
+    });
+}
+
+/// What `_acquire_async` gives: the outcome when it was known at once (a re-entry), else the
+/// operation running on the runtime.
+#[derive(IntoPyObject)]
+enum Started {
+    Done(bool),
+    Running(AsyncOp),
 }
 
 #[pyclass(subclass, frozen, module = "zklock._native")]
@@ -173,7 +182,7 @@ pub(crate) struct Lock {
     /// Keeps the Python client alive (and so registered for closing at exit) while a lock is.
     client: Py<Client>,
     path: String,
-    lost: Arc<LostWatch>,
+    lost: Arc<LostCallbacks>,
 }
 
 impl Lock {
@@ -185,7 +194,7 @@ impl Lock {
         let lock = self.core(py)?;
         match runtime::block_on(py, lock.acquire_for(owner, wait))?.py(py)? {
             Some(hold) => {
-                self.lost.watch(&hold);
+                self.lost.watch_fresh(lock, owner, &hold);
                 Ok(true)
             }
             None => Ok(false),
@@ -268,76 +277,82 @@ impl Lock {
             .map(|(hold, count)| (hold_state_name(hold.state()), hold.fencing_token(), hold.sequence(), count)))
     }
 
-    /// Starts acquiring for `owner` on the runtime. `done(ok, value)` is called on a runtime
-    /// thread with the GIL: `(True, acquired: bool)` or `(False, exception)`. The returned
-    /// operation's `cancel()` drops the acquisition, which removes its node.
+    /// Acquires for `owner` without blocking. Polled once here first: a re-entry (or an error
+    /// known at once) gives its outcome directly, with no thread switch. Otherwise it goes on on
+    /// the runtime, and `done(ok, value)` is called on a runtime thread with the GIL:
+    /// `(True, acquired: bool)` or `(False, exception)`; the returned operation's `cancel()`
+    /// drops the acquisition, which removes its node.
     fn _acquire_async(
         &self,
         py: Python<'_>,
         owner: &Owner,
         timeout: Option<f64>,
         done: Py<PyAny>,
-    ) -> PyResult<AsyncOp> {
+    ) -> PyResult<Started> {
         let wait = wait_for(py, &self.path, timeout)?;
-        let lock = self.core(py)?.clone();
-        let (owner, lost, done): (_, _, Callback) = (owner.inner.clone(), self.lost.clone(), Arc::new(done));
-        let task = runtime::handle().spawn(async move {
+        let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
+        let mut acquire = Box::pin(async move {
             let result = lock.acquire_for(&owner, wait).await;
             if let Ok(Some(hold)) = &result {
-                lost.watch(hold);
+                lost.watch_fresh(&lock, &owner, hold);
             }
+            result.map(|hold| hold.is_some())
+        });
+        if let Poll::Ready(result) = runtime::poll_now(acquire.as_mut()) {
+            return Ok(Started::Done(result.py(py)?));
+        }
+        let done: Callback = Arc::new(done);
+        let task = runtime::handle().spawn(async move {
+            let result = acquire.await;
             // Not awaited: once the lock is ours, `done` must learn it even if this task is aborted.
-            callbacks::call_soon(done, move |done| match result {
-                Ok(acquired) => done.call1((true, acquired.is_some())).map(drop),
-                Err(err) => done.call1((false, to_py(done.py(), &err).into_value(done.py()))).map(drop),
-            });
+            report(done, result);
         });
-        Ok(AsyncOp { abort: task.abort_handle() })
+        Ok(Started::Running(AsyncOp { abort: task.abort_handle() }))
     }
 
-    /// Starts releasing one level for `owner`; `done(ok, value)` as for `_acquire_async`. A
-    /// release is never cancelled: it runs to completion so that no node is left behind.
-    fn _release_async(&self, py: Python<'_>, owner: &Owner, done: Py<PyAny>) -> PyResult<()> {
-        let lock = self.core(py)?.clone();
-        let (owner, done): (_, Callback) = (owner.inner.clone(), Arc::new(done));
-        runtime::handle().spawn(async move {
-            let result = lock.release(&owner).await;
-            callbacks::call_soon(done, move |done| match result {
-                Ok(()) => done.call1((true, true)).map(drop),
-                Err(err) => done.call1((false, to_py(done.py(), &err).into_value(done.py()))).map(drop),
-            });
-        });
-        Ok(())
+    /// Releases one level for `owner` without blocking. Polled once here first: an inner level
+    /// (or a `NotOwnerError`, raised here) finishes at once, and this returns True. Otherwise it
+    /// goes on on the runtime and returns False; `done(ok, value)`, if given, is called as for
+    /// `_acquire_async`. Without `done` the outcome is ignored: for an acquisition that succeeded
+    /// after its caller was cancelled. A release is never cancelled: no node is left behind.
+    #[pyo3(signature = (owner, done = None))]
+    fn _release_async(&self, py: Python<'_>, owner: &Owner, done: Option<Py<PyAny>>) -> PyResult<bool> {
+        let (lock, owner) = (self.core(py)?.clone(), owner.inner.clone());
+        let mut release = Box::pin(async move { lock.release(&owner).await.map(|()| true) });
+        match (runtime::poll_now(release.as_mut()), done) {
+            (Poll::Ready(result), Some(_)) => result.py(py),
+            (Poll::Ready(_), None) => Ok(true),
+            (Poll::Pending, done) => {
+                runtime::handle().spawn(async move {
+                    let result = release.await;
+                    if let Some(done) = done {
+                        report(Arc::new(done), result);
+                    }
+                });
+                Ok(false)
+            }
+        }
     }
 
-    /// Releases one level for `owner` in the background, ignoring the outcome: for an acquisition
-    /// that succeeded after its caller was cancelled.
-    fn _release_soon(&self, py: Python<'_>, owner: &Owner) -> PyResult<()> {
-        let lock = self.core(py)?.clone();
-        let owner = owner.inner.clone();
-        runtime::handle().spawn(async move {
-            let _ = lock.release(&owner).await;
-        });
-        Ok(())
-    }
-
-    /// Calls `callback(reason)` when a hold of this lock is lost (on a runtime thread holding
-    /// the GIL): `"session_expired"`, `"disconnected_too_long"`, `"closed"`, `"node_deleted"` or
-    /// `"auth_failed"`. Applies to holds of every owner, now and later.
+    /// Calls `callback(reason)` when a hold of this lock acquired from now on, by any owner, is
+    /// lost (on a runtime thread holding the GIL): `"session_expired"`,
+    /// `"disconnected_too_long"`, `"closed"`, `"node_deleted"` or `"auth_failed"`. Holds taken
+    /// before are not covered (core cannot list other owners' holds); `_watch_owner` adds the
+    /// caller's.
     fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         if !callback.bind(py).is_callable() {
             return Err(invalid_argument(py, &self.path, "on_lost needs a callable"));
         }
         self.core(py)?;
-        self.lost.callbacks.lock().push(Arc::new(callback));
-        self.lost.active.store(true, Ordering::Release);
+        self.lost.0.lock().push(Arc::new(callback));
         Ok(())
     }
 
-    /// Registers `hold` of `owner` with the on_lost watch (after on_lost was called while held).
-    fn _watch_owner(&self, py: Python<'_>, owner: &Owner) -> PyResult<()> {
+    /// Calls `callback(reason)` if `owner`'s current hold, if any, is lost: for `on_lost`
+    /// registered while holding. Holds acquired later are watched by `on_lost` itself.
+    fn _watch_owner(&self, py: Python<'_>, owner: &Owner, callback: Py<PyAny>) -> PyResult<()> {
         if let Some((hold, _)) = self.core(py)?.hold_of(&owner.inner) {
-            self.lost.watch(&hold);
+            watch(hold, vec![Arc::new(callback)]);
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::mem::ManuallyDrop;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
@@ -155,12 +155,11 @@ where
     F: Future + Send,
     F::Output: Send,
 {
-    let handle = handle();
     let mut future = pin!(future);
-    if let Poll::Ready(output) = poll_once(handle, future.as_mut()) {
+    if let Poll::Ready(output) = poll_now(future.as_mut()) {
         return output;
     }
-    py.detach(|| unless_exiting(handle.block_on(future)))
+    py.detach(|| unless_exiting(handle().block_on(future)))
 }
 
 /// Passes `output` back to the Python thread that waited for it, unless the interpreter is
@@ -174,8 +173,10 @@ fn unless_exiting<T>(output: T) -> T {
     output
 }
 
-fn poll_once<F: Future>(handle: &Handle, future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    let _context = handle.enter();
+/// Polls `future` once, here, inside the runtime's context: calls that never wait (a reentrant
+/// acquire, an inner release, a release by a non-owner) finish without a thread switch.
+pub(crate) fn poll_now<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
+    let _context = handle().enter();
     future.poll(&mut Context::from_waker(futures::task::noop_waker_ref()))
 }
 
@@ -191,11 +192,11 @@ where
     F: Future + Send,
     F::Output: Send,
 {
-    let handle = handle();
     let mut future = pin!(future);
-    if let Poll::Ready(output) = poll_once(handle, future.as_mut()) {
+    if let Poll::Ready(output) = poll_now(future.as_mut()) {
         return Ok(output);
     }
+    let handle = handle();
     loop {
         // The timer is made inside block_on: it needs the runtime's context.
         let slice = py.detach(|| {

@@ -139,3 +139,15 @@ def python_child(code: str, env: Optional[dict[str, str]] = None, **kwargs: Any)
         env={**os.environ, **(env or {})},
         **kwargs,
     )
+
+
+def run_child(code: str, env: Optional[dict[str, str]] = None, timeout: float = 60) -> "tuple[int, str, str]":
+    """Runs `code` in a `python_child` to the end (killed after `timeout` s): (returncode, out, err)."""
+    child = python_child(code, env)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return child.returncode, out, err

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
+from typing import Any
 
 import pytest
-from conftest import children, identity, wait_children
+from conftest import DEADLINE, children, identity, wait_children
 
 import zklock
 
@@ -192,15 +194,32 @@ def test_many_tasks_take_turns(client, kazoo, path):
     wait_children(kazoo, path, 0)
 
 
+def acquisition_queued(loop: asyncio.AbstractEventLoop) -> threading.Event:
+    """Set once a runtime thread queued an acquisition's result on `loop` (for the loop to deliver
+    it): waiting on it blocks the loop until the acquisition really completed."""
+    queued = threading.Event()
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def spy(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        handle = call_soon_threadsafe(callback, *args, **kwargs)
+        if callback is zklock._settle_acquire:
+            queued.set()
+        return handle
+
+    loop.call_soon_threadsafe = spy  # type: ignore[method-assign]
+    return queued
+
+
 def test_a_task_cancelled_as_its_acquisition_completes_gives_the_lock_back(client, kazoo, path):
     lock = client.lock(path)
 
     async def main() -> None:
+        queued = acquisition_queued(asyncio.get_running_loop())
         waiter = asyncio.create_task(lock.acquire_async())
         await asyncio.sleep(0)  # the acquisition starts on the runtime
         # Block the loop while it completes: its result waits in the loop's queue, undelivered.
-        wait_children(kazoo, path, 1)
-        time.sleep(0.3)
+        assert queued.wait(DEADLINE), "the acquisition did not complete"
+        assert len(children(kazoo, path)) == 1
         waiter.cancel()  # before the result is delivered
         with pytest.raises(asyncio.CancelledError):
             await waiter
@@ -215,10 +234,10 @@ def test_a_task_cancelled_after_its_result_arrived_gives_the_lock_back(client, k
     lock = client.lock(path)
 
     async def main() -> None:
+        queued = acquisition_queued(asyncio.get_running_loop())
         waiter = asyncio.create_task(lock.acquire_async())
         await asyncio.sleep(0)
-        wait_children(kazoo, path, 1)
-        time.sleep(0.3)  # the result is queued on the loop
+        assert queued.wait(DEADLINE), "the acquisition did not complete"  # its result is queued on the loop
         await asyncio.sleep(0)  # ...and delivered, but the waiter has not resumed yet
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):

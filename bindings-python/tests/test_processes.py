@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import children, identity, python_child, wait_children, wait_until
+from conftest import children, identity, python_child, run_child, wait_children, wait_until
 
 import zklock
 
@@ -80,13 +80,8 @@ FORK_BEFORE_ANY_CLIENT = textwrap.dedent(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux only")
 def test_a_child_forked_after_the_runtime_started_starts_a_fresh_one(kazoo, path):
-    child = python_child(FORK_BEFORE_ANY_CLIENT, env={"LOCK_PATH": path})
-    try:
-        out, err = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 0, err
+    returncode, out, err = run_child(FORK_BEFORE_ANY_CLIENT, env={"LOCK_PATH": path}, timeout=60)
+    assert returncode == 0, err
     assert out.split("\n")[:3] == ["child acquired True", "child status 0", "parent acquired"], (out, err)
     wait_children(kazoo, path, 0)
 
@@ -196,13 +191,8 @@ EXIT_WITH_EVERYTHING_OPEN = textwrap.dedent(
 
 
 def test_the_interpreter_exits_cleanly_with_clients_locks_and_waiters_open(kazoo, path):
-    child = python_child(EXIT_WITH_EVERYTHING_OPEN, env={"LOCK_PATH": path})
-    try:
-        out, err = child.communicate(timeout=20)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 0, err
+    returncode, out, err = run_child(EXIT_WITH_EVERYTHING_OPEN, env={"LOCK_PATH": path}, timeout=20)
+    assert returncode == 0, err
     assert "exiting" in out
     assert "panic" not in err.lower() and "Traceback" not in err, err
     # The exit hook closed the sessions: their nodes go at once, not after the session timeout.

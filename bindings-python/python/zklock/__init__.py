@@ -33,6 +33,7 @@ from ._errors import (
 )
 from ._native import Participant
 
+# Spelled out: type checkers (mypy, stubtest) read only literal lists, not `_errors.__all__`.
 __all__ = [
     "Client",
     "Lock",
@@ -127,10 +128,6 @@ class Lock(_native.Lock):
         Returns False if not acquired in time."""
         owner = _task_owner()
         assert owner is not None
-        held = self._hold_of(owner)
-        if held is not None:
-            # Re-entry costs no network and no thread hop (or raises LockLostError).
-            return self._acquire_for(owner, 0)
         loop = asyncio.get_running_loop()
         future: "asyncio.Future[bool]" = loop.create_future()
 
@@ -139,25 +136,23 @@ class Lock(_native.Lock):
                 loop.call_soon_threadsafe(_settle_acquire, future, ok, value, self, owner)
             except RuntimeError:  # the loop is closed: nobody will use the lock, give it back
                 if ok and value:
-                    self._release_soon(owner)
+                    self._release_async(owner)
 
         operation = self._acquire_async(owner, timeout, done)
+        if isinstance(operation, bool):
+            return operation  # a re-entry: no network, no thread hop
         try:
             return await future
         except asyncio.CancelledError:
             operation.cancel()  # drops the acquisition in the runtime: core removes its node
             if future.done() and not future.cancelled() and future.exception() is None and future.result():
-                self._release_soon(owner)  # acquired just before the cancel arrived
+                self._release_async(owner)  # acquired just before the cancel arrived
             raise
 
     async def release_async(self) -> None:
         """Releases one level of the current task's hold (``NotOwnerError`` if it holds none)."""
         owner = _task_owner()
         assert owner is not None
-        held = self._hold_of(owner)
-        if held is None or held[3] > 1:
-            # Not ours (raises NotOwnerError at once) or an inner level: no network.
-            return self._release_for(owner)
         loop = asyncio.get_running_loop()
         future: "asyncio.Future[bool]" = loop.create_future()
 
@@ -167,9 +162,10 @@ class Lock(_native.Lock):
             except RuntimeError:
                 pass
 
-        # Not cancellable: a release runs to completion so that no node is left behind.
-        self._release_async(owner, done)
-        await future
+        # An inner level (or NotOwnerError) finishes at once, with no network. Otherwise not
+        # cancellable: a release runs to completion so that no node is left behind.
+        if not self._release_async(owner, done):
+            await future
 
     async def holder_async(self) -> Optional[Participant]:
         """As ``holder()``, without blocking the event loop: the query runs in the loop's default
@@ -243,12 +239,12 @@ class Lock(_native.Lock):
         """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
         ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or ``"auth_failed"``.
 
-        It applies to every hold of this ``Lock`` acquired from now on, and to the caller's
-        current one. The callback runs on a runtime thread holding the GIL; an exception it
+        It applies to every hold of this ``Lock`` acquired from now on (by any thread or task),
+        and to the caller's current one; not to holds other owners took before. The callback runs on a runtime thread holding the GIL; an exception it
         raises goes to ``sys.unraisablehook``."""
         super().on_lost(callback)
         for owner in self._caller_owners():
-            self._watch_owner(owner)
+            self._watch_owner(owner, callback)
 
 
 def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
@@ -263,7 +259,7 @@ def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
 def _settle_acquire(future: "asyncio.Future[Any]", ok: bool, value: Any, lock: Lock, owner: _native.Owner) -> None:
     if future.cancelled():
         if ok and value:
-            lock._release_soon(owner)  # the task was cancelled while the lock became its own
+            lock._release_async(owner)  # the task was cancelled while the lock became its own
         return
     _settle(future, ok, value)
 

@@ -1,25 +1,13 @@
 """zklock's exceptions: one class per core error kind, all rooted at ZkLockError.
 
 The native module raises these (mapped in one place, ``bindings-python/src/error.rs``), which is
-why they live in a module of their own that imports nothing from the native side.
+why they live in a module of their own that imports nothing from the native side. The package
+re-exports them all (its ``__all__`` is the one list of public names).
 """
 
 from __future__ import annotations
 
 from typing import Optional
-
-__all__ = [
-    "ZkLockError",
-    "InvalidArgumentError",
-    "LockTimeout",
-    "NotOwnerError",
-    "SessionExpiredError",
-    "LockLostError",
-    "ConnectionLossError",
-    "AuthFailedError",
-    "ClosedError",
-    "ZooKeeperError",
-]
 
 
 class ZkLockError(Exception):
