@@ -21,7 +21,8 @@
  *   contenders, as in Curator. The _as variants take an explicit owner id instead, so that a
  *   program can acquire on one thread and release on another.
  * - Runtime. One background runtime per process, started on first use, owns the sessions and
- *   watches; its threads are named zklock-rt-N.
+ *   watches; its threads are named zklock-rt-N. The ZooKeeper client library adds one more,
+ *   async-io, its socket I/O reactor (not zklock's; callbacks never run on it).
  * - Callbacks (session state, lost lock) run on those background threads, not the caller's.
  *   Keep them short; blocking zkl_ calls from inside a callback are refused with
  *   ZKL_INVALID_ARGUMENT (they would deadlock the runtime). Once the call that unregisters a

@@ -18,7 +18,7 @@ static void test_version(void) {
 
 static void test_result_codes(void) {
   /* The documented, stable numbers. */
-  int stable = ZKL_OK == 0 && ZKL_TIMEOUT == 1 && ZKL_NOT_OWNER == 2 && ZKL_SESSION_STATE_EXPIRED == 3 &&
+  int stable = ZKL_OK == 0 && ZKL_TIMEOUT == 1 && ZKL_NOT_OWNER == 2 && ZKL_SESSION_EXPIRED == 3 &&
                ZKL_LOCK_LOST == 4 && ZKL_CONNECTION_LOSS == 5 && ZKL_AUTH_FAILED == 6 && ZKL_CLOSED == 7 &&
                ZKL_INVALID_ARGUMENT == 8 && ZKL_ZOOKEEPER == 9 && ZKL_PANIC == 10;
   CHECK(stable, "result codes: stable numbers, ZKL_OK = 0 and ZKL_PANIC last");

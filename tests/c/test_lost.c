@@ -90,12 +90,19 @@ static void on_lost(void *userdata, zkl_lock *lock, uint64_t owner, zkl_lost_rea
 
 typedef struct {
   h_event disconnected, expired;
+  zkl_lock *lock;
+  uint64_t owner; /* the main thread, which holds the lock; the callback runs elsewhere */
+  zkl_hold_state state_when_disconnected; /* the hold's state as DISCONNECTED is reported */
 } state_record;
 
 static void on_state(void *userdata, zkl_client *client, zkl_session_state state) {
   (void)client;
   state_record *r = userdata;
-  if (state == ZKL_SESSION_STATE_DISCONNECTED) h_event_fire(&r->disconnected);
+  if (state == ZKL_SESSION_STATE_DISCONNECTED) {
+    /* Only the first report: the client gives the session up later, and the hold goes LOST. */
+    if (r->state_when_disconnected == ZKL_HOLD_NONE) zkl_lock_state_as(r->lock, r->owner, &r->state_when_disconnected);
+    h_event_fire(&r->disconnected);
+  }
   if (state == ZKL_SESSION_STATE_EXPIRED) h_event_fire(&r->expired);
 }
 
@@ -120,7 +127,7 @@ int main(void) {
   h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make the lock");
 
   lost_record lost = {.event = H_EVENT_INIT};
-  state_record states = {H_EVENT_INIT, H_EVENT_INIT};
+  state_record states = {H_EVENT_INIT, H_EVENT_INIT, lock, zkl_thread_owner(), ZKL_HOLD_NONE};
   CHECK_RC(zkl_lock_set_lost_callback(lock, on_lost, &lost), ZKL_OK, "set the lost callback");
   CHECK_RC(zkl_client_set_state_callback(client, on_state, &states), ZKL_OK, "set the session callback");
   h_require(zkl_lock_acquire(lock, -1) == ZKL_OK, "acquire through the proxy");
@@ -129,6 +136,8 @@ int main(void) {
 
   CHECK(proxy_command(&p, "stall"), "the proxy stalls the connection");
   CHECK(h_event_wait(&states.disconnected, 1, 20000), "session callback: DISCONNECTED");
+  CHECK(states.state_when_disconnected == ZKL_HOLD_SUSPENDED,
+        "while disconnected, before the client gives up, the hold is SUSPENDED");
   CHECK(h_event_wait(&lost.event, 1, 30000), "lost callback: called when the session is lost");
   CHECK(lost.calls == 1, "lost callback: called once");
   CHECK(lost.lock == lock && lost.owner == zkl_thread_owner(), "lost callback: with the lock and the owner");

@@ -1,6 +1,5 @@
 //! `zkl_client`: one ZooKeeper session, shared by the locks made from it.
 
-use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,12 +77,15 @@ pub(crate) struct ClientHandle {
     state_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-const DEFAULT_TIMEOUT_MS: i64 = 10_000;
+/// What zkl_options_init writes: zero (NULL) in every field, each meaning "the default".
+const UNSET_OPTIONS: zkl_options =
+    zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null() };
 
-fn timeout(ms: i64, what: &str) -> Result<Duration, Failure> {
+/// A timeout field: `None` for 0 (keep the core's default).
+fn timeout(ms: i64, what: &str) -> Result<Option<Duration>, Failure> {
     match ms {
-        0 => Ok(Duration::from_millis(DEFAULT_TIMEOUT_MS as u64)),
-        ms if ms > 0 => Ok(Duration::from_millis(ms as u64)),
+        0 => Ok(None),
+        ms if ms > 0 => Ok(Some(Duration::from_millis(ms as u64))),
         ms => Err(Failure::invalid(format!("{what} is {ms}: it must be positive, or 0 for the default"))),
     }
 }
@@ -94,19 +96,20 @@ pub(crate) fn c_str<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failu
 }
 
 fn client_options(options: *const zkl_options) -> Result<ClientOptions, Failure> {
-    let mut defaults = zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null() };
     // SAFETY: a non-NULL options pointer points to an initialized zkl_options.
-    let options = if options.is_null() { &mut defaults } else { unsafe { &*options } };
-    let digest_auth = match options.digest_auth.is_null() {
-        true => None,
-        false => Some(c_str(options.digest_auth, "opts->digest_auth")?.to_owned()),
-    };
-    Ok(ClientOptions {
-        session_timeout: timeout(options.session_timeout_ms, "opts->session_timeout_ms")?,
-        connect_timeout: timeout(options.connect_timeout_ms, "opts->connect_timeout_ms")?,
-        digest_auth,
-        language: Cow::Borrowed("c"),
-    })
+    let options = if options.is_null() { &UNSET_OPTIONS } else { unsafe { &*options } };
+    // The core's defaults, so the two cannot drift apart; only the fields set here differ.
+    let mut result = ClientOptions { language: "c".into(), ..Default::default() };
+    if !options.digest_auth.is_null() {
+        result.digest_auth = Some(c_str(options.digest_auth, "opts->digest_auth")?.to_owned());
+    }
+    if let Some(session_timeout) = timeout(options.session_timeout_ms, "opts->session_timeout_ms")? {
+        result.session_timeout = session_timeout;
+    }
+    if let Some(connect_timeout) = timeout(options.connect_timeout_ms, "opts->connect_timeout_ms")? {
+        result.connect_timeout = connect_timeout;
+    }
+    Ok(result)
 }
 
 /// Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth.
@@ -117,7 +120,7 @@ fn client_options(options: *const zkl_options) -> Result<ClientOptions, Failure>
 pub extern "C" fn zkl_options_init(opts: *mut zkl_options) -> zkl_result {
     ffi_result!("zkl_options_init", {
         non_null!(opts, "opts");
-        write_out!(opts, zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null() });
+        write_out!(opts, UNSET_OPTIONS);
         Ok(())
     })
 }

@@ -36,18 +36,6 @@ fn insert(object: Object) -> usize {
     id
 }
 
-fn check(entry: Option<&Entry>, what: &str, kind: &str, made_by: &str) -> Result<(), Failure> {
-    match entry {
-        None => Err(Failure::invalid(format!(
-            "{what} is not a live {kind} (closed or freed already, or never returned by {made_by})"
-        ))),
-        Some(entry) if entry.fork_generation != runtime::fork_generation() => Err(Failure::invalid(format!(
-            "{what} was created before fork(): create zklock objects in the process that uses them"
-        ))),
-        Some(_) => Ok(()),
-    }
-}
-
 pub(crate) fn new_client(client: ClientHandle) -> *mut zkl_client {
     insert(Object::Client(Arc::new(client))) as *mut zkl_client
 }
@@ -56,58 +44,81 @@ pub(crate) fn new_lock(lock: LockHandle) -> *mut zkl_lock {
     insert(Object::Lock(Arc::new(lock))) as *mut zkl_lock
 }
 
-const CLIENT: &str = "zkl_client";
-const CLIENT_MAKER: &str = "zkl_client_connect";
-const LOCK: &str = "zkl_lock";
-const LOCK_MAKER: &str = "zkl_lock_new";
+/// One kind of handle: its names for messages, and how to find it in an entry.
+struct Kind<T> {
+    name: &'static str,
+    made_by: &'static str,
+    /// The other kind, named when a handle of that kind is passed instead.
+    other: &'static str,
+    project: fn(&Object) -> Option<&Arc<T>>,
+}
+
+const CLIENT: Kind<ClientHandle> = Kind {
+    name: "zkl_client",
+    made_by: "zkl_client_connect",
+    other: "zkl_lock",
+    project: |object| match object {
+        Object::Client(client) => Some(client),
+        Object::Lock(_) => None,
+    },
+};
+
+const LOCK: Kind<LockHandle> = Kind {
+    name: "zkl_lock",
+    made_by: "zkl_lock_new",
+    other: "zkl_client",
+    project: |object| match object {
+        Object::Lock(lock) => Some(lock),
+        Object::Client(_) => None,
+    },
+};
+
+/// The live object of `kind` in `entry`, or why there is none; `what` names the argument.
+fn find<'a, T>(entry: Option<&'a Entry>, what: &str, kind: &Kind<T>) -> Result<&'a Arc<T>, Failure> {
+    let Some(entry) = entry else {
+        return Err(Failure::invalid(format!(
+            "{what} is not a live {} (closed or freed already, or never returned by {})",
+            kind.name, kind.made_by
+        )));
+    };
+    if entry.fork_generation != runtime::fork_generation() {
+        return Err(Failure::invalid(format!(
+            "{what} was created before fork(): create zklock objects in the process that uses them"
+        )));
+    }
+    (kind.project)(&entry.object)
+        .ok_or_else(|| Failure::invalid(format!("{what} is a {}, not a {}", kind.other, kind.name)))
+}
+
+fn get<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
+    find(HANDLES.read().get(&id), what, kind).cloned()
+}
+
+/// Removes a handle: every later use of it is refused. Calls already in progress keep their
+/// reference.
+fn remove<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
+    let mut handles = HANDLES.write();
+    let object = find(handles.get(&id), what, kind)?.clone();
+    handles.remove(&id);
+    Ok(object)
+}
 
 /// The client behind a handle (checked non-NULL by the caller); `what` names the argument.
 pub(crate) fn client(handle: *const zkl_client, what: &str) -> Result<Arc<ClientHandle>, Failure> {
-    let handles = HANDLES.read();
-    let entry = handles.get(&(handle as usize));
-    check(entry, what, CLIENT, CLIENT_MAKER)?;
-    match entry.map(|entry| &entry.object) {
-        Some(Object::Client(client)) => Ok(client.clone()),
-        _ => Err(Failure::invalid(format!("{what} is a zkl_lock, not a zkl_client"))),
-    }
+    get(handle as usize, what, &CLIENT)
 }
 
 /// The lock behind a handle (checked non-NULL by the caller).
 pub(crate) fn lock(handle: *const zkl_lock, what: &str) -> Result<Arc<LockHandle>, Failure> {
-    let handles = HANDLES.read();
-    let entry = handles.get(&(handle as usize));
-    check(entry, what, LOCK, LOCK_MAKER)?;
-    match entry.map(|entry| &entry.object) {
-        Some(Object::Lock(lock)) => Ok(lock.clone()),
-        _ => Err(Failure::invalid(format!("{what} is a zkl_client, not a zkl_lock"))),
-    }
+    get(handle as usize, what, &LOCK)
 }
 
-/// Removes a client handle; every later use of it is refused. Calls already in progress keep
-/// their reference.
+/// Removes a client handle (see `remove`).
 pub(crate) fn remove_client(handle: *const zkl_client, what: &str) -> Result<Arc<ClientHandle>, Failure> {
-    let mut handles = HANDLES.write();
-    let id = handle as usize;
-    check(handles.get(&id), what, CLIENT, CLIENT_MAKER)?;
-    if !matches!(handles.get(&id), Some(Entry { object: Object::Client(_), .. })) {
-        return Err(Failure::invalid(format!("{what} is a zkl_lock, not a zkl_client")));
-    }
-    match handles.remove(&id) {
-        Some(Entry { object: Object::Client(client), .. }) => Ok(client),
-        _ => unreachable!("checked above, under the same write lock"),
-    }
+    remove(handle as usize, what, &CLIENT)
 }
 
-/// Removes a lock handle, as `remove_client` does.
+/// Removes a lock handle (see `remove`).
 pub(crate) fn remove_lock(handle: *const zkl_lock, what: &str) -> Result<Arc<LockHandle>, Failure> {
-    let mut handles = HANDLES.write();
-    let id = handle as usize;
-    check(handles.get(&id), what, LOCK, LOCK_MAKER)?;
-    if !matches!(handles.get(&id), Some(Entry { object: Object::Lock(_), .. })) {
-        return Err(Failure::invalid(format!("{what} is a zkl_client, not a zkl_lock")));
-    }
-    match handles.remove(&id) {
-        Some(Entry { object: Object::Lock(lock), .. }) => Ok(lock),
-        _ => unreachable!("checked above, under the same write lock"),
-    }
+    remove(handle as usize, what, &LOCK)
 }

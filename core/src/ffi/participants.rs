@@ -114,10 +114,11 @@ fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, holder_only: bool)
     non_null!(lock, "lock");
     non_null!(out, "out");
     let handle = handles::lock(lock, "lock")?;
-    let mut participants = runtime::block_on(handle.lock.contenders())??;
-    if holder_only {
-        participants.truncate(1);
-    }
+    let participants = if holder_only {
+        runtime::block_on(handle.lock.holder())??.into_iter().collect()
+    } else {
+        runtime::block_on(handle.lock.contenders())??
+    };
     write_out!(out, ParticipantsBox::allocate(participants));
     Ok(())
 }
@@ -156,5 +157,3 @@ pub extern "C" fn zkl_participants_free(list: *mut zkl_participants) {
         }
     })
 }
-
-const _: () = assert!(zkl_result::ZKL_OK as i32 == 0);

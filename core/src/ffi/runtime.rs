@@ -42,7 +42,7 @@ fn start() -> Result<&'static Runtime, Failure> {
     if FORKED_IN_USE.load(Ordering::Acquire) {
         return Err(Failure::invalid(
             "zklock was in use when this process was forked, and its background threads (the runtime's and \
-             the ZooKeeper client's timer thread) do not survive fork(): fork before the first zkl_ call, or exec",
+             the ZooKeeper client's async-io thread) do not survive fork(): fork before the first zkl_ call, or exec",
         ));
     }
     let _starting = STARTING.lock();
@@ -72,10 +72,10 @@ fn start() -> Result<&'static Runtime, Failure> {
 
 /// In a forked child only the forking thread exists. If zklock was in use, the parent's runtime
 /// is abandoned (leaked: dropping it would wait for threads that do not exist), and so is the
-/// ZooKeeper client's global timer thread, which cannot be restarted: sessions cannot work in
-/// this child, so every call that needs one is refused with a clear message instead of timing
-/// out. Handles made before the fork are refused too. A child forked before the first use is
-/// unaffected.
+/// ZooKeeper client's `async-io` thread (its I/O reactor), which cannot be restarted: sessions
+/// cannot work in this child, so every call that needs one is refused with a clear message
+/// instead of timing out. Handles made before the fork are refused too. A child forked before
+/// the first use is unaffected.
 extern "C" fn forked_child() {
     let parents = RUNTIME.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !parents.is_null() {
