@@ -107,8 +107,6 @@ pub(crate) struct ClientInner {
     /// Serializes establishing a new session.
     renewing: tokio::sync::Mutex<()>,
     connect_string: String,
-    /// The servers' socket addresses, to find the session's connections by (see `nodelay`).
-    servers: Vec<std::net::SocketAddr>,
     options: ClientOptions,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
@@ -168,7 +166,6 @@ impl Client {
             session: RwLock::new(None),
             renewing: tokio::sync::Mutex::new(()),
             connect_string: connect_string.to_owned(),
-            servers: crate::nodelay::resolve(connect_string).await,
             options,
             chroot,
             closed,
@@ -332,13 +329,7 @@ impl ClientInner {
             },
             _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
         };
-        self.tune_connections();
         Ok(Session::start(zk, Arc::downgrade(self), &self.runtime))
-    }
-
-    /// Turns Nagle off on the session's connections; called after each (re)connect.
-    pub(crate) fn tune_connections(&self) {
-        crate::nodelay::apply(&self.servers);
     }
 
     /// Called by a session's monitor on each change of its state.

@@ -38,7 +38,6 @@ mod error;
 pub mod ffi;
 mod hold;
 mod lock;
-mod nodelay;
 mod order;
 mod session;
 mod validate;

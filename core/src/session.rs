@@ -119,9 +119,6 @@ async fn monitor(
         let (next_lease, public) = match state {
             Some(zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly) => {
                 give_up_at = None;
-                if let Some(client) = client.upgrade() {
-                    client.tune_connections();
-                }
                 (Lease::Live, SessionState::Connected)
             }
             Some(zk::SessionState::Disconnected) => {

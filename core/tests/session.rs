@@ -44,3 +44,53 @@ async fn disconnected_then_connected_then_closed() {
     assert_eq!(changes.next().await, Some(SessionState::Closed));
     assert_eq!(changes.next().await, None);
 }
+
+/// The client's connections have Nagle's algorithm off, as the Java client's do: with it on, the
+/// listing pipelined behind a create waits for the create's ACK, and an uncontended acquire costs
+/// two round trips instead of one (the vendored zookeeper-client sets it; see
+/// third_party/zookeeper-client/ZKLOCK.md).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_to_the_server_have_nagle_off() {
+    let connect = connect_string();
+    let server: std::net::SocketAddr = connect.split(',').next().unwrap().parse().unwrap();
+    let client = client().await;
+    let lock = client.lock(&unique_path("nodelay")).unwrap();
+    lock.acquire(&Owner::new(1)).await.unwrap().release().await.unwrap();
+
+    let to_server = sockets_connected_to(server);
+    assert!(!to_server.is_empty(), "the client has a connection to {server}");
+    for fd in to_server {
+        let mut on: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `on`.
+        let rc = unsafe {
+            libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, (&mut on as *mut libc::c_int).cast(), &mut len)
+        };
+        assert_eq!(rc, 0);
+        assert_ne!(on, 0, "TCP_NODELAY is set on the connection (fd {fd}) to {server}");
+    }
+    client.close().await;
+}
+
+/// This process's TCP sockets connected to `server` (only IPv4 loopback servers are started here).
+#[cfg(target_os = "linux")]
+fn sockets_connected_to(server: std::net::SocketAddr) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // SAFETY: zeroed sockaddr_in is valid; getpeername writes at most `len` bytes into it.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = unsafe { libc::getpeername(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) };
+        if rc != 0 || libc::c_int::from(addr.sin_family) != libc::AF_INET {
+            continue;
+        }
+        let peer =
+            std::net::SocketAddr::from((u32::from_be(addr.sin_addr.s_addr).to_be_bytes(), u16::from_be(addr.sin_port)));
+        if peer == server {
+            found.push(fd);
+        }
+    }
+    found
+}
