@@ -76,15 +76,7 @@ impl Client {
             digest_auth: digest_auth(py, hosts, auth)?,
             language: "python".into(),
         };
-        let (usable, io_before) = runtime::zookeeper_io_usable();
-        if !usable {
-            return Err(crate::error::forked_after_io(py, hosts));
-        }
-        let connected = runtime::block_on(py, zklock::Client::connect_with(hosts, options))?;
-        if matches!(&connected, Err(err) if err.kind() == zklock::ErrorKind::InvalidArgument) {
-            runtime::zookeeper_io_unused(io_before); // rejected before any socket was made
-        }
-        let client = connected.py(py)?;
+        let client = runtime::block_on(py, zklock::Client::connect_with(hosts, options))?.py(py)?;
         Ok(Client { inner: ForkSafe::new(client), hosts: hosts.to_owned() })
     }
 

@@ -82,16 +82,6 @@ pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
     instance(closed_class(py), (message, subject))
 }
 
-/// A new client in a child forked after the parent made one (see `runtime::zookeeper_io_usable`).
-pub(crate) fn forked_after_io(py: Python<'_>, subject: &str) -> PyErr {
-    let message = format!(
-        "cannot connect to {subject} in this process: it was forked after its parent had made a zklock client, and \
-         the ZooKeeper client library's I/O reactor does not survive fork(); make clients only after forking, or \
-         start processes with the 'spawn' or 'forkserver' method"
-    );
-    instance(base_class(py), (message, subject))
-}
-
 /// Extension for core results: `.py(py)?` raises the mapped exception.
 pub(crate) trait IntoPyResult<T> {
     fn py(self, py: Python<'_>) -> PyResult<T>;

@@ -17,13 +17,8 @@ static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
 static AT_FORK: Once = Once::new();
 
 /// Counts forks (in the child): objects made before a fork belong to the parent's runtime and
-/// sessions, and refuse to work, or even to drop their Rust side, in the child.
+/// sessions, and refuse to work, or even to drop their Rust side, in the child (see [`ForkSafe`]).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Whether a ZooKeeper client was ever made in this process (or an ancestor it forked from).
-static ZOOKEEPER_IO_STARTED: AtomicBool = AtomicBool::new(false);
-/// Set in a child forked after a ZooKeeper client was made: see [`zookeeper_io_usable`].
-static ZOOKEEPER_IO_INHERITED: AtomicBool = AtomicBool::new(false);
 
 /// Set at interpreter exit: from then on no runtime thread enters Python again.
 static EXITING: AtomicBool = AtomicBool::new(false);
@@ -69,41 +64,16 @@ fn start() -> &'static Handle {
 
 /// In a forked child only the forking thread exists: the parent's runtime has no threads and its
 /// locks may be held by threads that are gone. Forget it (leaking it, never touching it) so the
-/// child starts a fresh one on first use.
+/// child starts a fresh one on first use. All of a client's I/O and timers run on our runtime, so
+/// new clients in the child work; only objects inherited from the parent do not.
 extern "C" fn forget_after_fork() {
     RUNTIME.store(ptr::null_mut(), Ordering::Release);
     GENERATION.fetch_add(1, Ordering::AcqRel);
-    if ZOOKEEPER_IO_STARTED.load(Ordering::Acquire) {
-        ZOOKEEPER_IO_INHERITED.store(true, Ordering::Release);
-    }
 }
 
-/// Records that a ZooKeeper client is being made, and says whether one can work here.
-///
-/// The `zookeeper-client` crate does its socket I/O on `async-io`'s process-wide reactor, not on
-/// our runtime: one epoll instance and one helper thread, created once per process and never
-/// again. A forked child inherits that epoll instance (shared with the parent) but not the helper
-/// thread, which held the reactor's lock at the time of the fork, so no socket of the child would
-/// ever be served: a client there would hang until its connect timeout. A child forked before
-/// any client was made is fine, and so is one started with the `spawn` or `forkserver` method.
-///
-/// Returns whether a client can work here, and whether a client had been made before (to pass
-/// to [`zookeeper_io_unused`] if this one is rejected before any I/O).
-pub(crate) fn zookeeper_io_usable() -> (bool, bool) {
-    let before = ZOOKEEPER_IO_STARTED.swap(true, Ordering::AcqRel);
-    (!ZOOKEEPER_IO_INHERITED.load(Ordering::Acquire), before)
-}
-
-/// Undoes [`zookeeper_io_usable`]'s record for a client rejected before any I/O (bad input).
-pub(crate) fn zookeeper_io_unused(before: bool) {
-    if !before {
-        ZOOKEEPER_IO_STARTED.store(false, Ordering::Release);
-    }
-}
-
-/// A value tied to the process (and runtime) that made it. In a forked child it is unusable,
-/// and it is leaked rather than dropped: dropping could touch the parent's runtime or locks that
-/// threads which do not exist in the child held at the time of the fork.
+/// A value tied to the process (and runtime) that made it. In a forked child it is unusable (its
+/// session and runtime are the parent's), and it is leaked rather than dropped: dropping could
+/// touch the parent's runtime, or locks held at the fork by threads that do not exist in the child.
 pub(crate) struct ForkSafe<T> {
     value: ManuallyDrop<T>,
     generation: u64,

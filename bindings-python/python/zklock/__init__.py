@@ -79,7 +79,9 @@ class Client(_native.Client):
     ``"host:port[,host:port...][/chroot]"``; ``auth`` is ``"user:password"`` or
     ``(user, password)`` for ZooKeeper's digest scheme. Use it as a context manager, or call
     ``close()``: closing ends the session, so the server deletes its lock nodes at once.
-    Clients still open at interpreter exit are closed then.
+    Clients still open at interpreter exit are closed then. After ``fork()`` a child process
+    can make clients of its own; a client (and its locks) inherited from the parent raises
+    ``ClosedError`` there.
     """
 
     def __init__(

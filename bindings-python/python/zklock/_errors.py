@@ -49,7 +49,8 @@ class AuthFailedError(ZkLockError):
 
 
 class ClosedError(ZkLockError):
-    """The client was closed (or was made in the parent of a forked process)."""
+    """The client was closed, or was inherited from the parent of a forked process (where the
+    child can make clients of its own)."""
 
 
 class ZooKeeperError(ZkLockError):
