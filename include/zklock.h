@@ -20,17 +20,16 @@
  *   the owner of a hold is the calling thread: two threads sharing one zkl_lock are two fair
  *   contenders, as in Curator. The _as variants take an explicit owner id instead, so that a
  *   program can acquire on one thread and release on another.
- * - Runtime. One background runtime per process, started on first use, owns the sessions and
- *   watches; its threads are named zklock-rt-N. The ZooKeeper client library adds one more,
- *   async-io, its socket I/O reactor (not zklock's; callbacks never run on it).
+ * - Runtime. One background runtime per process, started on first use, owns the sessions,
+ *   their sockets and timers, and the watches; its threads are named zklock-rt-N.
  * - Callbacks (session state, lost lock) run on those background threads, not the caller's.
  *   Keep them short; blocking zkl_ calls from inside a callback are refused with
  *   ZKL_INVALID_ARGUMENT (they would deadlock the runtime). Once the call that unregisters a
  *   callback (or frees or closes its object) returns, the callback is never called again.
- * - fork(). Create clients after fork(), not before: fork before the first zkl_ call that
- *   starts the runtime (or exec in the child). Background threads do not survive fork(), so in
- *   a child forked after zklock was in use, handles made before the fork and every call that
- *   needs a session return ZKL_INVALID_ARGUMENT (saying so) rather than hanging.
+ * - fork(). Only the forking thread survives fork(), so a child cannot use the parent's
+ *   runtime or sessions: handles made before the fork return ZKL_INVALID_ARGUMENT there (saying
+ *   so) rather than hanging. The child starts its own runtime on first use and can make its own
+ *   clients, at any time.
  * - Safety. Every entry point catches panics and returns ZKL_PANIC; nothing aborts the host
  *   process.
  */

@@ -1,6 +1,6 @@
 /* FIFO across two processes: waiters from this process and a forked child, queued alternately,
- * get the lock in exactly the order they queued, with rising fencing tokens. The child is forked
- * before either process makes a client (as the header says: clients after fork()). */
+ * get the lock in exactly the order they queued, with rising fencing tokens. Each process makes
+ * its own client (handles made before fork() are refused in the child). */
 #define _GNU_SOURCE
 #include "harness.h"
 

@@ -2,7 +2,7 @@
 //! and watches and runs the callbacks; every blocking entry point waits on it with `block_on`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
@@ -15,13 +15,11 @@ use super::error::{zkl_result, Failure};
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
 static STARTING: Mutex<()> = Mutex::new(());
 /// Bumped in a forked child: handles made before the fork belong to the parent's runtime, whose
-/// threads the child does not have.
+/// threads the child does not have, and to the parent's sessions.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 /// The parent's runtime in such a child, kept reachable (leak checkers then see it as held, not
 /// lost); never used.
 static ABANDONED: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
-/// Set in a child forked after zklock was in use: see `forked_child`.
-static FORKED_IN_USE: AtomicBool = AtomicBool::new(false);
 
 pub(crate) fn fork_generation() -> u64 {
     FORK_GENERATION.load(Ordering::Acquire)
@@ -39,12 +37,6 @@ pub(crate) fn runtime() -> Result<&'static Runtime, Failure> {
 
 #[cold]
 fn start() -> Result<&'static Runtime, Failure> {
-    if FORKED_IN_USE.load(Ordering::Acquire) {
-        return Err(Failure::invalid(
-            "zklock was in use when this process was forked, and its background threads (the runtime's and \
-             the ZooKeeper client's async-io thread) do not survive fork(): fork before the first zkl_ call, or exec",
-        ));
-    }
     let _starting = STARTING.lock();
     let runtime = RUNTIME.load(Ordering::Acquire);
     if !runtime.is_null() {
@@ -70,17 +62,14 @@ fn start() -> Result<&'static Runtime, Failure> {
     Ok(unsafe { &*runtime })
 }
 
-/// In a forked child only the forking thread exists. If zklock was in use, the parent's runtime
-/// is abandoned (leaked: dropping it would wait for threads that do not exist), and so is the
-/// ZooKeeper client's `async-io` thread (its I/O reactor), which cannot be restarted: sessions
-/// cannot work in this child, so every call that needs one is refused with a clear message
-/// instead of timing out. Handles made before the fork are refused too. A child forked before
-/// the first use is unaffected.
+/// In a forked child only the forking thread exists, so the parent's runtime cannot run: it is
+/// abandoned (leaked: dropping it would wait for threads that do not exist), and the child starts
+/// a fresh one on first use. Everything the client needs (sockets, timers) lives on that runtime,
+/// so new clients in the child work; handles made before the fork are refused (see `handles`).
 extern "C" fn forked_child() {
     let parents = RUNTIME.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !parents.is_null() {
         ABANDONED.store(parents, Ordering::Release);
-        FORKED_IN_USE.store(true, Ordering::Release);
     }
     FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
 }
