@@ -51,15 +51,15 @@ async fn cycles(
     (count, started.elapsed())
 }
 
-/// Uncontended lock cycles and the raw floor, measured in alternating slices so that the
-/// server's and the disk's drift over the run weighs on both alike.
+/// Uncontended lock cycles, the raw floor and the floor with the recipe's listing, measured in
+/// alternating slices so that the server's and the disk's drift over the run weighs on all alike.
 async fn uncontended_and_floor(
     client: &Client,
     connect: &str,
     base: &str,
     warmup: Duration,
     measure: Duration,
-) -> (Uncontended, f64) {
+) -> (Uncontended, f64, f64) {
     let lock = client.lock(&format!("{base}/uncontended")).unwrap();
     let owner = Owner::new(1);
     let floor_zk = zk::Client::connect(connect).await.unwrap();
@@ -68,37 +68,49 @@ async fn uncontended_and_floor(
         .mkdir(&format!("{base}/floor"), &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()))
         .await
         .unwrap();
-    cycles(&lock, &owner, warmup / 2, None).await;
-    floor_cycles(&floor_zk, &floor_parent, warmup / 2).await;
+    cycles(&lock, &owner, warmup / 3, None).await;
+    floor_cycles(&floor_zk, &floor_parent, warmup / 3, false).await;
+    floor_cycles(&floor_zk, &floor_parent, warmup / 3, true).await;
 
     let slices = ((measure.as_secs_f64() * 4.0).round() as u32).max(4);
-    let slice = measure / slices / 2;
+    let slice = measure / slices / 3;
     let (mut acquire, mut release) = (Vec::new(), Vec::new());
-    let (mut lock_count, mut lock_time, mut floor_count, mut floor_time) = (0, Duration::ZERO, 0, Duration::ZERO);
+    let (mut lock_count, mut lock_time) = (0, Duration::ZERO);
+    let (mut floor_count, mut floor_time, mut listed_count, mut listed_time) = (0, Duration::ZERO, 0, Duration::ZERO);
     for _ in 0..slices {
         let (count, time) = cycles(&lock, &owner, slice, Some((&mut acquire, &mut release))).await;
         (lock_count, lock_time) = (lock_count + count, lock_time + time);
-        let (count, time) = floor_cycles(&floor_zk, &floor_parent, slice).await;
+        let (count, time) = floor_cycles(&floor_zk, &floor_parent, slice, false).await;
         (floor_count, floor_time) = (floor_count + count, floor_time + time);
+        let (count, time) = floor_cycles(&floor_zk, &floor_parent, slice, true).await;
+        (listed_count, listed_time) = (listed_count + count, listed_time + time);
     }
     acquire.sort_unstable();
     release.sort_unstable();
     let cycles_per_s = lock_count as f64 / lock_time.as_secs_f64();
     let floor = floor_count as f64 / floor_time.as_secs_f64();
-    (Uncontended { cycles_per_s, acquire, release }, floor)
+    let floor_listed = listed_count as f64 / listed_time.as_secs_f64();
+    (Uncontended { cycles_per_s, acquire, release }, floor, floor_listed)
 }
 
 /// The raw floor: one create plus one delete with the same ZooKeeper client crate, the create
 /// shaped like a lock node's (ephemeral sequential, Curator-style name, 110 bytes of data), so
-/// that the floor is exactly the two writes any acquire+release needs.
-async fn floor_cycles(zk: &zk::Client, parent: &str, budget: Duration) -> (u64, Duration) {
+/// that the floor is exactly the two writes any acquire+release needs. With `listed`, the
+/// children listing the recipe needs is pipelined behind each create, as zklock sends it: what
+/// an uncontended cycle costs with no lock code at all.
+async fn floor_cycles(zk: &zk::Client, parent: &str, budget: Duration, listed: bool) -> (u64, Duration) {
     let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
     let data = [b'x'; 110];
     let prefix = format!("{parent}/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-lock-");
     let started = Instant::now();
     let mut count = 0u64;
     while started.elapsed() < budget {
-        let (_, sequence) = zk.create(&prefix, &data, &mode).await.unwrap();
+        let create = zk.create(&prefix, &data, &mode);
+        let listing = listed.then(|| zk.list_children(parent));
+        let (_, sequence) = create.await.unwrap();
+        if let Some(listing) = listing {
+            std::hint::black_box(listing.await.unwrap());
+        }
         zk.delete(&format!("{prefix}{sequence}"), None).await.unwrap();
         count += 1;
     }
@@ -179,11 +191,11 @@ async fn main() {
     let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
     let wanted = |name: &str| selected.is_empty() || selected.split(',').any(|w| w.trim() == name);
     let nan = f64::NAN;
-    let (un, floor) = if wanted("uncontended") {
-        eprintln!("[zklock] uncontended, alternating with the raw floor (create+delete)...");
+    let (un, floor, floor_listed) = if wanted("uncontended") {
+        eprintln!("[zklock] uncontended, alternating with the raw floor (create+delete, and with the listing)...");
         uncontended_and_floor(&client, &connect, &base, warmup, measure).await
     } else {
-        (Uncontended { cycles_per_s: nan, acquire: vec![Duration::ZERO], release: vec![Duration::ZERO] }, nan)
+        (Uncontended { cycles_per_s: nan, acquire: vec![Duration::ZERO], release: vec![Duration::ZERO] }, nan, nan)
     };
     let handoffs = if wanted("contended") {
         eprintln!("[zklock] contended, {CONTENDERS} sessions...");
@@ -200,7 +212,7 @@ async fn main() {
     client.close().await;
 
     let json = format!(
-        "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1}}}",
+        "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1}}}",
         un.cycles_per_s,
         percentile_us(&un.acquire, 0.5),
         percentile_us(&un.acquire, 0.99),
@@ -209,6 +221,7 @@ async fn main() {
         handoffs,
         reentrant,
         floor,
+        floor_listed,
     );
     println!("{}", json.replace("NaN", "null"));
 }
