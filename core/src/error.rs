@@ -59,12 +59,30 @@ impl fmt::Display for ErrorKind {
 
 /// An error with its [`ErrorKind`], the lock path it concerns (if any), and a message saying what
 /// happened. Displays as `"<kind> on <path>: <message>"`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Error {
+    /// Boxed so that results stay small: every `Result` on the reentrant path is moved through
+    /// several calls, and an inline error would make each move a copy of ~100 bytes.
+    inner: Box<Inner>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Inner {
     kind: ErrorKind,
     path: Option<String>,
     message: Cow<'static, str>,
     source: Option<zookeeper_client::Error>,
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.inner.kind)
+            .field("path", &self.inner.path)
+            .field("message", &self.inner.message)
+            .field("source", &self.inner.source)
+            .finish()
+    }
 }
 
 assert_impl_all!(Error: Send, Sync, std::error::Error);
@@ -74,7 +92,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
-        Error { kind, path: None, message: message.into(), source: None }
+        Error { inner: Box::new(Inner { kind, path: None, message: message.into(), source: None }) }
     }
 
     pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
@@ -82,7 +100,7 @@ impl Error {
     }
 
     pub(crate) fn with_path(mut self, path: &str) -> Self {
-        self.path = Some(path.to_owned());
+        self.inner.path = Some(path.to_owned());
         self
     }
 
@@ -96,43 +114,45 @@ impl Error {
             Zk::ClientClosed => ErrorKind::Closed,
             _ => ErrorKind::ZooKeeper,
         };
-        Error { kind, path: Some(path.to_owned()), message: format!("{doing}: {err}").into(), source: Some(err) }
+        let message = format!("{doing}: {err}").into();
+        Error { inner: Box::new(Inner { kind, path: Some(path.to_owned()), message, source: Some(err) }) }
     }
 
     /// The stable kind of this error.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.inner.kind
     }
 
     /// The lock path (relative to the client's chroot) this error concerns, if any.
     pub fn path(&self) -> Option<&str> {
-        self.path.as_deref()
+        self.inner.path.as_deref()
     }
 
     /// What happened, without the kind and path.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.inner.message
     }
 
     /// The ZooKeeper error code (as in the Java client's `KeeperException.Code`), when the error
     /// came from ZooKeeper.
     pub fn zookeeper_code(&self) -> Option<i32> {
-        self.source.as_ref().map(zookeeper_code)
+        self.inner.source.as_ref().map(zookeeper_code)
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.path {
-            Some(path) => write!(f, "{} on {}: {}", self.kind, path, self.message),
-            None => write!(f, "{}: {}", self.kind, self.message),
+        let Inner { kind, path, message, .. } = &*self.inner;
+        match path {
+            Some(path) => write!(f, "{kind} on {path}: {message}"),
+            None => write!(f, "{kind}: {message}"),
         }
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
+        self.inner.source.as_ref().map(|e| e as _)
     }
 }
 
