@@ -1,11 +1,13 @@
 /* Every kind of bad input gets the right code and a message naming what was wrong, before any
  * network traffic: NULL pointers, invalid paths, connect strings, options, timeouts and owner
  * ids, closed, freed, forged and wrong-kind handles, blocking calls from a callback, and handles
- * used in a forked child. */
+ * used in a forked child (also while another thread uses handles). */
 #define _GNU_SOURCE
 #include "harness.h"
 #include <zklock.h> /* a second include: the header's include guard must make it harmless */
 
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 
 #define NULL_ARG(call, what) CHECK_ERR(call, ZKL_INVALID_ARGUMENT, what " is NULL", #call)
@@ -256,6 +258,64 @@ static void handles_across_fork(void) {
   zkl_client_close(client);
 }
 
+/* Another thread keeps making and freeing lock handles, each of which takes the handle
+ * registry's lock, while this one forks. A child's first zkl_ call must not find that lock held
+ * by a thread the child does not have: it answers at once instead of hanging. */
+static atomic_bool churning;
+
+static void *churn_handles(void *arg) {
+  zkl_client *client = arg;
+  while (atomic_load(&churning)) {
+    zkl_lock *lock = NULL;
+    if (zkl_lock_new(client, "/zklock-test/fork-churn", &lock) == ZKL_OK) zkl_lock_free(lock);
+  }
+  return NULL;
+}
+
+/* Waits up to `timeout_ms` for the child; kills it if it is still running. 1 if it exited 0. */
+static int child_exited_ok(pid_t pid, int timeout_ms) {
+  int status = -1;
+  for (int64_t deadline = h_now_ms() + timeout_ms;;) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (done < 0 && errno != EINTR) return 0;
+    if (h_now_ms() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      printf("# fork child %d: still running after %d ms, killed\n", (int)pid, timeout_ms);
+      return 0;
+    }
+    h_sleep_ms(5);
+  }
+}
+
+static void fork_while_another_thread_uses_handles(void) {
+  enum { FORKS = 20 };
+  zkl_client *client = h_connect();
+  atomic_store(&churning, true);
+  pthread_t thread;
+  h_require(pthread_create(&thread, NULL, churn_handles, client) == 0, "start the churning thread");
+  int answered = 0;
+  for (int i = 0; i < FORKS; i++) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      zkl_session_state state;
+      /* Looks the parent's handle up in the registry: refused at once, as made before fork(). */
+      char code[8];
+      snprintf(code, sizeof code, "exit %d", zkl_client_state(client, &state) == ZKL_INVALID_ARGUMENT ? 0 : 1);
+      execl("/bin/sh", "sh", "-c", code, (char *)NULL); /* as in handles_across_fork */
+      _exit(127);
+    }
+    answered += pid > 0 && child_exited_ok(pid, 20000);
+  }
+  atomic_store(&churning, false);
+  pthread_join(thread, NULL);
+  zkl_client_close(client);
+  if (answered != FORKS) printf("# %d of %d children answered\n", answered, FORKS);
+  CHECK(answered == FORKS, "fork: children forked while another thread uses handles answer at once");
+}
+
 int main(void) {
   zkl_client *client = h_connect();
   char path[200];
@@ -273,5 +333,6 @@ int main(void) {
   use_after_close();
   blocking_in_callback();
   handles_across_fork();
+  fork_while_another_thread_uses_handles();
   return h_done();
 }

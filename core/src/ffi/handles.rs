@@ -4,7 +4,7 @@
 //! undefined behaviour.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -12,19 +12,52 @@ use parking_lot::RwLock;
 use super::client::{zkl_client, ClientHandle};
 use super::error::Failure;
 use super::lock::{zkl_lock, LockHandle};
-use super::runtime;
 
 enum Object {
     Client(Arc<ClientHandle>),
     Lock(Arc<LockHandle>),
 }
 
-struct Entry {
-    fork_generation: u64,
-    object: Object,
+type Registry = RwLock<BTreeMap<usize, Object>>;
+
+/// The live handles of this process. A forked child gets a fresh, empty registry (see
+/// `forget_after_fork`): the parent's may be locked by a thread the child does not have, and its
+/// objects belong to the parent's runtime and sessions. Never freed.
+static HANDLES: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+/// The parent's registry in a forked child, kept reachable for leak checkers; never used.
+static ABANDONED: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+/// In a forked child, ids below this were handed out before the fork (0 elsewhere).
+static MADE_BEFORE_FORK: AtomicUsize = AtomicUsize::new(0);
+
+fn registry() -> &'static Registry {
+    let current = HANDLES.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: published below and never freed.
+        return unsafe { &*current };
+    }
+    let fresh = Box::into_raw(Box::new(Registry::new(BTreeMap::new())));
+    match HANDLES.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: published, so never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(winner) => {
+            // SAFETY: `fresh` came from Box::into_raw above and was never published.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: published, so never freed.
+            unsafe { &*winner }
+        }
+    }
 }
 
-static HANDLES: RwLock<BTreeMap<usize, Entry>> = RwLock::new(BTreeMap::new());
+/// Called in a forked child, before it runs anything else: the child starts with an empty
+/// registry, and every id handed out before the fork is refused as such.
+pub(crate) fn forget_after_fork() {
+    let parents = HANDLES.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !parents.is_null() {
+        ABANDONED.store(parents, Ordering::Release);
+    }
+    MADE_BEFORE_FORK.store(NEXT_ID.load(Ordering::Acquire).saturating_mul(ID_STEP), Ordering::Release);
+}
+
 /// Ids step by 16 so they look like (and are as unlikely to collide with garbage as) aligned
 /// pointers; they start away from 0 so NULL is never one.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
@@ -32,7 +65,7 @@ const ID_STEP: usize = 16;
 
 fn insert(object: Object) -> usize {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed).checked_mul(ID_STEP).expect("handle ids exhausted");
-    HANDLES.write().insert(id, Entry { fork_generation: runtime::fork_generation(), object });
+    registry().write().insert(id, object);
     id
 }
 
@@ -73,32 +106,31 @@ const LOCK: Kind<LockHandle> = Kind {
     },
 };
 
-/// The live object of `kind` in `entry`, or why there is none; `what` names the argument.
-fn find<'a, T>(entry: Option<&'a Entry>, what: &str, kind: &Kind<T>) -> Result<&'a Arc<T>, Failure> {
-    let Some(entry) = entry else {
+/// The live object of `kind` with id `id`, or why there is none; `what` names the argument.
+fn find<'a, T>(id: usize, object: Option<&'a Object>, what: &str, kind: &Kind<T>) -> Result<&'a Arc<T>, Failure> {
+    let Some(object) = object else {
+        if id < MADE_BEFORE_FORK.load(Ordering::Acquire) {
+            return Err(Failure::invalid(format!(
+                "{what} was created before fork(): create zklock objects in the process that uses them"
+            )));
+        }
         return Err(Failure::invalid(format!(
             "{what} is not a live {} (closed or freed already, or never returned by {})",
             kind.name, kind.made_by
         )));
     };
-    if entry.fork_generation != runtime::fork_generation() {
-        return Err(Failure::invalid(format!(
-            "{what} was created before fork(): create zklock objects in the process that uses them"
-        )));
-    }
-    (kind.project)(&entry.object)
-        .ok_or_else(|| Failure::invalid(format!("{what} is a {}, not a {}", kind.other, kind.name)))
+    (kind.project)(object).ok_or_else(|| Failure::invalid(format!("{what} is a {}, not a {}", kind.other, kind.name)))
 }
 
 fn get<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
-    find(HANDLES.read().get(&id), what, kind).cloned()
+    find(id, registry().read().get(&id), what, kind).cloned()
 }
 
 /// Removes a handle: every later use of it is refused. Calls already in progress keep their
 /// reference.
 fn remove<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
-    let mut handles = HANDLES.write();
-    let object = find(handles.get(&id), what, kind)?.clone();
+    let mut handles = registry().write();
+    let object = find(id, handles.get(&id), what, kind)?.clone();
     handles.remove(&id);
     Ok(object)
 }

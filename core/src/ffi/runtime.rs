@@ -2,28 +2,21 @@
 //! and watches and runs the callbacks; every blocking entry point waits on it with `block_on`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use parking_lot::Mutex;
 use tokio::runtime::Runtime;
 
 use super::error::{zkl_result, Failure};
 
 /// Never freed: handles and background tasks live as long as the process, and dropping a
-/// runtime from a C atexit handler could block on its threads.
+/// runtime from a C atexit handler could block on its threads. Published with a compare-exchange
+/// rather than under a lock: a lock held by another thread at fork() would stay held in the
+/// child, by a thread the child does not have.
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
-static STARTING: Mutex<()> = Mutex::new(());
-/// Bumped in a forked child: handles made before the fork belong to the parent's runtime, whose
-/// threads the child does not have, and to the parent's sessions.
-static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
-/// The parent's runtime in such a child, kept reachable (leak checkers then see it as held, not
+/// The parent's runtime in a forked child, kept reachable (leak checkers then see it as held, not
 /// lost); never used.
 static ABANDONED: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
-
-pub(crate) fn fork_generation() -> u64 {
-    FORK_GENERATION.load(Ordering::Acquire)
-}
 
 /// The runtime, started on first use.
 pub(crate) fn runtime() -> Result<&'static Runtime, Failure> {
@@ -37,17 +30,11 @@ pub(crate) fn runtime() -> Result<&'static Runtime, Failure> {
 
 #[cold]
 fn start() -> Result<&'static Runtime, Failure> {
-    let _starting = STARTING.lock();
-    let runtime = RUNTIME.load(Ordering::Acquire);
-    if !runtime.is_null() {
-        // SAFETY: as in `runtime`.
-        return Ok(unsafe { &*runtime });
-    }
-    static ATFORK: std::sync::Once = std::sync::Once::new();
-    ATFORK.call_once(|| {
-        // SAFETY: registers a handler that only does atomic stores (async-signal-safe).
+    static ATFORK: AtomicBool = AtomicBool::new(false);
+    if !ATFORK.swap(true, Ordering::AcqRel) {
+        // SAFETY: registers a handler that only swaps pointers and counters, allocating nothing.
         unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
-    });
+    }
     static THREAD: AtomicUsize = AtomicUsize::new(0);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         // Sessions and watches are light; two workers keep callbacks from starving the sessions.
@@ -56,10 +43,18 @@ fn start() -> Result<&'static Runtime, Failure> {
         .enable_all()
         .build()
         .map_err(|err| Failure::new(zkl_result::ZKL_PANIC, format!("could not start the zklock runtime: {err}")))?;
-    let runtime = Box::into_raw(Box::new(runtime));
-    RUNTIME.store(runtime, Ordering::Release);
-    // SAFETY: just leaked; never freed.
-    Ok(unsafe { &*runtime })
+    let fresh = Box::into_raw(Box::new(runtime));
+    match RUNTIME.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: published, so leaked and never freed.
+        Ok(_) => Ok(unsafe { &*fresh }),
+        Err(winner) => {
+            // Another thread started one first; this one never ran anything.
+            // SAFETY: `fresh` came from Box::into_raw above and was never published.
+            unsafe { Box::from_raw(fresh) }.shutdown_background();
+            // SAFETY: published, so never freed.
+            Ok(unsafe { &*winner })
+        }
+    }
 }
 
 /// In a forked child only the forking thread exists, so the parent's runtime cannot run: it is
@@ -71,7 +66,7 @@ extern "C" fn forked_child() {
     if !parents.is_null() {
         ABANDONED.store(parents, Ordering::Release);
     }
-    FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
+    super::handles::forget_after_fork();
 }
 
 /// Runs `future` to completion on the runtime, blocking the calling thread.
