@@ -307,7 +307,7 @@ impl Lock {
             // Not awaited: once the lock is ours, `done` must learn it even if this task is aborted.
             report(done, result);
         });
-        Ok(Started::Running(AsyncOp { abort: task.abort_handle() }))
+        Ok(Started::Running(AsyncOp { abort: ForkSafe::new(task.abort_handle()) }))
     }
 
     /// Releases one level for `owner` without blocking. Polled once here first: an inner level
@@ -378,14 +378,18 @@ impl Lock {
 /// An acquisition running on the runtime for an asyncio task.
 #[pyclass(frozen, module = "zklock._native")]
 pub(crate) struct AsyncOp {
-    abort: tokio::task::AbortHandle,
+    /// The task lives on the runtime of the process that started it.
+    abort: ForkSafe<tokio::task::AbortHandle>,
 }
 
 #[pymethods]
 impl AsyncOp {
-    /// Drops the acquisition if it has not finished: core then removes its node.
-    fn cancel(&self) {
-        self.abort.abort();
+    /// Drops the acquisition if it has not finished: core then removes its node. In a forked
+    /// child it does nothing: the task is the parent's.
+    fn cancel(&self, py: Python<'_>) {
+        if let Ok(abort) = self.abort.get(py, "this acquisition") {
+            abort.abort();
+        }
     }
 }
 
