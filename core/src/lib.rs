@@ -42,6 +42,10 @@ mod order;
 mod session;
 mod validate;
 
+// zklock needs its patched zookeeper-client (third_party/zookeeper-client/ZKLOCK.md: sockets and
+// timers on tokio, Nagle off): against the published crate this fails to compile.
+const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
+
 pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{Hold, HoldState, HoldStateChanges};

@@ -63,3 +63,9 @@ pub use crate::sasl::GssapiSaslOptions;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-gssapi", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::SaslOptions;
+
+/// Present only in zklock's patched copy (see ZKLOCK.md): zklock refers to it, so that a build
+/// against the published crate, without the patch, fails to compile instead of running with
+/// Nagle on and an I/O thread that does not survive fork().
+#[doc(hidden)]
+pub const ZKLOCK_TOKIO_IO_PATCH: () = ();

@@ -63,7 +63,8 @@ mod tokio_timer {
                     this.sleep = None;
                 },
             }
-            Poll::Ready(Instant::now())
+            // As async-io: the time the timer was due, not the time it was polled.
+            Poll::Ready(when)
         }
     }
 }

@@ -72,7 +72,12 @@ impl AsyncWrite for Connection {
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<Result<usize>> {
         match self.get_mut() {
+            #[cfg(not(feature = "tokio"))]
             Self::Raw(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            // `Compat` does not forward vectored writes (it writes the first buffer only): go to
+            // tokio's stream, so that queued requests leave in one writev, as with async-net.
+            #[cfg(feature = "tokio")]
+            Self::Raw(stream) => tokio::io::AsyncWrite::poll_write_vectored(Pin::new(stream.get_mut()), cx, bufs),
             #[cfg(feature = "tls")]
             Self::Tls(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
