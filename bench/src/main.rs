@@ -107,7 +107,15 @@ async fn floor_cycles(zk: &zk::Client, parent: &str, budget: Duration, listed: b
     while started.elapsed() < budget {
         let create = zk.create(&prefix, &data, &mode);
         let listing = listed.then(|| zk.list_children(parent));
-        let (_, sequence) = create.await.unwrap();
+        let sequence = match create.await {
+            Ok((_, sequence)) => sequence,
+            // The server's container cleanup removed the idle parent: make it again.
+            Err(zk::Error::NoNode) => {
+                zk.mkdir(parent, &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all())).await.unwrap();
+                continue;
+            }
+            Err(err) => panic!("floor create: {err}"),
+        };
         if let Some(listing) = listing {
             std::hint::black_box(listing.await.unwrap());
         }
