@@ -6,7 +6,6 @@ use std::mem::ManuallyDrop;
 use std::pin::{pin, Pin};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::Once;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use pyo3::prelude::*;
 use tokio::runtime::{Handle, Runtime};
 
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
-static AT_FORK: Once = Once::new();
+static AT_FORK: AtomicBool = AtomicBool::new(false);
 
 /// Counts forks (in the child): objects made before a fork belong to the parent's runtime and
 /// sessions, and refuse to work, or even to drop their Rust side, in the child (see [`ForkSafe`]).
@@ -39,10 +38,11 @@ pub(crate) fn handle() -> &'static Handle {
 
 #[cold]
 fn start() -> &'static Handle {
-    AT_FORK.call_once(|| {
+    // A flag, not a `Once`: a `Once` caught mid-call by fork() would block the child forever.
+    if !AT_FORK.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a handler that only touches atomics, which is async-signal-safe.
         unsafe { libc::pthread_atfork(None, None, Some(forget_after_fork)) };
-    });
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("zklock-runtime")
