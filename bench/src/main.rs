@@ -63,11 +63,8 @@ async fn uncontended_and_floor(
     let lock = client.lock(&format!("{base}/uncontended")).unwrap();
     let owner = Owner::new(1);
     let floor_zk = zk::Client::connect(connect).await.unwrap();
+    // Made by the first floor create's NoNode, like any later removal of it.
     let floor_parent = format!("{base}/floor");
-    floor_zk
-        .mkdir(&format!("{base}/floor"), &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()))
-        .await
-        .unwrap();
     cycles(&lock, &owner, warmup / 3, None).await;
     floor_cycles(&floor_zk, &floor_parent, warmup / 3, false).await;
     floor_cycles(&floor_zk, &floor_parent, warmup / 3, true).await;
@@ -109,7 +106,7 @@ async fn floor_cycles(zk: &zk::Client, parent: &str, budget: Duration, listed: b
         let listing = listed.then(|| zk.list_children(parent));
         let sequence = match create.await {
             Ok((_, sequence)) => sequence,
-            // The server's container cleanup removed the idle parent: make it again.
+            // Not made yet, or the server's container cleanup removed it while idle: make it.
             Err(zk::Error::NoNode) => {
                 zk.mkdir(parent, &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all())).await.unwrap();
                 continue;
