@@ -1548,6 +1548,8 @@ pub struct Connector {
     server_version: Version,
     session_timeout: Duration,
     connection_timeout: Duration,
+    #[derive_where(skip(Debug))]
+    connect_observer: Option<crate::session::ConnectObserver>,
 }
 
 impl Connector {
@@ -1565,7 +1567,17 @@ impl Connector {
             server_version: Version(u32::MAX, u32::MAX, u32::MAX),
             session_timeout: Duration::ZERO,
             connection_timeout: Duration::ZERO,
+            connect_observer: None,
         }
+    }
+
+    /// Tells `observer` of each failed attempt to reach a server while establishing or
+    /// re-establishing the session: the endpoint (`host:port`) and the cause in words (connection
+    /// refused, cannot resolve the host name, not a ZooKeeper server, ...). [Self::connect] only
+    /// says [Error::Timeout] when no server answered in time.
+    pub fn with_connect_observer(mut self, observer: impl Fn(&str, &str) + Send + Sync + 'static) -> Self {
+        self.connect_observer = Some(std::sync::Arc::new(observer));
+        self
     }
 
     /// Specifies target session timeout to negotiate with ZooKeeper server.
@@ -1749,7 +1761,8 @@ impl Connector {
             .with_readonly(self.readonly)
             .with_detached(self.detached)
             .with_session_timeout(self.session_timeout)
-            .with_connection_timeout(self.connection_timeout);
+            .with_connection_timeout(self.connection_timeout)
+            .with_connect_observer(self.connect_observer);
         #[cfg(feature = "tls")]
         let builder = builder.with_tls(self.tls);
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]

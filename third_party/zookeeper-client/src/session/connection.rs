@@ -64,7 +64,10 @@ impl AsyncRead for Connection {
 impl AsyncWrite for Connection {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize>> {
         match self.get_mut() {
+            #[cfg(not(feature = "tokio"))]
             Self::Raw(stream) => Pin::new(stream).poll_write(cx, buf),
+            #[cfg(feature = "tokio")]
+            Self::Raw(stream) => nosignal::poll_send(stream.get_mut(), cx, &[IoSlice::new(buf)]),
             #[cfg(feature = "tls")]
             Self::Tls(stream) => Pin::new(stream).poll_write(cx, buf),
         }
@@ -74,10 +77,10 @@ impl AsyncWrite for Connection {
         match self.get_mut() {
             #[cfg(not(feature = "tokio"))]
             Self::Raw(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
-            // `Compat` does not forward vectored writes (it writes the first buffer only): go to
-            // tokio's stream, so that queued requests leave in one writev, as with async-net.
+            // `Compat` does not forward vectored writes (it writes the first buffer only): send
+            // them all at once, so that queued requests leave in one sendmsg, as with async-net.
             #[cfg(feature = "tokio")]
-            Self::Raw(stream) => tokio::io::AsyncWrite::poll_write_vectored(Pin::new(stream.get_mut()), cx, bufs),
+            Self::Raw(stream) => nosignal::poll_send(stream.get_mut(), cx, bufs),
             #[cfg(feature = "tls")]
             Self::Tls(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
@@ -97,6 +100,53 @@ impl AsyncWrite for Connection {
             #[cfg(feature = "tls")]
             Self::Tls(stream) => Pin::new(stream).poll_close(cx),
         }
+    }
+}
+
+/// Writes that never raise SIGPIPE. A write to a socket the server closed raises SIGPIPE in the
+/// writing thread, and a host program that has not ignored it (a C program, by default) dies.
+/// Blocking the signal per thread would not cover the caller's own thread, which writes during
+/// the session handshake, so every write is a `sendmsg` with `MSG_NOSIGNAL`: EPIPE instead.
+#[cfg(feature = "tokio")]
+mod nosignal {
+    use std::io::{IoSlice, Result};
+    use std::task::{Context, Poll};
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn poll_send(
+        stream: &mut tokio::net::TcpStream,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<Result<usize>> {
+        use std::os::fd::AsRawFd;
+        loop {
+            std::task::ready!(stream.poll_write_ready(cx))?;
+            let send = || {
+                // IoSlice is guaranteed ABI-compatible with iovec on Unix.
+                let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+                message.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+                message.msg_iovlen = bufs.len().min(1024) as _;
+                let sent = unsafe { libc::sendmsg(stream.as_raw_fd(), &message, libc::MSG_NOSIGNAL) };
+                if sent < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(sent as usize)
+            };
+            match stream.try_io(tokio::io::Interest::WRITABLE, send) {
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+
+    /// Without MSG_NOSIGNAL the host must ignore SIGPIPE itself.
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub fn poll_send(
+        stream: &mut tokio::net::TcpStream,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<Result<usize>> {
+        tokio::io::AsyncWrite::poll_write_vectored(std::pin::Pin::new(stream), cx, bufs)
     }
 }
 

@@ -34,7 +34,7 @@ pub use self::types::{EventType, SessionId, SessionInfo, SessionState, WatchedEv
 use self::watch::WatchManager;
 pub use self::watch::{OneshotReceiver, PersistentReceiver, WatchReceiver};
 use crate::deadline::Deadline;
-use crate::endpoint::IterableEndpoints;
+use crate::endpoint::{EndpointRef, IterableEndpoints};
 use crate::error::Error;
 use crate::proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, PredefinedXid, ReplyHeader};
 use crate::record;
@@ -44,6 +44,16 @@ use crate::sasl::{SaslInitiator, SaslOptions, SaslSession};
 use crate::tls::TlsOptions;
 
 pub const PASSWORD_LEN: usize = 16;
+
+/// A connection failure in words an operator can act on.
+fn describe_connect_failure(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+        std::io::ErrorKind::TimedOut => "no answer to the connection attempt".to_owned(),
+        _ if err.to_string().contains("lookup address") => format!("cannot resolve the host name ({err})"),
+        _ => err.to_string(),
+    }
+}
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
 #[derive(Default)]
@@ -58,9 +68,17 @@ pub struct Builder {
     session: Option<SessionInfo>,
     session_timeout: Duration,
     connection_timeout: Duration,
+    connect_observer: Option<ConnectObserver>,
 }
 
+/// Told of each failed attempt to reach a server, with the endpoint (`host:port`) and the cause.
+pub type ConnectObserver = std::sync::Arc<dyn Fn(&str, &str) + Send + Sync>;
+
 impl Builder {
+    pub fn with_connect_observer(self, connect_observer: Option<ConnectObserver>) -> Self {
+        Self { connect_observer, ..self }
+    }
+
     #[cfg(feature = "tls")]
     pub fn with_tls(self, tls: Option<TlsOptions>) -> Self {
         Self { tls, ..self }
@@ -150,6 +168,7 @@ impl Builder {
             authes: self.authes,
             state_sender,
             watch_manager,
+            connect_observer: self.connect_observer,
         };
         let timeout = if self.session_timeout.is_zero() { DEFAULT_SESSION_TIMEOUT } else { self.session_timeout };
         session.reset_timeout(timeout);
@@ -186,6 +205,8 @@ pub struct Session {
     state_sender: sync::watch::Sender<SessionState>,
 
     watch_manager: WatchManager,
+
+    connect_observer: Option<ConnectObserver>,
 }
 
 impl Session {
@@ -643,6 +664,10 @@ impl Session {
         let mut conn = match self.connector.connect(endpoint, deadline).await {
             Err(err) => {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
+                // The session's own deadline passing says nothing about the host.
+                if !deadline.elapsed() {
+                    self.observe_failure(endpoint, &describe_connect_failure(&err));
+                }
                 return Err(Error::ConnectionLoss);
             },
             Ok(conn) => {
@@ -664,12 +689,27 @@ impl Session {
         match self.serve_connecting(&mut conn, buf, depot).await {
             Err(err) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
+                let cause = if !buf.is_empty() && self.session_state == SessionState::Disconnected {
+                    "not a ZooKeeper server: it answered the session handshake with something else".to_owned()
+                } else {
+                    match &err {
+                        Error::ConnectionLoss => "the connection was closed during the session handshake".to_owned(),
+                        err => format!("the session handshake failed: {err}"),
+                    }
+                };
+                self.observe_failure(endpoint, &cause);
                 Err(err)
             },
             _ => {
                 info!("succeeds to establish session to {}", endpoint);
                 Ok(conn)
             },
+        }
+    }
+
+    fn observe_failure(&self, endpoint: EndpointRef<'_>, cause: &str) {
+        if let Some(observer) = &self.connect_observer {
+            observer(&format!("{}:{}", endpoint.host, endpoint.port), cause);
         }
     }
 
