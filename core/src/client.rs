@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
+use crate::dispatch::CallbackDispatcher;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::NodeWatcher;
 use crate::lock::{AttemptIds, Lock, LockOptions};
@@ -28,6 +29,11 @@ pub struct ClientOptions {
     pub digest_auth: Option<String>,
     /// The language recorded in each lock node's identity; the bindings set their own.
     pub language: Cow<'static, str>,
+    /// The servers' packet limit (their `jute.maxbuffer`), default
+    /// [`DEFAULT_JUTE_MAXBUFFER`](crate::DEFAULT_JUTE_MAXBUFFER). A server closes the connection
+    /// of a client that sends a larger request, so a lock whose path, identifier or owner label
+    /// would make one is refused up front with [`ErrorKind::InvalidArgument`].
+    pub jute_maxbuffer: u32,
 }
 
 impl Default for ClientOptions {
@@ -37,6 +43,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             digest_auth: None,
             language: Cow::Borrowed("rust"),
+            jute_maxbuffer: validate::DEFAULT_JUTE_MAXBUFFER,
         }
     }
 }
@@ -107,7 +114,7 @@ pub(crate) struct ClientInner {
     /// Serializes establishing a new session.
     renewing: tokio::sync::Mutex<()>,
     connect_string: String,
-    options: ClientOptions,
+    pub(crate) options: ClientOptions,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
     pub(crate) closed: CancellationToken,
@@ -117,6 +124,11 @@ pub(crate) struct ClientInner {
     pub(crate) identity: Arc<HostIdentity>,
     pub(crate) node_watcher: Arc<NodeWatcher>,
     pub(crate) attempt_ids: AttemptIds,
+    /// Held from an acquisition's start until its create is sent, so that the creates of one
+    /// client reach the server in the order the acquisitions were started: tokio's mutex queues
+    /// its waiters first come, first served.
+    pub(crate) send_order: tokio::sync::Mutex<()>,
+    callbacks: CallbackDispatcher,
     state: watch::Sender<SessionState>,
     changes: broadcast::Sender<SessionState>,
 }
@@ -140,14 +152,25 @@ impl Client {
     /// session and the background releases.
     ///
     /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`] for an empty or malformed connect string, or a zero
-    ///   timeout, before any network traffic.
-    /// * [`ErrorKind::Timeout`] if no session was established within `connect_timeout`.
+    /// * [`ErrorKind::InvalidArgument`] for an empty or malformed connect string, a zero timeout,
+    ///   a session timeout over 2^31-1 ms, or a `jute_maxbuffer` too small for any lock, before
+    ///   any network traffic.
+    /// * [`ErrorKind::Timeout`] if no session was established within `connect_timeout`; the
+    ///   message names the last cause seen for each host (connection refused, cannot resolve the
+    ///   host name, not a ZooKeeper server, ...), and [`Error::path`] is the connect string.
+    /// * [`ErrorKind::ZooKeeper`] (code -101, NoNode) if the chroot does not exist.
     /// * [`ErrorKind::AuthFailed`] if the server rejected the credentials.
     pub async fn connect_with(connect_string: &str, options: ClientOptions) -> Result<Client> {
         let chroot = validate::connect_string(connect_string)?.to_owned();
-        validate::positive_timeout(options.session_timeout, "session timeout")?;
+        validate::session_timeout(options.session_timeout)?;
         validate::positive_timeout(options.connect_timeout, "connect timeout")?;
+        if options.jute_maxbuffer < validate::MIN_JUTE_MAXBUFFER {
+            return Err(Error::invalid(format!(
+                "jute_maxbuffer of {} bytes is too small: a lock request needs at least {} bytes",
+                options.jute_maxbuffer,
+                validate::MIN_JUTE_MAXBUFFER
+            )));
+        }
         if let Some(auth) = &options.digest_auth {
             if !auth.contains(':') {
                 return Err(Error::invalid("digest auth must be \"user:password\""));
@@ -174,6 +197,8 @@ impl Client {
             identity,
             node_watcher,
             attempt_ids: AttemptIds::new(),
+            send_order: tokio::sync::Mutex::new(()),
+            callbacks: CallbackDispatcher::new("zklock-callback"),
             state: watch::Sender::new(SessionState::Disconnected),
             changes: broadcast::channel(64).0,
         });
@@ -221,7 +246,7 @@ impl Client {
     /// As [`Client::lock`], with options.
     pub fn lock_with(&self, path: &str, options: LockOptions) -> Result<Lock> {
         validate::lock_path(path, &self.inner.chroot)?;
-        Ok(Lock::new(self.inner.clone(), path.to_owned(), options))
+        Lock::new(self.inner.clone(), path.to_owned(), options)
     }
 
     /// Ends the session at once: the server deletes every lock node it held, so waiters behind
@@ -252,6 +277,13 @@ impl Client {
     /// Whether [`Client::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
+    }
+
+    /// Runs `callback` on this client's callback thread, after those dispatched before it: the
+    /// bindings run every user callback (lost lock, state change) this way, never on the threads
+    /// that keep sessions alive. See [`CallbackDispatcher`].
+    pub fn dispatch_callback(&self, callback: impl FnOnce() + Send + 'static) {
+        self.inner.callbacks.dispatch(callback);
     }
 }
 
@@ -306,9 +338,20 @@ impl ClientInner {
 
     async fn connect_session(self: &Arc<Self>, path: &str) -> Result<Arc<Session>> {
         let options = &self.options;
+        // The last cause seen for each host, in the order the hosts were first tried.
+        let failures: Arc<parking_lot::Mutex<Vec<(String, String)>>> = Default::default();
+        let observed = failures.clone();
         // The connection timeout is left to the ZooKeeper client's default (2/5 of the session
         // timeout): the client-side expiry in `session::monitor` depends on it.
-        let mut connector = zk::Client::connector().with_session_timeout(options.session_timeout);
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(options.session_timeout)
+            .with_connect_observer(move |host: &str, cause: &str| {
+                let mut failures = observed.lock();
+                match failures.iter_mut().find(|(seen, _)| seen == host) {
+                    Some((_, last)) => *last = cause.to_owned(),
+                    None => failures.push((host.to_owned(), cause.to_owned())),
+                }
+            });
         if let Some(auth) = &options.digest_auth {
             connector = connector.with_auth("digest", auth.as_bytes());
         }
@@ -316,20 +359,41 @@ impl ClientInner {
         let zk = tokio::select! {
             result = tokio::time::timeout(options.connect_timeout, connecting) => match result {
                 Err(_) | Ok(Err(zk::Error::Timeout)) => {
+                    let causes = failures.lock().iter().map(|(host, cause)| format!("{host}: {cause}")).collect::<Vec<_>>();
+                    let causes = if causes.is_empty() { "no server answered".to_owned() } else { causes.join("; ") };
                     return Err(Error::new(
                         ErrorKind::Timeout,
-                        format!(
-                            "no session with {} within the connect timeout of {:?}",
-                            self.connect_string, options.connect_timeout
-                        ),
-                    ))
+                        format!("no session within the connect timeout of {:?} ({causes})", options.connect_timeout),
+                    )
+                    .with_path(&self.connect_string));
                 },
                 Ok(Err(err)) => return Err(Error::from_zk(err, path, "connecting")),
                 Ok(Ok(zk)) => zk,
             },
             _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
         };
+        if !self.chroot.is_empty() {
+            self.check_chroot(&zk).await?;
+        }
         Ok(Session::start(zk, Arc::downgrade(self), &self.runtime))
+    }
+
+    /// A chroot that does not exist would make every lock fail later with a puzzling NoNode on
+    /// its parents: say so at connect. (The server does not create a chroot; nor do we.)
+    async fn check_chroot(&self, zk: &zk::Client) -> Result<()> {
+        let checked = tokio::select! {
+            checked = zk.check_stat("/") => checked,
+            _ = self.closed.cancelled() => return Err(Self::closed_error(&self.chroot)),
+        };
+        match checked {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Error::zookeeper(
+                zk::Error::NoNode,
+                format!("the chroot {} does not exist on the server: create it, or connect without it", self.chroot),
+            )
+            .with_path(&self.connect_string)),
+            Err(err) => Err(Error::from_zk(err, &self.connect_string, "checking the chroot")),
+        }
     }
 
     /// Called by a session's monitor on each change of its state.

@@ -118,12 +118,19 @@ impl Error {
         Error { inner: Box::new(Inner { kind, path: Some(path.to_owned()), message, source: Some(err) }) }
     }
 
+    /// An error the server reported, explained in `message`.
+    pub(crate) fn zookeeper(err: zookeeper_client::Error, message: impl Into<Cow<'static, str>>) -> Self {
+        let message = message.into();
+        Error { inner: Box::new(Inner { kind: ErrorKind::ZooKeeper, path: None, message, source: Some(err) }) }
+    }
+
     /// The stable kind of this error.
     pub fn kind(&self) -> ErrorKind {
         self.inner.kind
     }
 
-    /// The lock path (relative to the client's chroot) this error concerns, if any.
+    /// The lock path (relative to the client's chroot) this error concerns, if any; for an error
+    /// connecting, the connect string.
     pub fn path(&self) -> Option<&str> {
         self.inner.path.as_deref()
     }

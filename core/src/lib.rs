@@ -33,6 +33,7 @@
 //!   built into `libzklock.so`/`libzklock.a` by the root Makefile (`make install PREFIX=...`).
 
 mod client;
+mod dispatch;
 mod error;
 #[cfg(feature = "ffi")]
 pub mod ffi;
@@ -47,7 +48,9 @@ mod validate;
 const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
 pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
+pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{Hold, HoldState, HoldStateChanges};
-pub use crate::lock::{Identity, Lock, LockGuard, LockOptions, Owner, Participant};
+pub use crate::lock::{Acquire, Identity, Lock, LockGuard, LockOptions, Owner, Participant};
 pub use crate::session::LostReason;
+pub use crate::validate::DEFAULT_JUTE_MAXBUFFER;

@@ -1,7 +1,9 @@
 //! The fair, reentrant lock: Curator's InterProcessMutex recipe, node for node.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::future::BoxFuture;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::order::{self, LOCK_NAME};
 use crate::session::{Lease, Session};
+use crate::validate;
 
 const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
     zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
@@ -30,6 +33,53 @@ pub(crate) fn connection_lost(err: &zk::Error) -> bool {
 /// Pause before retrying after a connection loss, so a dead connection is not hammered before
 /// the session notices it is down.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// A server closes the connection of a client whose request it refuses (one over its packet
+/// limit); the client reconnects and the request would be sent again, forever. A run of this
+/// many connection losses, each within [`REFUSAL_WINDOW`] of reconnecting, ends the step with an
+/// error instead: a flaky network rarely drops a fresh connection that fast, that often.
+const REFUSAL_LIMIT: u32 = 8;
+const REFUSAL_WINDOW: Duration = Duration::from_secs(1);
+
+/// What bounds one attempt's steps: its deadline (`None`: none), which also bounds removing its
+/// node, and the run of connections lost right after reconnecting.
+struct Budget {
+    deadline: Option<Instant>,
+    losses: Mutex<LossRun>,
+}
+
+#[derive(Default)]
+struct LossRun {
+    count: u32,
+    reconnected_at: Option<Instant>,
+}
+
+impl Budget {
+    fn until(deadline: Option<Instant>) -> Budget {
+        Budget { deadline, losses: Mutex::new(LossRun::default()) }
+    }
+
+    /// Counts a connection loss; `Err(Stop::Refused)` once the server has dropped the
+    /// connection right after every reconnection, [`REFUSAL_LIMIT`] times in a row.
+    fn lost_connection(&self) -> std::result::Result<(), Stop> {
+        let mut run = self.losses.lock();
+        let quick = run.reconnected_at.is_some_and(|at| at.elapsed() < REFUSAL_WINDOW);
+        run.count = if quick { run.count + 1 } else { 1 };
+        if run.count >= REFUSAL_LIMIT {
+            return Err(Stop::Refused);
+        }
+        Ok(())
+    }
+
+    fn reconnected(&self) {
+        self.losses.lock().reconnected_at = Some(Instant::now());
+    }
+}
+
+/// The message of [`Stop::Refused`].
+const REFUSED: &str = "ZooKeeper closed the connection each time this request was sent, right after reconnecting: \
+     it is most likely over the server's packet limit (jute.maxbuffer); set the client option jute_maxbuffer to the \
+     servers' value so that such requests are refused up front";
 
 /// Who holds a lock, for reentrancy: an opaque id chosen by the caller (a thread, an asyncio
 /// task, a Node async flow). Acquisitions by the same owner nest; different owners on the same
@@ -138,6 +188,10 @@ struct LockInner {
     before_watch: Option<BeforeWatch>,
     /// Few owners per lock, so a vector beats a map for the reentrant path.
     owners: Mutex<Vec<Slot>>,
+    /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
+    /// then an attempt keeps the client's send turn until its create is answered, so that
+    /// attempts whose creates failed for want of the path send them again in their order.
+    path_known: AtomicBool,
 }
 
 struct Slot {
@@ -176,24 +230,33 @@ enum Stop {
     Closed,
     /// The session is over (expired, or given up after too long a disconnection).
     SessionOver,
+    /// The server keeps dropping the connection when this step's request is sent.
+    Refused,
 }
 
 impl Lock {
-    pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Lock {
-        Lock {
-            inner: Arc::new(LockInner {
-                client,
-                path,
-                identifier: options.identifier,
-                before_watch: options.before_watch,
-                owners: Mutex::new(Vec::new()),
-            }),
-        }
+    /// Refuses a path and identifier that could not fit in a request, whoever the owner.
+    pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Lock> {
+        let inner = LockInner {
+            client,
+            path,
+            identifier: options.identifier,
+            before_watch: options.before_watch,
+            owners: Mutex::new(Vec::new()),
+            path_known: AtomicBool::new(false),
+        };
+        inner.check_fits(inner.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
+        Ok(Lock { inner: Arc::new(inner) })
     }
 
     /// The lock path, relative to the client's chroot.
     pub fn path(&self) -> &str {
         &self.inner.path
+    }
+
+    /// The client this lock was made from.
+    pub fn client(&self) -> crate::Client {
+        crate::Client { inner: self.inner.client.clone() }
     }
 
     /// Acquires the lock for `owner`, waiting as long as it takes.
@@ -259,9 +322,12 @@ impl Lock {
         }
     }
 
-    /// Whether `owner` holds the lock (as far as this process knows).
+    /// Whether `owner` holds the lock (as far as this process knows). A lost hold is not held,
+    /// though it stays `owner`'s until released (see [`Lock::hold_of`]).
     pub fn is_held_by(&self, owner: &Owner) -> bool {
-        self.inner.owners.lock().iter().any(|slot| slot.owner == owner.id && slot.held.is_some())
+        self.inner.owners.lock().iter().any(|slot| {
+            slot.owner == owner.id && slot.held.as_ref().is_some_and(|held| held.hold.state() != crate::HoldState::Lost)
+        })
     }
 
     /// The state of `owner`'s hold, if it holds the lock.
@@ -286,12 +352,69 @@ impl Lock {
         Ok(self.inner.contenders().await?.into_iter().next())
     }
 
+    /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
+    /// as a second acquire by the same owner) is decided before this returns, and otherwise the
+    /// attempt's create is sent, or queued behind those of acquisitions begun earlier on this
+    /// client, before this returns. So the creates of one client reach the server in the order
+    /// its acquisitions began, whichever threads later drive them. `timeout` as in
+    /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
+    pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
+        let wait = timeout.map_or(Wait::Forever, Wait::at_most);
+        match self.inner.reenter_or_claim(owner) {
+            Err(err) => Acquire::done(Err(err)),
+            Ok(Some(hold)) => Acquire::done(Ok(Some(hold))),
+            Ok(None) => {
+                let lock = self.clone();
+                let owner = owner.clone();
+                let mut future: BoxFuture<'static, Result<Option<Hold>>> =
+                    Box::pin(async move { lock.acquire_claimed(&owner, wait).await });
+                // One poll now, with the runtime's context for its timers: it runs up to the
+                // create's reply (or to its place in the send-order queue).
+                let _context = self.inner.client.runtime.enter();
+                match future.as_mut().poll(&mut std::task::Context::from_waker(futures::task::noop_waker_ref())) {
+                    std::task::Poll::Ready(result) => Acquire::done(result),
+                    std::task::Poll::Pending => Acquire { now: None, running: Some(future) },
+                }
+            }
+        }
+    }
+
+    /// Re-enters at once if `owner` holds the lock: `Some(Ok(hold))` counted up, `Some(Err(_))`
+    /// (LockLost) if its hold was lost; `None` if it holds nothing here. No ZooKeeper traffic.
+    pub fn try_reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
+        self.inner.reenter(owner)
+    }
+
+    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or
+    /// `Some(Err(_))` (LockLost, and the hold is dropped) if its hold was lost; `None` if the
+    /// release would delete the node (use [`Lock::release`]) or `owner` holds nothing here.
+    pub fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
+        let owners = self.inner.owners.lock();
+        let held = owners.iter().find(|slot| slot.owner == owner.id)?.held.as_ref()?;
+        if held.count < 2 && !held.hold.inner.is_lost() {
+            return None;
+        }
+        drop(owners);
+        // Counts down, or deletes nothing for a lost hold: ready at its first poll.
+        Some(match self.inner.unhold(owner) {
+            Ok(None) => Ok(()),
+            Ok(Some(hold)) => futures::FutureExt::now_or_never(self.inner.delete_held(&hold))
+                .expect("releasing a lost hold sends nothing"),
+            Err(err) => Err(err),
+        })
+    }
+
     async fn acquire_hold(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         if let Some(hold) = self.inner.reenter_or_claim(owner)? {
             return Ok(Some(hold));
         }
-        // From here on the owner's slot says "acquiring"; this guard clears it unless the
-        // acquisition succeeds, including when the future is dropped.
+        self.acquire_claimed(owner, wait).await
+    }
+
+    /// Contends for an owner whose slot says "acquiring".
+    async fn acquire_claimed(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        // The owner's slot says "acquiring"; this guard clears it unless the acquisition
+        // succeeds, including when the future is dropped.
         let mut claim = Claim { lock: &self.inner, owner: owner.id, done: false };
         // Boxed so the reentrant path above does not carry this large state machine.
         let result = Box::pin(self.inner.contend(owner, wait)).await;
@@ -307,6 +430,40 @@ impl Lock {
 
     fn guard(&self, owner: &Owner, hold: Hold) -> LockGuard {
         LockGuard { lock: self.clone(), owner: owner.clone(), hold, armed: true }
+    }
+}
+
+/// An acquisition begun by [`Lock::begin_acquire`]: a future of its outcome (as
+/// [`Lock::acquire_for`]'s), already under way.
+#[must_use = "dropping an acquisition cancels it"]
+pub struct Acquire {
+    now: Option<Result<Option<Hold>>>,
+    running: Option<BoxFuture<'static, Result<Option<Hold>>>>,
+}
+
+impl Acquire {
+    fn done(result: Result<Option<Hold>>) -> Acquire {
+        Acquire { now: Some(result), running: None }
+    }
+
+    /// The outcome, if the acquisition was decided as it began (a re-entry, or an error):
+    /// a binding can then answer without a round trip through its event loop.
+    pub fn take_now(&mut self) -> Option<Result<Option<Hold>>> {
+        self.now.take()
+    }
+}
+
+impl Future for Acquire {
+    type Output = Result<Option<Hold>>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        if let Some(result) = self.now.take() {
+            return std::task::Poll::Ready(result);
+        }
+        match self.running.as_mut() {
+            Some(running) => running.as_mut().poll(cx),
+            None => panic!("Acquire polled after it finished"),
+        }
     }
 }
 
@@ -350,18 +507,7 @@ impl LockInner {
         let mut owners = self.owners.lock();
         if let Some(slot) = owners.iter_mut().find(|slot| slot.owner == owner.id) {
             return match &mut slot.held {
-                Some(held) if held.hold.inner.is_lost() => Err(self.error(
-                    ErrorKind::LockLost,
-                    format!(
-                        "owner {} cannot re-enter: {}; release it",
-                        owner.label(),
-                        held.hold.lost_reason().map_or("it was lost", |r| r.describe())
-                    ),
-                )),
-                Some(held) => {
-                    held.count += 1;
-                    Ok(Some(held.hold.clone()))
-                }
+                Some(held) => self.count_up(owner, held).map(Some),
                 None => Err(self.error(
                     ErrorKind::InvalidArgument,
                     format!("owner {} is already acquiring this lock; an owner acquires one at a time", owner.label()),
@@ -370,6 +516,31 @@ impl LockInner {
         }
         owners.push(Slot { owner: owner.id, held: None });
         Ok(None)
+    }
+
+    /// Counts up `owner`'s hold, if it has one here.
+    fn reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
+        if self.client.is_closed() {
+            return Some(Err(self.closed_error()));
+        }
+        let mut owners = self.owners.lock();
+        let held = owners.iter_mut().find(|slot| slot.owner == owner.id)?.held.as_mut()?;
+        Some(self.count_up(owner, held))
+    }
+
+    fn count_up(&self, owner: &Owner, held: &mut Held) -> Result<Hold> {
+        if held.hold.inner.is_lost() {
+            return Err(self.error(
+                ErrorKind::LockLost,
+                format!(
+                    "owner {} cannot re-enter: {}; release it",
+                    owner.label(),
+                    held.hold.lost_reason().map_or("it was lost", |r| r.describe())
+                ),
+            ));
+        }
+        held.count += 1;
+        Ok(held.hold.clone())
     }
 
     /// Counts down `owner`'s hold; returns the hold to delete when the count reaches zero.
@@ -427,15 +598,36 @@ impl LockInner {
     }
 
     fn node_data(&self, owner: &Owner) -> Vec<u8> {
+        self.node_data_labelled(owner.label())
+    }
+
+    fn node_data_labelled(&self, owner: String) -> Vec<u8> {
         let host = &self.client.identity;
         let identity = Identity {
             host: host.host.clone(),
             pid: host.pid,
-            owner: owner.label(),
+            owner,
             lang: host.language.clone(),
             identifier: self.identifier.clone(),
         };
         serde_json::to_vec(&identity).expect("identity serializes")
+    }
+
+    /// Refuses, before sending, a create the server would refuse by dropping the connection.
+    fn check_fits(&self, data_len: usize, what_else: impl FnOnce() -> String) -> Result<()> {
+        // The node's full path on the server: chroot, lock path, `/_c_<uuid>-lock-<10 digits>`.
+        let name_len = "/_c_".len() + 36 + "-".len() + LOCK_NAME.len() + 10;
+        let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
+        let len = validate::create_request_len(server_path_len, data_len);
+        validate::request_fits(len, self.client.options.jute_maxbuffer, || {
+            format!(
+                "the lock path of {} bytes, identifier of {} bytes and {}",
+                self.path.len(),
+                self.identifier.as_ref().map_or(0, String::len),
+                what_else()
+            )
+        })
+        .map_err(|err| err.with_path(&self.path))
     }
 
     fn child_path(&self, name: &str) -> String {
@@ -447,33 +639,29 @@ impl LockInner {
         &self,
         session: &Session,
         future: F,
-        deadline: Option<Instant>,
+        budget: &Budget,
     ) -> std::result::Result<F::Output, Stop> {
-        let expiry = async {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            biased;
-            _ = self.client.closed.cancelled() => Err(Stop::Closed),
-            _ = session.ended.cancelled() => Err(Stop::SessionOver),
-            output = future => Ok(output),
-            _ = expiry => Err(Stop::Deadline),
-        }
+        bounded(&self.client, session, future, budget).await
     }
 
-    /// Waits (briefly backing off first) until the session is connected again or has ended.
-    async fn await_connected(&self, session: &Session, deadline: Option<Instant>) -> std::result::Result<(), Stop> {
-        self.bounded(session, tokio::time::sleep(RECONNECT_BACKOFF), deadline).await?;
-        let mut lease = session.lease.clone();
-        let reconnected = self.bounded(session, lease.wait_for(|lease| *lease != Lease::Suspended), deadline).await?;
-        reconnected.map(|_| ()).map_err(|_| Stop::SessionOver)
+    /// After a connection loss: waits until the session is connected again or has ended.
+    async fn await_connected(&self, session: &Session, budget: &Budget) -> std::result::Result<(), Stop> {
+        await_connected(&self.client, session, budget).await
     }
 
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn contend(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        let started = Instant::now();
+        let data = self.node_data(owner);
+        self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        let send_turn = match wait {
+            Wait::For(timeout) => match tokio::time::timeout(timeout, self.client.send_order.lock()).await {
+                Ok(turn) => turn,
+                // Acquisitions begun earlier are still establishing a session or creating the path.
+                Err(_) => return Ok(None),
+            },
+            _ => self.client.send_order.lock().await,
+        };
         let session = self.client.session(&self.path).await?;
         let name_prefix = format!("_c_{}-{LOCK_NAME}", self.client.attempt_ids.next());
         let mut attempt = Attempt {
@@ -484,7 +672,7 @@ impl LockInner {
             node: None,
             armed: false,
         };
-        let mut result = self.queue_and_wait(&session, owner, wait, &mut attempt).await;
+        let mut result = self.queue_and_wait(&session, data, (wait, started), &mut attempt, send_turn).await;
         // With a deadline, a Timeout from the attempt can only be that deadline passing (the
         // session was established above): the lock was not obtained in time, which is no error.
         if matches!(wait, Wait::For(_)) && result.as_ref().is_err_and(|err| err.kind() == ErrorKind::Timeout) {
@@ -502,17 +690,18 @@ impl LockInner {
     async fn queue_and_wait(
         &self,
         session: &Arc<Session>,
-        owner: &Owner,
-        wait: Wait,
+        data: Vec<u8>,
+        (wait, started): (Wait, Instant),
         attempt: &mut Attempt,
+        send_turn: tokio::sync::MutexGuard<'_, ()>,
     ) -> Result<Option<Hold>> {
-        let started = Instant::now();
-        let deadline = match wait {
+        let mut send_turn = Some(send_turn);
+        let budget = &Budget::until(match wait {
             Wait::Forever => None,
             Wait::For(timeout) => Some(started + timeout),
             // Trying still completes its one round trip, unless the session is stuck.
             Wait::No => Some(started + session.timeout),
-        };
+        });
         let zk = &session.zk;
         let stopped = |stop: Stop| match stop {
             Stop::Closed => self.closed_error(),
@@ -522,8 +711,8 @@ impl LockInner {
                 Wait::No => self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the lock"),
                 _ => self.error(ErrorKind::Timeout, "the attempt's deadline passed"),
             },
+            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
         };
-        let data = self.node_data(owner);
         let node_prefix = self.child_path(&attempt.name_prefix);
         // Our node: (name, sequence, creation zxid).
         let mut mine: Option<(String, i64, i64)> = None;
@@ -534,22 +723,29 @@ impl LockInner {
                 attempt.armed = true;
                 let create = zk.create(&node_prefix, &data, &EPHEMERAL_SEQUENTIAL);
                 let listing = zk.list_children(&self.path);
-                match self.bounded(session, create, deadline).await.map_err(stopped)? {
+                if self.path_known.load(Ordering::Acquire) {
+                    // Sent: later acquisitions of this client may send theirs.
+                    drop(send_turn.take());
+                }
+                match self.bounded(session, create, budget).await.map_err(stopped)? {
                     Ok((stat, sequence)) => {
+                        self.path_known.store(true, Ordering::Release);
+                        drop(send_turn.take());
                         let name = format!("{}{}", attempt.name_prefix, sequence);
                         attempt.node = Some(self.child_path(&name));
                         mine = Some((name, sequence.into_i64(), stat.czxid));
                     }
                     Err(zk::Error::NoNode) => {
-                        self.make_parents(session, deadline).await.map_err(|e| e.map_stop(stopped))?;
+                        self.path_known.store(false, Ordering::Release);
+                        self.make_parents(session, budget).await.map_err(|e| e.map_stop(stopped))?;
                         continue;
                     }
                     Err(err) if connection_lost(&err) => {
                         // The create may or may not have happened: find it by our uuid rather
                         // than make a second node.
-                        self.await_connected(session, deadline).await.map_err(stopped)?;
+                        self.await_connected(session, budget).await.map_err(stopped)?;
                         mine = self
-                            .find_mine(session, &attempt.name_prefix, deadline)
+                            .find_mine(session, &attempt.name_prefix, budget)
                             .await
                             .map_err(|e| e.map_stop(stopped))?;
                         attempt.node = mine.as_ref().map(|(name, ..)| self.child_path(name));
@@ -557,24 +753,25 @@ impl LockInner {
                     }
                     Err(err) => return Err(self.zk_error(err, "creating the lock node")),
                 }
-                match self.bounded(session, listing, deadline).await.map_err(stopped)? {
+                match self.bounded(session, listing, budget).await.map_err(stopped)? {
                     Ok(children) => children,
                     Err(err) if connection_lost(&err) => {
-                        self.await_connected(session, deadline).await.map_err(stopped)?;
+                        self.await_connected(session, budget).await.map_err(stopped)?;
                         continue;
                     }
                     Err(zk::Error::NoNode) => continue,
                     Err(err) => return Err(self.zk_error(err, "listing the contenders")),
                 }
             } else {
-                match self.bounded(session, zk.list_children(&self.path), deadline).await.map_err(stopped)? {
+                match self.bounded(session, zk.list_children(&self.path), budget).await.map_err(stopped)? {
                     Ok(children) => children,
                     Err(err) if connection_lost(&err) => {
-                        self.await_connected(session, deadline).await.map_err(stopped)?;
+                        self.await_connected(session, budget).await.map_err(stopped)?;
                         continue;
                     }
                     // The lock path vanished, and our node with it: queue again (kazoo #563).
                     Err(zk::Error::NoNode) => {
+                        self.path_known.store(false, Ordering::Release);
                         mine = None;
                         continue;
                     }
@@ -582,7 +779,7 @@ impl LockInner {
                 }
             };
             let (name, sequence, czxid) = mine.clone().expect("created above");
-            let queue = match self.in_queue_order(session, children, deadline).await {
+            let queue = match self.in_queue_order(session, children, budget).await {
                 Ok(queue) => queue,
                 Err(Retry::Stop(stop)) => return Err(stopped(stop)),
                 Err(Retry::Again) => continue,
@@ -610,16 +807,16 @@ impl LockInner {
                 hook(predecessor.clone()).await;
             }
             let watcher =
-                match self.bounded(session, zk.get_and_watch_data(&predecessor), deadline).await.map_err(stopped)? {
+                match self.bounded(session, zk.get_and_watch_data(&predecessor), budget).await.map_err(stopped)? {
                     Ok((_, _, watcher)) => watcher,
                     Err(zk::Error::NoNode) => continue,
                     Err(err) if connection_lost(&err) => {
-                        self.await_connected(session, deadline).await.map_err(stopped)?;
+                        self.await_connected(session, budget).await.map_err(stopped)?;
                         continue;
                     }
                     Err(err) => return Err(self.zk_error(err, "watching the predecessor")),
                 };
-            let event = self.bounded(session, watcher.changed(), deadline).await.map_err(stopped)?;
+            let event = self.bounded(session, watcher.changed(), budget).await.map_err(stopped)?;
             if event.event_type == zk::EventType::Session {
                 match event.session_state {
                     zk::SessionState::Expired => return Err(self.session_over_error(session)),
@@ -639,12 +836,12 @@ impl LockInner {
         &self,
         session: &Session,
         mut names: Vec<String>,
-        deadline: Option<Instant>,
+        budget: &Budget,
     ) -> std::result::Result<Vec<String>, Retry> {
         if order::sort_by_suffix(&mut names) {
             return Ok(names);
         }
-        let stats = self.read_children(session, &names, deadline).await?;
+        let stats = self.read_children(session, &names, budget).await?;
         let mut keyed: Vec<(i64, String)> =
             names.into_iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
         keyed.sort_unstable_by_key(|(czxid, _)| *czxid);
@@ -656,7 +853,7 @@ impl LockInner {
         &self,
         session: &Session,
         names: &[String],
-        deadline: Option<Instant>,
+        budget: &Budget,
     ) -> std::result::Result<Vec<Option<(Vec<u8>, zk::Stat)>>, Retry> {
         if names.is_empty() {
             return Ok(Vec::new());
@@ -667,10 +864,10 @@ impl LockInner {
                 .add_get_data(&self.child_path(name))
                 .map_err(|e| Retry::Fail(self.zk_error(e, "reading a contender")))?;
         }
-        let results = match self.bounded(session, reader.commit(), deadline).await.map_err(Retry::Stop)? {
+        let results = match self.bounded(session, reader.commit(), budget).await.map_err(Retry::Stop)? {
             Ok(results) => results,
             Err(err) if connection_lost(&err) => {
-                self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
+                self.await_connected(session, budget).await.map_err(Retry::Stop)?;
                 return Err(Retry::Again);
             }
             Err(err) => return Err(Retry::Fail(self.zk_error(err, "reading the contenders"))),
@@ -686,11 +883,11 @@ impl LockInner {
 
     /// Creates the lock path and its missing ancestors as containers, which the server removes
     /// once they are empty again.
-    async fn make_parents(&self, session: &Session, deadline: Option<Instant>) -> std::result::Result<(), Retry> {
-        match self.bounded(session, session.zk.mkdir(&self.path, &CONTAINER), deadline).await.map_err(Retry::Stop)? {
+    async fn make_parents(&self, session: &Session, budget: &Budget) -> std::result::Result<(), Retry> {
+        match self.bounded(session, session.zk.mkdir(&self.path, &CONTAINER), budget).await.map_err(Retry::Stop)? {
             Ok(()) => Ok(()),
             Err(err) if connection_lost(&err) => {
-                self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
+                self.await_connected(session, budget).await.map_err(Retry::Stop)?;
                 Ok(())
             }
             Err(err) => Err(Retry::Fail(self.zk_error(err, "creating the lock path"))),
@@ -702,24 +899,24 @@ impl LockInner {
         &self,
         session: &Session,
         name_prefix: &str,
-        deadline: Option<Instant>,
+        budget: &Budget,
     ) -> std::result::Result<Option<(String, i64, i64)>, Retry> {
         loop {
             // sync first, so a lagging server we reconnected to has seen our create.
             let sync = session.zk.sync(&self.path);
             let listing = session.zk.list_children(&self.path);
-            let _ = self.bounded(session, sync, deadline).await.map_err(Retry::Stop)?;
-            let names = match self.bounded(session, listing, deadline).await.map_err(Retry::Stop)? {
+            let _ = self.bounded(session, sync, budget).await.map_err(Retry::Stop)?;
+            let names = match self.bounded(session, listing, budget).await.map_err(Retry::Stop)? {
                 Ok(names) => names,
                 Err(zk::Error::NoNode) => return Ok(None),
                 Err(err) if connection_lost(&err) => {
-                    self.await_connected(session, deadline).await.map_err(Retry::Stop)?;
+                    self.await_connected(session, budget).await.map_err(Retry::Stop)?;
                     continue;
                 }
                 Err(err) => return Err(Retry::Fail(self.zk_error(err, "looking for our lock node"))),
             };
             let Some(name) = names.into_iter().find(|name| name.starts_with(name_prefix)) else { return Ok(None) };
-            let read = self.read_children(session, std::slice::from_ref(&name), deadline).await;
+            let read = self.read_children(session, std::slice::from_ref(&name), budget).await;
             let stat = match read {
                 // Only a node of this very session is ours (Curator #1121): a session can't
                 // change under one attempt, but a mistake here would mean two holders.
@@ -738,23 +935,24 @@ impl LockInner {
     async fn contenders(&self) -> Result<Vec<Participant>> {
         let session = &self.client.session(&self.path).await?;
         let zk = &session.zk;
-        let deadline = Some(Instant::now() + session.timeout);
+        let budget = &Budget::until(Some(Instant::now() + session.timeout));
         let stopped = |stop: Stop| match stop {
             Stop::Closed => self.closed_error(),
             Stop::SessionOver => self.session_over_error(session),
             Stop::Deadline => self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders"),
+            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
         };
         loop {
-            let names = match self.bounded(session, zk.list_children(&self.path), deadline).await.map_err(stopped)? {
+            let names = match self.bounded(session, zk.list_children(&self.path), budget).await.map_err(stopped)? {
                 Ok(names) => names,
                 Err(zk::Error::NoNode) => return Ok(Vec::new()),
                 Err(err) if connection_lost(&err) => {
-                    self.await_connected(session, deadline).await.map_err(stopped)?;
+                    self.await_connected(session, budget).await.map_err(stopped)?;
                     continue;
                 }
                 Err(err) => return Err(self.zk_error(err, "listing the contenders")),
             };
-            let reads = match self.read_children(session, &names, deadline).await {
+            let reads = match self.read_children(session, &names, budget).await {
                 Ok(reads) => reads,
                 Err(Retry::Again) => continue,
                 Err(Retry::Stop(stop)) => return Err(stopped(stop)),
@@ -853,44 +1051,74 @@ async fn remove_node(
     node: Option<String>,
 ) {
     let zk = &session.zk;
-    let work = async {
-        loop {
-            let node = match &node {
-                Some(node) => node.clone(),
-                None => {
-                    // Behind the create in the session's order, so the listing shows it if it exists.
-                    let sync = zk.sync(&path);
-                    let listing = zk.list_children(&path);
-                    let _ = sync.await;
-                    match listing.await {
-                        Ok(names) => match names.into_iter().find(|name| name.starts_with(&name_prefix)) {
-                            Some(name) => format!("{path}/{name}"),
-                            None => return,
-                        },
-                        Err(err) if connection_lost(&err) => {
-                            wait_reconnect(&session).await;
-                            continue;
-                        }
+    // No deadline, but a request the server keeps refusing stops here too.
+    let budget = &Budget::until(None);
+    loop {
+        let node = match &node {
+            Some(node) => node.clone(),
+            None => {
+                // Behind the create in the session's order, so the listing shows it if it exists.
+                let sync = zk.sync(&path);
+                let listing = zk.list_children(&path);
+                let _ = bounded(&client, &session, sync, budget).await;
+                match bounded(&client, &session, listing, budget).await {
+                    Ok(Ok(names)) => match names.into_iter().find(|name| name.starts_with(&name_prefix)) {
+                        Some(name) => format!("{path}/{name}"),
+                        None => return,
+                    },
+                    Ok(Err(err)) if connection_lost(&err) => match await_connected(&client, &session, budget).await {
+                        Ok(()) => continue,
                         Err(_) => return,
-                    }
+                    },
+                    _ => return,
                 }
-            };
-            match zk.delete(&node, None).await {
-                Err(err) if connection_lost(&err) => wait_reconnect(&session).await,
-                _ => return,
             }
+        };
+        match bounded(&client, &session, zk.delete(&node, None), budget).await {
+            Ok(Err(err)) if connection_lost(&err) => {
+                if await_connected(&client, &session, budget).await.is_err() {
+                    return;
+                }
+            }
+            _ => return,
         }
-    };
-    tokio::select! {
-        _ = work => {},
-        _ = client.closed.cancelled() => {},
-        _ = session.ended.cancelled() => {},
     }
 }
 
-async fn wait_reconnect(session: &Session) {
-    tokio::time::sleep(RECONNECT_BACKOFF).await;
-    let _ = session.lease.clone().wait_for(|lease| *lease != Lease::Suspended).await;
+/// Awaits `future` unless the client is closed, the session is over, or the budget's deadline
+/// passes.
+async fn bounded<F: Future>(
+    client: &ClientInner,
+    session: &Session,
+    future: F,
+    budget: &Budget,
+) -> std::result::Result<F::Output, Stop> {
+    let expiry = async {
+        match budget.deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = client.closed.cancelled() => Err(Stop::Closed),
+        _ = session.ended.cancelled() => Err(Stop::SessionOver),
+        output = future => Ok(output),
+        _ = expiry => Err(Stop::Deadline),
+    }
+}
+
+/// The one wait after a connection loss: counts the loss against the budget (a request the
+/// server keeps refusing ends here), backs off briefly so a dead connection is not hammered
+/// before the session notices, then waits until the session is connected again or has ended.
+async fn await_connected(client: &ClientInner, session: &Session, budget: &Budget) -> std::result::Result<(), Stop> {
+    budget.lost_connection()?;
+    bounded(client, session, tokio::time::sleep(RECONNECT_BACKOFF), budget).await?;
+    let mut lease = session.lease.clone();
+    let reconnected = bounded(client, session, lease.wait_for(|lease| *lease != Lease::Suspended), budget).await?;
+    reconnected.map_err(|_| Stop::SessionOver)?;
+    budget.reconnected();
+    Ok(())
 }
 
 /// A held level of a lock. Dropping it releases that level in the background (the node is

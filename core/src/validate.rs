@@ -108,6 +108,47 @@ pub(crate) fn positive_timeout(value: Duration, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// The session timeout travels as a signed 32-bit count of milliseconds: anything longer would
+/// wrap (2,147,484 s was granted as 1 s).
+pub(crate) fn session_timeout(value: Duration) -> Result<()> {
+    positive_timeout(value, "session timeout")?;
+    if value.as_millis() > i32::MAX as u128 {
+        return Err(Error::invalid(format!(
+            "session timeout of {value:?} is out of range: ZooKeeper takes at most {} ms (about 24.8 days)",
+            i32::MAX
+        )));
+    }
+    Ok(())
+}
+
+/// ZooKeeper's default packet limit, `jute.maxbuffer` (0xfffff bytes): a server closes the
+/// connection of a client that sends a larger request.
+pub const DEFAULT_JUTE_MAXBUFFER: u32 = 0xfffff;
+
+/// Below this, not even a lock with a short path and identity fits.
+pub(crate) const MIN_JUTE_MAXBUFFER: u32 = 1024;
+
+/// The size, as the server counts it against `jute.maxbuffer`, of the create request that
+/// queues for a lock: header, path, data, one world:anyone ACL, flags.
+pub(crate) fn create_request_len(server_path_len: usize, data_len: usize) -> usize {
+    const HEADER: usize = 8;
+    const ACL: usize = 4 + 4 + 4 + "world".len() + 4 + "anyone".len();
+    HEADER + (4 + server_path_len) + (4 + data_len) + ACL + 4
+}
+
+/// Rejects a request the server would refuse by dropping the connection (and the client would
+/// send again on every reconnection), naming what made it too large.
+pub(crate) fn request_fits(len: usize, limit: u32, what: impl FnOnce() -> String) -> Result<()> {
+    if len > limit as usize {
+        return Err(Error::invalid(format!(
+            "{} makes a request of {len} bytes, over ZooKeeper's packet limit of {limit} bytes \
+             (the server's jute.maxbuffer; if the servers allow more, set the client option jute_maxbuffer to match)",
+            what()
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +179,14 @@ mod tests {
         let err = lock_path("/quota", "/zookeeper").unwrap_err();
         assert!(err.message().contains("under /zookeeper"));
         lock_path("/zookeeper", "/app").unwrap();
+    }
+
+    #[test]
+    fn session_timeouts() {
+        session_timeout(Duration::from_millis(i32::MAX as u64)).unwrap();
+        let err = session_timeout(Duration::from_secs(2_147_484)).unwrap_err();
+        assert!(err.message().contains("out of range"), "{err}");
+        assert!(session_timeout(Duration::ZERO).unwrap_err().message().contains("greater than zero"));
     }
 
     #[test]

@@ -81,7 +81,14 @@ async fn invalid_lock_paths_are_rejected_without_traffic() {
     }
     assert_eq!(packets_received(&connect, session), before, "no request reached the server");
 
-    // Relative to a chroot, "/zookeeper" is an ordinary name.
+    // Relative to a chroot (which must exist), "/zookeeper" is an ordinary name.
+    let _ = observer()
+        .await
+        .mkdir(
+            "/zklock-test",
+            &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await;
     let chrooted = client_at(&format!("{connect}/zklock-test")).await;
     chrooted.lock("/zookeeper").unwrap();
 }

@@ -1,0 +1,216 @@
+//! The edges a new user runs into: requests over the server's packet limit, connect errors that
+//! say why, out-of-range timeouts, the order in which one client's acquisitions reach the server,
+//! and what "held" means once a hold is lost.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zklock::{Client, ClientOptions, ErrorKind, LockOptions, Owner};
+use zklock_testkit::Cluster;
+
+fn assert_invalid(err: &zklock::Error, names: &str) {
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains(names), "{err} should name {names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_paths_identifiers_and_labels_are_refused_before_sending() {
+    let connect = connect_string();
+    let client = client_at(&connect).await;
+    let observer = observer_at(&connect).await;
+
+    // 1.1 MB path: the server would drop the connection on every attempt.
+    let long_path = format!("/zklock-test/{}", "p".repeat(1_100_000));
+    let err = client.lock(&long_path).unwrap_err();
+    assert_invalid(&err, "jute.maxbuffer");
+    assert!(err.message().contains("lock path of 1100013 bytes"), "{err}");
+
+    // 2 MB identifier.
+    let path = unique_path("oversized");
+    let options = LockOptions { identifier: Some("i".repeat(2_000_000)), ..Default::default() };
+    let err = client.lock_with(&path, options).unwrap_err();
+    assert_invalid(&err, "identifier of 2000000 bytes");
+
+    // An owner label is only known at acquire: refused there, with no node made.
+    let lock = client.lock(&path).unwrap();
+    let owner = Owner::with_label(7, "o".repeat(1_500_000));
+    let started = Instant::now();
+    let err = lock.acquire_timeout(&owner, Duration::from_secs(20)).await.unwrap_err();
+    assert_invalid(&err, "owner label of 1500000 bytes");
+    assert!(started.elapsed() < Duration::from_secs(1), "refused up front, not after retries");
+    assert!(children(&observer, &path).await.is_empty());
+
+    // The same client goes on working.
+    let me = Owner::unique();
+    lock.acquire_timeout(&me, Duration::from_secs(10)).await.unwrap().release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_packet_limit_is_configurable() {
+    let connect = connect_string();
+    let options = ClientOptions { jute_maxbuffer: 64 * 1024, ..Default::default() };
+    let small = Client::connect_with(&connect, options).await.unwrap();
+    let path = unique_path("limit");
+    let identifier = Some("i".repeat(100_000));
+    let err = small.lock_with(&path, LockOptions { identifier: identifier.clone(), ..Default::default() }).unwrap_err();
+    assert_invalid(&err, "packet limit of 65536 bytes");
+
+    // The default limit lets the same identifier through to a default server.
+    let client = client_at(&connect).await;
+    let lock = client.lock_with(&path, LockOptions { identifier, ..Default::default() }).unwrap();
+    let guard = lock.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap();
+    assert_eq!(lock.holder().await.unwrap().unwrap().identity.unwrap().identifier.unwrap().len(), 100_000);
+    guard.release().await.unwrap();
+
+    let err = Client::connect_with(&connect, ClientOptions { jute_maxbuffer: 10, ..Default::default() }).await;
+    assert_invalid(&err.err().unwrap(), "jute_maxbuffer of 10 bytes is too small");
+    small.close().await;
+    client.close().await;
+}
+
+/// A server whose jute.maxbuffer is below the client's setting closes the connection on every
+/// attempt to send the request; that must end in a clear error, not a reconnect storm, and
+/// other locks on the client must keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_server_keeps_refusing_ends_in_an_error() {
+    let cluster = Cluster::builder().jvm_flag("-Djute.maxbuffer=65536").start();
+    let connect = cluster.connect_string();
+    let client = client_at(&connect).await;
+    let path = unique_path("refused");
+    let options = LockOptions { identifier: Some("i".repeat(100_000)), ..Default::default() };
+    let big = client.lock_with(&path, options).unwrap();
+    let started = Instant::now();
+    let err = big.acquire_timeout(&Owner::unique(), Duration::from_secs(60)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ConnectionLoss, "{err}");
+    assert!(err.message().contains("jute.maxbuffer"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "gave up after {:?}", started.elapsed());
+
+    let observer = observer_at(&connect).await;
+    assert!(children(&observer, &path).await.is_empty());
+    let small = client.lock(&unique_path("refused-other")).unwrap();
+    let guard = small.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap();
+    assert_eq!(guard.hold().state(), zklock::HoldState::Held);
+    guard.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test]
+async fn session_timeouts_past_the_wire_range_are_refused() {
+    let options = ClientOptions { session_timeout: Duration::from_secs(2_147_484), ..Default::default() };
+    let err = Client::connect_with("127.0.0.1:1", options).await.err().unwrap();
+    assert_invalid(&err, "out of range");
+}
+
+/// A port that refuses, a name that does not resolve, a port that accepts and says nothing, and
+/// a server that speaks another protocol: each named with its cause, and the connect string.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_errors_name_the_cause_for_each_host() {
+    let refused = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let http = TcpListener::bind("127.0.0.1:0").unwrap();
+    let http_port = http.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in http.incoming().flatten() {
+            let mut request = [0u8; 64];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    // The session timeout sets how long a silent server gets to answer the handshake (2/5 of it).
+    let options = ClientOptions {
+        connect_timeout: Duration::from_secs(3),
+        session_timeout: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let cases = [
+        (format!("127.0.0.1:{refused}"), "connection refused"),
+        ("no-such-host.invalid:2181".to_owned(), "cannot resolve"),
+        (format!("127.0.0.1:{silent_port}"), "session handshake"),
+        (format!("127.0.0.1:{http_port}"), "not a ZooKeeper server"),
+    ];
+    for (connect, cause) in &cases {
+        let err = Client::connect_with(connect, options.clone()).await.err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert_eq!(err.path(), Some(connect.as_str()));
+        assert!(err.message().contains(cause), "{connect}: {err}");
+    }
+    // Several hosts: each with its own cause.
+    let both = format!("127.0.0.1:{refused},127.0.0.1:{http_port}");
+    let err = Client::connect_with(&both, options).await.err().unwrap();
+    assert!(err.message().contains(&format!("127.0.0.1:{refused}: connection refused")), "{err}");
+    assert!(err.message().contains(&format!("127.0.0.1:{http_port}: not a ZooKeeper server")), "{err}");
+    drop(silent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_chroot_says_so() {
+    let connect = format!("{}/zklock-test-no-such-chroot-{}", connect_string(), uuid::Uuid::new_v4().simple());
+    let err = Client::connect(&connect).await.err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::ZooKeeper, "{err}");
+    assert_eq!(err.zookeeper_code(), Some(-101));
+    assert!(err.message().contains("does not exist"), "{err}");
+    assert_eq!(err.path(), Some(connect.as_str()));
+}
+
+/// Acquisitions begun one after another reach the server in that order, even when they are
+/// then driven by different worker threads (as the bindings do).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_reach_the_server_in_the_order_they_began() {
+    let client = client().await;
+    let path = unique_path("order");
+    let lock = client.lock(&path).unwrap();
+    for round in 0..20 {
+        let owners: Vec<Owner> =
+            (0..8).map(|i| Owner::with_label((1000 * round + i) as u64, format!("o{i}"))).collect();
+        let started: Vec<_> = owners.iter().map(|owner| lock.begin_acquire(owner, None)).collect();
+        let mut tasks = Vec::new();
+        for (i, acquire) in started.into_iter().enumerate().rev() {
+            tasks.push(tokio::spawn(async move { (i, acquire.await) }));
+        }
+        wait_until("all queued", Duration::from_secs(10), || async { lock.contenders().await.unwrap().len() == 8 })
+            .await;
+        let queue = lock.contenders().await.unwrap();
+        let labels: Vec<String> = queue.iter().map(|p| p.identity.clone().unwrap().owner).collect();
+        let expected: Vec<String> = (0..8).map(|i| format!("o{i}")).collect();
+        assert_eq!(labels, expected, "round {round}");
+        for owner in &owners {
+            wait_until("the next holds", Duration::from_secs(10), || async { lock.is_held_by(owner) }).await;
+            lock.release(owner).await.unwrap();
+        }
+        for task in tasks {
+            let (_, result) = task.await.unwrap();
+            assert!(result.unwrap().is_some());
+        }
+    }
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_hold_is_not_held() {
+    let client = client().await;
+    let lock = client.lock(&unique_path("lost")).unwrap();
+    let me = Owner::unique();
+    let mut acquire = lock.begin_acquire(&me, None);
+    assert!(acquire.take_now().is_none(), "a fresh acquisition goes to the server");
+    acquire.await.unwrap().unwrap();
+    let mut again = lock.begin_acquire(&me, None);
+    assert!(again.take_now().unwrap().unwrap().is_some(), "re-entry is decided at once");
+    assert!(lock.release_nested(&me).unwrap().is_ok());
+    assert!(lock.release_nested(&me).is_none(), "the last level needs the server");
+    assert!(lock.is_held_by(&me));
+    client.close().await;
+    assert!(!lock.is_held_by(&me), "closing the client loses the hold");
+    assert_eq!(lock.state_of(&me), Some(zklock::HoldState::Lost));
+    assert_eq!(lock.try_reenter(&me).unwrap().unwrap_err().kind(), ErrorKind::Closed);
+    assert_eq!(lock.release(&me).await.unwrap_err().kind(), ErrorKind::LockLost);
+    assert!(lock.hold_of(&me).is_none(), "released, the lost hold is gone");
+}
