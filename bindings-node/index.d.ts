@@ -1,5 +1,9 @@
 // Type declarations of the `zklock` package (hand-written: the public API is the JavaScript
-// layer in index.js, over the native addon built from src/).
+// layer in index.js, over the native addon built from src/). Self-sufficient: Buffer and
+// AbortSignal come from @types/node (a dependency of the package), Symbol.asyncDispose from
+// TypeScript's own esnext.disposable library.
+/// <reference types="node" />
+/// <reference lib="esnext.disposable" />
 
 /** The `code` of every error zklock rejects with: one per kind of the core's errors. */
 export declare const codes: Readonly<{
@@ -52,6 +56,11 @@ export interface ConnectOptions {
   connectTimeoutMs?: number
   /** Digest credentials, `"user:password"`. */
   auth?: string
+  /**
+   * The servers' packet limit (their jute.maxbuffer) in bytes, 1024 to 2^32-1 (default 0xfffff):
+   * a lock whose path or identifier would make a larger request throws ZKLOCK_INVALID_ARGUMENT.
+   */
+  juteMaxbuffer?: number
 }
 
 export interface LockOptions {
@@ -73,7 +82,7 @@ export interface AcquireOptions {
 export interface Identity {
   host: string
   pid: number
-  /** The owner's label: `async-flow:<n>` for Node. */
+  /** The owner's label: `async-flow:<n>@thread:<worker threadId>` for Node. */
   owner: string
   /** `rust`, `c`, `python` or `node`. */
   lang: string
@@ -99,9 +108,10 @@ export interface Participant {
 export declare class Client {
   private constructor()
   /**
-   * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
-   * Bad arguments reject with ZKLOCK_INVALID_ARGUMENT before any network traffic; no session in
-   * time rejects with ZKLOCK_TIMEOUT.
+   * Connects to `hosts` (`host:port[,host:port...][/chroot]`; the chroot must exist) and
+   * establishes a session. Bad arguments reject with ZKLOCK_INVALID_ARGUMENT before any network
+   * traffic; no session in time rejects with ZKLOCK_TIMEOUT, whose message names the last cause
+   * seen for each host and whose `path` is `hosts`.
    */
   static connect(hosts: string, options?: ConnectOptions): Promise<Client>
   /** The session state now. After an expiry it is `'expired'` until the next acquisition makes a new session. */
@@ -123,7 +133,7 @@ export declare class Client {
 export declare class Lock {
   private constructor()
   readonly path: string
-  /** Whether this Lock object holds the lock (until its last level is released, even if lost meanwhile: see `state`). */
+  /** Whether this Lock object holds the lock: false once its hold is lost (`state` then says `'lost'` until released). */
   readonly isHeld: boolean
   /** The state of this Lock object's hold, or null if it holds none. */
   readonly state: Exclude<HoldState, 'released'> | null
@@ -171,3 +181,13 @@ export declare class Hold {
   /** Releases, unless already released. */
   [Symbol.asyncDispose](): Promise<void>
 }
+
+declare const zklock: {
+  Client: typeof Client
+  Lock: typeof Lock
+  Hold: typeof Hold
+  AbortError: typeof AbortError
+  codes: typeof codes
+}
+/** `import zklock from 'zklock'`: the same classes as the named exports. */
+export default zklock

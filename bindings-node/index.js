@@ -4,6 +4,7 @@
 // flow holds what, through AsyncLocalStorage) and shapes holds, signals and errors.
 
 const { AsyncLocalStorage } = require('node:async_hooks')
+const { threadId } = require('node:worker_threads')
 
 let native
 try {
@@ -11,6 +12,8 @@ try {
 } catch (cause) {
   throw new Error('zklock: the native addon is not built; run `npm run build` in the package directory', { cause })
 }
+// Owner labels (in messages and lock nodes) name the worker thread as well as the async flow.
+native.setThreadId(threadId)
 
 /** The `code` of every error zklock rejects with, one per kind of the core's errors. */
 const codes = Object.freeze({
@@ -52,6 +55,52 @@ function abortError(signal) {
   return new AbortError('The lock acquisition was aborted', { cause: signal.reason })
 }
 
+// A native call's promise, whose rejection carries the stack of the caller's call site (errors
+// made on the runtime have no JavaScript frames). `callSite` is captured synchronously, at the
+// call, and formatted only if the promise rejects.
+function fromCaller(promise, callSite) {
+  return promise.catch((error) => {
+    if (error !== null && typeof error === 'object' && 'code' in error) {
+      const frames = callSite.stack.slice(callSite.stack.indexOf('\n'))
+      error.stack = `${error.name}: ${error.message}${frames}`
+    }
+    throw error
+  })
+}
+
+function callSiteOf(fn) {
+  const callSite = {}
+  Error.captureStackTrace(callSite, fn)
+  return callSite
+}
+
+// One 'abort' listener per signal, whatever the number of acquisitions sharing it: more than
+// ten listeners on one signal make Node warn (MaxListenersExceededWarning).
+const abortWatchers = new WeakMap()
+
+function onAbort(signal, callback) {
+  let watcher = abortWatchers.get(signal)
+  if (watcher === undefined) {
+    const callbacks = new Set()
+    const listener = () => {
+      abortWatchers.delete(signal)
+      for (const each of callbacks) each()
+    }
+    watcher = { callbacks, listener }
+    abortWatchers.set(signal, watcher)
+    signal.addEventListener('abort', listener, { once: true })
+  }
+  const { callbacks, listener } = watcher
+  callbacks.add(callback)
+  return () => {
+    callbacks.delete(callback)
+    if (callbacks.size === 0 && abortWatchers.get(signal) === watcher) {
+      abortWatchers.delete(signal)
+      signal.removeEventListener('abort', listener)
+    }
+  }
+}
+
 // ----------------------------------------------------------------------------- validation
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1 // as setTimeout's: about 24.8 days
@@ -73,6 +122,15 @@ function checkMs(value, name, { min, fallback }) {
   if (value === undefined || value === null) return fallback
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIMEOUT_MS) {
     throw invalid(`${name} must be an integer number of milliseconds from ${min} to ${MAX_TIMEOUT_MS}, got ${describe(value)}`)
+  }
+  return value
+}
+
+// The servers' packet limit (jute.maxbuffer): what a lock request needs, up to 32 bits.
+function checkBytes(value, name) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1024 || value > 2 ** 32 - 1) {
+    throw invalid(`${name} must be an integer number of bytes from 1024 to ${2 ** 32 - 1}, got ${describe(value)}`)
   }
   return value
 }
@@ -134,13 +192,16 @@ class Client {
    * (digest credentials, `"user:password"`).
    */
   static async connect(hosts, options) {
+    const callSite = callSiteOf(Client.connect)
     checkString(hosts, 'hosts')
-    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth'], 'Client.connect')
+    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer'], 'Client.connect')
     const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
     const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
     // The core rejects an auth without a colon, before any network traffic.
     const auth = checkString(opts.auth, 'auth', { optional: true })
-    const client = new Client(CONSTRUCT, await native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth))
+    const juteMaxbuffer = checkBytes(opts.juteMaxbuffer, 'juteMaxbuffer')
+    const connecting = native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth, juteMaxbuffer)
+    const client = new Client(CONSTRUCT, await fromCaller(connecting, callSite))
     closeSessionsAtExit()
     return client
   }
@@ -195,7 +256,7 @@ class Client {
 
   /** Ends the session at once: its lock nodes go, pending acquisitions reject. Idempotent. */
   async close() {
-    await this.#native.close()
+    await fromCaller(this.#native.close(), callSiteOf(this.close))
     // The native notifications of the loss and of 'closed' are on their way, but they do not
     // keep the process alive: deliver them now, so that code awaiting them after close() runs
     // (their late twins are no-ops).
@@ -210,6 +271,10 @@ class Client {
 // Owner ids name async flows; the native side keys reentrancy counts by them.
 let lastOwner = 0
 
+// What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
+// assigned in Lock's static block, where its private fields are in scope.
+let runAs, releaseOwner, signalsOfClient
+
 class Lock {
   #native
   #path
@@ -221,6 +286,14 @@ class Lock {
   #holderNative = null
   // The client's set of hold signals that may still abort.
   #signals
+
+  static {
+    // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
+    runAs = (lock, owner, fn, ...args) => lock.#flows.run(owner, fn, ...args)
+    releaseOwner = (lock, owner, callSite) => lock.#releaseOwner(owner, callSite)
+    // Where a hold's signal registers, so that close() can deliver the loss at once.
+    signalsOfClient = (lock) => lock.#signals
+  }
 
   constructor(token, nativeLock, signals) {
     if (token !== CONSTRUCT) throw invalid('use `client.lock(path)` to make a Lock')
@@ -234,9 +307,8 @@ class Lock {
   }
 
   /**
-   * Whether this Lock object holds the lock (through any of its owners), as far as this process
-   * knows: true from an acquisition until its last level is released, even if the lock was lost
-   * meanwhile (see `state`).
+   * Whether this Lock object holds the lock (through any of its owners): false once the hold is
+   * lost, though `state` says `'lost'` until its last level is released.
    */
   get isHeld() {
     return this.#holder !== undefined && this.#native.isHeldBy(this.#holder)
@@ -249,12 +321,12 @@ class Lock {
 
   /** Every contender, holder first, in queue order, with the identity recorded in its node. */
   contenders() {
-    return this.#native.contenders()
+    return fromCaller(this.#native.contenders(), callSiteOf(this.contenders))
   }
 
   /** The current holder, or null. */
   async holder() {
-    return (await this.#native.holder()) ?? null
+    return (await fromCaller(this.#native.holder(), callSiteOf(this.holder))) ?? null
   }
 
   /**
@@ -265,6 +337,7 @@ class Lock {
    * them with `hold.run(fn)`.
    */
   acquire(options) {
+    const callSite = callSiteOf(this.acquire)
     let timeoutMs, signal
     try {
       const opts = checkOptions(options, ['timeoutMs', 'signal'], 'lock.acquire')
@@ -279,7 +352,7 @@ class Lock {
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(++lastOwner, timeoutMs, signal)
+    return this.#contend(++lastOwner, timeoutMs, signal, callSite)
   }
 
   /**
@@ -288,6 +361,7 @@ class Lock {
    * ZKLOCK_TIMEOUT if `timeoutMs` passed before the lock was obtained.
    */
   async withLock(fn, options) {
+    const callSite = callSiteOf(this.withLock)
     if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`)
     const opts = checkOptions(options, ['timeoutMs', 'signal'], 'lock.withLock')
     const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
@@ -297,14 +371,14 @@ class Lock {
     let owner = this.#flows.getStore()
     if (hold === null) {
       owner = ++lastOwner
-      hold = await this.#contend(owner, timeoutMs, signal)
+      hold = await this.#contend(owner, timeoutMs, signal, callSite)
       if (hold === false) {
         throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)
       }
     }
     let result
     try {
-      result = await this._runAs(owner, fn, hold)
+      result = await runAs(this, owner, fn, hold)
     } catch (error) {
       // The function's error is the one that matters; a failed release (say, the lock was
       // lost meanwhile) is attached to it.
@@ -330,27 +404,18 @@ class Lock {
     if (owner === undefined) {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this async flow does not hold the lock', this.#path))
     }
-    return this._releaseOwner(owner)
+    return this.#releaseOwner(owner, callSiteOf(this.release))
   }
 
-  // For Hold: where its signal registers, so that close() can deliver the loss at once.
-  _signalsOfClient() {
-    return this.#signals
-  }
-
-  // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
-  _runAs(owner, fn, ...args) {
-    return this.#flows.run(owner, fn, ...args)
-  }
-
-  // One level of `owner`'s hold: nested levels at once, the last one with the delete.
-  _releaseOwner(owner) {
+  // One level of `owner`'s hold: nested levels at once (a lost hold throws), the last one with
+  // the delete.
+  #releaseOwner(owner, callSite) {
     try {
       if (this.#native.releaseNested(owner)) return Promise.resolve()
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.#native.release(owner)
+    return fromCaller(this.#native.release(owner), callSite)
   }
 
   // A new level for the current flow, if it holds the lock; null otherwise.
@@ -367,16 +432,17 @@ class Lock {
     return new Hold(CONSTRUCT, this, owner, nativeHold)
   }
 
-  async #contend(owner, timeoutMs, signal) {
+  // Sends the attempt's create before its first await (the native acquire begins at once), so
+  // that one client's calls queue in the order they were made.
+  async #contend(owner, timeoutMs, signal, callSite) {
     if (signal === undefined) {
-      const nativeHold = await this.#native.acquire(owner, timeoutMs, false)
+      const nativeHold = await fromCaller(this.#native.acquire(owner, timeoutMs, false), callSite)
       return nativeHold ? this.#held(owner, nativeHold) : false
     }
     // Aborting drops the native attempt, which removes its node.
-    const onAbort = () => this.#native.abort(owner)
-    signal.addEventListener('abort', onAbort, { once: true })
+    const stopWatching = onAbort(signal, () => this.#native.abort(owner))
     try {
-      const nativeHold = await this.#native.acquire(owner, timeoutMs, true)
+      const nativeHold = await fromCaller(this.#native.acquire(owner, timeoutMs, true), callSite)
       if (signal.aborted) {
         // Aborted just as the lock was obtained: give it back.
         if (nativeHold) await this.#native.release(owner).catch(() => {})
@@ -384,7 +450,7 @@ class Lock {
       }
       return nativeHold ? this.#held(owner, nativeHold) : false
     } finally {
-      signal.removeEventListener('abort', onAbort)
+      stopWatching()
     }
   }
 }
@@ -440,7 +506,7 @@ class Hold {
       this.#controller = controller
       const nativeHold = this.#native
       const path = this.#lock.path
-      const signals = this.#lock._signalsOfClient()
+      const signals = signalsOfClient(this.#lock)
       const entry = {
         abortIfLost() {
           if (!controller.signal.aborted && nativeHold.state === 'lost') {
@@ -471,8 +537,8 @@ class Hold {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this hold was already released', this.#lock.path))
     }
     this.#released = true
-    if (this.#signalEntry !== null) this.#lock._signalsOfClient().delete(this.#signalEntry)
-    return this.#lock._releaseOwner(this.#owner)
+    if (this.#signalEntry !== null) signalsOfClient(this.#lock).delete(this.#signalEntry)
+    return releaseOwner(this.#lock, this.#owner, callSiteOf(this.release))
   }
 
   /**
@@ -481,7 +547,7 @@ class Hold {
    */
   run(fn) {
     if (typeof fn !== 'function') throw invalid(`hold.run needs a function, got ${describe(fn)}`)
-    return this.#lock._runAs(this.#owner, fn)
+    return runAs(this.#lock, this.#owner, fn)
   }
 
   /** `await using hold = await lock.acquire()` releases at the end of the block. */

@@ -22,13 +22,18 @@ pub fn connect<'env>(
     session_timeout_ms: u32,
     connect_timeout_ms: u32,
     auth: Option<String>,
+    jute_maxbuffer: Option<u32>,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
-    let options = ClientOptions {
+    let mut options = ClientOptions {
         session_timeout: Duration::from_millis(session_timeout_ms.into()),
         connect_timeout: Duration::from_millis(connect_timeout_ms.into()),
         digest_auth: auth,
         language: "node".into(),
+        ..ClientOptions::default()
     };
+    if let Some(limit) = jute_maxbuffer {
+        options.jute_maxbuffer = limit;
+    }
     let env_for_register = *env;
     runtime::promise(env, async move { zklock::Client::connect_with(&hosts, options).await }, move |client| {
         let shared = Arc::new(Shared { client });

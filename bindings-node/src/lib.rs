@@ -16,5 +16,5 @@ mod runtime;
 
 pub use client::{connect, NativeClient, NativeStateWatch};
 pub use hold::NativeHold;
-pub use lock::{Identity, NativeLock, Participant};
+pub use lock::{set_thread_id, Identity, NativeLock, Participant};
 pub use runtime::close_all_at_exit;

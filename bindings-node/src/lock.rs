@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
@@ -24,14 +23,23 @@ pub struct NativeLock {
     aborts: Arc<Mutex<Vec<(u64, CancellationToken)>>>,
 }
 
-/// The owner for an id.
-fn owner(id: i64) -> Owner {
-    Owner::new(id as u64)
+thread_local! {
+    /// The JavaScript thread's `worker_threads.threadId` (0 on the main thread), set by the
+    /// JavaScript layer when it loads: labels tell the workers of one process apart.
+    static THREAD_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// The owner for an id, labelled for the lock nodes it creates: the label names the async flow.
-fn labelled_owner(id: i64) -> Owner {
-    Owner::with_label(id as u64, format!("async-flow:{id}"))
+/// Records the `worker_threads.threadId` of the calling JavaScript thread.
+#[napi]
+pub fn set_thread_id(thread_id: u32) {
+    THREAD_ID.with(|id| id.set(thread_id));
+}
+
+/// The owner for an id, labelled as messages and lock nodes name it: the async flow, and the
+/// JavaScript thread it runs on.
+fn owner(id: i64) -> Owner {
+    let thread = THREAD_ID.with(|thread| thread.get());
+    Owner::with_label(id as u64, format!("async-flow:{id}@thread:{thread}"))
 }
 
 impl NativeLock {
@@ -58,7 +66,7 @@ impl NativeLock {
         abortable: bool,
     ) -> napi::Result<PromiseRaw<'env, Option<NativeHold>>> {
         let lock = self.lock.clone();
-        let owner = labelled_owner(owner_id);
+        let owner = owner(owner_id);
         let timeout = timeout_ms.map(|ms| Duration::from_secs_f64(ms / 1000.0));
         let abort = abortable.then(|| {
             let token = CancellationToken::new();
@@ -66,11 +74,14 @@ impl NativeLock {
             token
         });
         let aborts = self.aborts.clone();
+        // Begun here, on the JavaScript thread: the attempt's create is sent before this returns,
+        // so the acquisitions of one client queue in the order JavaScript made them.
+        let begun = lock.begin_acquire(&owner, timeout);
         let acquisition = async move {
-            let Some(abort) = abort else { return lock.acquire_for(&owner, timeout).await };
+            let Some(abort) = abort else { return begun.await };
             // Dropping the core's future on abort removes the attempt's node in the background.
             let result = tokio::select! {
-                result = lock.acquire_for(&owner, timeout) => result,
+                result = begun => result,
                 _ = abort.cancelled() => Ok(None),
             };
             aborts.lock().retain(|(id, _)| *id != owner.id());
@@ -88,34 +99,25 @@ impl NativeLock {
     }
 
     /// Re-enters at once if `owner` holds the lock (no ZooKeeper traffic, no promise) and returns
-    /// true; false if it does not hold it.
+    /// true; false if it holds nothing here; throws ZKLOCK_LOCK_LOST if its hold was lost.
     #[napi]
     pub fn reenter(&self, env: &Env, owner_id: i64) -> napi::Result<bool> {
-        let owner = owner(owner_id);
-        if !self.lock.is_held_by(&owner) {
-            return Ok(false);
-        }
-        // For a holder the core's acquire completes in its first poll: it only counts up.
-        match self.lock.acquire_for(&owner, None).now_or_never() {
+        match self.lock.try_reenter(&owner(owner_id)) {
+            None => Ok(false),
             Some(Ok(_)) => Ok(true),
             Some(Err(err)) => Err(error::to_js(env, &err)),
-            None => Err(napi::Error::from_reason("zklock: a reentrant acquire did not complete at once")),
         }
     }
 
     /// Releases one nested level at once when `owner` holds more than one (no ZooKeeper
-    /// traffic, no promise) and returns true; false when the release needs [`NativeLock::release`].
+    /// traffic, no promise) and returns true, or throws ZKLOCK_LOCK_LOST for a lost hold; false
+    /// when the release needs [`NativeLock::release`].
     #[napi]
     pub fn release_nested(&self, env: &Env, owner_id: i64) -> napi::Result<bool> {
-        let owner = owner(owner_id);
-        match self.lock.hold_of(&owner) {
-            // More than one level only counts down (or, once lost, reports it): done in one poll.
-            Some((_, count)) if count > 1 => match self.lock.release(&owner).now_or_never() {
-                Some(Ok(())) => Ok(true),
-                Some(Err(err)) => Err(error::to_js(env, &err)),
-                None => Err(napi::Error::from_reason("zklock: a nested release did not complete at once")),
-            },
-            _ => Ok(false),
+        match self.lock.release_nested(&owner(owner_id)) {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(err)) => Err(error::to_js(env, &err)),
         }
     }
 

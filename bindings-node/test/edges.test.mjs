@@ -1,0 +1,97 @@
+// The core's hardening, seen from Node: requests over the packet limit, connect errors that say
+// why, a missing chroot, and the order in which one client's acquisitions reach the server.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import net from 'node:net'
+
+import { Client, codes } from 'zklock'
+import { ZK, uniquePath, ephemeralsUnder } from './helpers.mjs'
+
+test('an oversized path, identifier or packet limit is refused up front, naming it', async () => {
+  const client = await Client.connect(ZK)
+  try {
+    const started = Date.now()
+    assert.throws(() => client.lock('/zklock-node-test/' + 'p'.repeat(1_100_000)), {
+      code: codes.INVALID_ARGUMENT,
+      message: /lock path of 1100018 bytes.*jute\.maxbuffer/,
+    })
+    const path = uniquePath('oversized')
+    assert.throws(() => client.lock(path, { identifier: 'i'.repeat(2_000_000) }), {
+      code: codes.INVALID_ARGUMENT,
+      message: /identifier of 2000000 bytes/,
+    })
+    assert.ok(Date.now() - started < 1000)
+    await client.lock(path).withLock(async () => {})
+    assert.deepEqual(await ephemeralsUnder(path), [])
+  } finally {
+    await client.close()
+  }
+  const small = await Client.connect(ZK, { juteMaxbuffer: 64 * 1024 })
+  try {
+    assert.throws(() => small.lock(uniquePath('small'), { identifier: 'i'.repeat(100_000) }), {
+      code: codes.INVALID_ARGUMENT,
+      message: /packet limit of 65536 bytes/,
+    })
+  } finally {
+    await small.close()
+  }
+  for (const juteMaxbuffer of [0, -1, 10, 2 ** 32, NaN, '1m']) {
+    await assert.rejects(Client.connect(ZK, { juteMaxbuffer }), { code: codes.INVALID_ARGUMENT, message: /juteMaxbuffer/ })
+  }
+})
+
+function freePort() {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+test('connect errors name the cause for each host, and carry the connect string', async () => {
+  const refused = `127.0.0.1:${await freePort()}`
+  await assert.rejects(Client.connect(refused, { connectTimeoutMs: 2000 }), (err) => {
+    assert.equal(err.code, codes.TIMEOUT)
+    assert.match(err.message, /connection refused/)
+    assert.equal(err.path, refused)
+    return true
+  })
+  await assert.rejects(Client.connect('no-such-host.invalid:2181', { connectTimeoutMs: 2000 }), {
+    code: codes.TIMEOUT,
+    message: /cannot resolve/,
+  })
+})
+
+test('a missing chroot says so', async () => {
+  const connect = `${ZK}/zklock-node-no-such-chroot-${process.pid}-${Date.now()}`
+  await assert.rejects(Client.connect(connect), (err) => {
+    assert.equal(err.code, codes.ZOOKEEPER)
+    assert.equal(err.zookeeperCode, -101)
+    assert.match(err.message, /does not exist/)
+    return true
+  })
+})
+
+test("one client's acquisitions reach the server in the order they were made", async () => {
+  const client = await Client.connect(ZK)
+  try {
+    const lock = client.lock(uniquePath('fifo'))
+    for (let round = 0; round < 30; round++) {
+      const order = []
+      await Promise.all([0, 1, 2, 3, 4, 5].map((i) => lock.withLock(async () => order.push(i))))
+      assert.deepEqual(order, [0, 1, 2, 3, 4, 5], `round ${round}`)
+      const holds = []
+      for (let i = 0; i < 4; i++) holds.push(lock.acquire().then((hold) => ({ i, hold })))
+      const served = []
+      for (let i = 0; i < 4; i++) {
+        const { i: who, hold } = await Promise.race(holds.filter((_, j) => !served.includes(j)))
+        served.push(who)
+        await hold.release()
+      }
+      assert.deepEqual(served, [0, 1, 2, 3], `round ${round}: back-to-back acquire() calls`)
+    }
+  } finally {
+    await client.close()
+  }
+})

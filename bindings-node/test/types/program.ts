@@ -1,0 +1,46 @@
+// Uses the whole public API under `tsc --strict`: the declarations must be self-sufficient.
+import zklock, { Client, Lock, Hold, AbortError, codes, type ZklockError, type LockLostError } from 'zklock'
+
+async function main(): Promise<void> {
+  const client: Client = await Client.connect('127.0.0.1:2181/app', {
+    sessionTimeoutMs: 10000,
+    connectTimeoutMs: 5000,
+    auth: 'user:password',
+    juteMaxbuffer: 4 << 20,
+  })
+  const stop: () => void = client.onStateChange((state) => console.log(state.toUpperCase()))
+  const lock: Lock = client.lock('/locks/report', { identifier: 'job' })
+  const controller = new AbortController()
+  const hold: Hold | false = await lock.acquire({ timeoutMs: 5000, signal: controller.signal })
+  if (hold) {
+    const token: bigint = hold.fencingToken
+    hold.signal.addEventListener('abort', () => {
+      const reason = hold.signal.reason as LockLostError
+      console.log(reason.lostReason, token)
+    })
+    await hold.run(async () => lock.withLock(async (inner) => inner.sequence))
+    await hold.release()
+  }
+  const result: number = await lock.withLock(async (h) => h.sequence, { timeoutMs: 1000 })
+  const maybe = await lock.acquire()
+  if (maybe) {
+    await using scoped = maybe
+    console.log(scoped.state)
+  }
+  const state: 'held' | 'suspended' | 'lost' | null = lock.state
+  const held: boolean = lock.isHeld
+  const holder = await lock.holder()
+  if (holder?.identity) console.log(holder.identity.owner, holder.data.length, holder.fencingToken)
+  for (const p of await lock.contenders()) console.log(p.node, p.sessionId)
+  try {
+    await lock.release()
+  } catch (error) {
+    if ((error as ZklockError).code === codes.NOT_OWNER) console.log('not owner')
+    if (error instanceof AbortError) console.log(error.cause)
+  }
+  stop()
+  console.log(result, state, held, zklock.codes.TIMEOUT)
+  await client.close()
+}
+
+void main()
