@@ -1,8 +1,9 @@
 //! Calls into Python from the runtime: user callbacks (`on_lost`, `on_state_change`) and the
 //! completions of asyncio calls.
 //!
-//! Each call runs on one of the runtime's blocking-pool threads, holding the GIL, so a slow
-//! callback never stalls the threads that drive ZooKeeper sessions. An exception raised by a
+//! User callbacks run on their client's callback thread, one at a time in order; completions on
+//! the runtime's blocking-pool threads. Both hold the GIL, and neither is a thread that drives
+//! ZooKeeper sessions, so a slow callback never stalls a session. An exception raised by a
 //! callback goes to `sys.unraisablehook`: it is reported, never propagated into the runtime.
 
 use std::sync::Arc;
@@ -14,7 +15,19 @@ use crate::runtime;
 /// A Python callable shared with runtime tasks (an `Arc`, so that sharing needs no GIL).
 pub(crate) type Callback = Arc<Py<PyAny>>;
 
-/// Runs `call(callback)` with the GIL on a blocking-pool thread.
+/// Runs a user callback (`on_lost`, `on_state_change`) on `client`'s callback thread, after the
+/// ones dispatched before it: in order, and never on the threads that keep sessions alive.
+pub(crate) fn dispatch<F>(client: &zklock::Client, callback: Callback, call: F)
+where
+    F: for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<()> + Send + 'static,
+{
+    if runtime::python_alive() {
+        client.dispatch_callback(move || run_now(&callback, call));
+    }
+}
+
+/// Runs `call(callback)` with the GIL on a blocking-pool thread: for the completions of asyncio
+/// calls, which only hand their outcome to the event loop.
 pub(crate) fn call_soon<F>(callback: Callback, call: F)
 where
     F: for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<()> + Send + 'static,

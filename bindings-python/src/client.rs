@@ -62,20 +62,31 @@ pub(crate) fn state_name(state: SessionState) -> &'static str {
 impl Client {
     /// Connects (blocking, with the GIL released; Ctrl-C interrupts it) and establishes a session.
     #[new]
-    #[pyo3(signature = (hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None))]
+    #[pyo3(signature = (hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None, jute_maxbuffer = None))]
     fn new(
         py: Python<'_>,
         hosts: &str,
         session_timeout: f64,
         connect_timeout: f64,
         auth: Option<&Bound<'_, PyAny>>,
+        jute_maxbuffer: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let options = ClientOptions {
+        let mut options = ClientOptions {
             session_timeout: positive_seconds(py, hosts, "session_timeout", session_timeout)?,
             connect_timeout: positive_seconds(py, hosts, "connect_timeout", connect_timeout)?,
             digest_auth: digest_auth(py, hosts, auth)?,
             language: "python".into(),
+            ..ClientOptions::default()
         };
+        if let Some(limit) = jute_maxbuffer {
+            options.jute_maxbuffer = limit.extract::<u32>().map_err(|_| {
+                invalid_argument(
+                    py,
+                    hosts,
+                    format!("jute_maxbuffer must be a number of bytes below 2**32, not {limit}"),
+                )
+            })?;
+        }
         let client = runtime::block_on(py, zklock::Client::connect_with(hosts, options))?.py(py)?;
         Ok(Client { inner: ForkSafe::new(client), hosts: hosts.to_owned() })
     }
@@ -86,10 +97,11 @@ impl Client {
         &self.hosts
     }
 
-    /// `"connected"`, `"disconnected"`, `"expired"`, `"auth_failed"` or `"closed"`.
+    /// `"connected"`, `"disconnected"`, `"expired"`, `"auth_failed"` or `"closed"` (also in a
+    /// child process forked after this client was made, where it is unusable).
     #[getter]
-    fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
-        Ok(state_name(self.core(py)?.state()))
+    fn state(&self, py: Python<'_>) -> &'static str {
+        self.core(py).map_or("closed", |client| state_name(client.state()))
     }
 
     /// The current session id, or None (closed, or expired and not yet renewed).
@@ -104,36 +116,36 @@ impl Client {
         Ok(self.core(py)?.session_timeout().as_secs_f64())
     }
 
+    /// Whether the client was closed; True in a child process forked after it was made.
     #[getter]
-    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.core(py)?.is_closed())
+    fn closed(&self, py: Python<'_>) -> bool {
+        self.core(py).map_or(true, |client| client.is_closed())
     }
 
-    /// Ends the session: the server deletes its lock nodes at once. Idempotent.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let client = self.core(py)?;
-        runtime::block_on_uninterrupted(py, client.close());
-        Ok(())
+    /// Ends the session: the server deletes its lock nodes at once. Idempotent; does nothing in
+    /// a child process forked after the client was made (the session is the parent's).
+    fn close(&self, py: Python<'_>) {
+        if let Ok(client) = self.core(py) {
+            runtime::block_on_uninterrupted(py, client.close());
+        }
     }
 
-    /// Calls `callback(state)` on each session state change, on a runtime thread holding the GIL.
+    /// Calls `callback(state)` on each session state change, on the client's callback thread
+    /// (in order, after the client's earlier callbacks) holding the GIL.
     fn on_state_change(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         if !callback.bind(py).is_callable() {
             return Err(invalid_argument(py, &self.hosts, "on_state_change needs a callable"));
         }
-        let mut changes = self.core(py)?.state_changes();
+        let client = self.core(py)?.clone();
+        let mut changes = client.state_changes();
         let callback: Callback = Arc::new(callback);
         runtime::handle().spawn(async move {
             while let Some(state) = changes.next().await {
-                let callback = callback.clone();
-                let name = state_name(state);
-                // Awaited, so that the callback sees the changes in order.
-                let delivered = tokio::task::spawn_blocking(move || {
-                    callbacks::run_now(&callback, |callback| callback.call1((name,)).map(drop))
-                });
-                if delivered.await.is_err() || !runtime::python_alive() {
+                if !runtime::python_alive() {
                     return;
                 }
+                let name = state_name(state);
+                callbacks::dispatch(&client, callback.clone(), move |callback| callback.call1((name,)).map(drop));
             }
         });
         Ok(())
@@ -144,9 +156,8 @@ impl Client {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) {
+        self.close(py);
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -85,6 +85,18 @@ impl Owner {
     }
 }
 
+/// Any object, taken for its truth, as `threading.RLock.acquire` takes `blocking`
+/// (`acquire(0)`, `acquire(blocking=None)`).
+pub(crate) struct Truthy(bool);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Truthy {
+    type Error = PyErr;
+
+    fn extract(object: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        object.is_truthy().map(Truthy)
+    }
+}
+
 /// How a blocking acquire may wait, from `threading.RLock.acquire`'s arguments.
 fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: f64) -> PyResult<Option<Duration>> {
     if !blocking {
@@ -141,21 +153,23 @@ impl LostCallbacks {
     /// registered by now; its re-entries share it.
     fn watch_fresh(&self, lock: &zklock::Lock, owner: &zklock::Owner, hold: &Hold) {
         if lock.hold_of(owner).is_some_and(|(_, count)| count == 1) {
-            watch(hold.clone(), self.0.lock().clone());
+            watch(lock, hold.clone(), self.0.lock().clone());
         }
     }
 }
 
-/// Calls each of `callbacks` with the reason if `hold` is lost (not once it is released).
-fn watch(hold: Hold, callbacks: Vec<Callback>) {
+/// Calls each of `callbacks` with the reason if `hold` is lost (not once it is released), on the
+/// client's callback thread.
+fn watch(lock: &zklock::Lock, hold: Hold, callbacks: Vec<Callback>) {
     if callbacks.is_empty() {
         return;
     }
+    let client = lock.client();
     runtime::handle().spawn(async move {
         let Some(reason) = hold.lost().await else { return };
         let reason = lost_reason_name(reason);
         for callback in callbacks {
-            callbacks::call_soon(callback, move |callback| callback.call1((reason,)).map(drop));
+            callbacks::dispatch(&client, callback, move |callback| callback.call1((reason,)).map(drop));
         }
     });
 }
@@ -236,9 +250,9 @@ impl Lock {
 
     /// As `threading.RLock.acquire`, for the calling thread. Blocks with the GIL released;
     /// Ctrl-C raises KeyboardInterrupt and removes the attempt's node.
-    #[pyo3(signature = (blocking = true, timeout = -1.0), text_signature = "(self, /, blocking=True, timeout=-1)")]
-    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: f64) -> PyResult<bool> {
-        let wait = rlock_wait(py, &self.path, blocking, timeout)?;
+    #[pyo3(signature = (blocking = Truthy(true), timeout = -1.0), text_signature = "(self, /, blocking=True, timeout=-1)")]
+    fn acquire(&self, py: Python<'_>, blocking: Truthy, timeout: f64) -> PyResult<bool> {
+        let wait = rlock_wait(py, &self.path, blocking.0, timeout)?;
         self.acquire_as(py, &thread_owner(py), wait)
     }
 
@@ -252,9 +266,8 @@ impl Lock {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.release_as(py, &thread_owner(py))?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.release_as(py, &thread_owner(py))
     }
 
     /// Acquires for `owner` (blocking); `timeout` None waits forever, 0 only tries.
@@ -277,11 +290,12 @@ impl Lock {
             .map(|(hold, count)| (hold_state_name(hold.state()), hold.fencing_token(), hold.sequence(), count)))
     }
 
-    /// Acquires for `owner` without blocking. Polled once here first: a re-entry (or an error
-    /// known at once) gives its outcome directly, with no thread switch. Otherwise it goes on on
-    /// the runtime, and `done(ok, value)` is called on a runtime thread with the GIL:
-    /// `(True, acquired: bool)` or `(False, exception)`; the returned operation's `cancel()`
-    /// drops the acquisition, which removes its node.
+    /// Acquires for `owner` without blocking, begun here and now: a re-entry (or an error known
+    /// at once) gives its outcome directly, with no thread switch; otherwise the attempt's create
+    /// is sent before this returns, so one client's acquisitions queue in the order they were
+    /// made. It goes on on the runtime, and `done(ok, value)` is called on a runtime thread with
+    /// the GIL: `(True, acquired: bool)` or `(False, exception)`; the returned operation's
+    /// `cancel()` drops the acquisition, which removes its node.
     fn _acquire_async(
         &self,
         py: Python<'_>,
@@ -291,16 +305,20 @@ impl Lock {
     ) -> PyResult<Started> {
         let wait = wait_for(py, &self.path, timeout)?;
         let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
-        let mut acquire = Box::pin(async move {
-            let result = lock.acquire_for(&owner, wait).await;
+        let mut begun = lock.begin_acquire(&owner, wait);
+        if let Some(result) = begun.take_now() {
+            if let Ok(Some(hold)) = &result {
+                lost.watch_fresh(&lock, &owner, hold);
+            }
+            return Ok(Started::Done(result.map(|hold| hold.is_some()).py(py)?));
+        }
+        let acquire = async move {
+            let result = begun.await;
             if let Ok(Some(hold)) = &result {
                 lost.watch_fresh(&lock, &owner, hold);
             }
             result.map(|hold| hold.is_some())
-        });
-        if let Poll::Ready(result) = runtime::poll_now(acquire.as_mut()) {
-            return Ok(Started::Done(result.py(py)?));
-        }
+        };
         let done: Callback = Arc::new(done);
         let task = runtime::handle().spawn(async move {
             let result = acquire.await;
@@ -335,7 +353,7 @@ impl Lock {
     }
 
     /// Calls `callback(reason)` when a hold of this lock acquired from now on, by any owner, is
-    /// lost (on a runtime thread holding the GIL): `"session_expired"`,
+    /// lost (on the client's callback thread, in order, holding the GIL): `"session_expired"`,
     /// `"disconnected_too_long"`, `"closed"`, `"node_deleted"` or `"auth_failed"`. Holds taken
     /// before are not covered (core cannot list other owners' holds); `_watch_owner` adds the
     /// caller's.
@@ -352,7 +370,7 @@ impl Lock {
     /// registered while holding. Holds acquired later are watched by `on_lost` itself.
     fn _watch_owner(&self, py: Python<'_>, owner: &Owner, callback: Py<PyAny>) -> PyResult<()> {
         if let Some((hold, _)) = self.core(py)?.hold_of(&owner.inner) {
-            watch(hold, vec![Arc::new(callback)]);
+            watch(self.core(py)?, hold, vec![Arc::new(callback)]);
         }
         Ok(())
     }

@@ -100,7 +100,7 @@ impl Error {
     }
 
     pub(crate) fn with_path(mut self, path: &str) -> Self {
-        self.inner.path = Some(path.to_owned());
+        self.inner.path = Some(shown(path));
         self
     }
 
@@ -115,7 +115,7 @@ impl Error {
             _ => ErrorKind::ZooKeeper,
         };
         let message = format!("{doing}: {err}").into();
-        Error { inner: Box::new(Inner { kind, path: Some(path.to_owned()), message, source: Some(err) }) }
+        Error { inner: Box::new(Inner { kind, path: Some(shown(path)), message, source: Some(err) }) }
     }
 
     /// An error the server reported, explained in `message`.
@@ -161,6 +161,20 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.inner.source.as_ref().map(|e| e as _)
     }
+}
+
+/// A path as errors show it: whole, unless it is so long (a path refused for its size, say) that
+/// the message would be mostly path.
+fn shown(path: &str) -> String {
+    const LONGEST: usize = 4096;
+    if path.len() <= LONGEST {
+        return path.to_owned();
+    }
+    let mut end = 64;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &path[..end], path.len())
 }
 
 /// The numeric code of a ZooKeeper error, as the server and the Java client number them.

@@ -112,7 +112,8 @@ impl Owner {
         self.id
     }
 
-    fn label(&self) -> String {
+    /// How messages and lock nodes name this owner: its label, or else its id.
+    pub fn label(&self) -> String {
         match &self.label {
             Some(label) => label.to_string(),
             None => self.id.to_string(),
@@ -385,22 +386,23 @@ impl Lock {
         self.inner.reenter(owner)
     }
 
-    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or
-    /// `Some(Err(_))` (LockLost, and the hold is dropped) if its hold was lost; `None` if the
-    /// release would delete the node (use [`Lock::release`]) or `owner` holds nothing here.
+    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
+    /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
+    /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
+    /// loss) or if `owner` holds nothing here. No ZooKeeper traffic.
     pub fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
-        let owners = self.inner.owners.lock();
-        let held = owners.iter().find(|slot| slot.owner == owner.id)?.held.as_ref()?;
-        if held.count < 2 && !held.hold.inner.is_lost() {
+        let mut owners = self.inner.owners.lock();
+        let held = owners.iter_mut().find(|slot| slot.owner == owner.id)?.held.as_mut()?;
+        if held.count < 2 {
             return None;
         }
-        drop(owners);
-        // Counts down, or deletes nothing for a lost hold: ready at its first poll.
-        Some(match self.inner.unhold(owner) {
-            Ok(None) => Ok(()),
-            Ok(Some(hold)) => futures::FutureExt::now_or_never(self.inner.delete_held(&hold))
-                .expect("releasing a lost hold sends nothing"),
-            Err(err) => Err(err),
+        held.count -= 1;
+        Some(match held.hold.lost_reason() {
+            None => Ok(()),
+            Some(reason) => Err(self.inner.error(
+                ErrorKind::LockLost,
+                format!("owner {}'s hold is lost: {}; release it", owner.label(), reason.describe()),
+            )),
         })
     }
 
@@ -520,11 +522,15 @@ impl LockInner {
 
     /// Counts up `owner`'s hold, if it has one here.
     fn reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
-        if self.client.is_closed() {
-            return Some(Err(self.closed_error()));
-        }
         let mut owners = self.owners.lock();
         let held = owners.iter_mut().find(|slot| slot.owner == owner.id)?.held.as_mut()?;
+        if self.client.is_closed() {
+            // Closing lost the hold: say so, as for any other loss.
+            let why = crate::LostReason::Closed.describe();
+            return Some(Err(
+                self.error(ErrorKind::LockLost, format!("owner {} cannot re-enter: {why}; release it", owner.label()))
+            ));
+        }
         Some(self.count_up(owner, held))
     }
 

@@ -206,11 +206,15 @@ async fn a_lost_hold_is_not_held() {
     assert!(again.take_now().unwrap().unwrap().is_some(), "re-entry is decided at once");
     assert!(lock.release_nested(&me).unwrap().is_ok());
     assert!(lock.release_nested(&me).is_none(), "the last level needs the server");
+    lock.try_reenter(&me).unwrap().unwrap();
     assert!(lock.is_held_by(&me));
     client.close().await;
     assert!(!lock.is_held_by(&me), "closing the client loses the hold");
     assert_eq!(lock.state_of(&me), Some(zklock::HoldState::Lost));
-    assert_eq!(lock.try_reenter(&me).unwrap().unwrap_err().kind(), ErrorKind::Closed);
+    assert_eq!(lock.try_reenter(&me).unwrap().unwrap_err().kind(), ErrorKind::LockLost);
+    // Each level's release says the hold is lost; the last one drops it.
+    assert_eq!(lock.release_nested(&me).unwrap().unwrap_err().kind(), ErrorKind::LockLost);
+    assert!(lock.release_nested(&me).is_none());
     assert_eq!(lock.release(&me).await.unwrap_err().kind(), ErrorKind::LockLost);
     assert!(lock.hold_of(&me).is_none(), "released, the lost hold is gone");
 }

@@ -16,7 +16,7 @@ import asyncio
 import atexit
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Iterator, Literal, Optional, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Iterator, Literal, Optional, Tuple, Type, Union
 
 from . import _native
 from ._errors import (
@@ -77,11 +77,15 @@ class Client(_native.Client):
 
     ``Client(hosts)`` connects (blocking, GIL released, Ctrl-C interrupts it). ``hosts`` is
     ``"host:port[,host:port...][/chroot]"``; ``auth`` is ``"user:password"`` or
-    ``(user, password)`` for ZooKeeper's digest scheme. Use it as a context manager, or call
+    ``(user, password)`` for ZooKeeper's digest scheme. ``jute_maxbuffer`` is the servers'
+    packet limit in bytes (default 0xfffff, ZooKeeper's): a lock whose path, identifier or owner
+    would make a larger request is refused with ``InvalidArgumentError``, since the server would
+    only drop the connection. Use it as a context manager, or call
     ``close()``: closing ends the session, so the server deletes its lock nodes at once.
     Clients still open at interpreter exit are closed then. After ``fork()`` a child process
-    can make clients of its own; a client (and its locks) inherited from the parent raises
-    ``ClosedError`` there.
+    can make clients of its own; a client inherited from the parent is closed there (``closed``
+    is True, ``state`` is ``"closed"``, ``close()`` does nothing) and its locks raise
+    ``ClosedError``.
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class Client(_native.Client):
         session_timeout: float = 10.0,
         connect_timeout: float = 10.0,
         auth: Union[str, Tuple[str, str], None] = None,
+        jute_maxbuffer: Optional[int] = None,
     ) -> None:
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
@@ -125,9 +130,13 @@ class Lock(_native.Lock):
 
     # --------------------------------------------------------------- asyncio
 
-    async def acquire_async(self, timeout: Optional[float] = None) -> bool:
-        """Acquires for the current task. ``timeout``: None waits forever, 0 only tries.
-        Returns False if not acquired in time."""
+    def acquire_async(self, timeout: Optional[float] = None) -> Awaitable[bool]:
+        """Acquires for the task that calls this (not the one that awaits the result, such as
+        the inner task of ``asyncio.wait_for`` or ``gather``). ``timeout``: None waits forever, 0
+        only tries. The awaitable gives False if not acquired in time.
+
+        The acquisition begins at the call: the creates of one client's acquisitions reach the
+        server in the order the calls were made."""
         owner = _task_owner()
         assert owner is not None
         loop = asyncio.get_running_loop()
@@ -142,7 +151,11 @@ class Lock(_native.Lock):
 
         operation = self._acquire_async(owner, timeout, done)
         if isinstance(operation, bool):
-            return operation  # a re-entry: no network, no thread hop
+            future.set_result(operation)  # a re-entry: no network, no thread hop
+            return future
+        return self._finish_acquire(future, operation, owner)
+
+    async def _finish_acquire(self, future: "asyncio.Future[bool]", operation: _native.AsyncOp, owner: _native.Owner) -> bool:
         try:
             return await future
         except asyncio.CancelledError:
@@ -198,11 +211,13 @@ class Lock(_native.Lock):
         return _Hold(self, timeout)
 
     def _caller_owners(self) -> Iterator[_native.Owner]:
-        """The current task (when called inside one) and then the calling thread."""
+        """The current task when called inside one, else the calling thread: the owner that
+        ``release_async`` or ``release`` would release for."""
         if _current_task() is not None:
             owner = _task_owner(create=False)
             if owner is not None:
                 yield owner
+            return
         yield _native.Owner.current_thread()
 
     def _caller_hold(self) -> Optional[Tuple[str, int, int, int]]:
@@ -237,13 +252,45 @@ class Lock(_native.Lock):
         held = self._caller_hold()
         return None if held is None else held[2]
 
+    @property
+    def client(self) -> "Client":
+        """The client this lock was made from."""
+        client = super().client
+        assert isinstance(client, Client)
+        return client
+
+    # ------------------------------------------- threading.Condition(lock), as with RLock
+
+    def _is_owned(self) -> bool:
+        return self._hold_of(_native.Owner.current_thread()) is not None
+
+    def _release_save(self) -> int:
+        """Releases every level of the calling thread's hold (``Condition.wait``); returns the
+        count for ``_acquire_restore``."""
+        owner = _native.Owner.current_thread()
+        held = self._hold_of(owner)
+        if held is None:
+            raise RuntimeError("cannot wait on un-acquired lock")
+        count = held[3]
+        for _ in range(count):
+            self._release_for(owner)
+        return count
+
+    def _acquire_restore(self, count: int) -> None:
+        """Acquires again, as often as ``_release_save`` released."""
+        owner = _native.Owner.current_thread()
+        for _ in range(count):
+            self._acquire_for(owner)
+
     def on_lost(self, callback: Callable[[str], Any]) -> None:
         """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
         ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or ``"auth_failed"``.
 
         It applies to every hold of this ``Lock`` acquired from now on (by any thread or task),
-        and to the caller's current one; not to holds other owners took before. The callback runs on a runtime thread holding the GIL; an exception it
-        raises goes to ``sys.unraisablehook``."""
+        and to the caller's current one; not to holds other owners took before. The callback
+        runs on the client's callback thread (one per client: callbacks run one at a time, in
+        order, so one that blocks delays only the later ones, never a session), holding the GIL;
+        an exception it raises goes to ``sys.unraisablehook``."""
         super().on_lost(callback)
         for owner in self._caller_owners():
             self._watch_owner(owner, callback)
