@@ -49,6 +49,12 @@
 
 
 /**
+ * ZooKeeper's default packet limit, `jute.maxbuffer` (0xfffff bytes): a server closes the
+ * connection of a client that sends a larger request.
+ */
+#define DEFAULT_JUTE_MAXBUFFER 1048575
+
+/**
  * The state of an owner's hold on a lock.
  */
 typedef enum {
@@ -219,6 +225,12 @@ typedef struct {
    * zkl_client_connect.
    */
   const char *digest_auth;
+  /**
+   * The servers' packet limit (their jute.maxbuffer), in bytes: a lock whose path would make
+   * a larger request is refused with ZKL_INVALID_ARGUMENT, since the server would only drop
+   * the connection. 0: 1048575 (0xfffff, ZooKeeper's default).
+   */
+  int64_t jute_maxbuffer;
 } zkl_options;
 
 /**
@@ -326,8 +338,8 @@ zkl_result zkl_client_connect(const char *hosts, const zkl_options *opts, zkl_cl
 
 /**
  * Ends the session at once (the server deletes its lock nodes, so waiters elsewhere proceed
- * immediately) and releases the handle: blocks until the server acknowledged, or the session
- * timeout passed. Acquisitions in progress on its locks fail with ZKL_CLOSED, and holds are
+ * immediately) and releases the handle: blocks until the server acknowledged (or the session
+ * timeout passed) and the client's callbacks due until then, Closed last, have run. Acquisitions in progress on its locks fail with ZKL_CLOSED, and holds are
  * lost (their lost callbacks run, with ZKL_LOST_CLOSED). A registered session callback gets
  * ZKL_SESSION_STATE_CLOSED before this returns, and is never called after.
  *
@@ -360,9 +372,10 @@ zkl_result zkl_client_session_id(const zkl_client *client, int64_t *out);
 
 /**
  * Registers callback to be called with each later change of the session state (replacing any
- * previous one); NULL removes it. It runs on a zklock background thread, one call at a time,
- * with userdata as given: keep it short and never block in it (no blocking zkl_ call: those
- * return ZKL_INVALID_ARGUMENT there). Once this function (or zkl_client_close) returns, the
+ * previous one); NULL removes it. It runs on the client's callback thread (`zklock-callback`),
+ * one callback at a time in order, with userdata as given; never on the threads that keep
+ * sessions alive, so a callback that blocks delays only the client's later callbacks. No
+ * blocking zkl_ call from inside it (those return ZKL_INVALID_ARGUMENT there). Once this function (or zkl_client_close) returns, the
  * previous callback is not running and is never called again, so its userdata may be freed.
  *
  * Ownership: userdata stays the caller's; zklock only passes it back.
@@ -479,8 +492,9 @@ zkl_result zkl_lock_release(zkl_lock *lock);
 zkl_result zkl_lock_release_as(zkl_lock *lock, uint64_t owner);
 
 /**
- * Whether the calling thread holds the lock (as far as this process knows: see zkl_lock_state
- * for whether the hold is still good), in *out.
+ * Whether the calling thread holds the lock, in *out: false once its hold is lost (session
+ * expired, client closed, node deleted by someone else), though the lost hold stays the
+ * thread's until released (zkl_lock_state says ZKL_HOLD_LOST, zkl_lock_release ZKL_LOCK_LOST).
  *
  * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
  * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock.
@@ -512,8 +526,8 @@ zkl_result zkl_lock_state_as(const zkl_lock *lock, uint64_t owner, zkl_hold_stat
  * protect and let it refuse tokens lower than one it has seen.
  *
  * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
- * Errors: ZKL_NOT_OWNER if the calling thread holds nothing; ZKL_INVALID_ARGUMENT for NULL
- * arguments or a freed lock.
+ * Errors: ZKL_NOT_OWNER if the calling thread holds nothing; ZKL_LOCK_LOST if its hold was lost;
+ * ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock.
  */
 zkl_result zkl_lock_fencing_token(const zkl_lock *lock, int64_t *out);
 
@@ -540,9 +554,10 @@ zkl_result zkl_lock_sequence_as(const zkl_lock *lock, uint64_t owner, int64_t *o
  * Registers callback to be called once for each hold acquired through this lock handle (by any
  * owner, before or after registering) that is lost: session expired, client disconnected too
  * long or closed, or node deleted by someone else. Replaces any previous callback; NULL removes
- * it. It runs on a zklock background thread, one call at a time per lock, with userdata as
- * given: keep it short and never block in it (no blocking zkl_ call: those return
- * ZKL_INVALID_ARGUMENT there; signal another thread instead). Once this function (or
+ * it. It runs on the client's callback thread (`zklock-callback`), one callback at a time in
+ * the order they became due, with userdata as given; never on the threads that keep sessions
+ * alive, so a callback that blocks delays only the client's later callbacks. No blocking zkl_
+ * call from inside it (those return ZKL_INVALID_ARGUMENT there): signal another thread instead. Once this function (or
  * zkl_lock_free) returns, the previous callback is not running and is never called again, so
  * its userdata may be freed.
  *

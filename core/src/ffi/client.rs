@@ -30,6 +30,10 @@ pub struct zkl_options {
     /// Digest credentials "user:password", or NULL for none. Borrowed: only read during
     /// zkl_client_connect.
     pub digest_auth: *const c_char,
+    /// The servers' packet limit (their jute.maxbuffer), in bytes: a lock whose path would make
+    /// a larger request is refused with ZKL_INVALID_ARGUMENT, since the server would only drop
+    /// the connection. 0: 1048575 (0xfffff, ZooKeeper's default).
+    pub jute_maxbuffer: i64,
 }
 
 /// The state of a client's session, as zkl_client_state and the session callback report it.
@@ -79,7 +83,7 @@ pub(crate) struct ClientHandle {
 
 /// What zkl_options_init writes: zero (NULL) in every field, each meaning "the default".
 const UNSET_OPTIONS: zkl_options =
-    zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null() };
+    zkl_options { session_timeout_ms: 0, connect_timeout_ms: 0, digest_auth: std::ptr::null(), jute_maxbuffer: 0 };
 
 /// A timeout field: `None` for 0 (keep the core's default).
 fn timeout(ms: i64, what: &str) -> Result<Option<Duration>, Failure> {
@@ -108,6 +112,16 @@ fn client_options(options: *const zkl_options) -> Result<ClientOptions, Failure>
     }
     if let Some(connect_timeout) = timeout(options.connect_timeout_ms, "opts->connect_timeout_ms")? {
         result.connect_timeout = connect_timeout;
+    }
+    match options.jute_maxbuffer {
+        0 => {}
+        limit => {
+            result.jute_maxbuffer = u32::try_from(limit).map_err(|_| {
+                Failure::invalid(format!(
+                    "opts->jute_maxbuffer is {limit}: it must be 1024 to 4294967295, or 0 for the default"
+                ))
+            })?
+        }
     }
     Ok(result)
 }
@@ -156,11 +170,22 @@ pub extern "C" fn zkl_client_connect(
             state_task: Mutex::new(None),
         });
         let id = handle as usize;
+        let dispatcher = handles::client(handle, "out")?.client.clone();
         let task = runtime::runtime()?.spawn(async move {
             while let Some(state) = changes.next().await {
-                // SAFETY: a C function pointer registered by the caller, with its userdata.
-                state_callback
-                    .call(|callback, userdata| unsafe { callback(userdata, id as *mut zkl_client, state.into()) });
+                let (state_callback, done) = (state_callback.clone(), tokio::sync::oneshot::channel());
+                // On the client's callback thread: a callback that blocks stalls no session.
+                dispatcher.dispatch_callback(move || {
+                    runtime::in_callback(|| {
+                        // SAFETY: a C function pointer registered by the caller, with its userdata.
+                        state_callback.call(|callback, userdata| unsafe {
+                            callback(userdata, id as *mut zkl_client, state.into())
+                        })
+                    });
+                    let _ = done.0.send(());
+                });
+                // Delivered before the next, and Closed before zkl_client_close returns.
+                let _ = done.1.await;
             }
         });
         *handles::client(handle, "out")?.state_task.lock() = Some(task);
@@ -170,8 +195,8 @@ pub extern "C" fn zkl_client_connect(
 }
 
 /// Ends the session at once (the server deletes its lock nodes, so waiters elsewhere proceed
-/// immediately) and releases the handle: blocks until the server acknowledged, or the session
-/// timeout passed. Acquisitions in progress on its locks fail with ZKL_CLOSED, and holds are
+/// immediately) and releases the handle: blocks until the server acknowledged (or the session
+/// timeout passed) and the client's callbacks due until then, Closed last, have run. Acquisitions in progress on its locks fail with ZKL_CLOSED, and holds are
 /// lost (their lost callbacks run, with ZKL_LOST_CLOSED). A registered session callback gets
 /// ZKL_SESSION_STATE_CLOSED before this returns, and is never called after.
 ///
@@ -236,9 +261,10 @@ pub extern "C" fn zkl_client_session_id(client: *const zkl_client, out: *mut i64
 }
 
 /// Registers callback to be called with each later change of the session state (replacing any
-/// previous one); NULL removes it. It runs on a zklock background thread, one call at a time,
-/// with userdata as given: keep it short and never block in it (no blocking zkl_ call: those
-/// return ZKL_INVALID_ARGUMENT there). Once this function (or zkl_client_close) returns, the
+/// previous one); NULL removes it. It runs on the client's callback thread (`zklock-callback`),
+/// one callback at a time in order, with userdata as given; never on the threads that keep
+/// sessions alive, so a callback that blocks delays only the client's later callbacks. No
+/// blocking zkl_ call from inside it (those return ZKL_INVALID_ARGUMENT there). Once this function (or zkl_client_close) returns, the
 /// previous callback is not running and is never called again, so its userdata may be freed.
 ///
 /// Ownership: userdata stays the caller's; zklock only passes it back.

@@ -97,7 +97,7 @@ impl LockHandle {
             for owner in owners {
                 // An error means the hold is gone anyway (lost, or deleted in the background
                 // after a connection loss).
-                while self.lock.is_held_by(&owner) {
+                while self.lock.hold_of(&owner).is_some() {
                     if self.lock.release(&owner).await.is_err() {
                         break;
                     }
@@ -183,7 +183,7 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     let wait = timeout(timeout_ms)?;
     let handle = handles::lock(lock, "lock")?;
     let owner = owner?;
-    let fresh = !handle.lock.is_held_by(&owner);
+    let fresh = handle.lock.hold_of(&owner).is_none();
     let Some(hold) = runtime::block_on(handle.lock.acquire_for(&owner, wait))?? else {
         let why = match timeout_ms {
             0 => "held by another contender (tried once: timeout 0)".to_owned(),
@@ -208,11 +208,17 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
         let callback = handle.lost_callback.clone();
         let owner = owner.id();
         let id = lock as usize;
+        let client = handle.lock.client();
         runtime::runtime()?.spawn(async move {
             if let Some(reason) = hold.lost().await {
-                // SAFETY: a C function pointer registered by the caller, with its userdata.
-                callback.call(|callback, userdata| unsafe {
-                    callback(userdata, id as *mut zkl_lock, owner, reason.into())
+                // On the client's callback thread: a callback that blocks stalls no session.
+                client.dispatch_callback(move || {
+                    runtime::in_callback(|| {
+                        // SAFETY: a C function pointer registered by the caller, with its userdata.
+                        callback.call(|callback, userdata| unsafe {
+                            callback(userdata, id as *mut zkl_lock, owner, reason.into())
+                        })
+                    })
                 });
             }
         });
@@ -225,7 +231,7 @@ fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Fai
     let handle = handles::lock(lock, "lock")?;
     let owner = owner?;
     let result = runtime::block_on(handle.lock.release(&owner))?;
-    if !handle.lock.is_held_by(&owner) {
+    if handle.lock.hold_of(&owner).is_none() {
         handle.holders.lock().owners.retain(|holder| holder.id() != owner.id());
     }
     Ok(result?)
@@ -285,8 +291,9 @@ fn is_held(lock: *const zkl_lock, owner: Result<Owner, Failure>, out: *mut bool)
     Ok(())
 }
 
-/// Whether the calling thread holds the lock (as far as this process knows: see zkl_lock_state
-/// for whether the hold is still good), in *out.
+/// Whether the calling thread holds the lock, in *out: false once its hold is lost (session
+/// expired, client closed, node deleted by someone else), though the lost hold stays the
+/// thread's until released (zkl_lock_state says ZKL_HOLD_LOST, zkl_lock_release ZKL_LOCK_LOST).
 ///
 /// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
 /// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock.
@@ -345,9 +352,21 @@ fn hold_number(
     let Some((hold, _)) = handle.lock.hold_of(&owner) else {
         return Err(Failure::new(
             zkl_result::ZKL_NOT_OWNER,
-            format!("not owner on {}: owner {:#x} holds nothing", handle.lock.path(), owner.id()),
+            format!("not owner on {}: owner {} holds nothing", handle.lock.path(), owner.label()),
         ));
     };
+    // A lost hold is not held: its token must not pass for a holder's.
+    if let Some(reason) = hold.lost_reason() {
+        return Err(Failure::new(
+            zkl_result::ZKL_LOCK_LOST,
+            format!(
+                "lock lost on {}: owner {}'s hold is lost ({}); release it",
+                handle.lock.path(),
+                owner.label(),
+                reason.describe()
+            ),
+        ));
+    }
     write_out!(out, if sequence { hold.sequence() } else { hold.fencing_token() });
     Ok(())
 }
@@ -357,8 +376,8 @@ fn hold_number(
 /// protect and let it refuse tokens lower than one it has seen.
 ///
 /// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
-/// Errors: ZKL_NOT_OWNER if the calling thread holds nothing; ZKL_INVALID_ARGUMENT for NULL
-/// arguments or a freed lock.
+/// Errors: ZKL_NOT_OWNER if the calling thread holds nothing; ZKL_LOCK_LOST if its hold was lost;
+/// ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock.
 #[no_mangle]
 pub extern "C" fn zkl_lock_fencing_token(lock: *const zkl_lock, out: *mut i64) -> zkl_result {
     ffi_result!("zkl_lock_fencing_token", { hold_number(lock, thread_owner(), out, false) })
@@ -389,9 +408,10 @@ pub extern "C" fn zkl_lock_sequence_as(lock: *const zkl_lock, owner: u64, out: *
 /// Registers callback to be called once for each hold acquired through this lock handle (by any
 /// owner, before or after registering) that is lost: session expired, client disconnected too
 /// long or closed, or node deleted by someone else. Replaces any previous callback; NULL removes
-/// it. It runs on a zklock background thread, one call at a time per lock, with userdata as
-/// given: keep it short and never block in it (no blocking zkl_ call: those return
-/// ZKL_INVALID_ARGUMENT there; signal another thread instead). Once this function (or
+/// it. It runs on the client's callback thread (`zklock-callback`), one callback at a time in
+/// the order they became due, with userdata as given; never on the threads that keep sessions
+/// alive, so a callback that blocks delays only the client's later callbacks. No blocking zkl_
+/// call from inside it (those return ZKL_INVALID_ARGUMENT there): signal another thread instead. Once this function (or
 /// zkl_lock_free) returns, the previous callback is not running and is never called again, so
 /// its userdata may be freed.
 ///

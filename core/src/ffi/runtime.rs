@@ -1,5 +1,6 @@
 //! The one background tokio runtime of the process: started on first use, it owns the sessions
-//! and watches and runs the callbacks; every blocking entry point waits on it with `block_on`.
+//! and watches (user callbacks run on each client's callback thread instead); every blocking
+//! entry point waits on it with `block_on`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -37,7 +38,7 @@ fn start() -> Result<&'static Runtime, Failure> {
     }
     static THREAD: AtomicUsize = AtomicUsize::new(0);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        // Sessions and watches are light; two workers keep callbacks from starving the sessions.
+        // Sessions and watches are light; user callbacks run elsewhere (one thread per client).
         .worker_threads(2)
         .thread_name_fn(|| format!("zklock-rt-{}", THREAD.fetch_add(1, Ordering::Relaxed)))
         .enable_all()
@@ -91,9 +92,27 @@ pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, Failure> {
     }
 }
 
+thread_local! {
+    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs a user callback, during which blocking zkl_ calls are refused: one that waited on the
+/// client (a close, say) could wait for the very callback thread it runs on.
+pub(crate) fn in_callback<T>(callback: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_CALLBACK.with(|flag| flag.set(false));
+        }
+    }
+    IN_CALLBACK.with(|flag| flag.set(true));
+    let _reset = Reset;
+    callback()
+}
+
 /// Fails on a thread where `block_on` is refused.
 pub(crate) fn check_may_block() -> Result<(), Failure> {
-    if tokio::runtime::Handle::try_current().is_ok() {
+    if tokio::runtime::Handle::try_current().is_ok() || IN_CALLBACK.with(|flag| flag.get()) {
         return Err(Failure::invalid(
             "blocking zkl_ functions cannot be called from a zklock callback (or any tokio runtime thread); \
              hand the work to another thread",
