@@ -3,6 +3,7 @@
 #
 #   make                                      # build (release) into target/release/
 #   make install PREFIX=/usr/local            # build and install; then: cc app.c $(pkg-config --cflags --libs zklock)
+#                                             # static: cc app.c $(pkg-config --cflags --libs zklock-static)
 #   make install PREFIX=/tmp/z PROFILE=debug  # debug build (what scripts/test-c and scripts/demo use)
 #   make uninstall PREFIX=...
 #   make header                               # regenerate include/zklock.h (scripts/gen-header)
@@ -16,6 +17,7 @@ override PREFIX := $(abspath $(PREFIX))
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DATADIR ?= $(PREFIX)/share
 PROFILE ?= release
 CARGO ?= cargo
 CARGO_TARGET_DIR ?= target
@@ -57,20 +59,32 @@ lib:
 	@sed -n 's/.*native-static-libs: //p' $(OUT)/zklock-build.log | tail -n 1 >$(OUT)/zklock-native-libs
 	@test -s $(OUT)/zklock-native-libs || echo '$(DEFAULT_NATIVE_LIBS)' >$(OUT)/zklock-native-libs
 
+# The .so is installed stripped; its debug info goes beside it in .debug/ (where gdb looks for
+# the file its .gnu_debuglink names). The system libraries of a static link lose -lgcc_s, which
+# has no static form: the compiler driver links libgcc itself (libgcc_eh under -static).
+PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' -e "s|@LIBS_PRIVATE@|$$(sed 's/ *-lgcc_s//g' $(OUT)/zklock-native-libs)|"
+
 install: lib
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -d $(DESTDIR)$(LIBDIR)/.debug $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DATADIR)/zklock
 	install -m 644 include/zklock.h $(DESTDIR)$(INCLUDEDIR)/zklock.h
-	install -m 755 $(OUT)/libzklock.so $(DESTDIR)$(LIBDIR)/libzklock.so.$(VERSION)
+	objcopy --only-keep-debug $(OUT)/libzklock.so $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug
+	chmod 644 $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug
+	objcopy --strip-unneeded --add-gnu-debuglink=$(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug \
+	  $(OUT)/libzklock.so $(DESTDIR)$(LIBDIR)/libzklock.so.$(VERSION)
+	chmod 755 $(DESTDIR)$(LIBDIR)/libzklock.so.$(VERSION)
 	ln -sf libzklock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libzklock.so
 	install -m 644 $(OUT)/libzklock.a $(DESTDIR)$(LIBDIR)/libzklock.a
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	  -e 's|@VERSION@|$(VERSION)|' -e "s|@LIBS_PRIVATE@|$$(cat $(OUT)/zklock-native-libs)|" \
-	  include/zklock.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock.pc
+	install -m 644 include/zklock.supp $(DESTDIR)$(DATADIR)/zklock/zklock.supp
+	$(PC_SUBST) include/zklock.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock.pc
+	$(PC_SUBST) include/zklock-static.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock-static.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/zklock.h $(DESTDIR)$(LIBDIR)/libzklock.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
-	  $(DESTDIR)$(LIBDIR)/libzklock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libzklock.a $(DESTDIR)$(PKGCONFIGDIR)/zklock.pc
+	  $(DESTDIR)$(LIBDIR)/libzklock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug \
+	  $(DESTDIR)$(LIBDIR)/libzklock.a $(DESTDIR)$(PKGCONFIGDIR)/zklock.pc $(DESTDIR)$(PKGCONFIGDIR)/zklock-static.pc \
+	  $(DESTDIR)$(DATADIR)/zklock/zklock.supp
 
 header:
 	scripts/gen-header

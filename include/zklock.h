@@ -458,6 +458,10 @@ zkl_result zkl_lock_free(zkl_lock *lock);
  * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT). While one
  * thread waits here, others may use the same lock and client, or close the client (this then
  * returns ZKL_CLOSED).
+ * Thread exit: as with a pthread mutex, a thread that exits while holding leaves the lock held
+ * (other contenders wait) until its owner id releases it (zkl_lock_release_as with the id
+ * zkl_thread_owner() gave that thread) or the lock handle is freed (zkl_lock_free releases every
+ * hold taken through it), or the client is closed.
  * Errors: ZKL_TIMEOUT if not obtained in time (nothing is held then); ZKL_INVALID_ARGUMENT for a
  * NULL or freed lock, or a timeout below -1; ZKL_CLOSED if the client was closed;
  * ZKL_SESSION_EXPIRED if the session expired while waiting; ZKL_LOCK_LOST if this owner's

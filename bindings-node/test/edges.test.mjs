@@ -49,6 +49,22 @@ function freePort() {
   })
 }
 
+test('a request the server keeps refusing ends in ZKLOCK_CONNECTION_LOSS naming the limit', async () => {
+  // Told the servers take 16 MB, the client sends a 2 MB path; the server (1 MB) drops the
+  // connection each time.
+  const client = await Client.connect(ZK, { juteMaxbuffer: 16 << 20 })
+  try {
+    const path = uniquePath('refused')
+    await assert.rejects(client.lock(`${path}/${'p'.repeat(2 << 20)}`).acquire({ timeoutMs: 120000 }), {
+      code: codes.CONNECTION_LOSS,
+      message: /jute\.maxbuffer/,
+    })
+    await client.lock(path).withLock(async () => {})
+  } finally {
+    await client.close()
+  }
+})
+
 test('connect errors name the cause for each host, and carry the connect string', async () => {
   const refused = `127.0.0.1:${await freePort()}`
   await assert.rejects(Client.connect(refused, { connectTimeoutMs: 2000 }), (err) => {

@@ -119,3 +119,16 @@ def test_one_clients_acquisitions_reach_the_server_in_call_order(client, kazoo, 
 
     asyncio.run(main())
     wait_children(kazoo, path, 0)
+
+
+def test_a_request_the_server_keeps_refusing_ends_in_an_error(zk_connect, kazoo, path):
+    # Told the servers take 16 MB, the client sends a 2 MB path; the server (1 MB) drops the
+    # connection each time: an error that names the limit, not a reconnect storm.
+    with zklock.Client(zk_connect, jute_maxbuffer=16 << 20) as client:
+        lock = client.lock(path + "/" + "p" * (2 << 20))
+        started = time.monotonic()
+        with pytest.raises(zklock.ConnectionLossError, match="jute.maxbuffer"):
+            lock.acquire(timeout=120)
+        assert time.monotonic() - started < 100
+        with client.lock(path):  # the client goes on working
+            pass

@@ -35,49 +35,42 @@ pub(crate) fn connection_lost(err: &zk::Error) -> bool {
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
 
 /// A server closes the connection of a client whose request it refuses (one over its packet
-/// limit); the client reconnects and the request would be sent again, forever. A run of this
-/// many connection losses, each within [`REFUSAL_WINDOW`] of reconnecting, ends the step with an
-/// error instead: a flaky network rarely drops a fresh connection that fast, that often.
+/// limit); the client reconnects and the request would be sent again, forever. So an attempt
+/// that loses the connection this many times in a row, with no request of its own answered in
+/// between that moved it on (a create, a listing, a watch), ends with an error instead. A
+/// network that drops a connection this often, each time a request is in flight, leaves an
+/// attempt no better off waiting. (A time window since reconnecting would not do: marshalling
+/// and writing a request of megabytes takes seconds.)
 const REFUSAL_LIMIT: u32 = 8;
-const REFUSAL_WINDOW: Duration = Duration::from_secs(1);
 
 /// What bounds one attempt's steps: its deadline (`None`: none), which also bounds removing its
-/// node, and the run of connections lost right after reconnecting.
+/// node, and the run of connections lost with no progress in between.
 struct Budget {
     deadline: Option<Instant>,
-    losses: Mutex<LossRun>,
-}
-
-#[derive(Default)]
-struct LossRun {
-    count: u32,
-    reconnected_at: Option<Instant>,
+    losses: std::sync::atomic::AtomicU32,
 }
 
 impl Budget {
     fn until(deadline: Option<Instant>) -> Budget {
-        Budget { deadline, losses: Mutex::new(LossRun::default()) }
+        Budget { deadline, losses: std::sync::atomic::AtomicU32::new(0) }
     }
 
-    /// Counts a connection loss; `Err(Stop::Refused)` once the server has dropped the
-    /// connection right after every reconnection, [`REFUSAL_LIMIT`] times in a row.
+    /// Counts a connection loss; `Err(Stop::Refused)` at the [`REFUSAL_LIMIT`]th in a row.
     fn lost_connection(&self) -> std::result::Result<(), Stop> {
-        let mut run = self.losses.lock();
-        let quick = run.reconnected_at.is_some_and(|at| at.elapsed() < REFUSAL_WINDOW);
-        run.count = if quick { run.count + 1 } else { 1 };
-        if run.count >= REFUSAL_LIMIT {
+        if self.losses.fetch_add(1, Ordering::Relaxed) + 1 >= REFUSAL_LIMIT {
             return Err(Stop::Refused);
         }
         Ok(())
     }
 
-    fn reconnected(&self) {
-        self.losses.lock().reconnected_at = Some(Instant::now());
+    /// A request of the attempt was answered and moved it on.
+    fn progressed(&self) {
+        self.losses.store(0, Ordering::Relaxed);
     }
 }
 
 /// The message of [`Stop::Refused`].
-const REFUSED: &str = "ZooKeeper closed the connection each time this request was sent, right after reconnecting: \
+const REFUSED: &str = "ZooKeeper closed the connection each time this attempt sent its request (8 times in a row): \
      it is most likely over the server's packet limit (jute.maxbuffer); set the client option jute_maxbuffer to the \
      servers' value so that such requests are refused up front";
 
@@ -735,6 +728,7 @@ impl LockInner {
                 }
                 match self.bounded(session, create, budget).await.map_err(stopped)? {
                     Ok((stat, sequence)) => {
+                        budget.progressed();
                         self.path_known.store(true, Ordering::Release);
                         drop(send_turn.take());
                         let name = format!("{}{}", attempt.name_prefix, sequence);
@@ -760,7 +754,10 @@ impl LockInner {
                     Err(err) => return Err(self.zk_error(err, "creating the lock node")),
                 }
                 match self.bounded(session, listing, budget).await.map_err(stopped)? {
-                    Ok(children) => children,
+                    Ok(children) => {
+                        budget.progressed();
+                        children
+                    }
                     Err(err) if connection_lost(&err) => {
                         self.await_connected(session, budget).await.map_err(stopped)?;
                         continue;
@@ -770,7 +767,10 @@ impl LockInner {
                 }
             } else {
                 match self.bounded(session, zk.list_children(&self.path), budget).await.map_err(stopped)? {
-                    Ok(children) => children,
+                    Ok(children) => {
+                        budget.progressed();
+                        children
+                    }
                     Err(err) if connection_lost(&err) => {
                         self.await_connected(session, budget).await.map_err(stopped)?;
                         continue;
@@ -814,7 +814,10 @@ impl LockInner {
             }
             let watcher =
                 match self.bounded(session, zk.get_and_watch_data(&predecessor), budget).await.map_err(stopped)? {
-                    Ok((_, _, watcher)) => watcher,
+                    Ok((_, _, watcher)) => {
+                        budget.progressed();
+                        watcher
+                    }
                     Err(zk::Error::NoNode) => continue,
                     Err(err) if connection_lost(&err) => {
                         self.await_connected(session, budget).await.map_err(stopped)?;
@@ -1123,7 +1126,6 @@ async fn await_connected(client: &ClientInner, session: &Session, budget: &Budge
     let mut lease = session.lease.clone();
     let reconnected = bounded(client, session, lease.wait_for(|lease| *lease != Lease::Suspended), budget).await?;
     reconnected.map_err(|_| Stop::SessionOver)?;
-    budget.reconnected();
     Ok(())
 }
 

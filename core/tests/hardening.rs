@@ -218,3 +218,22 @@ async fn a_lost_hold_is_not_held() {
     assert_eq!(lock.release(&me).await.unwrap_err().kind(), ErrorKind::LockLost);
     assert!(lock.hold_of(&me).is_none(), "released, the lost hold is gone");
 }
+
+/// A request far over the server's limit (the client told the limit is higher): the server
+/// closes the connection while the client is still writing; the attempt ends in an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_request_the_server_refuses_ends_in_an_error() {
+    let connect = connect_string();
+    let options = ClientOptions { jute_maxbuffer: 16 << 20, ..Default::default() };
+    let client = Client::connect_with(&connect, options).await.unwrap();
+    let path = format!("{}/{}", unique_path("huge"), "p".repeat(2 << 20));
+    let lock = client.lock(&path).unwrap();
+    let started = Instant::now();
+    let err = lock.acquire_timeout(&Owner::unique(), Duration::from_secs(120)).await.unwrap_err();
+    eprintln!("gave up after {:?}: {err}", started.elapsed());
+    assert_eq!(err.kind(), ErrorKind::ConnectionLoss, "{err}");
+    assert!(err.message().contains("jute.maxbuffer"), "{err}");
+    let other = client.lock(&unique_path("huge-other")).unwrap();
+    other.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap().release().await.unwrap();
+    client.close().await;
+}

@@ -138,8 +138,30 @@ static void blocking_callbacks(void) {
   zkl_client_close(bystander);
 }
 
+/* After zkl_client_close the hold is lost: not held, and its fencing token is refused. */
+static void lost_is_not_held(void) {
+  zkl_client *client = h_connect();
+  char path[200];
+  h_unique_path(path, sizeof path, "edges-lost");
+  zkl_lock *lock = NULL;
+  h_require(zkl_lock_new(client, path, &lock) == ZKL_OK && zkl_lock_acquire(lock, 10000) == ZKL_OK, "hold");
+  bool held = false;
+  int64_t token = 0;
+  CHECK(zkl_lock_is_held(lock, &held) == ZKL_OK && held, "held before the close");
+  CHECK_RC(zkl_lock_fencing_token(lock, &token), ZKL_OK, "with a fencing token");
+  zkl_client_close(client);
+  CHECK(zkl_lock_is_held(lock, &held) == ZKL_OK && !held, "a lost hold is not held");
+  zkl_hold_state state;
+  CHECK(zkl_lock_state(lock, &state) == ZKL_OK && state == ZKL_HOLD_LOST, "its state says lost");
+  CHECK_ERR(zkl_lock_fencing_token(lock, &token), ZKL_LOCK_LOST, "lost", "and its fencing token is refused");
+  CHECK_RC(zkl_lock_release(lock), ZKL_LOCK_LOST, "releasing it says lost");
+  CHECK_RC(zkl_lock_fencing_token(lock, &token), ZKL_NOT_OWNER, "after which nothing is held");
+  zkl_lock_free(lock);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
+  lost_is_not_held();
   oversized_requests();
   connect_errors();
   blocking_callbacks();
