@@ -320,12 +320,22 @@ impl Lock {
             result.map(|hold| hold.is_some())
         };
         let done: Callback = Arc::new(done);
+        // Shared with `AsyncOp::cancel`, which drops it there and then: the owner may acquire
+        // again at once (asyncio.timeout cancels the very task that acquires next).
+        let running: Running = Arc::new(Mutex::new(Some(Box::pin(acquire))));
+        let polled = running.clone();
         let task = runtime::handle().spawn(async move {
-            let result = acquire.await;
+            let result = std::future::poll_fn(|cx| match polled.lock().as_mut() {
+                Some(acquire) => acquire.as_mut().poll(cx).map(Some),
+                None => Poll::Ready(None),
+            })
+            .await;
             // Not awaited: once the lock is ours, `done` must learn it even if this task is aborted.
-            report(done, result);
+            if let Some(result) = result {
+                report(done, result);
+            }
         });
-        Ok(Started::Running(AsyncOp { abort: ForkSafe::new(task.abort_handle()) }))
+        Ok(Started::Running(AsyncOp { running: ForkSafe::new(running), abort: ForkSafe::new(task.abort_handle()) }))
     }
 
     /// Releases one level for `owner` without blocking. Polled once here first: an inner level
@@ -396,15 +406,25 @@ impl Lock {
 /// An acquisition running on the runtime for an asyncio task.
 #[pyclass(frozen, module = "zklock._native")]
 pub(crate) struct AsyncOp {
+    /// The acquisition, until it finishes or is cancelled.
+    running: ForkSafe<Running>,
     /// The task lives on the runtime of the process that started it.
     abort: ForkSafe<tokio::task::AbortHandle>,
 }
 
+type Running = Arc<Mutex<Option<std::pin::Pin<Box<dyn std::future::Future<Output = zklock::Result<bool>> + Send>>>>>;
+
 #[pymethods]
 impl AsyncOp {
-    /// Drops the acquisition if it has not finished: core then removes its node. In a forked
-    /// child it does nothing: the task is the parent's.
+    /// Drops the acquisition if it has not finished, here and now: core removes its node (in
+    /// the background), and its owner may acquire again at once. In a forked child it does
+    /// nothing: the task is the parent's.
     fn cancel(&self, py: Python<'_>) {
+        if let Ok(running) = self.running.get(py, "this acquisition") {
+            // Taken out before dropped: dropping runs core's clean-up, outside the mutex.
+            let acquisition = running.lock().take();
+            drop(acquisition);
+        }
         if let Ok(abort) = self.abort.get(py, "this acquisition") {
             abort.abort();
         }

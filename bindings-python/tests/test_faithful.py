@@ -10,6 +10,8 @@ import sys
 import textwrap
 import threading
 
+import pytest
+
 from conftest import children, wait_children, wait_until
 
 import zklock
@@ -145,3 +147,23 @@ def test_the_stubs_type_a_user_program_strictly(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")
+def test_a_task_cancelled_by_asyncio_timeout_may_acquire_again_at_once(client, kazoo, path):
+    """asyncio.timeout (and wait_for from 3.12) cancel the very task that goes on to acquire
+    again: the cancelled attempt must be gone by then, not still "acquiring"."""
+    lock = client.lock(path)
+    lock.acquire()  # held by this thread: the task waits
+
+    async def main() -> None:
+        for _ in range(5):
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):  # type: ignore[attr-defined]
+                    await lock.acquire_async()
+            assert await lock.acquire_async(timeout=0) is False
+
+    asyncio.run(main())
+    wait_children(kazoo, path, 1)
+    lock.release()
+    wait_children(kazoo, path, 0)
