@@ -100,11 +100,12 @@ test('owner labels name the worker thread', async () => {
      })()`,
     { eval: true, workerData: { pkg: PKG, zk: ZK, path } },
   )
+  const workerThreadId = worker.threadId // read now: it becomes -1 once the worker has exited
   const [label] = await new Promise((resolve, reject) => {
     worker.once('message', (message) => resolve([message]))
     worker.once('error', reject)
   })
-  assert.match(label, new RegExp(`^async-flow:\\d+@thread:${worker.threadId}$`))
+  assert.match(label, new RegExp(`^async-flow:\\d+@thread:${workerThreadId}$`))
   await worker.terminate()
   assert.deepEqual(await ephemeralsUnder(path), [])
 })
