@@ -249,6 +249,18 @@ impl Client {
         Lock::new(self.inner.clone(), path.to_owned(), options)
     }
 
+    /// A fair read/write lock on `path` (Curator's InterProcessReadWriteLock recipe): many
+    /// readers at once, or one writer. Validated as [`Client::lock`]; sends nothing.
+    pub fn read_write_lock(&self, path: &str) -> Result<crate::ReadWriteLock> {
+        self.read_write_lock_with(path, LockOptions::default())
+    }
+
+    /// As [`Client::read_write_lock`], with options.
+    pub fn read_write_lock_with(&self, path: &str, options: LockOptions) -> Result<crate::ReadWriteLock> {
+        validate::lock_path(path, &self.inner.chroot)?;
+        Ok(crate::ReadWriteLock::new(Lock::pair(self.inner.clone(), path.to_owned(), options)?))
+    }
+
     /// Ends the session at once: the server deletes every lock node it held, so waiters behind
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.

@@ -32,6 +32,9 @@ pub enum ErrorKind {
     Closed,
     /// Any other error reported by ZooKeeper; [`Error::zookeeper_code`] carries its code.
     ZooKeeper,
+    /// The call would wait for itself forever, so it is refused at once: an owner holding the
+    /// read side of a read/write lock asked for the write side (release the read lock first).
+    Deadlock,
 }
 
 impl ErrorKind {
@@ -47,6 +50,7 @@ impl ErrorKind {
             ErrorKind::AuthFailed => "authentication failed",
             ErrorKind::Closed => "client closed",
             ErrorKind::ZooKeeper => "zookeeper error",
+            ErrorKind::Deadlock => "would deadlock",
         }
     }
 }

@@ -34,12 +34,17 @@
 
 mod client;
 mod dispatch;
+mod engine;
 mod error;
 #[cfg(feature = "ffi")]
 pub mod ffi;
 mod hold;
 mod lock;
 mod order;
+mod owners;
+mod policy;
+mod retry;
+mod rwlock;
 mod session;
 mod validate;
 
@@ -51,6 +56,9 @@ pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{Hold, HoldState, HoldStateChanges};
-pub use crate::lock::{Acquire, Identity, Lock, LockGuard, LockOptions, Owner, Participant};
+pub use crate::lock::{Acquire, Identity, Lock, LockGuard, LockOptions, Participant};
+pub use crate::owners::Owner;
+pub use crate::policy::Mode;
+pub use crate::rwlock::ReadWriteLock;
 pub use crate::session::LostReason;
 pub use crate::validate::DEFAULT_JUTE_MAXBUFFER;

@@ -1,20 +1,19 @@
 //! Queue order of a lock's children.
 //!
 //! Every child of the lock path is a contender. Normally the order is the numeric sequence after
-//! the last `lock-` (as Curator orders them). ZooKeeper's sequence is a signed 32-bit counter:
+//! the node's mode marker (`lock-`, `__READ__` or `__WRIT__`, as Curator orders them). ZooKeeper's sequence is a signed 32-bit counter:
 //! at its limit Debian's 3.8.0 hands out negatives to creates in flight together and then repeats
 //! 2147483647 forever, so past the limit the suffix no longer says who came first. The creation
 //! zxid always does (unique, strictly increasing), so the order falls back to it whenever the
 //! suffixes are not distinct, not all parsable, or any is negative or at the maximum. Both orders
 //! are creation order wherever the suffixes are trustworthy, so contenders using either agree.
 
-/// The name marker after which Curator's InterProcessMutex puts the sequence.
-pub(crate) const LOCK_NAME: &str = "lock-";
+use crate::policy::Mode;
 
 /// The sequence suffix of a child name, if it has one.
 pub(crate) fn suffix(name: &str) -> Option<i32> {
-    let at = name.rfind(LOCK_NAME)?;
-    let digits = &name[at + LOCK_NAME.len()..];
+    let (at, marker) = Mode::find_marker(name)?;
+    let digits = &name[at + marker.len()..];
     // ZooKeeper writes "%010d"; anything else did not come from the server's counter.
     if digits.len() < 10 || digits.starts_with('+') {
         return None;
@@ -56,6 +55,8 @@ mod tests {
         assert_eq!(suffix("_c_x-lock-2147483647"), Some(i32::MAX));
         assert_eq!(suffix("_c_x-lock--2147483648"), Some(i32::MIN));
         assert_eq!(suffix("_c_x-lock-12"), None);
+        assert_eq!(suffix("_c_x-__READ__0000000007"), Some(7));
+        assert_eq!(suffix("_c_x-__WRIT__-0000000007"), Some(-7));
         assert_eq!(suffix("stray"), None);
     }
 

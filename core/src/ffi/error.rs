@@ -41,11 +41,14 @@ pub enum zkl_result {
     /// An internal failure: a panic inside zklock (caught: nothing unwinds into C and the
     /// process is not aborted), or the background runtime could not start.
     ZKL_PANIC = 10,
+    /// The call would wait for itself forever, so it is refused at once: the owner holds the
+    /// read side of a read/write lock and asked for the write side (release the read first).
+    ZKL_DEADLOCK = 11,
 }
 
 impl zkl_result {
     /// Every code, in order; `zkl_result_str` and the C tests cover exactly these.
-    pub(crate) const ALL: [zkl_result; 11] = [
+    pub(crate) const ALL: [zkl_result; 12] = [
         zkl_result::ZKL_OK,
         zkl_result::ZKL_TIMEOUT,
         zkl_result::ZKL_NOT_OWNER,
@@ -57,6 +60,7 @@ impl zkl_result {
         zkl_result::ZKL_INVALID_ARGUMENT,
         zkl_result::ZKL_ZOOKEEPER,
         zkl_result::ZKL_PANIC,
+        zkl_result::ZKL_DEADLOCK,
     ];
 
     fn describe(self) -> &'static CStr {
@@ -73,6 +77,7 @@ impl zkl_result {
             zkl_result::ZKL_INVALID_ARGUMENT => cstr!("invalid argument"),
             zkl_result::ZKL_ZOOKEEPER => cstr!("zookeeper error"),
             zkl_result::ZKL_PANIC => cstr!("panic"),
+            zkl_result::ZKL_DEADLOCK => cstr!("would deadlock"),
         }
     }
 }
@@ -91,6 +96,7 @@ impl From<ErrorKind> for zkl_result {
             ErrorKind::AuthFailed => zkl_result::ZKL_AUTH_FAILED,
             ErrorKind::Closed => zkl_result::ZKL_CLOSED,
             ErrorKind::ZooKeeper => zkl_result::ZKL_ZOOKEEPER,
+            ErrorKind::Deadlock => zkl_result::ZKL_DEADLOCK,
         }
     }
 }
@@ -230,6 +236,7 @@ mod tests {
             ErrorKind::AuthFailed,
             ErrorKind::Closed,
             ErrorKind::ZooKeeper,
+            ErrorKind::Deadlock,
         ];
         for kind in kinds {
             assert_eq!(zkl_result::from(kind).describe().to_str().unwrap(), kind.as_str());

@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::callback::CallbackSlot;
 use super::client::c_str;
@@ -76,35 +76,13 @@ type LostCallback = unsafe extern "C" fn(*mut c_void, *mut zkl_lock, u64, zkl_lo
 pub(crate) struct LockHandle {
     pub(crate) lock: Lock,
     lost_callback: Arc<CallbackSlot<LostCallback>>,
-    holders: Mutex<Holders>,
-}
-
-#[derive(Default)]
-struct Holders {
-    /// Owners that acquired through this handle and may still hold: zkl_lock_free releases them.
-    owners: Vec<Owner>,
     /// Set by zkl_lock_free: an acquisition still in progress then gives its hold back.
-    freed: bool,
+    freed: AtomicBool,
 }
 
 impl LockHandle {
-    /// Releases every level of `owners`' holds in the background, as the owners would.
-    fn release_in_background(self: Arc<Self>, owners: Vec<Owner>) -> Result<(), Failure> {
-        if owners.is_empty() {
-            return Ok(());
-        }
-        runtime::runtime()?.spawn(async move {
-            for owner in owners {
-                // An error means the hold is gone anyway (lost, or deleted in the background
-                // after a connection loss).
-                while self.lock.hold_of(&owner).is_some() {
-                    if self.lock.release(&owner).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Ok(())
+    fn new(lock: Lock) -> LockHandle {
+        LockHandle { lock, lost_callback: Arc::new(CallbackSlot::new()), freed: AtomicBool::new(false) }
     }
 }
 
@@ -130,12 +108,41 @@ pub extern "C" fn zkl_lock_new(
         non_null!(out, "out");
         let client = handles::client(client, "client")?;
         let lock = client.client.lock(c_str(path, "path")?)?;
-        let handle = handles::new_lock(LockHandle {
-            lock,
-            lost_callback: Arc::new(CallbackSlot::new()),
-            holders: Mutex::new(Holders::default()),
-        });
-        write_out!(out, handle);
+        write_out!(out, handles::new_lock(LockHandle::new(lock)));
+        Ok(())
+    })
+}
+
+/// Makes a fair read/write lock on path (Curator's InterProcessReadWriteLock recipe, whose
+/// nodes it shares a path with): *read receives its read side, shared by many owners at once,
+/// and *write its write side, exclusive. Each is an ordinary lock handle that every zkl_lock_*
+/// function accepts (acquire, release, timeouts, state, fencing token, callbacks) and that is
+/// freed with zkl_lock_free, each on its own. A reader that comes after a waiting writer waits
+/// behind it. An owner holding the write side may acquire the read side (it reads on the write
+/// node; releasing the write side then leaves it reading, and writers already waiting stay out
+/// until the read is released). An owner holding the read side that acquires the write side
+/// gets ZKL_DEADLOCK at once. Sends nothing to ZooKeeper.
+///
+/// Ownership: path is borrowed for the call. On ZKL_OK, *read and *write receive new locks that
+/// the caller owns and frees with zkl_lock_free; on failure both are left unchanged.
+/// Concurrency: any thread, including inside callbacks.
+/// Errors: as zkl_lock_new.
+#[no_mangle]
+pub extern "C" fn zkl_rwlock_new(
+    client: *mut super::zkl_client,
+    path: *const c_char,
+    read: *mut *mut zkl_lock,
+    write: *mut *mut zkl_lock,
+) -> zkl_result {
+    ffi_result!("zkl_rwlock_new", {
+        non_null!(client, "client");
+        non_null!(path, "path");
+        non_null!(read, "read");
+        non_null!(write, "write");
+        let client = handles::client(client, "client")?;
+        let pair = client.client.read_write_lock(c_str(path, "path")?)?;
+        write_out!(read, handles::new_lock(LockHandle::new(pair.read().clone())));
+        write_out!(write, handles::new_lock(LockHandle::new(pair.write().clone())));
         Ok(())
     })
 }
@@ -159,12 +166,10 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
         }
         let handle = handles::remove_lock(lock, "lock")?;
         handle.lost_callback.set(None, std::ptr::null_mut());
-        let owners = {
-            let mut holders = handle.holders.lock();
-            holders.freed = true;
-            std::mem::take(&mut holders.owners)
-        };
-        handle.release_in_background(owners)
+        handle.freed.store(true, Ordering::Release);
+        runtime::runtime()?;
+        handle.lock.release_all_in_background();
+        Ok(())
     })
 }
 
@@ -183,46 +188,52 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     let wait = timeout(timeout_ms)?;
     let handle = handles::lock(lock, "lock")?;
     let owner = owner?;
-    let fresh = handle.lock.hold_of(&owner).is_none();
-    let Some(hold) = runtime::block_on(handle.lock.acquire_for(&owner, wait))?? else {
-        let why = match timeout_ms {
-            0 => "held by another contender (tried once: timeout 0)".to_owned(),
-            ms => format!("not acquired within {ms} ms"),
-        };
-        return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
-    };
-    if fresh {
-        let mut holders = handle.holders.lock();
-        if holders.freed {
-            drop(holders);
-            handle.clone().release_in_background(vec![owner])?;
-            return Err(Failure::invalid(
-                "lock was freed (zkl_lock_free) while this call waited; the hold it got was released",
-            ));
-        }
-        if !holders.owners.contains(&owner) {
-            holders.owners.push(owner.clone());
-        }
-        drop(holders);
-        // One light task per hold, ending when the hold is released or lost.
-        let callback = handle.lost_callback.clone();
-        let owner = owner.id();
-        let id = lock as usize;
-        let client = handle.lock.client();
-        runtime::runtime()?.spawn(async move {
-            if let Some(reason) = hold.lost().await {
-                // On the client's callback thread: a callback that blocks stalls no session.
-                client.dispatch_callback(move || {
-                    runtime::in_callback(|| {
-                        // SAFETY: a C function pointer registered by the caller, with its userdata.
-                        callback.call(|callback, userdata| unsafe {
-                            callback(userdata, id as *mut zkl_lock, owner, reason.into())
-                        })
-                    })
-                });
+    runtime::check_may_block()?;
+    // Re-entry is counted at once, with no ZooKeeper traffic and no trip through the runtime.
+    let hold = match handle.lock.try_reenter(&owner) {
+        Some(reentered) => reentered?,
+        None => match runtime::block_on(handle.lock.acquire_for(&owner, wait))?? {
+            Some(hold) => hold,
+            None => {
+                let why = match timeout_ms {
+                    0 => "held by another contender (tried once: timeout 0)".to_owned(),
+                    ms => format!("not acquired within {ms} ms"),
+                };
+                return Err(Failure::new(
+                    zkl_result::ZKL_TIMEOUT,
+                    format!("timed out on {}: {why}", handle.lock.path()),
+                ));
             }
-        });
+        },
+    };
+    if !handle.lock.hold_of(&owner).is_some_and(|(_, count)| count == 1) {
+        return Ok(());
     }
+    // A fresh hold (the write holder's read included).
+    if handle.freed.load(Ordering::Acquire) {
+        handle.lock.release_all_in_background();
+        return Err(Failure::invalid(
+            "lock was freed (zkl_lock_free) while this call waited; the hold it got was released",
+        ));
+    }
+    // One light task per hold, ending when the hold is released or lost.
+    let callback = handle.lost_callback.clone();
+    let owner = owner.id();
+    let id = lock as usize;
+    let client = handle.lock.client();
+    runtime::runtime()?.spawn(async move {
+        if let Some(reason) = hold.lost().await {
+            // On the client's callback thread: a callback that blocks stalls no session.
+            client.dispatch_callback(move || {
+                runtime::in_callback(|| {
+                    // SAFETY: a C function pointer registered by the caller, with its userdata.
+                    callback.call(|callback, userdata| unsafe {
+                        callback(userdata, id as *mut zkl_lock, owner, reason.into())
+                    })
+                })
+            });
+        }
+    });
     Ok(())
 }
 
@@ -230,11 +241,12 @@ fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Fai
     non_null!(lock, "lock");
     let handle = handles::lock(lock, "lock")?;
     let owner = owner?;
-    let result = runtime::block_on(handle.lock.release(&owner))?;
-    if handle.lock.hold_of(&owner).is_none() {
-        handle.holders.lock().owners.retain(|holder| holder.id() != owner.id());
+    runtime::check_may_block()?;
+    // Inner levels are counted down at once; the last one deletes the node.
+    if let Some(nested) = handle.lock.release_nested(&owner) {
+        return Ok(nested?);
     }
-    Ok(result?)
+    Ok(runtime::block_on(handle.lock.release(&owner))??)
 }
 
 /// Acquires the lock for the calling thread, waiting at most timeout_ms: -1 waits as long as it

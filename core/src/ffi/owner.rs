@@ -1,27 +1,23 @@
 //! Owners: by default the calling thread; `_as` functions take an explicit id.
 //!
 //! The two kinds cannot collide because they live in disjoint ranges: explicit ids are below
-//! 2^63, thread owners have the top bit set (2^63 + n, n counting threads from 1 and never
-//! reused, unlike pthread_t values). A thread owner id obtained from `zkl_thread_owner` may be
+//! 2^63, thread owners are the core's `Owner::unique()` ids (above 2^63 and never reused, unlike
+//! pthread_t values). A thread owner id obtained from `zkl_thread_owner` may be
 //! passed to `_as` functions too, to release from another thread what a thread acquired.
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::error::Failure;
 use crate::Owner;
 
 const THREAD_BIT: u64 = 1 << 63;
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    static THREAD_OWNER: Owner = {
-        let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-        Owner::with_label(THREAD_BIT | n, thread_label(n))
-    };
+    /// The calling thread's owner, made by the core (ids from 2^63 up, never reused).
+    static THREAD_OWNER: Owner = Owner::unique_labelled(thread_label);
 }
 
 /// "thread:<name>#<n>", with the thread's name as pthread knows it (C threads have one too).
-fn thread_label(n: u64) -> String {
+fn thread_label(id: u64) -> String {
+    let n = id & !THREAD_BIT;
     let mut name = [0 as libc::c_char; 64];
     // SAFETY: the buffer is writable and its length is passed.
     let named = unsafe { libc::pthread_getname_np(libc::pthread_self(), name.as_mut_ptr(), name.len()) } == 0;
@@ -46,13 +42,14 @@ pub(crate) fn explicit_owner(id: u64) -> Result<Owner, Failure> {
     if id & THREAD_BIT == 0 {
         return Ok(Owner::with_label(id, format!("owner:{id}")));
     }
-    let n = id & !THREAD_BIT;
-    if n == 0 || n >= NEXT_THREAD.load(Ordering::Relaxed) {
+    if !Owner::is_unique_id(id) {
         return Err(Failure::invalid(format!(
             "owner {id:#x} is neither an explicit id (below 2^63) nor a thread owner from zkl_thread_owner()"
         )));
     }
-    Ok(Owner::with_label(id, format!("thread:#{n}")))
+    // Named by its number, which ends the label of the thread's own calls ("thread:<name>#<n>"):
+    // no registry of names, which a fork() could catch locked.
+    Ok(Owner::with_label(id, format!("thread:#{}", id & !THREAD_BIT)))
 }
 
 /// The calling thread's owner id: what zkl_lock_acquire and zkl_lock_release use. It is at least

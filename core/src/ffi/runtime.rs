@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 use tokio::runtime::Runtime;
 
@@ -76,20 +75,7 @@ extern "C" fn forked_child() {
 /// there could deadlock the very threads that must make progress, and tokio would panic.
 pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, Failure> {
     check_may_block()?;
-    let runtime = runtime()?;
-    let mut future = std::pin::pin!(future);
-    // A reentrant acquire or inner release is done at its first poll, with no I/O: polling once
-    // here, inside the runtime's context, spares it the cost of parking in `block_on` (several
-    // times the work itself). A pending future goes on in `block_on`, which polls it again at
-    // once with a real waker, so nothing is missed.
-    let first = {
-        let _context = runtime.enter();
-        future.as_mut().poll(&mut Context::from_waker(futures::task::noop_waker_ref()))
-    };
-    match first {
-        Poll::Ready(output) => Ok(output),
-        Poll::Pending => Ok(runtime.block_on(future)),
-    }
+    Ok(runtime()?.block_on(future))
 }
 
 thread_local! {

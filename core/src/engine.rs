@@ -1,0 +1,611 @@
+//! The recipe engine: the contend loop, written once for every kind of lock. An attempt creates
+//! its uuid-marked EPHEMERAL_SEQUENTIAL node (finding it again after a connection loss instead
+//! of making a second), lists the queue, asks its [`Mode`] whether it holds or which node to
+//! wait for, watches that node and looks again when it goes; on a timeout, a cancel or an error
+//! its node is removed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::client::ClientInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::lock::{BeforeWatch, Identity, Participant};
+use crate::order;
+use crate::owners::{Owner, OwnerTable};
+use crate::policy::{Decision, Mode};
+use crate::retry::{Reply, Requests, Stop, ZkResult, REFUSED};
+use crate::session::Session;
+use crate::validate;
+
+const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
+    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+
+/// How long an acquisition may wait: one value, fixed when the acquisition begins.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wait {
+    /// `None`: as long as it takes.
+    pub(crate) deadline: Option<Instant>,
+    /// Only try: one create and one listing, then give up if the lock is not had.
+    pub(crate) only_try: bool,
+}
+
+impl Wait {
+    /// From the bindings' form: `None` waits forever, `Some(ZERO)` only tries.
+    pub(crate) fn from_timeout(timeout: Option<Duration>) -> Wait {
+        match timeout {
+            None => Wait { deadline: None, only_try: false },
+            Some(timeout) if timeout.is_zero() => Wait { deadline: None, only_try: true },
+            // Past what an Instant holds is forever, for all practical purposes.
+            Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false },
+        }
+    }
+}
+
+/// A lock path as this process uses it: the mutex, or both sides of a read/write lock, sharing
+/// one owner table.
+pub(crate) struct Recipe {
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) path: String,
+    identifier: Option<String>,
+    before_watch: Option<BeforeWatch>,
+    pub(crate) owners: OwnerTable,
+    /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
+    /// then an attempt keeps the client's send turn until its create is answered, so that
+    /// attempts whose creates failed for want of the path send them again in their order.
+    path_known: AtomicBool,
+    /// Whether a listing showed no node of another recipe under the path. Until then an attempt
+    /// lists before it creates, so a conflict is told before any node is made.
+    kinds_checked: AtomicBool,
+}
+
+impl Recipe {
+    /// Refuses a path and identifier that could not fit in a request, whoever the owner.
+    pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Recipe> {
+        let recipe = Recipe {
+            client,
+            path,
+            identifier: options.identifier,
+            before_watch: options.before_watch,
+            owners: OwnerTable::default(),
+            path_known: AtomicBool::new(false),
+            kinds_checked: AtomicBool::new(false),
+        };
+        recipe.check_fits(recipe.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
+        Ok(recipe)
+    }
+
+    pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
+        Error::new(kind, message).with_path(&self.path)
+    }
+
+    fn zk_error(&self, err: zk::Error, doing: &str) -> Error {
+        Error::from_zk(err, &self.path, doing)
+    }
+
+    pub(crate) fn closed_error(&self) -> Error {
+        self.error(ErrorKind::Closed, "the client was closed")
+    }
+
+    fn session_over_error(&self, session: &Session) -> Error {
+        let reason = session.lost_reason().unwrap_or(crate::LostReason::SessionExpired);
+        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
+    }
+
+    /// The error for a step stopped before its answer; `deadline` says what a passed deadline
+    /// means to the caller.
+    fn stopped(&self, session: &Session, stop: Stop, deadline: impl FnOnce() -> Error) -> Error {
+        match stop {
+            Stop::Closed => self.closed_error(),
+            Stop::SessionOver => self.session_over_error(session),
+            Stop::Deadline => deadline(),
+            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
+        }
+    }
+
+    fn child_path(&self, name: &str) -> String {
+        format!("{}/{}", self.path, name)
+    }
+
+    pub(crate) fn node_data(&self, owner: &Owner) -> Vec<u8> {
+        self.node_data_labelled(owner.label())
+    }
+
+    fn node_data_labelled(&self, owner: String) -> Vec<u8> {
+        let host = &self.client.identity;
+        let identity = Identity {
+            host: host.host.clone(),
+            pid: host.pid,
+            owner,
+            lang: host.language.clone(),
+            identifier: self.identifier.clone(),
+        };
+        serde_json::to_vec(&identity).expect("identity serializes")
+    }
+
+    /// Refuses, before sending, a create the server would refuse by dropping the connection.
+    pub(crate) fn check_fits(&self, data_len: usize, what_else: impl FnOnce() -> String) -> Result<()> {
+        // The node's full path on the server: chroot, lock path, `/_c_<uuid>-<marker><10 digits>`
+        // with the longest marker.
+        let marker_len = [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| mode.marker().len()).into_iter().max();
+        let name_len = "/_c_".len() + 36 + "-".len() + marker_len.unwrap_or_default() + 10;
+        let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
+        let len = validate::create_request_len(server_path_len, data_len);
+        validate::request_fits(len, self.client.options.jute_maxbuffer, || {
+            format!(
+                "the lock path of {} bytes, identifier of {} bytes and {}",
+                self.path.len(),
+                self.identifier.as_ref().map_or(0, String::len),
+                what_else()
+            )
+        })
+        .map_err(|err| err.with_path(&self.path))
+    }
+
+    /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
+    fn conflict(&self, mode: Mode, names: &[String]) -> Option<Error> {
+        let (name, other) = names.iter().find_map(|name| {
+            Mode::of_node(name).filter(|other| !mode.shares_path_with(*other)).map(|other| (name, other))
+        })?;
+        let (ours, theirs) = match mode {
+            Mode::Exclusive => ("a mutex", "read/write lock"),
+            _ => ("a read/write lock", "mutex"),
+        };
+        Some(self.error(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{ours} cannot use this path: it holds {theirs} nodes ({other} node {name}); the two recipes \
+                 would ignore each other's rules, so use another path"
+            ),
+        ))
+    }
+
+    /// One acquisition attempt in `mode`, with its node removed on every way out but success.
+    /// `Ok(None)`: not had by the deadline (or, only trying, held by others).
+    pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        let data = self.node_data(owner);
+        self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        let send_turn = match wait.deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, self.client.send_order.lock()).await {
+                Ok(turn) => turn,
+                // Acquisitions begun earlier are still establishing a session or creating the path.
+                Err(_) => return Ok(None),
+            },
+            None => self.client.send_order.lock().await,
+        };
+        let session = self.client.session(&self.path).await?;
+        // Trying still completes its one round trip, unless the session is stuck.
+        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
+        let requests = Requests::new(&self.client, &session, deadline);
+        let mut attempt = Attempt {
+            client: self.client.clone(),
+            session: session.clone(),
+            path: self.path.clone(),
+            name_prefix: format!("_c_{}-{}", self.client.attempt_ids.next(), mode.marker()),
+            node: None,
+            armed: false,
+        };
+        let result = self.queue_and_wait(mode, &requests, data, wait.only_try, &mut attempt, send_turn).await;
+        let result = match result {
+            // With a deadline, a stop at it is no error: the lock was not had in time.
+            Err(Stop::Deadline) if !wait.only_try => Ok(None),
+            Err(stop) => Err(Failed::Stopped(stop)),
+            Ok(outcome) => outcome,
+        };
+        match &result {
+            Ok(Some(_)) => attempt.armed = false,
+            // The session is gone, and its ephemeral nodes with it.
+            Err(Failed::Stopped(Stop::Closed | Stop::SessionOver)) => attempt.armed = false,
+            _ => attempt.remove().await,
+        }
+        result.map_err(|failed| match failed {
+            Failed::Error(err) => err,
+            Failed::Stopped(stop) => self.stopped(&session, stop, || {
+                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the lock")
+            }),
+        })
+    }
+
+    async fn queue_and_wait(
+        &self,
+        mode: Mode,
+        requests: &Requests<'_>,
+        data: Vec<u8>,
+        only_try: bool,
+        attempt: &mut Attempt,
+        send_turn: tokio::sync::MutexGuard<'_, ()>,
+    ) -> Result<std::result::Result<Option<Hold>, Failed>, Stop> {
+        let mut send_turn = Some(send_turn);
+        let zk = requests.zk();
+        let session = requests.session;
+        let node_prefix = self.child_path(&attempt.name_prefix);
+        // Our node: (name, sequence, creation zxid).
+        let mut mine: Option<(String, i64, i64)> = None;
+        if !self.kinds_checked.load(Ordering::Acquire) {
+            match requests.retry(|| zk.list_children(&self.path)).await? {
+                Ok(names) => match self.conflict(mode, &names) {
+                    Some(err) => return Ok(Err(Failed::Error(err))),
+                    None => self.kinds_checked.store(true, Ordering::Release),
+                },
+                Err(zk::Error::NoNode) => {}
+                Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "listing the contenders")))),
+            }
+        }
+        loop {
+            let children = match &mine {
+                None => {
+                    // Pipelined: ZooKeeper answers a session's requests in order, so the listing
+                    // sent right behind the create already contains the new node. One round trip.
+                    attempt.armed = true;
+                    let create = zk.create(&node_prefix, &data, &EPHEMERAL_SEQUENTIAL);
+                    let listing = zk.list_children(&self.path);
+                    if self.path_known.load(Ordering::Acquire) {
+                        // Sent: later acquisitions of this client may send theirs.
+                        drop(send_turn.take());
+                    }
+                    match requests.send(create).await? {
+                        Reply::Answered(Ok((stat, sequence))) => {
+                            requests.progressed();
+                            self.path_known.store(true, Ordering::Release);
+                            drop(send_turn.take());
+                            let name = format!("{}{}", attempt.name_prefix, sequence);
+                            attempt.node = Some(self.child_path(&name));
+                            mine = Some((name, sequence.into_i64(), stat.czxid));
+                        }
+                        Reply::Answered(Err(zk::Error::NoNode)) => {
+                            self.path_known.store(false, Ordering::Release);
+                            if let Err(err) = self.make_parents(requests).await? {
+                                return Ok(Err(Failed::Error(err)));
+                            }
+                            continue;
+                        }
+                        Reply::Answered(Err(err)) => {
+                            return Ok(Err(Failed::Error(self.zk_error(err, "creating the lock node"))))
+                        }
+                        Reply::Reconnected => {
+                            // The create may or may not have happened: find it by our uuid rather
+                            // than make a second node.
+                            mine = match find_mine(requests, &self.path, &attempt.name_prefix).await? {
+                                Ok(found) => found,
+                                Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "finding our lock node")))),
+                            };
+                            attempt.node = mine.as_ref().map(|(name, ..)| self.child_path(name));
+                            continue;
+                        }
+                    }
+                    match requests.send(listing).await? {
+                        Reply::Answered(Ok(children)) => {
+                            requests.progressed();
+                            children
+                        }
+                        Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => continue,
+                        Reply::Answered(Err(err)) => {
+                            return Ok(Err(Failed::Error(self.zk_error(err, "listing the contenders"))))
+                        }
+                    }
+                }
+                Some(_) => match requests.retry(|| zk.list_children(&self.path)).await? {
+                    Ok(children) => {
+                        requests.progressed();
+                        children
+                    }
+                    // The lock path vanished, and our node with it: queue again (kazoo #563).
+                    Err(zk::Error::NoNode) => {
+                        self.path_known.store(false, Ordering::Release);
+                        mine = None;
+                        continue;
+                    }
+                    Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "listing the contenders")))),
+                },
+            };
+            if let Some(err) = self.conflict(mode, &children) {
+                return Ok(Err(Failed::Error(err)));
+            }
+            let (name, sequence, czxid) = mine.clone().expect("created above");
+            let queue = match in_queue_order(requests, &self.path, children).await? {
+                Ok(queue) => queue,
+                Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "reading the contenders")))),
+            };
+            let Some(position) = queue.iter().position(|child| *child == name) else {
+                // Our node is gone (the path was removed, or someone deleted it): queue again.
+                mine = None;
+                attempt.node = None;
+                continue;
+            };
+            let modes: Vec<Option<Mode>> = queue.iter().map(|name| Mode::of_node(name)).collect();
+            let ahead = match mode.decide(&modes, position) {
+                Decision::Holds => {
+                    let node_path = attempt.node.clone().expect("set with mine");
+                    let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
+                    self.client.node_watcher.add(&hold);
+                    return Ok(Ok(Some(hold)));
+                }
+                Decision::WaitFor(ahead) => self.child_path(&queue[ahead]),
+            };
+            if only_try {
+                return Ok(Ok(None));
+            }
+            drop(queue);
+            if let Some(hook) = &self.before_watch {
+                hook(ahead.clone()).await;
+            }
+            // getData sets no watch on a missing node, so NoNode leaves nothing behind and we
+            // simply look again.
+            let watcher = match requests.send(zk.get_and_watch_data(&ahead)).await? {
+                Reply::Answered(Ok((_, _, watcher))) => {
+                    requests.progressed();
+                    watcher
+                }
+                Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => continue,
+                Reply::Answered(Err(err)) => {
+                    return Ok(Err(Failed::Error(self.zk_error(err, "watching the node ahead"))))
+                }
+            };
+            let event = requests.bounded(watcher.changed()).await?;
+            if event.event_type == zk::EventType::Session {
+                match event.session_state {
+                    zk::SessionState::Expired => return Err(Stop::SessionOver),
+                    zk::SessionState::Closed => return Err(Stop::Closed),
+                    zk::SessionState::AuthFailed => {
+                        return Ok(Err(Failed::Error(
+                            self.error(ErrorKind::AuthFailed, "authentication failed while waiting"),
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Creates the lock path and its missing ancestors as containers, which the server removes
+    /// once they are empty again.
+    async fn make_parents(&self, requests: &Requests<'_>) -> std::result::Result<Result<()>, Stop> {
+        match requests.send(requests.zk().mkdir(&self.path, &CONTAINER)).await? {
+            Reply::Answered(Err(err)) => Ok(Err(self.zk_error(err, "creating the lock path"))),
+            _ => Ok(Ok(())),
+        }
+    }
+
+    /// Every child of the path in queue order (creation zxid), with the identity in its node.
+    pub(crate) async fn participants(&self) -> Result<Vec<Participant>> {
+        let session = &self.client.session(&self.path).await?;
+        let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
+        let stopped = |stop| {
+            self.stopped(session, stop, || {
+                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders")
+            })
+        };
+        let names = match requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(stopped)? {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(err) => return Err(self.zk_error(err, "listing the contenders")),
+        };
+        let reads = read_children(&requests, &self.path, &names)
+            .await
+            .map_err(stopped)?
+            .map_err(|err| self.zk_error(err, "reading the contenders"))?;
+        // Creation zxid order is queue order, whatever the suffixes say.
+        let mut participants: Vec<Participant> = names
+            .into_iter()
+            .zip(reads)
+            .filter_map(|(node, read)| {
+                let (data, stat) = read?;
+                Some(Participant {
+                    sequence: order::suffix(&node).map(i64::from),
+                    identity: serde_json::from_slice(&data).ok(),
+                    mode: Mode::of_node(&node),
+                    node,
+                    fencing_token: stat.czxid,
+                    session_id: stat.ephemeral_owner,
+                    data,
+                })
+            })
+            .collect();
+        participants.sort_unstable_by_key(|p| p.fencing_token);
+        Ok(participants)
+    }
+
+    /// Deletes a held node and reports how the release went. On connection loss the delete
+    /// goes on in the background, until the node is gone or its session is over.
+    pub(crate) async fn delete_held(&self, hold: &Hold) -> Result<()> {
+        let lost = |why: &str| self.error(ErrorKind::LockLost, format!("{why}; nothing was deleted"));
+        if let Some(reason) = hold.inner.finish() {
+            return Err(lost(reason.describe()));
+        }
+        let session = match hold.inner.session.upgrade() {
+            Some(session) if !session.is_over() => session,
+            gone => {
+                let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::LostReason::SessionExpired);
+                return Err(lost(reason.describe()));
+            }
+        };
+        let requests = Requests::new(&self.client, &session, None);
+        match requests.bounded(session.zk.delete(hold.node_path(), None)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted.describe())),
+            Ok(Err(zk::Error::SessionExpired)) | Err(Stop::SessionOver) => {
+                Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired).describe()))
+            }
+            Err(Stop::Closed) => Err(lost(crate::LostReason::Closed.describe())),
+            Ok(Err(err)) if crate::retry::connection_lost(&err) => {
+                let removal = remove_node(self.client.clone(), session.clone(), self.path.clone(), String::new(), {
+                    Some(hold.node_path().to_owned())
+                });
+                self.client.runtime.spawn(removal);
+                Err(self.error(
+                    ErrorKind::ConnectionLoss,
+                    "the connection dropped before the server confirmed the release; the lock node is deleted \
+                     in the background once reconnected, or goes with the session",
+                ))
+            }
+            Err(stop) => Err(self.stopped(&session, stop, || self.error(ErrorKind::ConnectionLoss, REFUSED))),
+            Ok(Err(err)) => Err(self.zk_error(err, "deleting the lock node")),
+        }
+    }
+}
+
+/// Why an attempt ended without the lock: an error to report as it is, or a stopped step.
+enum Failed {
+    Error(Error),
+    Stopped(Stop),
+}
+
+/// Orders the children as the queue: by suffix when that is trustworthy, else by creation zxid
+/// from one multi-read of their stats (children gone meanwhile are left out).
+async fn in_queue_order(
+    requests: &Requests<'_>,
+    path: &str,
+    mut names: Vec<String>,
+) -> std::result::Result<ZkResult<Vec<String>>, Stop> {
+    if order::sort_by_suffix(&mut names) {
+        return Ok(Ok(names));
+    }
+    let stats = match read_children(requests, path, &names).await? {
+        Ok(stats) => stats,
+        Err(err) => return Ok(Err(err)),
+    };
+    let mut keyed: Vec<(i64, String)> =
+        names.into_iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
+    keyed.sort_unstable_by_key(|(czxid, _)| *czxid);
+    Ok(Ok(keyed.into_iter().map(|(_, name)| name).collect()))
+}
+
+/// Data and stat of each child in one multi-read; `None` for a child that is already gone.
+async fn read_children(
+    requests: &Requests<'_>,
+    path: &str,
+    names: &[String],
+) -> std::result::Result<ZkResult<Vec<Option<(Vec<u8>, zk::Stat)>>>, Stop> {
+    if names.is_empty() {
+        return Ok(Ok(Vec::new()));
+    }
+    let read = || {
+        let mut reader = requests.zk().new_multi_reader();
+        let added = names.iter().try_for_each(|name| reader.add_get_data(&format!("{path}/{name}")));
+        async move {
+            added?;
+            reader.commit().await
+        }
+    };
+    Ok(requests.retry(read).await?.map(|results| {
+        results
+            .into_iter()
+            .map(|result| match result {
+                zk::MultiReadResult::Data { data, stat } => Some((data, stat)),
+                _ => None,
+            })
+            .collect()
+    }))
+}
+
+/// After a connection loss during a create: the node it made, if it went through, found by the
+/// attempt's uuid and owned by this very session (Curator #1121: a mistake here would mean two
+/// holders). `(name, sequence, creation zxid)`.
+async fn find_mine(
+    requests: &Requests<'_>,
+    path: &str,
+    name_prefix: &str,
+) -> std::result::Result<ZkResult<Option<(String, i64, i64)>>, Stop> {
+    let zk = requests.zk();
+    let names = requests
+        .retry(|| {
+            // sync first, so a lagging server we reconnected to has seen our create; the listing
+            // behind it in the session's order then shows the node if it exists.
+            let sync = zk.sync(path);
+            let listing = zk.list_children(path);
+            async move {
+                let _ = sync.await;
+                listing.await
+            }
+        })
+        .await?;
+    let names = match names {
+        Ok(names) => names,
+        Err(zk::Error::NoNode) => return Ok(Ok(None)),
+        Err(err) => return Ok(Err(err)),
+    };
+    let Some(name) = names.into_iter().find(|name| name.starts_with(name_prefix)) else { return Ok(Ok(None)) };
+    let read = read_children(requests, path, std::slice::from_ref(&name)).await?;
+    Ok(read.map(|mut reads| match reads.pop().flatten() {
+        Some((_, stat)) if stat.ephemeral_owner == requests.session.id => {
+            let sequence = order::suffix(&name).map(i64::from).unwrap_or(-1);
+            Some((name, sequence, stat.czxid))
+        }
+        _ => None,
+    }))
+}
+
+/// An acquisition attempt's node. While armed, it is removed when the attempt gives up, or in
+/// the background if the attempt's future is dropped.
+struct Attempt {
+    client: Arc<ClientInner>,
+    session: Arc<Session>,
+    path: String,
+    name_prefix: String,
+    /// Full path once known; `None` while a create is in flight or its outcome unknown.
+    node: Option<String>,
+    armed: bool,
+}
+
+/// How long an attempt that gave up waits for its node's removal before going on and leaving the
+/// removal to the background: long enough for a round trip, and for a brief reconnection.
+const FOREGROUND_REMOVAL: Duration = Duration::from_secs(2);
+
+impl Attempt {
+    async fn remove(&mut self) {
+        if !std::mem::take(&mut self.armed) {
+            return;
+        }
+        let removal = remove_node(
+            self.client.clone(),
+            self.session.clone(),
+            std::mem::take(&mut self.path),
+            std::mem::take(&mut self.name_prefix),
+            self.node.take(),
+        );
+        // Bounded here, so a give-up returns in time even while disconnected; never abandoned.
+        let mut removal = self.client.runtime.spawn(removal);
+        let _ = tokio::time::timeout(FOREGROUND_REMOVAL.min(self.session.timeout), &mut removal).await;
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if std::mem::take(&mut self.armed) {
+            let removal = remove_node(
+                self.client.clone(),
+                self.session.clone(),
+                std::mem::take(&mut self.path),
+                std::mem::take(&mut self.name_prefix),
+                self.node.take(),
+            );
+            self.client.runtime.spawn(removal);
+        }
+    }
+}
+
+/// Deletes a node of ours: a known one, or an attempt's node found by its uuid prefix (and owned
+/// by this session) when the create's outcome is unknown. Retries across connection loss until
+/// the node is gone, the session is over (the node goes with it) or the client is closed.
+async fn remove_node(
+    client: Arc<ClientInner>,
+    session: Arc<Session>,
+    path: String,
+    name_prefix: String,
+    node: Option<String>,
+) {
+    let requests = Requests::new(&client, &session, None);
+    let node = match node {
+        Some(node) => node,
+        None => match find_mine(&requests, &path, &name_prefix).await {
+            Ok(Ok(Some((name, ..)))) => format!("{path}/{name}"),
+            _ => return,
+        },
+    };
+    let _ = requests.retry(|| session.zk.delete(&node, None)).await;
+}

@@ -1,0 +1,263 @@
+//! Who holds what, for reentrancy: one table per lock path handle (shared by the read and write
+//! sides of a read/write lock), owner and mode to hold and count. Every binding counts re-entries
+//! and nested releases here, synchronously, with no ZooKeeper traffic.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::policy::Mode;
+
+/// Who holds a lock, for reentrancy: an opaque id (a thread, an asyncio task, a Node async flow).
+/// Acquisitions by the same owner nest; different owners on the same [`crate::Lock`] are separate
+/// contenders in the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    id: u64,
+    label: Option<Arc<str>>,
+}
+
+/// The ids [`Owner::unique`] hands out: from 2^63 up, so they never meet ids a caller chose
+/// below it.
+const UNIQUE_BASE: u64 = 1 << 63;
+static NEXT_UNIQUE: AtomicU64 = AtomicU64::new(UNIQUE_BASE + 1);
+
+impl Owner {
+    /// An owner with the given id; its label in the node data is the id.
+    pub const fn new(id: u64) -> Owner {
+        Owner { id, label: None }
+    }
+
+    /// An owner with the given id, labelled in the node data (e.g. `"thread:worker-3"`).
+    pub fn with_label(id: u64, label: impl Into<Arc<str>>) -> Owner {
+        Owner { id, label: Some(label.into()) }
+    }
+
+    /// A fresh owner, distinct from every other `Owner::unique()` in this process: its id is
+    /// above 2^63, so ids chosen by callers below 2^63 never collide with it. Every binding makes
+    /// its owners (threads, tasks) here.
+    pub fn unique() -> Owner {
+        Owner::new(NEXT_UNIQUE.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A fresh owner as [`Owner::unique`], labelled; the label may name the id.
+    pub fn unique_labelled(label: impl FnOnce(u64) -> String) -> Owner {
+        let id = NEXT_UNIQUE.fetch_add(1, Ordering::Relaxed);
+        Owner::with_label(id, label(id))
+    }
+
+    /// Whether `id` was handed out by [`Owner::unique`] in this process.
+    pub fn is_unique_id(id: u64) -> bool {
+        id > UNIQUE_BASE && id < NEXT_UNIQUE.load(Ordering::Relaxed)
+    }
+
+    /// The owner's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How messages and lock nodes name this owner: its label, or else its id.
+    pub fn label(&self) -> String {
+        match &self.label {
+            Some(label) => label.to_string(),
+            None => self.id.to_string(),
+        }
+    }
+}
+
+/// An owner's hold in one mode.
+struct Slot {
+    owner: u64,
+    mode: Mode,
+    /// `None` while this owner's acquisition in this mode is in progress.
+    held: Option<Held>,
+}
+
+struct Held {
+    count: u64,
+    hold: Hold,
+}
+
+/// What [`OwnerTable::enter`] decided.
+pub(crate) enum Entered {
+    /// The owner held already: counted up (or, for a read by the write holder, the write node
+    /// now also carries its read hold).
+    Counted(Hold),
+    /// The owner is marked as acquiring; it must contend, then [`OwnerTable::settle`] or
+    /// [`OwnerTable::unclaim`].
+    Claimed,
+}
+
+/// Few owners per lock, so a vector beats a map for the reentrant path.
+#[derive(Default)]
+pub(crate) struct OwnerTable(Mutex<Vec<Slot>>);
+
+impl OwnerTable {
+    /// Counts up `owner`'s hold in `mode` if it has one, or else claims the slot for an
+    /// acquisition. Errors: a hold that was lost (LockLost), an acquisition already in progress
+    /// for this owner (InvalidArgument), a reader asking for the write lock (Deadlock).
+    pub(crate) fn enter(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Entered> {
+        let mut slots = self.0.lock();
+        if let Some(hold) = Self::known(&mut slots, owner, mode, path) {
+            return hold.map(Entered::Counted);
+        }
+        if slots.iter().any(|slot| slot.owner == owner.id && slot.held.is_none()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("owner {} is already acquiring this lock; an owner acquires one at a time", owner.label()),
+            )
+            .with_path(path));
+        }
+        slots.push(Slot { owner: owner.id, mode, held: None });
+        Ok(Entered::Claimed)
+    }
+
+    /// Counts up `owner`'s hold in `mode`, if it has one (or, for a read, if it holds the write
+    /// lock); `None` if it holds nothing that lets it in without contending.
+    pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
+        Self::known(&mut self.0.lock(), owner, mode, path)
+    }
+
+    fn known(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
+        if slots.iter().any(|s| s.owner == owner.id && s.mode == mode) {
+            Self::count_up(slots, owner, mode, path)
+        } else {
+            Self::cross_mode(slots, owner, mode, path)
+        }
+    }
+
+    fn count_up(slots: &mut [Slot], owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
+        let lost = |hold: &Hold| {
+            Error::new(
+                ErrorKind::LockLost,
+                format!(
+                    "owner {} cannot re-enter: {}; release it",
+                    owner.label(),
+                    hold.lost_reason().map_or("it was lost", |r| r.describe())
+                ),
+            )
+            .with_path(path)
+        };
+        if let Some(held) = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_mut() {
+            if held.hold.inner.is_lost() {
+                return Some(Err(lost(&held.hold)));
+            }
+            held.count += 1;
+            return Some(Ok(held.hold.clone()));
+        }
+        None
+    }
+
+    /// With no slot in `mode`: what the owner's holds in the other mode of a read/write lock mean.
+    /// The write holder reads on its write node (a downgrade keeps out the writers already
+    /// waiting, which a fresh read node would sort behind: CURATOR-621). A reader asking for the
+    /// write lock would wait for itself forever.
+    fn cross_mode(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
+        let other = match mode {
+            Mode::Read => Mode::Write,
+            Mode::Write => Mode::Read,
+            Mode::Exclusive => return None,
+        };
+        let held = slots.iter().find(|s| s.owner == owner.id && s.mode == other)?.held.as_ref()?;
+        if mode == Mode::Write {
+            return Some(Err(Error::new(
+                ErrorKind::Deadlock,
+                format!(
+                    "owner {} holds the read lock and asked for the write lock: it would wait for itself forever; \
+                     release the read lock first (a write holder may take the read lock, not the reverse)",
+                    owner.label()
+                ),
+            )
+            .with_path(path)));
+        }
+        if held.hold.inner.is_lost() {
+            return Some(Err(Error::new(
+                ErrorKind::LockLost,
+                format!("owner {}'s write hold is lost, so it cannot read under it; release it", owner.label()),
+            )
+            .with_path(path)));
+        }
+        let hold = held.hold.clone();
+        slots.push(Slot { owner: owner.id, mode, held: Some(Held { count: 1, hold: hold.clone() }) });
+        Some(Ok(hold))
+    }
+
+    /// The claimed acquisition succeeded.
+    pub(crate) fn settle(&self, owner: u64, mode: Mode, hold: &Hold) {
+        let mut slots = self.0.lock();
+        if let Some(slot) = slots.iter_mut().find(|s| s.owner == owner && s.mode == mode) {
+            slot.held = Some(Held { count: 1, hold: hold.clone() });
+        }
+    }
+
+    /// The claimed acquisition ended without the lock.
+    pub(crate) fn unclaim(&self, owner: u64, mode: Mode) {
+        self.0.lock().retain(|s| !(s.owner == owner && s.mode == mode && s.held.is_none()));
+    }
+
+    /// Counts down `owner`'s hold in `mode`. Returns the hold whose node to delete when the last
+    /// level went and no other hold of the owner shares the node (a downgrade's read); a lost
+    /// hold goes whole (re-entered levels have nothing left to protect).
+    pub(crate) fn count_down(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Option<Hold>> {
+        let mut slots = self.0.lock();
+        let Some(i) = slots.iter().position(|s| s.owner == owner.id && s.mode == mode && s.held.is_some()) else {
+            return Err(Error::new(
+                ErrorKind::NotOwner,
+                format!("owner {} does not hold this lock{}", owner.label(), mode_words(mode)),
+            )
+            .with_path(path));
+        };
+        let held = slots[i].held.as_mut().expect("position() checked it is held");
+        let lost = held.hold.inner.is_lost();
+        if held.count > 1 && !lost {
+            held.count -= 1;
+            return Ok(None);
+        }
+        let hold = slots.swap_remove(i).held.expect("checked above").hold;
+        let shared = slots.iter().any(|s| s.held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.hold.inner, &hold.inner)));
+        Ok(if shared && !lost { None } else { Some(hold) })
+    }
+
+    /// Releases one nested level at once if `owner` holds more than one in `mode` (see
+    /// [`crate::Lock::release_nested`]).
+    pub(crate) fn release_nested(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<()>> {
+        let mut slots = self.0.lock();
+        let held = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_mut()?;
+        if held.count < 2 {
+            return None;
+        }
+        held.count -= 1;
+        Some(match held.hold.lost_reason() {
+            None => Ok(()),
+            Some(reason) => Err(Error::new(
+                ErrorKind::LockLost,
+                format!("owner {}'s hold is lost: {}; release it", owner.label(), reason.describe()),
+            )
+            .with_path(path)),
+        })
+    }
+
+    /// `owner`'s hold in `mode` and its count, if it holds one.
+    pub(crate) fn hold_of(&self, owner: &Owner, mode: Mode) -> Option<(Hold, u64)> {
+        let slots = self.0.lock();
+        let held = slots.iter().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_ref()?;
+        Some((held.hold.clone(), held.count))
+    }
+
+    /// The owners holding in `mode`.
+    pub(crate) fn holders(&self, mode: Mode) -> Vec<u64> {
+        self.0.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()
+    }
+}
+
+/// " in read mode" and the like, for messages about one side of a read/write lock.
+fn mode_words(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Exclusive => "",
+        Mode::Read => " for reading",
+        Mode::Write => " for writing",
+    }
+}

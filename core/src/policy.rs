@@ -1,0 +1,131 @@
+//! What each kind of lock node may do, given the queue: the only part of a recipe that differs
+//! between the mutex, the read lock and the write lock (and, later, a semaphore). The contend
+//! loop in `engine` asks [`Mode::decide`] and either holds or watches the node it names.
+
+use serde::{Deserialize, Serialize};
+
+/// How a participant takes a lock, as its node's name says (the names are Curator's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Mode {
+    /// The mutex (Curator's InterProcessMutex): `_c_<uuid>-lock-<sequence>`.
+    Exclusive,
+    /// The read side of a read/write lock: `_c_<uuid>-__READ__<sequence>`.
+    Read,
+    /// The write side of a read/write lock: `_c_<uuid>-__WRIT__<sequence>`.
+    Write,
+}
+
+/// The marker before the sequence in each mode's node names. Curator's read/write markers have
+/// the same length on purpose (its LockInternals depends on it).
+const MARKERS: [(Mode, &str); 3] = [(Mode::Read, "__READ__"), (Mode::Write, "__WRIT__"), (Mode::Exclusive, "lock-")];
+
+/// What a participant does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// It holds the lock.
+    Holds,
+    /// It waits until the node at this index of the queue is gone, then looks again.
+    WaitFor(usize),
+}
+
+impl Mode {
+    /// The marker this mode's node names carry before their sequence.
+    pub(crate) fn marker(self) -> &'static str {
+        MARKERS.iter().find(|(mode, _)| *mode == self).map(|(_, marker)| *marker).expect("every mode has a marker")
+    }
+
+    /// The mode of a child of a lock path, by its name; `None` for a node of no lock we know.
+    pub fn of_node(name: &str) -> Option<Mode> {
+        MARKERS.iter().find(|(_, marker)| name.contains(marker)).map(|(mode, _)| *mode)
+    }
+
+    /// The position of the marker in `name` and the marker itself, if it has one.
+    pub(crate) fn find_marker(name: &str) -> Option<(usize, &'static str)> {
+        MARKERS.iter().find_map(|(_, marker)| name.rfind(marker).map(|at| (at, *marker)))
+    }
+
+    /// Whether nodes of this mode and of `other` may share a lock path. The mutex and the
+    /// read/write lock are different recipes: each would ignore the other's rules.
+    pub(crate) fn shares_path_with(self, other: Mode) -> bool {
+        (self == Mode::Exclusive) == (other == Mode::Exclusive)
+    }
+
+    /// The lowercase name used in messages and by the bindings: `exclusive`, `read`, `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Read => "read",
+            Mode::Write => "write",
+        }
+    }
+
+    /// Given the modes of the queue in order (`None` for nodes of no known lock) and the position
+    /// of a participant of this mode in it: whether it holds, or which node it waits for.
+    ///
+    /// * Exclusive and write: the first holds; the others wait for their immediate predecessor
+    ///   (whatever it is), so one release wakes one waiter.
+    /// * Read: holds when no write node is ahead of it; otherwise waits for the nearest write
+    ///   node ahead (Curator waits for the first one, and wakes more often). A reader behind a
+    ///   waiting writer waits too, so writers are not starved.
+    pub(crate) fn decide(self, queue: &[Option<Mode>], position: usize) -> Decision {
+        match self {
+            Mode::Exclusive | Mode::Write => match position {
+                0 => Decision::Holds,
+                _ => Decision::WaitFor(position - 1),
+            },
+            Mode::Read => match queue[..position].iter().rposition(|mode| *mode == Some(Mode::Write)) {
+                None => Decision::Holds,
+                Some(writer) => Decision::WaitFor(writer),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Mode::*;
+
+    #[test]
+    fn modes_of_node_names() {
+        assert_eq!(Mode::of_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-lock-0000000001"), Some(Exclusive));
+        assert_eq!(Mode::of_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__READ__0000000001"), Some(Read));
+        assert_eq!(Mode::of_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__WRIT__0000000001"), Some(Write));
+        assert_eq!(Mode::of_node("0abad91753a64ed9__rlock__0000000001"), None);
+    }
+
+    #[test]
+    fn exclusive_and_write_wait_for_their_predecessor() {
+        let queue = [Some(Read), Some(Write), Some(Read), None];
+        assert_eq!(Write.decide(&queue, 0), Decision::Holds);
+        assert_eq!(Write.decide(&queue, 1), Decision::WaitFor(0));
+        assert_eq!(Exclusive.decide(&[Some(Exclusive), None, Some(Exclusive)], 2), Decision::WaitFor(1));
+    }
+
+    #[test]
+    fn readers_share_until_a_writer_and_then_wait_for_the_nearest() {
+        let queue = [Some(Read), Some(Read), Some(Write), Some(Read), Some(Write), Some(Read)];
+        assert_eq!(Read.decide(&queue, 0), Decision::Holds);
+        assert_eq!(Read.decide(&queue, 1), Decision::Holds);
+        assert_eq!(Read.decide(&queue, 3), Decision::WaitFor(2));
+        assert_eq!(Read.decide(&queue, 5), Decision::WaitFor(4));
+        // Nodes of no known lock do not hold readers back.
+        assert_eq!(Read.decide(&[None, Some(Read)], 1), Decision::Holds);
+    }
+
+    #[test]
+    fn the_mutex_and_the_read_write_lock_do_not_share_a_path() {
+        assert!(Read.shares_path_with(Write));
+        assert!(Exclusive.shares_path_with(Exclusive));
+        assert!(!Exclusive.shares_path_with(Read));
+        assert!(!Write.shares_path_with(Exclusive));
+    }
+}

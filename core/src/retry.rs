@@ -1,0 +1,149 @@
+//! The one way a recipe step talks to ZooKeeper: bounded by the attempt's deadline, the client's
+//! close and the session's end, and retried across connection loss.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::client::ClientInner;
+use crate::session::{Lease, Session};
+
+/// A request's answer.
+pub(crate) type ZkResult<T> = Result<T, zk::Error>;
+
+/// Whether a request failed because the connection did, not because of what it asked: the
+/// ZooKeeper client reports requests cut off by a broken or silent connection either as
+/// ConnectionLoss or as a custom I/O or timeout error.
+pub(crate) fn connection_lost(err: &zk::Error) -> bool {
+    matches!(err, zk::Error::ConnectionLoss | zk::Error::Custom(_))
+}
+
+/// Pause before retrying after a connection loss, so a dead connection is not hammered before
+/// the session notices it is down.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// A server closes the connection of a client whose request it refuses (one over its packet
+/// limit); the client reconnects and the request would be sent again, forever. So a step that
+/// loses the connection this many times in a row, with no progress in between (see
+/// [`Requests::progressed`]), ends with [`Stop::Refused`]. A network that drops a connection this often, each time a request
+/// is in flight, leaves a step no better off waiting. (A time window since reconnecting would not
+/// do: marshalling and writing a request of megabytes takes seconds.)
+pub(crate) const REFUSAL_LIMIT: u32 = 8;
+
+/// The message of [`Stop::Refused`].
+pub(crate) const REFUSED: &str = "ZooKeeper closed the connection each time this attempt sent its request (8 times in \
+     a row): it is most likely over the server's packet limit (jute.maxbuffer); set the client option jute_maxbuffer \
+     to the servers' value so that such requests are refused up front";
+
+/// Why a bounded step stopped before its request was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The deadline passed.
+    Deadline,
+    Closed,
+    /// The session is over (expired, or given up after too long a disconnection).
+    SessionOver,
+    /// The server keeps dropping the connection when this step's request is sent.
+    Refused,
+}
+
+/// A request's outcome: answered (either way), or cut off by a connection loss after which the
+/// session is connected again, so the caller may send it again (or first find out whether it
+/// took effect, for a create).
+pub(crate) enum Reply<T> {
+    Answered(ZkResult<T>),
+    Reconnected,
+}
+
+/// The requests of one recipe step (an attempt, a removal, a listing) on one session, under one
+/// deadline (`None`: none) and one count of connections lost in a row.
+pub(crate) struct Requests<'a> {
+    pub(crate) client: &'a ClientInner,
+    pub(crate) session: &'a Arc<Session>,
+    pub(crate) deadline: Option<Instant>,
+    losses: AtomicU32,
+}
+
+impl<'a> Requests<'a> {
+    pub(crate) fn new(client: &'a ClientInner, session: &'a Arc<Session>, deadline: Option<Instant>) -> Self {
+        Requests { client, session, deadline, losses: AtomicU32::new(0) }
+    }
+
+    pub(crate) fn zk(&self) -> &'a zk::Client {
+        &self.session.zk
+    }
+
+    /// Awaits `future` unless the client is closed, the session is over, or the deadline passes.
+    pub(crate) async fn bounded<F: Future>(&self, future: F) -> Result<F::Output, Stop> {
+        bounded(self.client, self.session, self.deadline, future).await
+    }
+
+    /// Sends one request: its answer, or [`Reply::Reconnected`] once the session is connected
+    /// again after the connection dropped under it.
+    pub(crate) async fn send<T>(&self, request: impl Future<Output = ZkResult<T>>) -> Result<Reply<T>, Stop> {
+        match self.bounded(request).await? {
+            Err(err) if connection_lost(&err) => {
+                self.reconnected().await?;
+                Ok(Reply::Reconnected)
+            }
+            answer => Ok(Reply::Answered(answer)),
+        }
+    }
+
+    /// A request was answered that moved the step on (a create, a listing of the queue, a
+    /// watch): the run of connections lost in a row starts again. Answers that only look around
+    /// (finding our node after a loss) do not count, or a refused create would be sent forever.
+    pub(crate) fn progressed(&self) {
+        self.losses.store(0, Ordering::Relaxed);
+    }
+
+    /// Sends an idempotent request until it is answered (either way).
+    pub(crate) async fn retry<T, F: Future<Output = ZkResult<T>>>(
+        &self,
+        request: impl Fn() -> F,
+    ) -> Result<ZkResult<T>, Stop> {
+        loop {
+            if let Reply::Answered(answer) = self.send(request()).await? {
+                return Ok(answer);
+            }
+        }
+    }
+
+    /// The one wait after a connection loss: counts the loss (a request the server keeps
+    /// refusing ends here), backs off briefly, then waits until the session is connected again
+    /// or has ended.
+    async fn reconnected(&self) -> Result<(), Stop> {
+        if self.losses.fetch_add(1, Ordering::Relaxed) + 1 >= REFUSAL_LIMIT {
+            return Err(Stop::Refused);
+        }
+        self.bounded(tokio::time::sleep(RECONNECT_BACKOFF)).await?;
+        let mut lease = self.session.lease.clone();
+        self.bounded(lease.wait_for(|lease| *lease != Lease::Suspended)).await?.map_err(|_| Stop::SessionOver)?;
+        Ok(())
+    }
+}
+
+async fn bounded<F: Future>(
+    client: &ClientInner,
+    session: &Session,
+    deadline: Option<Instant>,
+    future: F,
+) -> Result<F::Output, Stop> {
+    let expiry = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = client.closed.cancelled() => Err(Stop::Closed),
+        _ = session.ended.cancelled() => Err(Stop::SessionOver),
+        output = future => Ok(output),
+        _ = expiry => Err(Stop::Deadline),
+    }
+}
