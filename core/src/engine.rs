@@ -557,9 +557,10 @@ struct Attempt {
 const FOREGROUND_REMOVAL: Duration = Duration::from_secs(2);
 
 impl Attempt {
-    async fn remove(&mut self) {
+    /// Starts removing the node, if armed: a task that retries until it is gone or the session is.
+    fn start_removal(&mut self) -> Option<tokio::task::JoinHandle<()>> {
         if !std::mem::take(&mut self.armed) {
-            return;
+            return None;
         }
         let removal = remove_node(
             self.client.clone(),
@@ -568,24 +569,21 @@ impl Attempt {
             std::mem::take(&mut self.name_prefix),
             self.node.take(),
         );
-        // Bounded here, so a give-up returns in time even while disconnected; never abandoned.
-        let mut removal = self.client.runtime.spawn(removal);
-        let _ = tokio::time::timeout(FOREGROUND_REMOVAL.min(self.session.timeout), &mut removal).await;
+        Some(self.client.runtime.spawn(removal))
+    }
+
+    /// Removes the node, waiting a bounded time, so a give-up returns in time even while
+    /// disconnected; the removal itself is never abandoned.
+    async fn remove(&mut self) {
+        if let Some(removal) = self.start_removal() {
+            let _ = tokio::time::timeout(FOREGROUND_REMOVAL.min(self.session.timeout), removal).await;
+        }
     }
 }
 
 impl Drop for Attempt {
     fn drop(&mut self) {
-        if std::mem::take(&mut self.armed) {
-            let removal = remove_node(
-                self.client.clone(),
-                self.session.clone(),
-                std::mem::take(&mut self.path),
-                std::mem::take(&mut self.name_prefix),
-                self.node.take(),
-            );
-            self.client.runtime.spawn(removal);
-        }
+        self.start_removal();
     }
 }
 
