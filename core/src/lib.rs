@@ -24,6 +24,15 @@
 //! * Reentrant per [`Owner`]: a holder acquires again with no ZooKeeper traffic.
 //! * Past ZooKeeper's 32-bit sequence limit the queue is ordered by creation zxid.
 //!
+//! ## The read/write lock
+//! [`Client::read_write_lock`] gives Curator's InterProcessReadWriteLock recipe (`__READ__` and
+//! `__WRIT__` nodes): a [`ReadWriteLock`] whose two sides are ordinary [`Lock`]s. See its docs
+//! for the rules (writers not starved, downgrade, upgrade refused with [`ErrorKind::Deadlock`]).
+//!
+//! ## Inside
+//! One contend loop (`engine`) serves every recipe; what differs is a small per-[`Mode`] policy
+//! that, given the queue and our place in it, answers "held" or "wait for that node".
+//!
 //! ## Errors
 //! One [`Error`] type whose [`ErrorKind`] is stable; the bindings map each kind one to one.
 //!
