@@ -162,6 +162,11 @@ typedef enum {
    * process is not aborted), or the background runtime could not start.
    */
   ZKL_PANIC = 10,
+  /**
+   * The call would wait for itself forever, so it is refused at once: the owner holds the
+   * read side of a read/write lock and asked for the write side (release the read first).
+   */
+  ZKL_DEADLOCK = 11,
 } zkl_result;
 
 /**
@@ -199,7 +204,8 @@ typedef enum {
 typedef struct zkl_client zkl_client;
 
 /**
- * A fair, reentrant lock on one path, from zkl_lock_new and freed with zkl_lock_free. Opaque.
+ * A fair, reentrant lock on one path: a mutex from zkl_lock_new, or one side of a read/write
+ * lock from zkl_rwlock_new; freed with zkl_lock_free. Opaque.
  * Safe to use from any number of threads at once: each thread is its own owner (two threads
  * sharing one handle are two fair contenders, as in Curator), and re-acquiring by the same
  * owner only counts up, with no ZooKeeper traffic.
@@ -295,11 +301,16 @@ typedef struct {
    */
   const uint8_t *data;
   size_t data_len;
+  /**
+   * How it takes the lock, by its node's name: "exclusive" (zkl_lock_new), "read" or "write"
+   * (zkl_rwlock_new); NULL for a node of no lock zklock knows. A static string.
+   */
+  const char *mode;
 } zkl_participant;
 
 /**
- * A list of contenders, holder first, in queue order, from zkl_lock_contenders or
- * zkl_lock_holder. Free it with zkl_participants_free.
+ * A list of contenders, holders first, in queue order, from zkl_lock_contenders,
+ * zkl_lock_holder or zkl_lock_holders. Free it with zkl_participants_free.
  */
 typedef struct {
   /**
@@ -435,6 +446,24 @@ const char *zkl_version(void);
 zkl_result zkl_lock_new(zkl_client *client, const char *path, zkl_lock **out);
 
 /**
+ * Makes a fair read/write lock on path (Curator's InterProcessReadWriteLock recipe, whose
+ * nodes it shares a path with): *read receives its read side, shared by many owners at once,
+ * and *write its write side, exclusive. Each is an ordinary lock handle that every zkl_lock_*
+ * function accepts (acquire, release, timeouts, state, fencing token, callbacks) and that is
+ * freed with zkl_lock_free, each on its own. A reader that comes after a waiting writer waits
+ * behind it. An owner holding the write side may acquire the read side (it reads on the write
+ * node; releasing the write side then leaves it reading, and writers already waiting stay out
+ * until the read is released). An owner holding the read side that acquires the write side
+ * gets ZKL_DEADLOCK at once. Sends nothing to ZooKeeper.
+ *
+ * Ownership: path is borrowed for the call. On ZKL_OK, *read and *write receive new locks that
+ * the caller owns and frees with zkl_lock_free; on failure both are left unchanged.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: as zkl_lock_new.
+ */
+zkl_result zkl_rwlock_new(zkl_client *client, const char *path, zkl_lock **read, zkl_lock **write);
+
+/**
  * Frees a lock handle. Holds still held through it are released in the background, as if each
  * owner released them (their nodes are deleted; nothing is left behind). A registered lost
  * callback is not running once this returns, and is never called again.
@@ -463,9 +492,13 @@ zkl_result zkl_lock_free(zkl_lock *lock);
  * zkl_thread_owner() gave that thread) or the lock handle is freed (zkl_lock_free releases every
  * hold taken through it), or the client is closed.
  * Errors: ZKL_TIMEOUT if not obtained in time (nothing is held then); ZKL_INVALID_ARGUMENT for a
- * NULL or freed lock, or a timeout below -1; ZKL_CLOSED if the client was closed;
- * ZKL_SESSION_EXPIRED if the session expired while waiting; ZKL_LOCK_LOST if this owner's
- * existing hold was lost (release it first); ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ * NULL or freed lock, a timeout below -1, or a path that holds nodes of the other recipe (a
+ * mutex from zkl_lock_new where a read/write lock from zkl_rwlock_new has nodes, or the
+ * reverse: the message names the node; nothing is created); ZKL_DEADLOCK for the write side of
+ * a read/write lock when this owner holds its read side (at once, nothing is created);
+ * ZKL_CLOSED if the client was closed; ZKL_SESSION_EXPIRED if the session expired while
+ * waiting; ZKL_LOCK_LOST if this owner's existing hold was lost (release it first);
+ * ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
  */
 zkl_result zkl_lock_acquire(zkl_lock *lock, int64_t timeout_ms);
 
@@ -582,8 +615,9 @@ zkl_result zkl_lock_set_lost_callback(zkl_lock *lock, zkl_lost_callback callback
 uint64_t zkl_thread_owner(void);
 
 /**
- * Lists every contender of the lock, holder first, in queue order, with the identity each
- * zklock process recorded in its node: one listing and one read per node.
+ * Lists every contender of the lock, holders first, in queue order, with the identity each
+ * zklock process recorded in its node and each one's mode: one listing and one read per node.
+ * Either side of a read/write lock lists its readers and writers alike.
  *
  * Ownership: on ZKL_OK, *out receives a new list that the caller owns and frees with
  * zkl_participants_free; on failure *out is left unchanged.
@@ -594,13 +628,22 @@ uint64_t zkl_thread_owner(void);
 zkl_result zkl_lock_contenders(zkl_lock *lock, zkl_participants **out);
 
 /**
- * The current holder of the lock, as a list of one (or of none when nobody holds it). As
- * zkl_lock_contenders otherwise.
+ * The current holder of the lock, as a list of one (or of none when nobody holds it); of a
+ * read/write lock whose readers hold together, the first of them (zkl_lock_holders lists them
+ * all). As zkl_lock_contenders otherwise.
  */
 zkl_result zkl_lock_holder(zkl_lock *lock, zkl_participants **out);
 
 /**
- * Frees a list from zkl_lock_contenders or zkl_lock_holder, with every string in it.
+ * Every participant holding the lock now, in queue order: the readers of a read/write lock
+ * that hold together (each with mode "read"), or the one holder of a mutex or of the write side
+ * (none when nobody holds it). As zkl_lock_contenders otherwise.
+ */
+zkl_result zkl_lock_holders(zkl_lock *lock, zkl_participants **out);
+
+/**
+ * Frees a list from zkl_lock_contenders, zkl_lock_holder or zkl_lock_holders, with every
+ * string in it.
  *
  * Ownership: takes the list. Freeing NULL is a no-op. Must not be called twice with the same
  * list (it is memory, not a handle).

@@ -6,59 +6,9 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
-#include <fcntl.h>
+#include "proxy.h"
+
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
-extern char **environ;
-
-typedef struct {
-  pid_t pid;
-  FILE *in, *out;
-  char address[64];
-} proxy;
-
-/* Starts zklock-proxy in front of the first server of ZK_CONNECT. */
-static void proxy_start(proxy *p) {
-  const char *program = getenv("ZKLOCK_PROXY");
-  h_require(program != NULL, "ZKLOCK_PROXY names the zklock-proxy program");
-  char upstream[256];
-  snprintf(upstream, sizeof upstream, "%s", h_zk_connect());
-  upstream[strcspn(upstream, ",/")] = '\0';
-  int to_proxy[2], from_proxy[2];
-  h_require(pipe2(to_proxy, O_CLOEXEC) == 0 && pipe2(from_proxy, O_CLOEXEC) == 0, "pipes");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, to_proxy[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, from_proxy[1], 1);
-  char *argv[] = {(char *)program, upstream, NULL};
-  h_require(posix_spawn(&p->pid, program, &actions, NULL, argv, environ) == 0, "start zklock-proxy");
-  posix_spawn_file_actions_destroy(&actions);
-  close(to_proxy[0]);
-  close(from_proxy[1]);
-  p->in = fdopen(to_proxy[1], "w");
-  p->out = fdopen(from_proxy[0], "r");
-  char line[128] = "";
-  h_require(fgets(line, sizeof line, p->out) != NULL && sscanf(line, "LISTEN %63s", p->address) == 1,
-            "zklock-proxy listens");
-}
-
-/* Sends a command (pass, stall, cut) and waits for the proxy's "OK <command>". */
-static int proxy_command(proxy *p, const char *command) {
-  fprintf(p->in, "%s\n", command);
-  fflush(p->in);
-  char line[128] = "", expected[128];
-  snprintf(expected, sizeof expected, "OK %s\n", command);
-  return fgets(line, sizeof line, p->out) != NULL && strcmp(line, expected) == 0;
-}
-
-static void proxy_stop(proxy *p) {
-  fclose(p->in); /* the proxy exits on end of input */
-  int status = 0;
-  waitpid(p->pid, &status, 0);
-  fclose(p->out);
-}
 
 typedef struct {
   h_event event;
@@ -115,12 +65,7 @@ int main(void) {
   /* Short, so the expiry comes quickly; long enough for a loaded machine (or valgrind) not to
    * miss heartbeats while the proxy passes traffic. */
   opts.session_timeout_ms = 4000;
-  /* The proxy's address, with ZK_CONNECT's chroot (if any), so both clients see the same paths. */
-  char through_proxy[512];
-  const char *chroot = strchr(h_zk_connect(), '/');
-  snprintf(through_proxy, sizeof through_proxy, "%s%s", p.address, chroot != NULL ? chroot : "");
-  zkl_client *client = NULL;
-  h_require(zkl_client_connect(through_proxy, &opts, &client) == ZKL_OK, "connect through the proxy");
+  zkl_client *client = proxy_connect(&p, &opts);
   char path[200];
   h_unique_path(path, sizeof path, "lost");
   zkl_lock *lock = NULL;

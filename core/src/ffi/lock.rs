@@ -13,7 +13,8 @@ use super::owner::{explicit_owner, thread_owner};
 use super::{handles, runtime};
 use crate::{HoldState, Lock, LostReason, Owner};
 
-/// A fair, reentrant lock on one path, from zkl_lock_new and freed with zkl_lock_free. Opaque.
+/// A fair, reentrant lock on one path: a mutex from zkl_lock_new, or one side of a read/write
+/// lock from zkl_rwlock_new; freed with zkl_lock_free. Opaque.
 /// Safe to use from any number of threads at once: each thread is its own owner (two threads
 /// sharing one handle are two fair contenders, as in Curator), and re-acquiring by the same
 /// owner only counts up, with no ZooKeeper traffic.
@@ -262,9 +263,13 @@ fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Fai
 /// zkl_thread_owner() gave that thread) or the lock handle is freed (zkl_lock_free releases every
 /// hold taken through it), or the client is closed.
 /// Errors: ZKL_TIMEOUT if not obtained in time (nothing is held then); ZKL_INVALID_ARGUMENT for a
-/// NULL or freed lock, or a timeout below -1; ZKL_CLOSED if the client was closed;
-/// ZKL_SESSION_EXPIRED if the session expired while waiting; ZKL_LOCK_LOST if this owner's
-/// existing hold was lost (release it first); ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+/// NULL or freed lock, a timeout below -1, or a path that holds nodes of the other recipe (a
+/// mutex from zkl_lock_new where a read/write lock from zkl_rwlock_new has nodes, or the
+/// reverse: the message names the node; nothing is created); ZKL_DEADLOCK for the write side of
+/// a read/write lock when this owner holds its read side (at once, nothing is created);
+/// ZKL_CLOSED if the client was closed; ZKL_SESSION_EXPIRED if the session expired while
+/// waiting; ZKL_LOCK_LOST if this owner's existing hold was lost (release it first);
+/// ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
 #[no_mangle]
 pub extern "C" fn zkl_lock_acquire(lock: *mut zkl_lock, timeout_ms: i64) -> zkl_result {
     ffi_result!("zkl_lock_acquire", { acquire(lock, thread_owner(), timeout_ms) })

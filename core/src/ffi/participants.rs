@@ -5,7 +5,7 @@ use std::ffi::{c_char, CString};
 use super::error::{zkl_result, Failure};
 use super::lock::zkl_lock;
 use super::{handles, runtime};
-use crate::Participant;
+use crate::{Mode, Participant};
 
 /// One contender in a lock's queue. Every pointer belongs to the zkl_participants list it came
 /// in, and stays valid until that list is freed.
@@ -35,10 +35,23 @@ pub struct zkl_participant {
     /// The raw node data (Curator writes the client's IP address), `data_len` bytes.
     pub data: *const u8,
     pub data_len: usize,
+    /// How it takes the lock, by its node's name: "exclusive" (zkl_lock_new), "read" or "write"
+    /// (zkl_rwlock_new); NULL for a node of no lock zklock knows. A static string.
+    pub mode: *const c_char,
 }
 
-/// A list of contenders, holder first, in queue order, from zkl_lock_contenders or
-/// zkl_lock_holder. Free it with zkl_participants_free.
+/// The static C name of a mode: the core's `Mode::as_str`, which the unit test below holds it to.
+fn mode_name(mode: Option<Mode>) -> *const c_char {
+    match mode {
+        Some(Mode::Exclusive) => cstr!("exclusive").as_ptr(),
+        Some(Mode::Read) => cstr!("read").as_ptr(),
+        Some(Mode::Write) => cstr!("write").as_ptr(),
+        None => std::ptr::null(),
+    }
+}
+
+/// A list of contenders, holders first, in queue order, from zkl_lock_contenders,
+/// zkl_lock_holder or zkl_lock_holders. Free it with zkl_participants_free.
 #[repr(C)]
 #[derive(Debug)]
 pub struct zkl_participants {
@@ -103,6 +116,7 @@ impl ParticipantsBox {
                 identifier,
                 data,
                 data_len,
+                mode: mode_name(participant.mode),
             });
         }
         list.list = zkl_participants { count: list.items.len(), items: list.items.as_ptr() };
@@ -110,21 +124,29 @@ impl ParticipantsBox {
     }
 }
 
-fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, holder_only: bool) -> Result<(), Failure> {
+/// Which participants a list names.
+enum Listing {
+    Contenders,
+    Holder,
+    Holders,
+}
+
+fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, listing: Listing) -> Result<(), Failure> {
     non_null!(lock, "lock");
     non_null!(out, "out");
     let handle = handles::lock(lock, "lock")?;
-    let participants = if holder_only {
-        runtime::block_on(handle.lock.holder())??.into_iter().collect()
-    } else {
-        runtime::block_on(handle.lock.contenders())??
+    let participants = match listing {
+        Listing::Contenders => runtime::block_on(handle.lock.contenders())??,
+        Listing::Holder => runtime::block_on(handle.lock.holder())??.into_iter().collect(),
+        Listing::Holders => runtime::block_on(handle.lock.holders())??,
     };
     write_out!(out, ParticipantsBox::allocate(participants));
     Ok(())
 }
 
-/// Lists every contender of the lock, holder first, in queue order, with the identity each
-/// zklock process recorded in its node: one listing and one read per node.
+/// Lists every contender of the lock, holders first, in queue order, with the identity each
+/// zklock process recorded in its node and each one's mode: one listing and one read per node.
+/// Either side of a read/write lock lists its readers and writers alike.
 ///
 /// Ownership: on ZKL_OK, *out receives a new list that the caller owns and frees with
 /// zkl_participants_free; on failure *out is left unchanged.
@@ -133,17 +155,27 @@ fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, holder_only: bool)
 /// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
 #[no_mangle]
 pub extern "C" fn zkl_lock_contenders(lock: *mut zkl_lock, out: *mut *mut zkl_participants) -> zkl_result {
-    ffi_result!("zkl_lock_contenders", { list(lock, out, false) })
+    ffi_result!("zkl_lock_contenders", { list(lock, out, Listing::Contenders) })
 }
 
-/// The current holder of the lock, as a list of one (or of none when nobody holds it). As
-/// zkl_lock_contenders otherwise.
+/// The current holder of the lock, as a list of one (or of none when nobody holds it); of a
+/// read/write lock whose readers hold together, the first of them (zkl_lock_holders lists them
+/// all). As zkl_lock_contenders otherwise.
 #[no_mangle]
 pub extern "C" fn zkl_lock_holder(lock: *mut zkl_lock, out: *mut *mut zkl_participants) -> zkl_result {
-    ffi_result!("zkl_lock_holder", { list(lock, out, true) })
+    ffi_result!("zkl_lock_holder", { list(lock, out, Listing::Holder) })
 }
 
-/// Frees a list from zkl_lock_contenders or zkl_lock_holder, with every string in it.
+/// Every participant holding the lock now, in queue order: the readers of a read/write lock
+/// that hold together (each with mode "read"), or the one holder of a mutex or of the write side
+/// (none when nobody holds it). As zkl_lock_contenders otherwise.
+#[no_mangle]
+pub extern "C" fn zkl_lock_holders(lock: *mut zkl_lock, out: *mut *mut zkl_participants) -> zkl_result {
+    ffi_result!("zkl_lock_holders", { list(lock, out, Listing::Holders) })
+}
+
+/// Frees a list from zkl_lock_contenders, zkl_lock_holder or zkl_lock_holders, with every
+/// string in it.
 ///
 /// Ownership: takes the list. Freeing NULL is a no-op. Must not be called twice with the same
 /// list (it is memory, not a handle).
@@ -156,4 +188,19 @@ pub extern "C" fn zkl_participants_free(list: *mut zkl_participants) {
             drop(unsafe { Box::from_raw(list.cast::<ParticipantsBox>()) });
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_names_are_the_core_words() {
+        for mode in [Mode::Exclusive, Mode::Read, Mode::Write] {
+            // SAFETY: a static NUL-terminated string.
+            let name = unsafe { std::ffi::CStr::from_ptr(mode_name(Some(mode))) };
+            assert_eq!(name.to_str().unwrap(), mode.as_str());
+        }
+        assert!(mode_name(None).is_null());
+    }
 }
