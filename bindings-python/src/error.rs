@@ -1,6 +1,7 @@
 //! The one place where core errors become Python exceptions. The classes live in the pure-Python
 //! module `zklock._errors` (they need multiple inheritance: `LockTimeout` is also a
-//! `TimeoutError`, `InvalidArgumentError` a `ValueError`, `NotOwnerError` a `RuntimeError`).
+//! `TimeoutError`, `InvalidArgumentError` a `ValueError`, `NotOwnerError` and `DeadlockError` a
+//! `RuntimeError`).
 
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
@@ -30,6 +31,7 @@ exception_classes! {
     auth_failed_class => "AuthFailedError",
     closed_class => "ClosedError",
     zookeeper_class => "ZooKeeperError",
+    deadlock_class => "DeadlockError",
 }
 
 /// Converts a core error into the exception of its kind, with `path` (and, for `ZooKeeperError`,
@@ -62,6 +64,7 @@ fn class_of(py: Python<'_>, kind: ErrorKind) -> PyResult<&Bound<'_, PyType>> {
         ErrorKind::AuthFailed => auth_failed_class(py),
         ErrorKind::Closed => closed_class(py),
         ErrorKind::ZooKeeper => zookeeper_class(py),
+        ErrorKind::Deadlock => deadlock_class(py),
         // Kinds added to core later still get the common base class.
         _ => base_class(py),
     }
@@ -72,6 +75,13 @@ fn class_of(py: Python<'_>, kind: ErrorKind) -> PyResult<&Bound<'_, PyType>> {
 pub(crate) fn invalid_argument(py: Python<'_>, subject: &str, what: impl std::fmt::Display) -> PyErr {
     let message = format!("invalid argument on {subject}: {what}");
     instance(invalid_argument_class(py), (message, subject))
+}
+
+/// A question about a hold that was lost (its fencing token, say), worded as core words a loss:
+/// `lock lost on <path>: <what>`.
+pub(crate) fn lock_lost(py: Python<'_>, path: &str, what: impl std::fmt::Display) -> PyErr {
+    let message = format!("lock lost on {path}: {what}");
+    instance(lock_lost_class(py), (message, path))
 }
 
 /// A client used in a process other than the one that made it (after `fork()`).

@@ -10,6 +10,7 @@ mod client;
 mod error;
 mod lock;
 mod runtime;
+mod rwlock;
 
 use pyo3::prelude::*;
 
@@ -47,4 +48,6 @@ mod _native {
     use super::client::Client;
     #[pymodule_export]
     use super::lock::{AsyncOp, Lock, Owner, Participant};
+    #[pymodule_export]
+    use super::rwlock::ReadWriteLock;
 }

@@ -2,7 +2,6 @@
 //! calling thread, and the primitives the Python layer builds the asyncio API on.
 
 use std::cell::OnceCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -14,11 +13,9 @@ use zklock::{Hold, HoldState, LockOptions, LostReason, Participant as CorePartic
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
-use crate::error::{invalid_argument, to_py, IntoPyResult};
+use crate::error::{invalid_argument, lock_lost, to_py, IntoPyResult};
 use crate::runtime::{self, ForkSafe};
-
-/// Owner ids for threads and tasks come from one counter, so the two can never collide.
-static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+use crate::rwlock::ReadWriteLock;
 
 thread_local! {
     /// The calling thread as an owner. Thread-local storage dies with its thread, so a new thread
@@ -26,8 +23,10 @@ thread_local! {
     static THREAD_OWNER: OnceCell<(zklock::Owner, String)> = const { OnceCell::new() };
 }
 
+/// A fresh owner for a thread or a task. The ids come from core's allocator, which every binding
+/// shares, so no two owners of the process ever have the same id.
 fn new_owner(label: String) -> zklock::Owner {
-    zklock::Owner::with_label(NEXT_OWNER.fetch_add(1, Ordering::Relaxed), label)
+    zklock::Owner::unique_labelled(|_| label)
 }
 
 fn thread_owner(py: Python<'_>) -> zklock::Owner {
@@ -196,6 +195,9 @@ pub(crate) struct Lock {
     /// Keeps the Python client alive (and so registered for closing at exit) while a lock is.
     client: Py<Client>,
     path: String,
+    /// `"exclusive"`, `"read"` or `"write"` (core's `Mode::as_str`), kept here so that it can be
+    /// read in a forked child too.
+    mode: &'static str,
     lost: Arc<LostCallbacks>,
 }
 
@@ -206,29 +208,83 @@ impl Lock {
 
     fn acquire_as(&self, py: Python<'_>, owner: &zklock::Owner, wait: Option<Duration>) -> PyResult<bool> {
         let lock = self.core(py)?;
-        match runtime::block_on(py, lock.acquire_for(owner, wait))?.py(py)? {
-            Some(hold) => {
-                self.lost.watch_fresh(lock, owner, &hold);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        // A re-entry (or the write holder's read) is counted here, with the GIL held: no thread
+        // switch, no runtime.
+        let hold = match lock.try_reenter(owner) {
+            Some(reentered) => reentered.py(py)?,
+            None => match runtime::block_on(py, lock.acquire_for(owner, wait))?.py(py)? {
+                Some(hold) => hold,
+                None => return Ok(false),
+            },
+        };
+        self.lost.watch_fresh(lock, owner, &hold);
+        Ok(true)
     }
 
     fn release_as(&self, py: Python<'_>, owner: &zklock::Owner) -> PyResult<()> {
         let lock = self.core(py)?;
+        // Inner levels are counted down here; the last one deletes the node on the runtime.
+        if let Some(nested) = lock.release_nested(owner) {
+            return nested.py(py);
+        }
         runtime::block_on_uninterrupted(py, lock.release(owner)).py(py)
+    }
+
+    /// `owner`'s hold, if it has one; `LockLostError` if that hold was lost (a lost hold is not
+    /// held, so its numbers must not pass for a holder's).
+    fn live_hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<Hold>> {
+        let lock = self.core(py)?;
+        let Some((hold, _)) = lock.hold_of(&owner.inner) else { return Ok(None) };
+        if lock.is_held_by(&owner.inner) {
+            return Ok(Some(hold));
+        }
+        let why = hold.lost_reason().map_or("it was lost", LostReason::describe);
+        Err(lock_lost(py, &self.path, format!("owner {}'s hold is lost ({why}); release it", owner.label)))
     }
 }
 
 #[pymethods]
 impl Lock {
+    /// The mutex on `path`; or, with `_side=(read_write_lock, "read" | "write")`, that side of a
+    /// read/write lock made from the same client and path (its identifier is the pair's).
     #[new]
-    #[pyo3(signature = (client, path, *, identifier = None))]
-    fn new(py: Python<'_>, client: &Bound<'_, Client>, path: &str, identifier: Option<String>) -> PyResult<Self> {
-        let options = LockOptions { identifier, ..LockOptions::default() };
-        let lock = client.get().core(py)?.lock_with(path, options).py(py)?;
+    #[pyo3(signature = (client, path, *, identifier = None, _side = None))]
+    fn new(
+        py: Python<'_>,
+        client: &Bound<'_, Client>,
+        path: &str,
+        identifier: Option<String>,
+        _side: Option<(Bound<'_, ReadWriteLock>, String)>,
+    ) -> PyResult<Self> {
+        let lock = match _side {
+            None => {
+                let options = LockOptions { identifier, ..LockOptions::default() };
+                client.get().core(py)?.lock_with(path, options).py(py)?
+            }
+            Some((pair, side)) => {
+                let pair = pair.get();
+                if !pair.client().is(client) || pair.path() != path || identifier.is_some() {
+                    return Err(invalid_argument(
+                        py,
+                        path,
+                        "a side of a read/write lock takes the pair's own client and path, and no identifier",
+                    ));
+                }
+                match side.as_str() {
+                    "read" => pair.core(py)?.read().clone(),
+                    "write" => pair.core(py)?.write().clone(),
+                    _ => {
+                        return Err(invalid_argument(
+                            py,
+                            path,
+                            format!("the side of a read/write lock is \"read\" or \"write\", not {side:?}"),
+                        ))
+                    }
+                }
+            }
+        };
         Ok(Lock {
+            mode: lock.mode().as_str(),
             inner: ForkSafe::new(lock),
             client: client.clone().unbind(),
             path: path.to_owned(),
@@ -246,6 +302,12 @@ impl Lock {
     #[getter]
     fn path(&self) -> &str {
         &self.path
+    }
+
+    /// `"exclusive"` for the mutex, `"read"` or `"write"` for the sides of a read/write lock.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.mode
     }
 
     /// As `threading.RLock.acquire`, for the calling thread. Blocks with the GIL released;
@@ -282,16 +344,29 @@ impl Lock {
         self.release_as(py, &owner.inner)
     }
 
-    /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None.
+    /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None. The state is core's,
+    /// except that a hold core no longer counts as held is `"lost"` at once: "held" means the
+    /// same here as in `is_held_by`.
     fn _hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<(&'static str, i64, i64, u64)>> {
         let lock = self.core(py)?;
-        Ok(lock
-            .hold_of(&owner.inner)
-            .map(|(hold, count)| (hold_state_name(hold.state()), hold.fencing_token(), hold.sequence(), count)))
+        let Some((hold, count)) = lock.hold_of(&owner.inner) else { return Ok(None) };
+        let state = if lock.is_held_by(&owner.inner) { hold_state_name(hold.state()) } else { "lost" };
+        Ok(Some((state, hold.fencing_token(), hold.sequence(), count)))
     }
 
-    /// Acquires for `owner` without blocking, begun here and now: a re-entry (or an error known
-    /// at once) gives its outcome directly, with no thread switch; otherwise the attempt's create
+    /// The fencing token of `owner`'s hold, or None if it holds nothing; `LockLostError` if its
+    /// hold was lost.
+    fn _fencing_token_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<i64>> {
+        Ok(self.live_hold_of(py, owner)?.map(|hold| hold.fencing_token()))
+    }
+
+    /// The sequence of `owner`'s lock node, as `_fencing_token_of`.
+    fn _sequence_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<i64>> {
+        Ok(self.live_hold_of(py, owner)?.map(|hold| hold.sequence()))
+    }
+
+    /// Acquires for `owner` without blocking, begun here and now: a re-entry (counted by core's
+    /// `try_reenter`), or an error known at once, gives its outcome directly, with no thread switch; otherwise the attempt's create
     /// is sent before this returns, so one client's acquisitions queue in the order they were
     /// made. It goes on on the runtime, and `done(ok, value)` is called on a runtime thread with
     /// the GIL: `(True, acquired: bool)` or `(False, exception)`; the returned operation's
@@ -305,6 +380,10 @@ impl Lock {
     ) -> PyResult<Started> {
         let wait = wait_for(py, &self.path, timeout)?;
         let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
+        if let Some(reentered) = lock.try_reenter(&owner) {
+            lost.watch_fresh(&lock, &owner, &reentered.py(py)?);
+            return Ok(Started::Done(true));
+        }
         let mut begun = lock.begin_acquire(&owner, wait);
         if let Some(result) = begun.take_now() {
             if let Ok(Some(hold)) = &result {
@@ -338,28 +417,28 @@ impl Lock {
         Ok(Started::Running(AsyncOp { running: ForkSafe::new(running), abort: ForkSafe::new(task.abort_handle()) }))
     }
 
-    /// Releases one level for `owner` without blocking. Polled once here first: an inner level
-    /// (or a `NotOwnerError`, raised here) finishes at once, and this returns True. Otherwise it
-    /// goes on on the runtime and returns False; `done(ok, value)`, if given, is called as for
-    /// `_acquire_async`. Without `done` the outcome is ignored: for an acquisition that succeeded
-    /// after its caller was cancelled. A release is never cancelled: no node is left behind.
+    /// Releases one level for `owner` without blocking. An inner level is counted down here, by
+    /// core's `release_nested` (raising `LockLostError` here if the hold was lost), and this
+    /// returns True. Otherwise the release goes on on the runtime and this returns False;
+    /// `done(ok, value)`, if given, is called as for `_acquire_async` (with `NotOwnerError` too).
+    /// Without `done` the outcome is ignored: for an acquisition that succeeded after its caller
+    /// was cancelled. A release is never cancelled: no node is left behind.
     #[pyo3(signature = (owner, done = None))]
     fn _release_async(&self, py: Python<'_>, owner: &Owner, done: Option<Py<PyAny>>) -> PyResult<bool> {
         let (lock, owner) = (self.core(py)?.clone(), owner.inner.clone());
-        let mut release = Box::pin(async move { lock.release(&owner).await.map(|()| true) });
-        match (runtime::poll_now(release.as_mut()), done) {
-            (Poll::Ready(result), Some(_)) => result.py(py),
-            (Poll::Ready(_), None) => Ok(true),
-            (Poll::Pending, done) => {
-                runtime::handle().spawn(async move {
-                    let result = release.await;
-                    if let Some(done) = done {
-                        report(Arc::new(done), result);
-                    }
-                });
-                Ok(false)
-            }
+        if let Some(nested) = lock.release_nested(&owner) {
+            return match done {
+                Some(_) => nested.py(py).map(|()| true),
+                None => Ok(true),
+            };
         }
+        runtime::handle().spawn(async move {
+            let result = lock.release(&owner).await.map(|()| true);
+            if let Some(done) = done {
+                report(Arc::new(done), result);
+            }
+        });
+        Ok(false)
     }
 
     /// Calls `callback(reason)` when a hold of this lock acquired from now on, by any owner, is
@@ -385,21 +464,31 @@ impl Lock {
         Ok(())
     }
 
-    /// Every contender, holder first, in queue order (blocking).
+    /// Every contender, holders first, in queue order (blocking): of a read/write lock, readers
+    /// and writers both.
     fn contenders(&self, py: Python<'_>) -> PyResult<Vec<Participant>> {
         let lock = self.core(py)?;
-        let all = runtime::block_on(py, lock.contenders())?.py(py)?;
-        Ok(all.into_iter().map(Participant::from).collect())
+        Ok(participants(runtime::block_on(py, lock.contenders())?.py(py)?))
     }
 
-    /// The current holder, or None (blocking).
+    /// The first holder, or None (blocking).
     fn holder(&self, py: Python<'_>) -> PyResult<Option<Participant>> {
         let lock = self.core(py)?;
         Ok(runtime::block_on(py, lock.holder())?.py(py)?.map(Participant::from))
     }
 
+    /// Every participant holding now, in queue order (blocking): the one holder of a mutex or of
+    /// the write side, or the readers holding together.
+    fn holders(&self, py: Python<'_>) -> PyResult<Vec<Participant>> {
+        let lock = self.core(py)?;
+        Ok(participants(runtime::block_on(py, lock.holders())?.py(py)?))
+    }
+
     fn __repr__(&self) -> String {
-        format!("<zklock.Lock path={:?}>", self.path)
+        match self.mode {
+            "exclusive" => format!("<zklock.Lock path={:?}>", self.path),
+            mode => format!("<zklock.Lock path={:?} mode={mode}>", self.path),
+        }
     }
 }
 
@@ -431,7 +520,11 @@ impl AsyncOp {
     }
 }
 
-/// One contender in a lock's queue, as `Lock.contenders()` and `Lock.holder()` report it.
+pub(crate) fn participants(all: Vec<CoreParticipant>) -> Vec<Participant> {
+    all.into_iter().map(Participant::from).collect()
+}
+
+/// One contender in a lock's queue, as `Lock.contenders()`, `holder()` and `holders()` report it.
 #[pyclass(frozen, module = "zklock._native")]
 pub(crate) struct Participant {
     inner: CoreParticipant,
@@ -454,6 +547,13 @@ impl Participant {
     #[getter]
     fn sequence(&self) -> Option<i64> {
         self.inner.sequence
+    }
+
+    /// How it takes the lock, by its node's name: `"exclusive"` (a mutex), `"read"` or
+    /// `"write"`; None for a node of no lock zklock knows.
+    #[getter]
+    fn mode(&self) -> Option<&'static str> {
+        self.inner.mode.map(zklock::Mode::as_str)
     }
 
     #[getter]
@@ -488,6 +588,7 @@ impl Participant {
 
     fn __repr__(&self) -> String {
         let owner = self.inner.identity.as_ref().map_or("?", |identity| identity.owner.as_str());
-        format!("<zklock.Participant node={:?} owner={owner:?}>", self.inner.node)
+        let mode = self.inner.mode.map_or("?", zklock::Mode::as_str);
+        format!("<zklock.Participant node={:?} mode={mode} owner={owner:?}>", self.inner.node)
     }
 }

@@ -3,10 +3,9 @@
 
 use std::future::Future;
 use std::mem::ManuallyDrop;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -119,16 +118,12 @@ static EXIT_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::Once
 
 /// Runs `future` to completion with the GIL released, without interruption: for calls that must
 /// not be cut short, such as a release (dropping it could leave the node behind until the session
-/// ends). Like [`block_on`], it first polls once with the GIL held.
+/// ends).
 pub(crate) fn block_on_uninterrupted<F>(py: Python<'_>, future: F) -> F::Output
 where
     F: Future + Send,
     F::Output: Send,
 {
-    let mut future = pin!(future);
-    if let Poll::Ready(output) = poll_now(future.as_mut()) {
-        return output;
-    }
     py.detach(|| unless_exiting(handle().block_on(future)))
 }
 
@@ -143,29 +138,19 @@ fn unless_exiting<T>(output: T) -> T {
     output
 }
 
-/// Polls `future` once, here, inside the runtime's context: calls that never wait (a reentrant
-/// acquire, an inner release, a release by a non-owner) finish without a thread switch.
-pub(crate) fn poll_now<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
-    let _context = handle().enter();
-    future.poll(&mut Context::from_waker(futures::task::noop_waker_ref()))
-}
-
 /// Runs `future` to completion for a blocking Python call.
 ///
-/// The first poll happens right here, with the GIL held, so that calls that never wait (a
-/// reentrant acquire, an inner release) cost no thread switch and no GIL hand-off. Otherwise the
-/// future is driven on this thread with the GIL released, in short slices between which pending
-/// signals are handled: if a handler raises (KeyboardInterrupt), the future is dropped, which
-/// cancels it (core removes an acquisition attempt's node when its future is dropped).
+/// The future is driven on this thread with the GIL released, in short slices between which
+/// pending signals are handled: if a handler raises (KeyboardInterrupt), the future is dropped,
+/// which cancels it (core removes an acquisition attempt's node when its future is dropped).
+/// Calls that never wait (a re-entry, an inner release) do not come here: core answers them
+/// synchronously (`Lock::try_reenter`, `Lock::release_nested`), with the GIL held.
 pub(crate) fn block_on<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
 where
     F: Future + Send,
     F::Output: Send,
 {
     let mut future = pin!(future);
-    if let Poll::Ready(output) = poll_now(future.as_mut()) {
-        return Ok(output);
-    }
     let handle = handle();
     loop {
         // The timer is made inside block_on: it needs the runtime's context.

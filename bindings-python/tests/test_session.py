@@ -115,3 +115,25 @@ def test_deleting_the_node_from_outside_loses_the_hold(client, kazoo, path):
     assert reasons == ["node_deleted"] and lock.state == "lost"
     with pytest.raises(zklock.LockLostError, match="deleted"):
         lock.release()
+
+
+def test_a_lost_hold_is_not_held_and_its_fencing_token_is_refused(client, kazoo, path):
+    lock = client.lock(path)
+    lost = threading.Event()
+    lock.on_lost(lambda _: lost.set())
+    lock.acquire()
+    lock.acquire()  # two levels
+    [node] = children(kazoo, path)
+    kazoo.delete(f"{path}/{node}")
+    assert lost.wait(timeout=10)
+    assert not lock.is_held and lock.state == "lost", "a lost hold is not held, though it stays ours"
+    with pytest.raises(zklock.LockLostError, match="hold is lost") as raised:
+        lock.fencing_token
+    assert raised.value.path == path
+    with pytest.raises(zklock.LockLostError):
+        lock.sequence
+    # Each level's release says the hold is lost (as core's, in every binding); the last drops it.
+    for _ in range(2):
+        with pytest.raises(zklock.LockLostError, match="deleted"):
+            lock.release()
+    assert lock.state is None and lock.fencing_token is None and not lock.is_held

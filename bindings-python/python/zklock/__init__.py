@@ -1,12 +1,15 @@
 """zklock: a fair, reentrant ZooKeeper lock that behaves like ``threading.RLock``.
 
-The lock recipe (Apache Curator's InterProcessMutex, node for node) lives in the Rust core; this
-package translates types, errors, ownership and blocking. Owners: the sync API acquires for the
-calling thread, the asyncio API for the current task.
+The lock recipes (Apache Curator's InterProcessMutex and InterProcessReadWriteLock, node for node)
+live in the Rust core; this package translates types, errors, ownership and blocking. Owners: the
+sync API acquires for the calling thread, the asyncio API for the current task.
 
     with zklock.Client("127.0.0.1:2181") as client:
         lock = client.lock("/locks/report")
         with lock:
+            ...
+        rw = client.read_write_lock("/locks/catalog")
+        with rw.read:
             ...
 """
 
@@ -23,6 +26,7 @@ from ._errors import (
     AuthFailedError,
     ClosedError,
     ConnectionLossError,
+    DeadlockError,
     InvalidArgumentError,
     LockLostError,
     LockTimeout,
@@ -37,6 +41,7 @@ from ._native import Participant
 __all__ = [
     "Client",
     "Lock",
+    "ReadWriteLock",
     "Participant",
     "ZkLockError",
     "InvalidArgumentError",
@@ -47,6 +52,7 @@ __all__ = [
     "ConnectionLossError",
     "AuthFailedError",
     "ClosedError",
+    "DeadlockError",
     "ZooKeeperError",
 ]
 
@@ -104,6 +110,11 @@ class Client(_native.Client):
         """A fair, reentrant lock on ``path`` (nothing is sent until the first acquisition)."""
         return Lock(self, path, identifier=identifier)
 
+    def read_write_lock(self, path: str, *, identifier: Optional[str] = None) -> "ReadWriteLock":
+        """A fair read/write lock on ``path``: ``.read`` is shared, ``.write`` exclusive (nothing
+        is sent until the first acquisition)."""
+        return ReadWriteLock(self, path, identifier=identifier)
+
     def __enter__(self) -> "Client":
         return self
 
@@ -126,6 +137,9 @@ class Lock(_native.Lock):
     asyncio API (owner: the current task): ``await acquire_async(timeout=None)``,
     ``await release_async()``, ``async with lock:``, ``async with lock.hold(timeout=...)``.
     Cancelling the task removes its attempt's node; the event loop never blocks.
+
+    ``mode`` is ``"exclusive"`` for the mutex of ``client.lock``, ``"read"`` or ``"write"`` for
+    the sides of a ``ReadWriteLock``, which are Locks in every other respect.
     """
 
     # --------------------------------------------------------------- asyncio
@@ -191,6 +205,10 @@ class Lock(_native.Lock):
         """As ``contenders()``, without blocking the event loop (see ``holder_async``)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.contenders)
 
+    async def holders_async(self) -> "list[Participant]":
+        """As ``holders()``, without blocking the event loop (see ``holder_async``)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.holders)
+
     async def __aenter__(self) -> bool:
         return await self.acquire_async()
 
@@ -242,15 +260,20 @@ class Lock(_native.Lock):
 
     @property
     def fencing_token(self) -> Optional[int]:
-        """The caller's hold's fencing token (creation zxid of its node, rising across holders)."""
-        held = self._caller_hold()
-        return None if held is None else held[1]
+        """The caller's hold's fencing token (creation zxid of its node, rising across holders);
+        None if the caller holds nothing. ``LockLostError`` if its hold was lost: a lost hold is
+        not held, and its token must not pass for a holder's."""
+        for owner in self._caller_owners():
+            return self._fencing_token_of(owner)
+        return None
 
     @property
     def sequence(self) -> Optional[int]:
-        """The sequence number ZooKeeper gave the caller's lock node."""
-        held = self._caller_hold()
-        return None if held is None else held[2]
+        """The sequence number ZooKeeper gave the caller's lock node; as ``fencing_token``, None
+        if the caller holds nothing and ``LockLostError`` if its hold was lost."""
+        for owner in self._caller_owners():
+            return self._sequence_of(owner)
+        return None
 
     @property
     def client(self) -> "Client":
@@ -294,6 +317,49 @@ class Lock(_native.Lock):
         super().on_lost(callback)
         for owner in self._caller_owners():
             self._watch_owner(owner, callback)
+
+
+class ReadWriteLock(_native.ReadWriteLock):
+    """A fair read/write lock (Apache Curator's InterProcessReadWriteLock, node for node):
+    ``read`` lets many owners hold at once, ``write`` one owner, and no reader while a writer
+    holds. Each side is a ``Lock`` with all of its API (sync and asyncio, reentrant per owner,
+    ``hold()``, ``is_held``, ``fencing_token``, ``on_lost``...).
+
+    A reader that comes after a waiting writer waits behind it. The write holder may take the
+    read side (downgrade: it reads on its write node), release the write side and go on reading;
+    writers already waiting stay out until the read is released too. A reader that asks for the
+    write side gets ``DeadlockError`` at once (release the read side first).
+    """
+
+    def __init__(self, client: Client, path: str, *, identifier: Optional[str] = None) -> None:
+        # The native constructor made the pair; its two sides share one table of owners.
+        self._read = Lock(client, path, _side=(self, "read"))
+        self._write = Lock(client, path, _side=(self, "write"))
+
+    @property
+    def read(self) -> Lock:
+        """The read side: shared with other readers."""
+        return self._read
+
+    @property
+    def write(self) -> Lock:
+        """The write side: exclusive."""
+        return self._write
+
+    @property
+    def client(self) -> "Client":
+        """The client this lock was made from."""
+        client = super().client
+        assert isinstance(client, Client)
+        return client
+
+    async def contenders_async(self) -> "list[Participant]":
+        """As ``contenders()``, without blocking the event loop (see ``Lock.holder_async``)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.contenders)
+
+    async def holders_async(self) -> "list[Participant]":
+        """As ``holders()``, without blocking the event loop (see ``Lock.holder_async``)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.holders)
 
 
 def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:

@@ -53,6 +53,12 @@ class ClosedError(ZkLockError):
     child can make clients of its own)."""
 
 
+class DeadlockError(ZkLockError, RuntimeError):
+    """The call would wait for itself forever, so it was refused at once: the owner holds the read
+    side of a read/write lock and asked for the write side (release the read side first). A
+    ``RuntimeError``, as Python's own "would deadlock" errors are."""
+
+
 class ZooKeeperError(ZkLockError):
     """Any other error reported by ZooKeeper; ``code`` is the server's error code."""
 
