@@ -16,6 +16,8 @@ export declare const codes: Readonly<{
   AUTH_FAILED: 'ZKLOCK_AUTH_FAILED'
   CLOSED: 'ZKLOCK_CLOSED'
   ZOOKEEPER: 'ZKLOCK_ZOOKEEPER'
+  /** An owner holding the read side asked for the write side: it would wait for itself forever. */
+  DEADLOCK: 'ZKLOCK_DEADLOCK'
 }>
 
 export type ErrorCode = (typeof codes)[keyof typeof codes]
@@ -45,6 +47,9 @@ export declare class AbortError extends Error {
   /** The signal's reason. */
   readonly cause: unknown
 }
+
+/** How a lock is taken: a mutex (`client.lock`), or a side of a read/write lock. */
+export type LockMode = 'exclusive' | 'read' | 'write'
 
 export type SessionState = 'connected' | 'disconnected' | 'expired' | 'authFailed' | 'closed'
 export type HoldState = 'held' | 'suspended' | 'lost' | 'released'
@@ -94,6 +99,8 @@ export interface Participant {
   /** The child node's name. */
   node: string
   sequence?: number
+  /** How the node takes the lock, by its name; absent for a node of no lock zklock knows. */
+  mode?: LockMode
   /** The node's creation zxid: its holder's fencing token. */
   fencingToken: bigint
   /** The session that owns the (ephemeral) node. */
@@ -120,6 +127,11 @@ export declare class Client {
   onStateChange(listener: (state: SessionState) => void): () => void
   /** A fair, reentrant lock on `path` (relative to the chroot). Throws ZKLOCK_INVALID_ARGUMENT for a bad path. */
   lock(path: string, options?: LockOptions): Lock
+  /**
+   * A fair read/write lock on `path` (Curator's InterProcessReadWriteLock): many readers at once,
+   * or one writer. Throws ZKLOCK_INVALID_ARGUMENT for a bad path.
+   */
+  readWriteLock(path: string, options?: LockOptions): ReadWriteLock
   /** Ends the session at once: its lock nodes go, pending acquisitions reject with ZKLOCK_CLOSED, holds are lost. Idempotent. */
   close(): Promise<void>
 }
@@ -133,9 +145,14 @@ export declare class Client {
 export declare class Lock {
   private constructor()
   readonly path: string
+  /** `'exclusive'` for `client.lock`, `'read'` or `'write'` for the sides of a read/write lock. */
+  readonly mode: LockMode
   /** Whether this Lock object holds the lock: false once its hold is lost (`state` then says `'lost'` until released). */
   readonly isHeld: boolean
-  /** The state of this Lock object's hold, or null if it holds none. */
+  /**
+   * The state of this Lock object's hold, or null if it holds none: the current flow's if it
+   * holds (readers may hold together), else the latest hold not yet released.
+   */
   readonly state: Exclude<HoldState, 'released'> | null
   /**
    * Resolves to a Hold, or to `false` if `timeoutMs` passed first. Inside `withLock`/`hold.run`
@@ -153,10 +170,33 @@ export declare class Lock {
   withLock<T>(fn: (hold: Hold) => T | PromiseLike<T>, options?: AcquireOptions): Promise<Awaited<T>>
   /** Releases one level of the current flow's hold (inside `withLock`/`hold.run`); ZKLOCK_NOT_OWNER elsewhere. */
   release(): Promise<void>
-  /** The current holder, or null. */
+  /** The current holder (the first, if readers hold together), or null. */
   holder(): Promise<Participant | null>
+  /** Every participant holding now, in queue order: the readers holding together, or the one holder. */
+  holders(): Promise<Participant[]>
   /** Every contender, holder first, in queue order. */
   contenders(): Promise<Participant[]>
+}
+
+/**
+ * A fair read/write lock (Curator's InterProcessReadWriteLock, node for node): many readers at
+ * once, or one writer; a reader that comes after a waiting writer waits behind it. `read` and
+ * `write` are ordinary Locks whose async flows are one set of owners: the write holder's flow may
+ * take the read side (a downgrade: release the write hold and go on reading, while writers
+ * already waiting stay out), and a reader's flow asking for the write side rejects at once with
+ * ZKLOCK_DEADLOCK. A mutex and a read/write lock cannot share a path (ZKLOCK_INVALID_ARGUMENT).
+ */
+export declare class ReadWriteLock {
+  private constructor()
+  readonly path: string
+  /** The read side (`mode` `'read'`): shared with other readers. */
+  readonly read: Lock
+  /** The write side (`mode` `'write'`): exclusive. */
+  readonly write: Lock
+  /** Every participant, readers and writers, in queue order. */
+  contenders(): Promise<Participant[]>
+  /** Every participant holding now: the readers holding together, or the one writer. */
+  holders(): Promise<Participant[]>
 }
 
 /** One level of a held lock. */
@@ -185,6 +225,7 @@ export declare class Hold {
 declare const zklock: {
   Client: typeof Client
   Lock: typeof Lock
+  ReadWriteLock: typeof ReadWriteLock
   Hold: typeof Hold
   AbortError: typeof AbortError
   codes: typeof codes

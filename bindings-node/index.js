@@ -26,6 +26,7 @@ const codes = Object.freeze({
   AUTH_FAILED: 'ZKLOCK_AUTH_FAILED',
   CLOSED: 'ZKLOCK_CLOSED',
   ZOOKEEPER: 'ZKLOCK_ZOOKEEPER',
+  DEADLOCK: 'ZKLOCK_DEADLOCK',
 })
 
 // The native side maps the core's errors to these codes (src/error.rs); the few errors this
@@ -60,12 +61,18 @@ function abortError(signal) {
 // call, and formatted only if the promise rejects.
 function fromCaller(promise, callSite) {
   return promise.catch((error) => {
-    if (error !== null && typeof error === 'object' && 'code' in error) {
-      const frames = callSite.stack.slice(callSite.stack.indexOf('\n'))
-      error.stack = `${error.name}: ${error.message}${frames}`
-    }
-    throw error
+    throw atCaller(error, callSite)
   })
+}
+
+// The same for an error a native call threw synchronously (a re-entry refused): its own stack
+// would start inside this layer.
+function atCaller(error, callSite) {
+  if (error !== null && typeof error === 'object' && 'code' in error) {
+    const frames = callSite.stack.slice(callSite.stack.indexOf('\n'))
+    error.stack = `${error.name}: ${error.message}${frames}`
+  }
+  return error
 }
 
 function callSiteOf(fn) {
@@ -254,6 +261,17 @@ class Client {
     return new Lock(CONSTRUCT, this.#native.lock(path, identifier), this.#signals)
   }
 
+  /**
+   * A fair read/write lock on `path` (Curator's InterProcessReadWriteLock): `read` and `write`
+   * are Locks. Option: `identifier`. Nothing is sent to ZooKeeper until the first acquisition.
+   */
+  readWriteLock(path, options) {
+    checkString(path, 'path')
+    const opts = checkOptions(options, ['identifier'], 'client.readWriteLock')
+    const identifier = checkString(opts.identifier, 'identifier', { optional: true })
+    return new ReadWriteLock(CONSTRUCT, this.#native.readWriteLock(path, identifier), this.#signals)
+  }
+
   /** Ends the session at once: its lock nodes go, pending acquisitions reject. Idempotent. */
   async close() {
     await fromCaller(this.#native.close(), callSiteOf(this.close))
@@ -278,12 +296,14 @@ let runAs, releaseOwner, signalsOfClient
 class Lock {
   #native
   #path
-  // The owner id of the current async flow, for this lock.
-  #flows = new AsyncLocalStorage()
-  // The owner that last obtained this lock (at most one owner holds a lock at a time), and its
-  // native hold, which its nested levels share.
-  #holder = undefined
-  #holderNative = null
+  #mode
+  // The owner id of the current async flow, for this lock (shared by both sides of a read/write
+  // lock: the core's owner table is, and a flow must be one owner on both for the downgrade).
+  #flows
+  // The owners that obtained a hold through this Lock object and have not released it, with
+  // the native hold their nested levels share: one for a mutex or a writer (a lost hold may
+  // linger beside it until released), any number of readers.
+  #owners = new Map()
   // The client's set of hold signals that may still abort.
   #signals
 
@@ -295,15 +315,22 @@ class Lock {
     signalsOfClient = (lock) => lock.#signals
   }
 
-  constructor(token, nativeLock, signals) {
+  constructor(token, nativeLock, signals, flows = new AsyncLocalStorage()) {
     if (token !== CONSTRUCT) throw invalid('use `client.lock(path)` to make a Lock')
     this.#native = nativeLock
     this.#path = nativeLock.path
+    this.#mode = nativeLock.mode
     this.#signals = signals
+    this.#flows = flows
   }
 
   get path() {
     return this.#path
+  }
+
+  /** `'exclusive'` for `client.lock`, `'read'` or `'write'` for the sides of a read/write lock. */
+  get mode() {
+    return this.#mode
   }
 
   /**
@@ -311,12 +338,25 @@ class Lock {
    * lost, though `state` says `'lost'` until its last level is released.
    */
   get isHeld() {
-    return this.#holder !== undefined && this.#native.isHeldBy(this.#holder)
+    for (const owner of this.#unreleased()) {
+      if (this.#native.isHeldBy(owner)) return true
+    }
+    return false
   }
 
-  /** The state of this Lock object's hold (`'held'`, `'suspended'` or `'lost'`), or null. */
+  /**
+   * The state of this Lock object's hold (`'held'`, `'suspended'` or `'lost'`), or null: the
+   * current flow's, if it holds this lock, or else that of the latest hold not yet released.
+   */
   get state() {
-    return this.#holder === undefined ? null : (this.#native.stateOf(this.#holder) ?? null)
+    const current = this.#flows.getStore()
+    let latest = null
+    for (const owner of this.#unreleased()) {
+      const state = this.#native.stateOf(owner)
+      if (owner === current) return state
+      latest = state
+    }
+    return latest
   }
 
   /** Every contender, holder first, in queue order, with the identity recorded in its node. */
@@ -324,9 +364,23 @@ class Lock {
     return fromCaller(this.#native.contenders(), callSiteOf(this.contenders))
   }
 
-  /** The current holder, or null. */
+  /** The current holder (the first, if readers hold together), or null. */
   async holder() {
     return (await fromCaller(this.#native.holder(), callSiteOf(this.holder))) ?? null
+  }
+
+  /** Every participant holding now, in queue order: the readers holding together, or the one holder. */
+  holders() {
+    return fromCaller(this.#native.holders(), callSiteOf(this.holders))
+  }
+
+  // The owners of #owners that the core still counts as holding (held, suspended or lost);
+  // the others released and are forgotten.
+  *#unreleased() {
+    for (const owner of [...this.#owners.keys()]) {
+      if ((this.#native.stateOf(owner) ?? null) === null) this.#owners.delete(owner)
+      else yield owner
+    }
   }
 
   /**
@@ -347,7 +401,7 @@ class Lock {
       const nested = this.#reenter()
       if (nested !== null) return Promise.resolve(nested)
     } catch (error) {
-      return Promise.reject(error)
+      return Promise.reject(atCaller(error, callSite))
     }
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
@@ -367,7 +421,12 @@ class Lock {
     const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
     const signal = checkSignal(opts.signal)
     if (signal?.aborted) throw abortError(signal)
-    let hold = this.#reenter()
+    let hold
+    try {
+      hold = this.#reenter()
+    } catch (error) {
+      throw atCaller(error, callSite)
+    }
     let owner = this.#flows.getStore()
     if (hold === null) {
       owner = ++lastOwner
@@ -413,22 +472,29 @@ class Lock {
     try {
       if (this.#native.releaseNested(owner)) return Promise.resolve()
     } catch (error) {
-      return Promise.reject(error)
+      return Promise.reject(atCaller(error, callSite))
     }
-    return fromCaller(this.#native.release(owner), callSite)
+    return fromCaller(this.#native.release(owner), callSite).finally(() => {
+      if ((this.#native.stateOf(owner) ?? null) === null) this.#owners.delete(owner)
+    })
   }
 
-  // A new level for the current flow, if it holds the lock; null otherwise.
+  // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core
+  // refuses: a lost hold (ZKLOCK_LOCK_LOST), a reader asking for the write side (ZKLOCK_DEADLOCK).
   #reenter() {
     const owner = this.#flows.getStore()
     if (owner === undefined || !this.#native.reenter(owner)) return null
-    const nativeHold = owner === this.#holder ? this.#holderNative : this.#native.holdOf(owner)
+    let nativeHold = this.#owners.get(owner)
+    if (nativeHold === undefined) {
+      // The write holder's first read (a downgrade), on its write node.
+      nativeHold = this.#native.holdOf(owner)
+      this.#owners.set(owner, nativeHold)
+    }
     return new Hold(CONSTRUCT, this, owner, nativeHold)
   }
 
   #held(owner, nativeHold) {
-    this.#holder = owner
-    this.#holderNative = nativeHold
+    this.#owners.set(owner, nativeHold)
     return new Hold(CONSTRUCT, this, owner, nativeHold)
   }
 
@@ -452,6 +518,54 @@ class Lock {
     } finally {
       stopWatching()
     }
+  }
+}
+
+// ----------------------------------------------------------------------------- read/write lock
+
+/**
+ * A fair read/write lock (Curator's InterProcessReadWriteLock): many readers at once, or one
+ * writer. `read` and `write` are ordinary Locks whose async flows are one set of owners, so the
+ * write holder's flow may take the read side (a downgrade), and a reader's flow asking for the
+ * write side is refused with ZKLOCK_DEADLOCK.
+ */
+class ReadWriteLock {
+  #native
+  #path
+  #read
+  #write
+
+  constructor(token, nativeLock, signals) {
+    if (token !== CONSTRUCT) throw invalid('use `client.readWriteLock(path)` to make a ReadWriteLock')
+    this.#native = nativeLock
+    this.#path = nativeLock.path
+    const flows = new AsyncLocalStorage()
+    this.#read = new Lock(CONSTRUCT, nativeLock.read(), signals, flows)
+    this.#write = new Lock(CONSTRUCT, nativeLock.write(), signals, flows)
+  }
+
+  get path() {
+    return this.#path
+  }
+
+  /** The read side: shared with other readers; a reader after a waiting writer waits behind it. */
+  get read() {
+    return this.#read
+  }
+
+  /** The write side: exclusive. */
+  get write() {
+    return this.#write
+  }
+
+  /** Every participant, readers and writers, in queue order, each with its `mode`. */
+  contenders() {
+    return fromCaller(this.#native.contenders(), callSiteOf(this.contenders))
+  }
+
+  /** Every participant holding now: the readers holding together, or the one writer. */
+  holders() {
+    return fromCaller(this.#native.holders(), callSiteOf(this.holders))
   }
 }
 
@@ -556,4 +670,4 @@ class Hold {
   }
 }
 
-module.exports = { Client, Lock, Hold, AbortError, codes }
+module.exports = { Client, Lock, ReadWriteLock, Hold, AbortError, codes }

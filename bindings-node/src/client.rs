@@ -12,6 +12,7 @@ use zklock::{ClientOptions, LockOptions, SessionState};
 
 use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
+use crate::rwlock::NativeReadWriteLock;
 
 /// Connects and establishes a session. The JavaScript layer has validated the arguments; the
 /// core validates the connect string and the auth.
@@ -74,6 +75,21 @@ impl NativeClient {
         let options = LockOptions { identifier, ..LockOptions::default() };
         match self.shared.client.lock_with(&path, options) {
             Ok(lock) => Ok(NativeLock::new(lock, self.shared.clone())),
+            Err(err) => Err(crate::error::to_js(env, &err)),
+        }
+    }
+
+    /// A read/write lock on `path`; nothing is sent to ZooKeeper until the first acquisition.
+    #[napi]
+    pub fn read_write_lock(
+        &self,
+        env: &Env,
+        path: String,
+        identifier: Option<String>,
+    ) -> napi::Result<NativeReadWriteLock> {
+        let options = LockOptions { identifier, ..LockOptions::default() };
+        match self.shared.client.read_write_lock_with(&path, options) {
+            Ok(lock) => Ok(NativeReadWriteLock::new(lock, self.shared.clone())),
             Err(err) => Err(crate::error::to_js(env, &err)),
         }
     }

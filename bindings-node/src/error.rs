@@ -19,6 +19,7 @@ pub(crate) fn code(kind: ErrorKind) -> &'static str {
         ErrorKind::AuthFailed => "ZKLOCK_AUTH_FAILED",
         ErrorKind::Closed => "ZKLOCK_CLOSED",
         ErrorKind::ZooKeeper => "ZKLOCK_ZOOKEEPER",
+        ErrorKind::Deadlock => "ZKLOCK_DEADLOCK",
         // ErrorKind is non-exhaustive: a kind added to core shows up as a ZooKeeper error
         // until it gets a code of its own here.
         _ => "ZKLOCK_ZOOKEEPER",

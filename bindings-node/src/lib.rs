@@ -13,8 +13,10 @@ mod error;
 mod hold;
 mod lock;
 mod runtime;
+mod rwlock;
 
 pub use client::{connect, NativeClient, NativeStateWatch};
 pub use hold::NativeHold;
 pub use lock::{set_thread_id, Identity, NativeLock, Participant};
 pub use runtime::close_all_at_exit;
+pub use rwlock::NativeReadWriteLock;

@@ -55,6 +55,12 @@ impl NativeLock {
         self.lock.path().to_owned()
     }
 
+    /// `exclusive` for a mutex, `read` or `write` for the sides of a read/write lock.
+    #[napi(getter)]
+    pub fn mode(&self) -> &'static str {
+        self.lock.mode().as_str()
+    }
+
     /// Queues `owner` and resolves to its hold, or to `null` when `timeout_ms` passed (`0`: only
     /// tried) or when [`NativeLock::abort`] was called for it; the attempt's node is then removed.
     #[napi]
@@ -155,6 +161,15 @@ impl NativeLock {
         })
     }
 
+    /// Every participant holding now: the readers holding together, or the one holder.
+    #[napi]
+    pub fn holders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
+        let lock = self.lock.clone();
+        runtime::promise(env, async move { lock.holders().await }, |all| {
+            all.into_iter().map(Participant::from).collect()
+        })
+    }
+
     #[napi]
     pub fn holder<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<Participant>>> {
         let lock = self.lock.clone();
@@ -167,6 +182,8 @@ impl NativeLock {
 pub struct Participant {
     pub node: String,
     pub sequence: Option<i64>,
+    /// `exclusive`, `read` or `write`, by the node's name; absent for a node of no known lock.
+    pub mode: Option<String>,
     pub fencing_token: BigInt,
     pub session_id: BigInt,
     pub identity: Option<Identity>,
@@ -193,6 +210,7 @@ impl From<zklock::Participant> for Participant {
                 lang: i.lang,
                 identifier: i.identifier,
             }),
+            mode: p.mode.map(|mode| mode.as_str().to_owned()),
             node: p.node,
             sequence: p.sequence,
             fencing_token: BigInt::from(p.fencing_token),

@@ -8,7 +8,7 @@ import { createRequire } from 'node:module'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
 
-import { Client, Lock, Hold, codes } from 'zklock'
+import { Client, Lock, ReadWriteLock, Hold, codes } from 'zklock'
 import { ZK, REPO, uniquePath, ephemeralsUnder, nodesBecome } from './helpers.mjs'
 
 const PKG = path.join(REPO, 'bindings-node')
@@ -19,13 +19,14 @@ test('index.d.ts compiles under tsc --strict with no lib or types settings of th
   execFileSync(process.execPath, [tsc, '-p', path.join(PKG, 'test/types/tsconfig.json')], { encoding: 'utf8' })
 })
 
-test('no undeclared member is reachable on Client, Lock or Hold', () => {
+test('no undeclared member is reachable on Client, Lock, ReadWriteLock or Hold', () => {
   const declared = {
-    Client: ['constructor', 'state', 'onStateChange', 'lock', 'close'],
-    Lock: ['constructor', 'path', 'isHeld', 'state', 'contenders', 'holder', 'acquire', 'withLock', 'release'],
+    Client: ['constructor', 'state', 'onStateChange', 'lock', 'readWriteLock', 'close'],
+    Lock: ['constructor', 'path', 'mode', 'isHeld', 'state', 'contenders', 'holder', 'holders', 'acquire', 'withLock', 'release'],
+    ReadWriteLock: ['constructor', 'path', 'read', 'write', 'contenders', 'holders'],
     Hold: ['constructor', 'fencingToken', 'sequence', 'state', 'signal', 'release', 'run'],
   }
-  for (const [name, cls] of Object.entries({ Client, Lock, Hold })) {
+  for (const [name, cls] of Object.entries({ Client, Lock, ReadWriteLock, Hold })) {
     const members = Object.getOwnPropertyNames(cls.prototype).sort()
     assert.deepEqual(members, [...declared[name]].sort(), name)
     assert.deepEqual(Object.getOwnPropertySymbols(cls.prototype).map(String), name === 'Hold' ? [String(Symbol.asyncDispose)] : [])

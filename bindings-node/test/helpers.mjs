@@ -1,7 +1,9 @@
 // Test support: the server under test, unique lock paths, an independent observer of the lock
 // nodes, the fault proxy, and waiting on conditions with deadlines.
 import net from 'node:net'
-import { spawn } from 'node:child_process'
+import { spawn, execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
@@ -21,23 +23,29 @@ export function uniquePath(name) {
  * The ephemeral nodes under `lockPath`, as the server itself reports them through the `dump`
  * four-letter word: an observer that shares no code with zklock and no session with the client
  * under test. The order of the list is the server's (unspecified): compare counts or sort.
+ * `server` is a connect string (default: the server under test); its first host is asked.
  */
-export async function ephemeralsUnder(lockPath) {
-  const [host, port] = ZK.split(',')[0].split('/')[0].split(':')
-  const reply = await new Promise((resolve, reject) => {
-    const socket = net.connect({ host, port: Number(port) }, () => socket.end('dump'))
-    let text = ''
-    socket.setEncoding('utf8')
-    socket.on('data', (chunk) => (text += chunk))
-    socket.on('end', () => resolve(text))
-    socket.on('error', reject)
-    socket.setTimeout(5000, () => socket.destroy(new Error('no reply to dump')))
-  })
+export async function ephemeralsUnder(lockPath, server = ZK) {
+  const reply = await fourLetterWord(server, 'dump')
   if (!reply.includes('Sessions with Ephemerals')) throw new Error(`unexpected dump reply: ${reply}`)
   return reply
     .split('\n')
     .map((line) => line.trim())
     .filter((line) => line.startsWith(`${lockPath}/`))
+}
+
+/** The reply of the first host of `server` to a four-letter word. */
+function fourLetterWord(server, word) {
+  const [host, port] = server.split(',')[0].split('/')[0].split(':')
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port: Number(port) }, () => socket.end(word))
+    let text = ''
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk) => (text += chunk))
+    socket.on('end', () => resolve(text))
+    socket.on('error', reject)
+    socket.setTimeout(5000, () => socket.destroy(new Error(`no reply to ${word}`)))
+  })
 }
 
 /** Waits until `condition()` (sync or async) is truthy; fails after `timeoutMs`. */
@@ -64,9 +72,9 @@ export async function within(promise, timeoutMs, what) {
   }
 }
 
-/** Resolves when the server lists exactly `count` lock nodes under `lockPath`. */
-export function nodesBecome(lockPath, count, timeoutMs = 10000) {
-  return waitFor(async () => (await ephemeralsUnder(lockPath)).length === count, {
+/** Resolves when the server (default: the one under test) lists exactly `count` lock nodes under `lockPath`. */
+export function nodesBecome(lockPath, count, timeoutMs = 10000, server = ZK) {
+  return waitFor(async () => (await ephemeralsUnder(lockPath, server)).length === count, {
     timeoutMs,
     what: `${count} lock node(s) under ${lockPath}`,
   })
@@ -130,4 +138,63 @@ export function runScript(file, args, { timeoutMs = 30000, onLine } = {}) {
     })
   })
   return { child, exited, lines }
+}
+
+/**
+ * A private standalone server whose `znodePath` exists with child version `cversion` (a snapshot
+ * written by `scripts/zk seed-seq`), so its next sequential child is numbered `cversion`: how a
+ * test reaches ZooKeeper's 32-bit sequence limit without 2^31 creates. `stop()` kills it and
+ * removes its directory.
+ */
+export async function startSeededServer(znodePath, cversion) {
+  const zk = path.join(REPO, 'scripts/zk')
+  const dir = mkdtempSync(path.join(tmpdir(), 'zklock-node-seeded-'))
+  const run = (args) => execFileSync(zk, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+  const port = await freePort()
+  run(['config', dir, '1', String(port)])
+  run(['seed-seq', path.join(dir, 'data'), znodePath, String(cversion)])
+  // exec-server execs the JVM: the child is the server. The watchdog kills it if this process dies.
+  const server = spawn(zk, ['exec-server', dir], {
+    stdio: 'ignore',
+    env: { ...process.env, ZK_JVM_FLAGS: '-Dzookeeper.digest.enabled=false', ZK_PARENT_PID: String(process.pid) },
+  })
+  const exited = new Promise((resolve) => server.once('exit', resolve))
+  const connect = `127.0.0.1:${port}`
+  const stop = async () => {
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL')
+    await exited
+    rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    await waitFor(
+      async () => {
+        if (server.exitCode !== null) throw new Error(`the seeded server exited: ${readLog(dir)}`)
+        return (await fourLetterWord(connect, 'srvr').catch(() => '')).includes('Mode: ')
+      },
+      { timeoutMs: 60000, what: 'the seeded server to serve' },
+    )
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { connect, stop }
+}
+
+function readLog(dir) {
+  try {
+    return readFileSync(path.join(dir, 'server.log'), 'utf8')
+  } catch {
+    return '(no server.log)'
+  }
+}
+
+/** A loopback port no socket is bound to right now. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+    server.on('error', reject)
+  })
 }

@@ -1,5 +1,16 @@
 // Uses the whole public API under `tsc --strict`: the declarations must be self-sufficient.
-import zklock, { Client, Lock, Hold, AbortError, codes, type ZklockError, type LockLostError } from 'zklock'
+import zklock, {
+  Client,
+  Lock,
+  ReadWriteLock,
+  Hold,
+  AbortError,
+  codes,
+  type LockMode,
+  type Participant,
+  type ZklockError,
+  type LockLostError,
+} from 'zklock'
 
 async function main(): Promise<void> {
   const client: Client = await Client.connect('127.0.0.1:2181/app', {
@@ -38,6 +49,22 @@ async function main(): Promise<void> {
     if ((error as ZklockError).code === codes.NOT_OWNER) console.log('not owner')
     if (error instanceof AbortError) console.log(error.cause)
   }
+  const rw: ReadWriteLock = client.readWriteLock('/locks/table', { identifier: 'job' })
+  const sides: [Lock, Lock] = [rw.read, rw.write]
+  const modes: LockMode[] = sides.map((side) => side.mode)
+  await rw.write.withLock(async () => {
+    const reading = await rw.read.acquire({ timeoutMs: 0 })
+    if (reading) await reading.release()
+  })
+  try {
+    await rw.read.withLock(async () => rw.write.acquire())
+  } catch (error) {
+    if ((error as ZklockError).code === codes.DEADLOCK) console.log('upgrade refused')
+  }
+  const readers: Participant[] = await rw.read.holders()
+  const all: Participant[] = await rw.contenders()
+  const mode: LockMode | undefined = (await rw.holders())[0]?.mode
+  console.log(rw.path, modes, readers.length, all.length, mode, zklock.ReadWriteLock === ReadWriteLock)
   stop()
   console.log(result, state, held, zklock.codes.TIMEOUT)
   await client.close()
