@@ -530,14 +530,12 @@ class Lock {
  * write side is refused with ZKLOCK_DEADLOCK.
  */
 class ReadWriteLock {
-  #native
   #path
   #read
   #write
 
   constructor(token, nativeLock, signals) {
     if (token !== CONSTRUCT) throw invalid('use `client.readWriteLock(path)` to make a ReadWriteLock')
-    this.#native = nativeLock
     this.#path = nativeLock.path
     const flows = new AsyncLocalStorage()
     this.#read = new Lock(CONSTRUCT, nativeLock.read(), signals, flows)
@@ -560,12 +558,12 @@ class ReadWriteLock {
 
   /** Every participant, readers and writers, in queue order, each with its `mode`. */
   contenders() {
-    return fromCaller(this.#native.contenders(), callSiteOf(this.contenders))
+    return this.#read.contenders()
   }
 
   /** Every participant holding now: the readers holding together, or the one writer. */
   holders() {
-    return fromCaller(this.#native.holders(), callSiteOf(this.holders))
+    return this.#read.holders()
   }
 }
 

@@ -4,12 +4,10 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::PromiseRaw;
-use napi::Env;
 use napi_derive::napi;
 
-use crate::lock::{NativeLock, Participant};
-use crate::runtime::{self, Shared};
+use crate::lock::NativeLock;
+use crate::runtime::Shared;
 
 #[napi]
 pub struct NativeReadWriteLock {
@@ -40,21 +38,5 @@ impl NativeReadWriteLock {
     #[napi]
     pub fn write(&self) -> NativeLock {
         NativeLock::new(self.lock.write().clone(), self.shared.clone())
-    }
-
-    #[napi]
-    pub fn contenders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
-        let lock = self.lock.clone();
-        runtime::promise(env, async move { lock.contenders().await }, |all| {
-            all.into_iter().map(Participant::from).collect()
-        })
-    }
-
-    #[napi]
-    pub fn holders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
-        let lock = self.lock.clone();
-        runtime::promise(env, async move { lock.holders().await }, |all| {
-            all.into_iter().map(Participant::from).collect()
-        })
     }
 }
