@@ -1,5 +1,5 @@
-// Apache Curator InterProcessMutex benchmark, the reference side of zklock's
-// benchmark (see bench/README.md). Plain javac against Debian's jars, no build
+// Apache Curator InterProcessMutex and InterProcessReadWriteLock benchmark, the
+// reference side of zklock's benchmark (see bench/README.md). Plain javac against Debian's jars, no build
 // tool:
 //
 //   CP=/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar
@@ -16,6 +16,10 @@
 //   BENCH_CLIENTS          sessions in the contended workload (default 8)
 //   BENCH_REENTRANT_ITERS  nested acquire+release pairs per measured round (default 1000000)
 //   BENCH_REENTRANT_WARMUP_SECONDS  minimum JIT warm-up of the reentrant loop (default 2)
+//   BENCH_HOLD_US          hold of each read-mostly operation, microseconds (default 0)
+//   BENCH_WORKLOADS        comma-separated subset of uncontended,contended,reentrant,read,
+//                          read_mostly (default: all; the floor comes with uncontended);
+//                          skipped figures print as null
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -28,10 +32,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -42,6 +48,8 @@ public final class CuratorBench {
     static final int CONNECTION_TIMEOUT_MS = 15_000;
     /** Bound on any single blocking acquire, so a broken server fails the run instead of hanging it. */
     static final long ACQUIRE_TIMEOUT_S = 60;
+    /** One operation in this many of the read-mostly workload is a write. */
+    static final long WRITE_ONE_IN = 10;
 
     static String connect;
     static double seconds;
@@ -53,7 +61,14 @@ public final class CuratorBench {
         warmupSeconds = Double.parseDouble(envOr("BENCH_WARMUP_SECONDS", "1"));
         int clients = Integer.parseInt(envOr("BENCH_CLIENTS", "8"));
         long reentrantIters = Long.parseLong(envOr("BENCH_REENTRANT_ITERS", "1000000"));
-        if (!(seconds > 0) || warmupSeconds < 0 || clients < 1 || reentrantIters < 1) {
+        long holdUs = Long.parseLong(envOr("BENCH_HOLD_US", "0"));
+        List<String> workloads = new ArrayList<>();
+        for (String w : envOr("BENCH_WORKLOADS", "").split(",")) {
+            if (!w.trim().isEmpty()) {
+                workloads.add(w.trim());
+            }
+        }
+        if (!(seconds > 0) || warmupSeconds < 0 || clients < 1 || reentrantIters < 1 || holdUs < 0) {
             throw new IllegalArgumentException("bad BENCH_* setting");
         }
 
@@ -66,10 +81,16 @@ public final class CuratorBench {
         try {
             client.create().forPath(root);
 
-            double[] unc = uncontended(client, root + "/uncontended");
-            double handoffs = contended(root + "/contended", clients);
-            double reentrantNs = reentrant(client, root + "/reentrant", reentrantIters);
-            double floor = floor(client, root + "/floor");
+            double nan = Double.NaN;
+            double[] unc = wanted(workloads, "uncontended")
+                ? uncontended(client, root + "/uncontended", false) : new double[] {nan, nan, nan, nan, nan};
+            double handoffs = wanted(workloads, "contended") ? contended(root + "/contended", clients) : nan;
+            double reentrantNs = wanted(workloads, "reentrant") ? reentrant(client, root + "/reentrant", reentrantIters) : nan;
+            double floor = wanted(workloads, "uncontended") ? floor(client, root + "/floor") : nan;
+            double[] read = wanted(workloads, "read")
+                ? uncontended(client, root + "/read", true) : new double[] {nan, nan, nan, nan, nan};
+            double[] mostly = wanted(workloads, "read_mostly")
+                ? readMostly(root + "/read-mostly", clients, holdUs) : new double[] {nan, nan, nan, nan, nan, nan};
 
             StringBuilder sb = new StringBuilder();
             sb.append('{');
@@ -82,6 +103,17 @@ public final class CuratorBench {
             field(sb, "handoffs_per_s", handoffs);
             field(sb, "reentrant_ns", reentrantNs);
             field(sb, "floor_cycles_per_s", floor);
+            field(sb, "read_cycles_per_s", read[0]);
+            field(sb, "read_acquire_p50_us", read[1]);
+            field(sb, "read_acquire_p99_us", read[2]);
+            field(sb, "read_release_p50_us", read[3]);
+            field(sb, "read_release_p99_us", read[4]);
+            field(sb, "read_mostly_ops_per_s", mostly[0]);
+            field(sb, "read_mostly_reader_wait_p50_us", mostly[1]);
+            field(sb, "read_mostly_reader_wait_p99_us", mostly[2]);
+            field(sb, "read_mostly_writer_wait_p50_us", mostly[3]);
+            field(sb, "read_mostly_writer_wait_p99_us", mostly[4]);
+            field(sb, "read_mostly_hold_us", mostly[5]);
             sb.append('}');
             System.out.println(sb);
             System.out.flush();
@@ -105,9 +137,14 @@ public final class CuratorBench {
 
     // ---------------------------------------------------------------- workloads
 
-    /** Workload 1: acquire()+release() loop on a private path. Returns {cycles/s, acq p50, acq p99, rel p50, rel p99}. */
-    static double[] uncontended(CuratorFramework client, String path) throws Exception {
-        InterProcessMutex mutex = new InterProcessMutex(client, path);
+    /**
+     * Workload 1: acquire()+release() loop on a private path, of an InterProcessMutex or (read) of
+     * an InterProcessReadWriteLock's readLock(). Returns {cycles/s, acq p50, acq p99, rel p50, rel p99}.
+     */
+    static double[] uncontended(CuratorFramework client, String path, boolean read) throws Exception {
+        InterProcessMutex mutex = read
+            ? new InterProcessReadWriteLock(client, path).readLock()
+            : new InterProcessMutex(client, path);
         LongList acq = new LongList();
         LongList rel = new LongList();
 
@@ -140,8 +177,8 @@ public final class CuratorBench {
             pct(a, 50) / 1e3, pct(a, 99) / 1e3,
             pct(r, 50) / 1e3, pct(r, 99) / 1e3,
         };
-        log("uncontended: %d cycles in %.3fs = %.1f/s; acquire p50 %.0fus p99 %.0fus; release p50 %.0fus p99 %.0fus",
-            cycles, elapsed, rate, out[1], out[2], out[3], out[4]);
+        log("uncontended%s: %d cycles in %.3fs = %.1f/s; acquire p50 %.0fus p99 %.0fus; release p50 %.0fus p99 %.0fus",
+            read ? " read" : "", cycles, elapsed, rate, out[1], out[2], out[3], out[4]);
         return out;
     }
 
@@ -221,6 +258,162 @@ public final class CuratorBench {
             for (CuratorFramework c : clients) {
                 c.close();
             }
+        }
+    }
+
+    /**
+     * Workload 5 (read-mostly): N sessions, one thread and one InterProcessReadWriteLock each, all
+     * on one path, each looping over its OpSequence: acquire the read (or write) side, hold for
+     * holdUs, release. Sharing and exclusion are checked while holding. Returns {ops/s, reader wait
+     * p50 us, p99 us, writer wait p50 us, p99 us, mean hold us}, the waits and holds of the
+     * operations begun in the measured window.
+     */
+    static double[] readMostly(String path, int n, long holdUs) throws Exception {
+        List<CuratorFramework> clients = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        AtomicBoolean stop = new AtomicBoolean(false);
+        AtomicBoolean measuring = new AtomicBoolean(false);
+        AtomicLong ops = new AtomicLong();
+        AtomicInteger readersIn = new AtomicInteger();
+        AtomicInteger writersIn = new AtomicInteger();
+        AtomicLong violations = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch ready = new CountDownLatch(n);
+        CountDownLatch go = new CountDownLatch(1);
+        LongList[] readerWaits = new LongList[n];
+        LongList[] writerWaits = new LongList[n];
+        long[] heldNanos = new long[n];
+        long[] holds = new long[n];
+        try {
+            for (int i = 0; i < n; i++) {
+                clients.add(newClient());
+            }
+            for (int i = 0; i < n; i++) {
+                final int id = i;
+                final InterProcessReadWriteLock rw = new InterProcessReadWriteLock(clients.get(i), path);
+                readerWaits[i] = new LongList();
+                writerWaits[i] = new LongList();
+                Thread t = new Thread(() -> {
+                    try {
+                        OpSequence sequence = new OpSequence(id);
+                        ready.countDown();
+                        go.await();
+                        while (!stop.get()) {
+                            boolean write = sequence.nextIsWrite();
+                            InterProcessMutex side = write ? rw.writeLock() : rw.readLock();
+                            boolean recording = measuring.get();
+                            long asked = System.nanoTime();
+                            acquire(side);
+                            long waited = System.nanoTime() - asked;
+                            AtomicInteger inside = write ? writersIn : readersIn;
+                            try {
+                                // A writer finds nobody inside; a reader finds no writer.
+                                boolean alone;
+                                if (write) {
+                                    alone = writersIn.getAndIncrement() == 0 && readersIn.get() == 0;
+                                } else {
+                                    readersIn.incrementAndGet();
+                                    alone = writersIn.get() == 0;
+                                }
+                                if (!alone) {
+                                    violations.incrementAndGet();
+                                }
+                                long heldFrom = System.nanoTime();
+                                sleepNanos(holdUs * 1_000L);
+                                long held = System.nanoTime() - heldFrom;
+                                if (recording) {
+                                    (write ? writerWaits : readerWaits)[id].add(waited);
+                                    heldNanos[id] += held;
+                                    holds[id]++;
+                                }
+                                inside.decrementAndGet();
+                            } finally {
+                                side.release();
+                            }
+                            ops.incrementAndGet();
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                        stop.set(true);
+                    }
+                }, "read-mostly-" + i);
+                t.setDaemon(true);
+                threads.add(t);
+                t.start();
+            }
+            ready.await();
+            go.countDown();
+            sleepSeconds(warmupSeconds);
+            measuring.set(true);
+            long c0 = ops.get();
+            long t0 = System.nanoTime();
+            sleepSeconds(seconds);
+            long c1 = ops.get();
+            long t1 = System.nanoTime();
+            measuring.set(false);
+            stop.set(true);
+            for (Thread t : threads) {
+                t.join(TimeUnit.SECONDS.toMillis(ACQUIRE_TIMEOUT_S + 10));
+                if (t.isAlive()) {
+                    throw new IllegalStateException(t.getName() + " did not stop");
+                }
+            }
+            if (failure.get() != null) {
+                throw new RuntimeException("read-mostly session failed", failure.get());
+            }
+            if (violations.get() != 0) {
+                throw new IllegalStateException("read/write exclusion violated " + violations.get() + " times");
+            }
+            LongList reads = new LongList();
+            LongList writes = new LongList();
+            long heldTotal = 0;
+            long holdCount = 0;
+            for (int i = 0; i < n; i++) {
+                reads.addAll(readerWaits[i]);
+                writes.addAll(writerWaits[i]);
+                heldTotal += heldNanos[i];
+                holdCount += holds[i];
+            }
+            long[] r = reads.sorted();
+            long[] w = writes.sorted();
+            double elapsed = (t1 - t0) / 1e9;
+            double rate = (c1 - c0) / elapsed;
+            double meanHoldUs = holdCount == 0 ? Double.NaN : heldTotal / 1e3 / holdCount;
+            double[] out = {
+                rate,
+                pct(r, 50) / 1e3, pct(r, 99) / 1e3,
+                pct(w, 50) / 1e3, pct(w, 99) / 1e3,
+                meanHoldUs,
+            };
+            log("read-mostly: %d sessions, %d ops in %.3fs = %.1f/s; %d reads, %d writes measured; "
+                + "reader wait p50 %.0fus p99 %.0fus; writer wait p50 %.0fus p99 %.0fus; mean hold %.0fus",
+                n, c1 - c0, elapsed, rate, r.length, w.length, out[1], out[2], out[3], out[4], out[5]);
+            return out;
+        } finally {
+            stop.set(true);
+            for (CuratorFramework c : clients) {
+                c.close();
+            }
+        }
+    }
+
+    /**
+     * Which operations of the read-mostly workload write: splitmix64 from the session's index,
+     * the same sequence in every impl (bench/src/main.rs, bench.py), one write in WRITE_ONE_IN.
+     */
+    static final class OpSequence {
+        long state;
+
+        OpSequence(int session) {
+            state = session + 1L;
+        }
+
+        boolean nextIsWrite() {
+            state += 0x9E3779B97F4A7C15L;
+            long z = state;
+            z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+            z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+            return Long.remainderUnsigned(z ^ (z >>> 31), WRITE_ONE_IN) == 0;
         }
     }
 
@@ -323,6 +516,20 @@ public final class CuratorBench {
         return sorted[Math.max(0, Math.min(sorted.length - 1, rank - 1))];
     }
 
+    /** Sleeps at least {@code nanos} (parkNanos may wake early). */
+    static void sleepNanos(long nanos) {
+        long end = System.nanoTime() + nanos;
+        long left = nanos;
+        while (left > 0) {
+            LockSupport.parkNanos(left);
+            left = end - System.nanoTime();
+        }
+    }
+
+    static boolean wanted(List<String> workloads, String name) {
+        return workloads.isEmpty() || workloads.contains(name);
+    }
+
     static long nanos(double s) {
         return (long) (s * 1e9);
     }
@@ -372,6 +579,12 @@ public final class CuratorBench {
                 a = Arrays.copyOf(a, n * 2);
             }
             a[n++] = v;
+        }
+
+        void addAll(LongList other) {
+            for (int i = 0; i < other.n; i++) {
+                add(other.a[i]);
+            }
         }
 
         long[] sorted() {

@@ -5,6 +5,8 @@
 Prints one JSON line with the keys of the Rust benchmark (progress on stderr). kazoo's Lock is not
 reentrant, so its reentrant figure is null; its floor is kazoo's own create+delete of a lock-shaped
 node. zklock's floor is the Rust core's (same client library), so it is left to the Rust impl.
+The read/write workloads (read, read_mostly) use zklock's ``client.read_write_lock(path)``; kazoo's
+figures there are null (its read/write lock is not Curator's recipe).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import time
 from typing import Callable, Optional
 
 CONTENDERS = 8
+WRITE_ONE_IN = 10  # one operation in this many of the read-mostly workload is a write
+MASK64 = (1 << 64) - 1
 
 
 def log(message: str) -> None:
@@ -30,11 +34,32 @@ def percentile_us(ordered: list[float], p: float) -> float:
     return ordered[round((len(ordered) - 1) * p)] * 1e6
 
 
+class OpSequence:
+    """Which operations of the read-mostly workload write: splitmix64 from the session's index, the
+    same sequence in every impl (bench/src/main.rs, CuratorBench.java), one write in WRITE_ONE_IN."""
+
+    def __init__(self, session: int) -> None:
+        self.state = session + 1
+
+    def next_is_write(self) -> bool:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return (z ^ (z >> 31)) % WRITE_ONE_IN == 0
+
+
+Sides = tuple[tuple[Callable[[], object], Callable[[], object]], tuple[Callable[[], object], Callable[[], object]]]
+
+
 class Impl:
     name: str
 
     def connect(self) -> object: ...
     def lock(self, session: object, path: str) -> tuple[Callable[[], object], Callable[[], object]]: ...
+    def read_write_lock(self, session: object, path: str) -> Optional[Sides]:
+        """((read acquire, read release), (write acquire, write release)), or None."""
+        return None
     def close(self, session: object) -> None: ...
     def floor_cycle(self, session: object, parent: str) -> Optional[Callable[[], None]]:
         return None
@@ -60,6 +85,12 @@ class Zklock(Impl):
 
     def close(self, session) -> None:  # type: ignore[no-untyped-def]
         session.close()
+
+    def read_write_lock(self, session, path):  # type: ignore[no-untyped-def]
+        if not hasattr(session, "read_write_lock"):  # an install older than the read/write lock
+            return None
+        rw = session.read_write_lock(path)
+        return (rw.read.acquire, rw.read.release), (rw.write.acquire, rw.write.release)
 
     def reentrant_ns(self, session, path) -> float:  # type: ignore[no-untyped-def]
         lock = session.lock(path)
@@ -208,6 +239,113 @@ def contended(impl: Impl, path: str, warmup: float, measure: float) -> float:
     return rate
 
 
+def read_cycles(impl: Impl, session: object, path: str, warmup: float, measure: float) -> dict[str, float]:
+    """Uncontended read cycles: one session, the read side of a read/write lock on a fresh path."""
+    sides = impl.read_write_lock(session, path)
+    assert sides is not None
+    acquire, release = sides[0]
+    timed_cycles(acquire, release, warmup, None)
+    acquires: list[float] = []
+    releases: list[float] = []
+    count, spent = timed_cycles(acquire, release, measure, (acquires, releases))
+    acquires.sort()
+    releases.sort()
+    return {
+        "read_cycles_per_s": count / spent,
+        "read_acquire_p50_us": percentile_us(acquires, 0.5),
+        "read_acquire_p99_us": percentile_us(acquires, 0.99),
+        "read_release_p50_us": percentile_us(releases, 0.5),
+        "read_release_p99_us": percentile_us(releases, 0.99),
+    }
+
+
+def read_mostly(impl: Impl, path: str, warmup: float, measure: float, hold: float) -> dict[str, float]:
+    """8 sessions, one thread and one read/write lock each, on one path, each looping over its
+    OpSequence: acquire the read (or write) side, hold for ``hold`` seconds, release. Sharing and
+    exclusion are checked while holding; waits and holds are those of operations begun in the
+    measured window."""
+    sessions = [impl.connect() for _ in range(CONTENDERS)]
+    ops = 0
+    readers_in = writers_in = violations = 0
+    stop, measuring = threading.Event(), threading.Event()
+    counter = threading.Lock()
+    reader_waits: list[float] = []
+    writer_waits: list[float] = []
+    held_total, holds = 0.0, 0
+    clock = time.perf_counter
+
+    def contender(index: int, session: object) -> None:
+        nonlocal ops, readers_in, writers_in, violations, held_total, holds
+        sides = impl.read_write_lock(session, path)
+        assert sides is not None
+        sequence = OpSequence(index)
+        mine_r: list[float] = []
+        mine_w: list[float] = []
+        mine_held, mine_holds = 0.0, 0
+        while not stop.is_set():
+            write = sequence.next_is_write()
+            acquire, release = sides[1] if write else sides[0]
+            recording = measuring.is_set()
+            asked = clock()
+            acquire()
+            waited = clock() - asked
+            with counter:
+                # A writer finds nobody inside; a reader finds no writer.
+                if write:
+                    violations += writers_in > 0 or readers_in > 0
+                    writers_in += 1
+                else:
+                    violations += writers_in > 0
+                    readers_in += 1
+            held_from = clock()
+            if hold > 0:
+                time.sleep(hold)
+            held = clock() - held_from
+            with counter:
+                if write:
+                    writers_in -= 1
+                else:
+                    readers_in -= 1
+            release()
+            with counter:
+                ops += 1
+            if recording:
+                (mine_w if write else mine_r).append(waited)
+                mine_held, mine_holds = mine_held + held, mine_holds + 1
+        with counter:
+            reader_waits.extend(mine_r)
+            writer_waits.extend(mine_w)
+            held_total, holds = held_total + mine_held, holds + mine_holds
+
+    threads = [threading.Thread(target=contender, args=(i, s), daemon=True) for i, s in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    time.sleep(warmup)
+    measuring.set()
+    start_count, started = ops, clock()
+    time.sleep(measure)
+    rate = (ops - start_count) / (clock() - started)
+    measuring.clear()
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    for s in sessions:
+        impl.close(s)
+    if violations:
+        raise AssertionError(f"{impl.name}: read/write exclusion violated {violations} times")
+    reader_waits.sort()
+    writer_waits.sort()
+    log(f"[{impl.name}] read-mostly: {rate:.1f} ops/s; {len(reader_waits)} reads, {len(writer_waits)} writes measured")
+    return {
+        "read_mostly_ops_per_s": rate,
+        "read_mostly_reader_wait_p50_us": percentile_us(reader_waits, 0.5),
+        "read_mostly_reader_wait_p99_us": percentile_us(reader_waits, 0.99),
+        "read_mostly_writer_wait_p50_us": percentile_us(writer_waits, 0.5),
+        "read_mostly_writer_wait_p99_us": percentile_us(writer_waits, 0.99),
+        "read_mostly_hold_us": held_total / holds * 1e6 if holds else math.nan,
+    }
+
+
 def main() -> None:
     which = sys.argv[1] if len(sys.argv) > 1 else "zklock"
     connect = os.environ.get("ZK_CONNECT")
@@ -239,6 +377,22 @@ def main() -> None:
     if wanted("reentrant"):
         log(f"[{impl.name}] reentrant...")
         reentrant = impl.reentrant_ns(session, f"{base}/reentrant")
+    has_read_write = impl.read_write_lock(session, f"{base}/probe") is not None
+    if not has_read_write and (wanted("read") or wanted("read_mostly")):
+        log(f"[{impl.name}] no read/write lock: its read figures are null")
+    read = dict.fromkeys(
+        ["read_cycles_per_s", "read_acquire_p50_us", "read_acquire_p99_us", "read_release_p50_us",
+         "read_release_p99_us"], nan)  # fmt: skip
+    if wanted("read") and has_read_write:
+        log(f"[{impl.name}] uncontended read cycles (read/write lock)...")
+        read = read_cycles(impl, session, f"{base}/read", warmup, measure)
+    mostly = dict.fromkeys(
+        ["read_mostly_ops_per_s", "read_mostly_reader_wait_p50_us", "read_mostly_reader_wait_p99_us",
+         "read_mostly_writer_wait_p50_us", "read_mostly_writer_wait_p99_us", "read_mostly_hold_us"], nan)  # fmt: skip
+    if wanted("read_mostly") and has_read_write:
+        hold = int(os.environ.get("BENCH_HOLD_US", "0")) / 1e6
+        log(f"[{impl.name}] read-mostly, {CONTENDERS} sessions, 1 write in {WRITE_ONE_IN}, holds of {hold * 1e3:g} ms...")
+        mostly = read_mostly(impl, f"{base}/read-mostly", warmup, measure, hold)
     impl.close(session)
 
     result.update(
@@ -251,6 +405,8 @@ def main() -> None:
             "handoffs_per_s": handoffs,
             "reentrant_ns": reentrant,
             "floor_cycles_per_s": figures["floor_cycles_per_s"],
+            **read,
+            **mostly,
         }
     )
     rounded = {k: (None if isinstance(v, float) and math.isnan(v) else round(v, 1) if isinstance(v, float) else v)

@@ -2,23 +2,51 @@
 //! Prints one JSON line with the same keys as bench/curator/CuratorBench.java, so the two sit
 //! side by side. Progress goes to stderr.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use zklock::{Client, Owner};
 use zookeeper_client as zk;
 
 const CONTENDERS: usize = 8;
+/// One operation in this many of the read-mostly workload is a write.
+const WRITE_ONE_IN: u64 = 10;
 
 fn seconds_from_env() -> Duration {
     let secs = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(5.0);
     Duration::from_secs_f64(secs)
 }
 
+fn hold_from_env() -> Duration {
+    let us = std::env::var("BENCH_HOLD_US").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_micros(us)
+}
+
 fn percentile_us(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index].as_secs_f64() * 1e6
+}
+
+/// Which operations of the read-mostly workload write: splitmix64 from the session's index, the
+/// same sequence in every impl (CuratorBench.java, bench.py), one write in [`WRITE_ONE_IN`].
+struct OpSequence(u64);
+
+impl OpSequence {
+    fn for_session(index: usize) -> OpSequence {
+        OpSequence(index as u64 + 1)
+    }
+
+    fn next_is_write(&mut self) -> bool {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % WRITE_ONE_IN == 0
+    }
 }
 
 struct Uncontended {
@@ -156,6 +184,117 @@ async fn contended(connect: &str, path: &str, warmup: Duration, measure: Duratio
     rate
 }
 
+/// Uncontended read cycles: one session, the read side of a read/write lock on a fresh path.
+async fn read_cycles(client: &Client, path: &str, warmup: Duration, measure: Duration) -> Uncontended {
+    let rw = client.read_write_lock(path).unwrap();
+    let owner = Owner::new(1);
+    cycles(rw.read(), &owner, warmup, None).await;
+    let (mut acquire, mut release) = (Vec::new(), Vec::new());
+    let (count, time) = cycles(rw.read(), &owner, measure, Some((&mut acquire, &mut release))).await;
+    acquire.sort_unstable();
+    release.sort_unstable();
+    Uncontended { cycles_per_s: count as f64 / time.as_secs_f64(), acquire, release }
+}
+
+struct ReadMostly {
+    ops_per_s: f64,
+    reader_waits: Vec<Duration>,
+    writer_waits: Vec<Duration>,
+    mean_hold: Duration,
+}
+
+/// Waits (acquire call to grant) and holds of the operations begun in the measured window.
+#[derive(Default)]
+struct ReadMostlySamples {
+    reader_waits: Vec<Duration>,
+    writer_waits: Vec<Duration>,
+    held: Duration,
+    holds: u32,
+}
+
+/// The read-mostly workload: [`CONTENDERS`] sessions, one task and one read/write lock each, one
+/// shared path, each looping over its [`OpSequence`]: acquire the read (or write) side, hold for
+/// `hold`, release. Sharing and exclusion are checked while holding.
+async fn read_mostly(connect: &str, path: &str, warmup: Duration, measure: Duration, hold: Duration) -> ReadMostly {
+    let mut clients = Vec::new();
+    for _ in 0..CONTENDERS {
+        clients.push(Client::connect(connect).await.unwrap());
+    }
+    let ops = Arc::new(AtomicU64::new(0));
+    let (stop, measuring) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (readers_in, writers_in) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let violations = Arc::new(AtomicU64::new(0));
+    let samples = Arc::new(Mutex::new(ReadMostlySamples::default()));
+    let mut tasks = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        let rw = client.read_write_lock(path).unwrap();
+        let (ops, stop, measuring) = (ops.clone(), stop.clone(), measuring.clone());
+        let (readers_in, writers_in, violations) = (readers_in.clone(), writers_in.clone(), violations.clone());
+        let samples = samples.clone();
+        tasks.push(tokio::spawn(async move {
+            let owner = Owner::new(i as u64);
+            let mut sequence = OpSequence::for_session(i);
+            let mut mine = ReadMostlySamples::default();
+            while !stop.load(Ordering::Relaxed) {
+                let write = sequence.next_is_write();
+                let recording = measuring.load(Ordering::Relaxed);
+                let asked = Instant::now();
+                let side = if write { rw.write() } else { rw.read() };
+                let guard = side.acquire(&owner).await.unwrap();
+                let waited = asked.elapsed();
+                let inside = if write { &writers_in } else { &readers_in };
+                // A writer finds nobody inside; a reader finds no writer.
+                let alone = if write {
+                    writers_in.fetch_add(1, Ordering::SeqCst) == 0 && readers_in.load(Ordering::SeqCst) == 0
+                } else {
+                    readers_in.fetch_add(1, Ordering::SeqCst);
+                    writers_in.load(Ordering::SeqCst) == 0
+                };
+                if !alone {
+                    violations.fetch_add(1, Ordering::Relaxed);
+                }
+                let held_from = Instant::now();
+                if !hold.is_zero() {
+                    // An OS sleep: tokio's timer rounds 1 ms up to ~2 ms.
+                    tokio::task::spawn_blocking(move || std::thread::sleep(hold)).await.unwrap();
+                }
+                let held = held_from.elapsed();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await.unwrap();
+                ops.fetch_add(1, Ordering::Relaxed);
+                if recording {
+                    let waits = if write { &mut mine.writer_waits } else { &mut mine.reader_waits };
+                    waits.push(waited);
+                    (mine.held, mine.holds) = (mine.held + held, mine.holds + 1);
+                }
+            }
+            let mut all = samples.lock().unwrap();
+            all.reader_waits.extend(mine.reader_waits);
+            all.writer_waits.extend(mine.writer_waits);
+            (all.held, all.holds) = (all.held + mine.held, all.holds + mine.holds);
+        }));
+    }
+    tokio::time::sleep(warmup).await;
+    measuring.store(true, Ordering::Relaxed);
+    let (start_count, started) = (ops.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(measure).await;
+    let ops_per_s = (ops.load(Ordering::Relaxed) - start_count) as f64 / started.elapsed().as_secs_f64();
+    measuring.store(false, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for client in clients {
+        client.close().await;
+    }
+    assert_eq!(violations.load(Ordering::Relaxed), 0, "read/write exclusion violated");
+    let mut samples = std::mem::take(&mut *samples.lock().unwrap());
+    samples.reader_waits.sort_unstable();
+    samples.writer_waits.sort_unstable();
+    let mean_hold = samples.held.checked_div(samples.holds).unwrap_or_default();
+    ReadMostly { ops_per_s, reader_waits: samples.reader_waits, writer_waits: samples.writer_waits, mean_hold }
+}
+
 async fn reentrant_ns(client: &Client, path: &str) -> f64 {
     let lock = client.lock(path).unwrap();
     let owner = Owner::new(1);
@@ -191,8 +330,9 @@ async fn main() {
     let base = format!("/zklock-bench/{}", std::process::id());
     let client = Client::connect(&connect).await.unwrap();
 
-    // BENCH_WORKLOADS=uncontended,contended,reentrant (default: all) runs a subset; the skipped
-    // figures print as null. The floor is measured with the uncontended workload.
+    // BENCH_WORKLOADS=uncontended,contended,reentrant,read,read_mostly (default: all) runs a
+    // subset; the skipped figures print as null. The floor is measured with the uncontended
+    // workload.
     let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
     let wanted = |name: &str| selected.is_empty() || selected.split(',').any(|w| w.trim() == name);
     let nan = f64::NAN;
@@ -200,7 +340,7 @@ async fn main() {
         eprintln!("[zklock] uncontended, alternating with the raw floor (create+delete, and with the listing)...");
         uncontended_and_floor(&client, &connect, &base, warmup, measure).await
     } else {
-        (Uncontended { cycles_per_s: nan, acquire: vec![Duration::ZERO], release: vec![Duration::ZERO] }, nan, nan)
+        (Uncontended { cycles_per_s: nan, acquire: vec![], release: vec![] }, nan, nan)
     };
     let handoffs = if wanted("contended") {
         eprintln!("[zklock] contended, {CONTENDERS} sessions...");
@@ -214,10 +354,32 @@ async fn main() {
     } else {
         nan
     };
+    let read = if wanted("read") {
+        eprintln!("[zklock] uncontended read cycles (read/write lock)...");
+        read_cycles(&client, &format!("{base}/read"), warmup, measure).await
+    } else {
+        Uncontended { cycles_per_s: nan, acquire: vec![], release: vec![] }
+    };
+    let mostly = if wanted("read_mostly") {
+        let hold = hold_from_env();
+        eprintln!("[zklock] read-mostly, {CONTENDERS} sessions, 1 write in {WRITE_ONE_IN}, holds of {hold:?}...");
+        let r = read_mostly(&connect, &format!("{base}/read-mostly"), warmup, measure, hold).await;
+        eprintln!(
+            "[zklock] read-mostly: {:.1} ops/s; {} reads, {} writes measured; mean hold {:?}",
+            r.ops_per_s,
+            r.reader_waits.len(),
+            r.writer_waits.len(),
+            r.mean_hold
+        );
+        r
+    } else {
+        ReadMostly { ops_per_s: nan, reader_waits: vec![], writer_waits: vec![], mean_hold: Duration::ZERO }
+    };
     client.close().await;
 
+    let read_mostly_hold_us = if mostly.ops_per_s.is_nan() { nan } else { mostly.mean_hold.as_secs_f64() * 1e6 };
     let json = format!(
-        "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1}}}",
+        "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1},\"read_cycles_per_s\":{:.1},\"read_acquire_p50_us\":{:.1},\"read_acquire_p99_us\":{:.1},\"read_release_p50_us\":{:.1},\"read_release_p99_us\":{:.1},\"read_mostly_ops_per_s\":{:.1},\"read_mostly_reader_wait_p50_us\":{:.1},\"read_mostly_reader_wait_p99_us\":{:.1},\"read_mostly_writer_wait_p50_us\":{:.1},\"read_mostly_writer_wait_p99_us\":{:.1},\"read_mostly_hold_us\":{:.1}}}",
         un.cycles_per_s,
         percentile_us(&un.acquire, 0.5),
         percentile_us(&un.acquire, 0.99),
@@ -227,6 +389,40 @@ async fn main() {
         reentrant,
         floor,
         floor_listed,
+        read.cycles_per_s,
+        percentile_us(&read.acquire, 0.5),
+        percentile_us(&read.acquire, 0.99),
+        percentile_us(&read.release, 0.5),
+        percentile_us(&read.release, 0.99),
+        mostly.ops_per_s,
+        percentile_us(&mostly.reader_waits, 0.5),
+        percentile_us(&mostly.reader_waits, 0.99),
+        percentile_us(&mostly.writer_waits, 0.5),
+        percentile_us(&mostly.writer_waits, 0.99),
+        read_mostly_hold_us,
     );
     println!("{}", json.replace("NaN", "null"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpSequence;
+
+    /// The first operations of sessions 0-2, as CuratorBench.java and bench.py make them: every
+    /// impl runs the same read-mostly sequence.
+    #[test]
+    fn op_sequence_matches_the_other_impls() {
+        let expected = [
+            ("rrWrrrrrWWrWrrrrrrrrrrrrrrrrrrrrrrrWrrrr", 97),
+            ("WrrrrrrrrrrrrrrrrWrrrrrrrrrrrrrrrrrrrrrr", 78),
+            ("rrrrrrrWrrWrrrrrWrrrrrrrrrrrrrrrrrrrrrrr", 95),
+        ];
+        for (session, (start, writes_in_1000)) in expected.into_iter().enumerate() {
+            let mut sequence = OpSequence::for_session(session);
+            let ops: Vec<bool> = (0..1000).map(|_| sequence.next_is_write()).collect();
+            let shown: String = ops[..40].iter().map(|&write| if write { 'W' } else { 'r' }).collect();
+            assert_eq!(shown, start, "session {session}");
+            assert_eq!(ops.iter().filter(|&&write| write).count(), writes_in_1000, "session {session}");
+        }
+    }
 }

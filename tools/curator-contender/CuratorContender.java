@@ -1,29 +1,34 @@
-// CuratorContender: one Apache Curator InterProcessMutex, driven line by line over stdin/stdout,
-// so zklock's interop tests can make Curator and zklock contend for the same lock.
+// CuratorContender: one Apache Curator lock (an InterProcessMutex, or one side of an
+// InterProcessReadWriteLock), driven line by line over stdin/stdout, so zklock's interop tests can
+// make Curator and zklock contend for the same lock.
 //
 // Usage: java -cp <curator classpath>:<dir of CuratorContender.class> CuratorContender \
-//            <connectString> <lockPath> <name>
+//            <connectString> <lockPath> <name> [mutex|read|write]
 //
 // One CuratorFramework (session timeout $CURATOR_SESSION_TIMEOUT_MS, default 10000 ms; connection
 // timeout $CURATOR_CONNECTION_TIMEOUT_MS, default 15000 ms; ExponentialBackoffRetry(100 ms, 10
-// retries, at most 2 s apart)) and one InterProcessMutex on <lockPath>. Once connected it prints
+// retries, at most 2 s apart)) and one lock on <lockPath>: an InterProcessMutex (mutex, the
+// default), or the readLock() (read) or writeLock() (write) of an InterProcessReadWriteLock. Once
+// connected it prints
 //   READY <name> <sessionIdHex>
 // then reads commands, one per line, and answers each with exactly one line on stdout (flushed):
-//   acquire  -> mutex.acquire() (blocks; reentrant), then  ACQUIRED <name> <epochMicros>
-//   release  -> mutex.release(),                      then  RELEASED <name> <epochMicros>
+//   acquire  -> lock.acquire() (blocks; reentrant), then  ACQUIRED <name> <epochMicros>
+//   release  -> lock.release(),                      then  RELEASED <name> <epochMicros>
 //               (ACQUIRED's time is taken right after acquire() returned, RELEASED's right
 //               before release() was called: the critical section in between, so the intervals
-//               of different contenders never overlap; RELEASED is printed once release()
-//               has returned, i.e. the server has deleted the node)
-//   nodes    -> NODES <comma-separated participant nodes>  (mutex.getParticipantNodes(): full
-//               paths, in queue order, the holder first; empty if <lockPath> does not exist)
+//               of contenders that exclude each other never overlap; RELEASED is printed once
+//               release() has returned, i.e. the server has deleted the node)
+//   nodes    -> NODES <comma-separated participant nodes>  (full paths, in queue order, the
+//               holder first; empty if <lockPath> does not exist): getParticipantNodes() of the
+//               mutex; for read/write, that of both sides (Curator gives each side's own nodes
+//               only) merged in sequence order
 //   quit     -> closes the client (its session: its lock nodes vanish) and exits 0
 // stdin EOF (the test process is gone) does the same as quit. Any exception: one line
 //   ERROR <command>: <exception>
-// and it goes on. acquire and release run in order on one worker thread (Curator's mutex belongs to
-// the thread that acquired it), so a release sent while an acquire blocks waits for it; nodes and
-// quit are handled at once, even while an acquire blocks (so a NODES line can come before the
-// ACQUIRED line of an earlier acquire).
+// and it goes on. acquire and release run in order on one worker thread (Curator's locks belong
+// to the thread that acquired them), so a release sent while an acquire blocks waits for it;
+// nodes and quit are handled at once, even while an acquire blocks (so a NODES line can come
+// before the ACQUIRED line of an earlier acquire).
 //
 // Nothing else is written to stdout: System.out is redirected to stderr, Curator's and ZooKeeper's
 // logging goes to slf4j-nop, and the JVM's own logging must be sent to stderr by the launcher
@@ -37,7 +42,10 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -45,6 +53,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.KeeperException;
 
@@ -55,8 +64,9 @@ public final class CuratorContender {
     public static void main(String[] args) throws Exception {
         out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err);
-        if (args.length != 3) {
-            System.err.println("usage: CuratorContender <connectString> <lockPath> <name>");
+        final String kind = args.length == 4 ? args[3] : "mutex";
+        if ((args.length != 3 && args.length != 4) || !List.of("mutex", "read", "write").contains(kind)) {
+            System.err.println("usage: CuratorContender <connectString> <lockPath> <name> [mutex|read|write]");
             System.exit(2);
         }
         final String connect = args[0];
@@ -77,7 +87,11 @@ public final class CuratorContender {
             halt(client, 1);
         }
         long sessionId = client.getZookeeperClient().getZooKeeper().getSessionId();
-        final InterProcessMutex mutex = new InterProcessMutex(client, path);
+        final InterProcessReadWriteLock readWrite =
+                kind.equals("mutex") ? null : new InterProcessReadWriteLock(client, path);
+        final InterProcessMutex lock = readWrite == null
+                ? new InterProcessMutex(client, path)
+                : kind.equals("read") ? readWrite.readLock() : readWrite.writeLock();
         say("READY " + name + " " + Long.toHexString(sessionId));
 
         ExecutorService worker = Executors.newSingleThreadExecutor(r -> {
@@ -96,7 +110,7 @@ public final class CuratorContender {
                 case "acquire":
                     worker.execute(() -> {
                         try {
-                            mutex.acquire();
+                            lock.acquire();
                             say("ACQUIRED " + name + " " + epochMicros());
                         } catch (Throwable e) {
                             error(cmd, e);
@@ -107,7 +121,7 @@ public final class CuratorContender {
                     worker.execute(() -> {
                         try {
                             long leaving = epochMicros(); // the critical section ends here
-                            mutex.release();
+                            lock.release();
                             say("RELEASED " + name + " " + leaving);
                         } catch (Throwable e) {
                             error(cmd, e);
@@ -118,7 +132,7 @@ public final class CuratorContender {
                     try {
                         Collection<String> nodes;
                         try {
-                            nodes = mutex.getParticipantNodes();
+                            nodes = readWrite == null ? lock.getParticipantNodes() : participants(readWrite);
                         } catch (KeeperException.NoNodeException e) {
                             nodes = java.util.Collections.emptyList();
                         }
@@ -135,6 +149,23 @@ public final class CuratorContender {
             }
         }
         halt(client, 0); // stdin EOF: whoever drove us is gone
+    }
+
+    /**
+     * Every node of a read/write lock in queue order. Each side's getParticipantNodes() keeps only
+     * its own nodes; merged by the sequence after the marker, as Curator's sorting driver orders
+     * them.
+     */
+    private static List<String> participants(InterProcessReadWriteLock readWrite) throws Exception {
+        List<String> nodes = new ArrayList<>(readWrite.readLock().getParticipantNodes());
+        nodes.addAll(readWrite.writeLock().getParticipantNodes());
+        nodes.sort(Comparator.comparing(CuratorContender::sequenceOf));
+        return nodes;
+    }
+
+    private static String sequenceOf(String node) {
+        int at = Math.max(node.lastIndexOf("__READ__"), node.lastIndexOf("__WRIT__"));
+        return at < 0 ? node : node.substring(at + "__READ__".length());
     }
 
     /** Closes the client (at most 5 s) and exits with status {@code code}. */

@@ -1,5 +1,7 @@
-//! An Apache Curator `InterProcessMutex` in a child JVM, driven from a test, so that Curator and
-//! zklock can contend for the same lock (the interop tests).
+//! An Apache Curator lock in a child JVM, driven from a test, so that Curator and zklock can
+//! contend for the same lock (the interop tests): an `InterProcessMutex`
+//! ([`CuratorContender::spawn`]), or the read or write side of an `InterProcessReadWriteLock`
+//! ([`CuratorContender::spawn_reader`], [`CuratorContender::spawn_writer`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -95,14 +97,37 @@ pub fn epoch_micros() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
 }
 
-/// One Curator client (its own JVM and ZooKeeper session) with one `InterProcessMutex` on one
-/// lock path. See the [module documentation](self).
+/// Which Curator lock a [`CuratorContender`] drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CuratorLock {
+    /// `InterProcessMutex`.
+    Mutex,
+    /// `InterProcessReadWriteLock.readLock()`: shared with other readers.
+    Read,
+    /// `InterProcessReadWriteLock.writeLock()`: exclusive.
+    Write,
+}
+
+impl CuratorLock {
+    /// The contender program's argument for this lock.
+    fn arg(self) -> &'static str {
+        match self {
+            CuratorLock::Mutex => "mutex",
+            CuratorLock::Read => "read",
+            CuratorLock::Write => "write",
+        }
+    }
+}
+
+/// One Curator client (its own JVM and ZooKeeper session) with one lock (see [`CuratorLock`]) on
+/// one lock path. See the [module documentation](self).
 ///
 /// Every method blocks the calling thread and panics (with the child's stderr) if the child
 /// answers `ERROR`, exits, or does not answer in time, except the `try_`/`poll_` variants.
 pub struct CuratorContender {
     name: String,
     path: String,
+    kind: CuratorLock,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -121,6 +146,7 @@ impl std::fmt::Debug for CuratorContender {
         f.debug_struct("CuratorContender")
             .field("name", &self.name)
             .field("path", &self.path)
+            .field("kind", &self.kind)
             .field("pid", &self.child.id())
             .field("session_id", &format_args!("{:#x}", self.session_id))
             .finish()
@@ -132,23 +158,45 @@ impl CuratorContender {
     /// `connect`, named `name` (no whitespace; it only labels its output), with a 10 s session
     /// timeout (or `$CURATOR_SESSION_TIMEOUT_MS`). Returns once its session is established.
     pub fn spawn(connect: &str, path: &str, name: &str) -> CuratorContender {
-        Self::start(connect, path, name, None)
+        Self::start(connect, path, name, CuratorLock::Mutex, None)
+    }
+
+    /// Like [`CuratorContender::spawn`], with the read side of an `InterProcessReadWriteLock` on
+    /// `path`: `acquire`/`release` are its `readLock()`'s, `nodes` lists the readers and writers.
+    pub fn spawn_reader(connect: &str, path: &str, name: &str) -> CuratorContender {
+        Self::start(connect, path, name, CuratorLock::Read, None)
+    }
+
+    /// Like [`CuratorContender::spawn_reader`], with the write side (`writeLock()`).
+    pub fn spawn_writer(connect: &str, path: &str, name: &str) -> CuratorContender {
+        Self::start(connect, path, name, CuratorLock::Write, None)
+    }
+
+    /// [`CuratorContender::spawn`] with the given kind of lock.
+    pub fn spawn_lock(connect: &str, path: &str, name: &str, kind: CuratorLock) -> CuratorContender {
+        Self::start(connect, path, name, kind, None)
     }
 
     /// [`CuratorContender::spawn`] with the given session timeout (the server bounds it to
     /// [2, 20] ticks by default; the testkit's servers allow 2 ticks (400 ms) to 60 s).
     pub fn spawn_with_session_timeout(connect: &str, path: &str, name: &str, timeout: Duration) -> CuratorContender {
-        Self::start(connect, path, name, Some(timeout))
+        Self::start(connect, path, name, CuratorLock::Mutex, Some(timeout))
     }
 
-    fn start(connect: &str, path: &str, name: &str, session_timeout: Option<Duration>) -> CuratorContender {
+    fn start(
+        connect: &str,
+        path: &str,
+        name: &str,
+        kind: CuratorLock,
+        session_timeout: Option<Duration>,
+    ) -> CuratorContender {
         assert!(!name.is_empty() && !name.contains(char::is_whitespace), "bad contender name {name:?}");
         assert!(path.starts_with('/') && !path.ends_with('/'), "bad lock path {path:?}");
         let t0 = Instant::now();
         let build = build();
         let (cds_flag, dump) = cds_for_spawn(build);
         let mut cmd = Command::new("java");
-        cmd.args(JVM_FLAGS).args(cds_flag).args(["-cp", &build.classpath, MAIN_CLASS, connect, path, name]);
+        cmd.args(JVM_FLAGS).args(cds_flag).args(["-cp", &build.classpath, MAIN_CLASS, connect, path, name, kind.arg()]);
         if let Some(t) = session_timeout {
             cmd.env("CURATOR_SESSION_TIMEOUT_MS", t.as_millis().to_string());
         }
@@ -196,6 +244,7 @@ impl CuratorContender {
         let mut c = CuratorContender {
             name: name.to_string(),
             path: path.to_string(),
+            kind,
             child,
             stdin,
             lines: rx,
@@ -228,6 +277,11 @@ impl CuratorContender {
     /// The lock path.
     pub fn lock_path(&self) -> &str {
         &self.path
+    }
+
+    /// Which Curator lock it drives.
+    pub fn kind(&self) -> CuratorLock {
+        self.kind
     }
 
     /// The Curator client's ZooKeeper session id.
@@ -310,8 +364,9 @@ impl CuratorContender {
     }
 
     /// Curator's `getParticipantNodes()`: the full paths of the lock's nodes in queue order (the
-    /// holder first). Empty if the lock path does not exist. Answered at once, even while an
-    /// acquire of this contender blocks.
+    /// holder first). For a read/write lock, both sides' (readers and writers), merged in sequence
+    /// order. Empty if the lock path does not exist. Answered at once, even while an acquire of
+    /// this contender blocks.
     pub fn nodes(&mut self) -> Vec<String> {
         self.send("nodes");
         match self.wait_line(REPLY_TIMEOUT, |l| l.starts_with("NODES") || l.starts_with("ERROR nodes:")) {

@@ -22,8 +22,9 @@
 //! # Network faults and Curator
 //! * [`proxy`]: [`Proxy`], a fault-injecting TCP proxy between a client and a server (pass, cut,
 //!   stall, cut right after a given request), and [`ProxiedCluster`], one proxy per server.
-//! * [`curator`]: [`CuratorContender`], an Apache Curator `InterProcessMutex` in a child JVM,
-//!   driven line by line, for interop tests.
+//! * [`curator`]: [`CuratorContender`], an Apache Curator `InterProcessMutex` or one side of an
+//!   `InterProcessReadWriteLock` ([`CuratorLock`]) in a child JVM, driven line by line, for
+//!   interop tests.
 //!
 //! # No server outlives the test process
 //! Every server is started with its stdin connected to a pipe whose only write end is held by
@@ -58,7 +59,7 @@
 pub mod curator;
 pub mod proxy;
 
-pub use curator::CuratorContender;
+pub use curator::{CuratorContender, CuratorLock};
 pub use proxy::{ProxiedCluster, Proxy, ProxyMode};
 
 use std::collections::hash_map::RandomState;
