@@ -124,6 +124,9 @@ pub(crate) struct ClientInner {
     pub(crate) identity: Arc<HostIdentity>,
     pub(crate) node_watcher: Arc<NodeWatcher>,
     pub(crate) attempt_ids: AttemptIds,
+    /// The exclusive and write nodes this client's holders released, for the handoff without a
+    /// listing (see `engine`).
+    pub(crate) released: crate::engine::ReleasedNodes,
     /// Held from an acquisition's start until its create is sent, so that the creates of one
     /// client reach the server in the order the acquisitions were started: tokio's mutex queues
     /// its waiters first come, first served.
@@ -197,6 +200,7 @@ impl Client {
             identity,
             node_watcher,
             attempt_ids: AttemptIds::new(),
+            released: crate::engine::ReleasedNodes::default(),
             send_order: tokio::sync::Mutex::new(()),
             callbacks: CallbackDispatcher::new("zklock-callback"),
             state: watch::Sender::new(SessionState::Disconnected),

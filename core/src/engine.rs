@@ -47,6 +47,45 @@ impl Wait {
     }
 }
 
+/// The last nodes of exclusive and write holds that a client's holders released (full paths,
+/// relative to the chroot). Such a node held, so when it held nothing was ahead of it, and
+/// nothing can come ahead of it later: a waiter that watched it, and finds it gone, has nothing
+/// ahead of it either. Bounded: an entry pushed out only costs its waiter a listing.
+#[derive(Default)]
+pub(crate) struct ReleasedNodes(parking_lot::Mutex<ReleasedRing>);
+
+#[derive(Default)]
+struct ReleasedRing {
+    order: std::collections::VecDeque<Arc<str>>,
+    set: std::collections::HashSet<Arc<str>>,
+}
+
+impl ReleasedNodes {
+    const CAPACITY: usize = 1024;
+
+    fn remember(&self, node_path: &str) {
+        let name = node_path.rsplit('/').next().unwrap_or_default();
+        if !matches!(Mode::of_node(name), Some(Mode::Exclusive | Mode::Write)) {
+            // A reader that held may have had other readers ahead of it: no proof of anything.
+            return;
+        }
+        let mut ring = self.0.lock();
+        let node: Arc<str> = node_path.into();
+        if ring.set.insert(node.clone()) {
+            ring.order.push_back(node);
+        }
+        while ring.order.len() > Self::CAPACITY {
+            if let Some(old) = ring.order.pop_front() {
+                ring.set.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, node_path: &str) -> bool {
+        self.0.lock().set.contains(node_path)
+    }
+}
+
 /// A lock path as this process uses it: the mutex, or both sides of a read/write lock, sharing
 /// one owner table.
 pub(crate) struct Recipe {
@@ -318,45 +357,79 @@ impl Recipe {
                 continue;
             };
             let modes: Vec<Option<Mode>> = queue.iter().map(|name| Mode::of_node(name)).collect();
-            let ahead = match mode.decide(&modes, position) {
+            let (ahead, only_blocker) = match mode.decide(&modes, position) {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
                     self.client.node_watcher.add(&hold);
                     return Ok(Ok(Some(hold)));
                 }
-                Decision::WaitFor(ahead) => self.child_path(&queue[ahead]),
+                Decision::WaitFor { node, only_blocker } => (self.child_path(&queue[node]), only_blocker),
             };
             if only_try {
                 return Ok(Ok(None));
             }
-            drop(queue);
+            // Nothing of the listing survives into the wait: a waiter keeps O(1) memory.
+            drop((queue, modes));
             if let Some(hook) = &self.before_watch {
                 hook(ahead.clone()).await;
             }
-            // getData sets no watch on a missing node, so NoNode leaves nothing behind and we
-            // simply look again.
+            // getData sets no watch on a missing node, so NoNode leaves nothing behind.
             let watcher = match requests.send(zk.get_and_watch_data(&ahead)).await? {
                 Reply::Answered(Ok((_, _, watcher))) => {
                     requests.progressed();
-                    watcher
+                    Some(watcher)
                 }
-                Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => continue,
+                Reply::Answered(Err(zk::Error::NoNode)) => None,
+                Reply::Reconnected => continue,
                 Reply::Answered(Err(err)) => {
                     return Ok(Err(Failed::Error(self.zk_error(err, "watching the node ahead"))))
                 }
             };
-            let event = requests.bounded(watcher.changed()).await?;
-            if event.event_type == zk::EventType::Session {
-                match event.session_state {
-                    zk::SessionState::Expired => return Err(Stop::SessionOver),
-                    zk::SessionState::Closed => return Err(Stop::Closed),
-                    zk::SessionState::AuthFailed => {
+            if let Some(watcher) = watcher {
+                let event = requests.bounded(watcher.changed()).await?;
+                match (event.event_type, event.session_state) {
+                    (zk::EventType::NodeDeleted, _) => {}
+                    (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver),
+                    (zk::EventType::Session, zk::SessionState::Closed) => return Err(Stop::Closed),
+                    (zk::EventType::Session, zk::SessionState::AuthFailed) => {
                         return Ok(Err(Failed::Error(
                             self.error(ErrorKind::AuthFailed, "authentication failed while waiting"),
                         )))
                     }
-                    _ => {}
+                    // Anything else (a change of its data, a disconnection): look again.
+                    _ => continue,
+                }
+            }
+            if !only_blocker && !self.client.released.contains(&ahead) {
+                // Someone ahead may have given up with others still ahead of it: look again.
+                continue;
+            }
+            // The handoff without a listing. While our node exists the lock path cannot have been
+            // deleted and made again (it has a child), and every node made after ours sorts
+            // after ours (a higher sequence, or past the sequence limit a higher creation zxid),
+            // so the set of nodes ahead of us only shrinks. The node we watched was the only one
+            // in it that kept us out, or it was an exclusive or write node that held (released
+            // by this client: see `ReleasedNodes`), so nothing was ahead of it, and nothing is
+            // between it and us that keeps us out (it was our predecessor, or for a reader the
+            // nearest writer ahead). It is gone, so we hold, once we know our node is still there
+            // and still this session's (someone may have deleted it meanwhile).
+            let own = attempt.node.clone().expect("set with mine");
+            match requests.send(zk.check_stat(&own)).await? {
+                Reply::Answered(Ok(Some(stat))) if stat.ephemeral_owner == session.id => {
+                    requests.progressed();
+                    let hold = Hold::new(session, &self.client.closed, own, sequence, czxid);
+                    self.client.node_watcher.add(&hold);
+                    return Ok(Ok(Some(hold)));
+                }
+                // Our node is gone: queue again.
+                Reply::Answered(Ok(_)) => {
+                    mine = None;
+                    attempt.node = None;
+                }
+                Reply::Reconnected => {}
+                Reply::Answered(Err(err)) => {
+                    return Ok(Err(Failed::Error(self.zk_error(err, "checking our lock node"))))
                 }
             }
         }
@@ -425,6 +498,8 @@ impl Recipe {
             }
         };
         let requests = Requests::new(&self.client, &session, None);
+        // Before the delete is sent, so a waiter of this client that sees the node go knows.
+        self.client.released.remember(hold.node_path());
         match requests.bounded(session.zk.delete(hold.node_path(), None)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted.describe())),

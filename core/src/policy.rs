@@ -26,8 +26,10 @@ const MARKERS: [(Mode, &str); 3] = [(Mode::Read, "__READ__"), (Mode::Write, "__W
 pub(crate) enum Decision {
     /// It holds the lock.
     Holds,
-    /// It waits until the node at this index of the queue is gone, then looks again.
-    WaitFor(usize),
+    /// It waits until the node at index `node` of the queue is gone. If that node is its only
+    /// `blocker`, it then holds without listing again (see `engine` for why that is safe);
+    /// otherwise it looks again.
+    WaitFor { node: usize, only_blocker: bool },
 }
 
 impl Mode {
@@ -73,12 +75,17 @@ impl Mode {
         match self {
             Mode::Exclusive | Mode::Write => match position {
                 0 => Decision::Holds,
-                _ => Decision::WaitFor(position - 1),
+                _ => Decision::WaitFor { node: position - 1, only_blocker: position == 1 },
             },
-            Mode::Read => match queue[..position].iter().rposition(|mode| *mode == Some(Mode::Write)) {
-                None => Decision::Holds,
-                Some(writer) => Decision::WaitFor(writer),
-            },
+            Mode::Read => {
+                let is_writer = |mode: &Option<Mode>| *mode == Some(Mode::Write);
+                match queue[..position].iter().rposition(is_writer) {
+                    None => Decision::Holds,
+                    Some(writer) => {
+                        Decision::WaitFor { node: writer, only_blocker: !queue[..writer].iter().any(is_writer) }
+                    }
+                }
+            }
         }
     }
 }
@@ -106,8 +113,10 @@ mod tests {
     fn exclusive_and_write_wait_for_their_predecessor() {
         let queue = [Some(Read), Some(Write), Some(Read), None];
         assert_eq!(Write.decide(&queue, 0), Decision::Holds);
-        assert_eq!(Write.decide(&queue, 1), Decision::WaitFor(0));
-        assert_eq!(Exclusive.decide(&[Some(Exclusive), None, Some(Exclusive)], 2), Decision::WaitFor(1));
+        assert_eq!(Write.decide(&queue, 1), Decision::WaitFor { node: 0, only_blocker: true });
+        assert_eq!(Write.decide(&queue, 3), Decision::WaitFor { node: 2, only_blocker: false });
+        let mutex = [Some(Exclusive), None, Some(Exclusive)];
+        assert_eq!(Exclusive.decide(&mutex, 2), Decision::WaitFor { node: 1, only_blocker: false });
     }
 
     #[test]
@@ -115,8 +124,8 @@ mod tests {
         let queue = [Some(Read), Some(Read), Some(Write), Some(Read), Some(Write), Some(Read)];
         assert_eq!(Read.decide(&queue, 0), Decision::Holds);
         assert_eq!(Read.decide(&queue, 1), Decision::Holds);
-        assert_eq!(Read.decide(&queue, 3), Decision::WaitFor(2));
-        assert_eq!(Read.decide(&queue, 5), Decision::WaitFor(4));
+        assert_eq!(Read.decide(&queue, 3), Decision::WaitFor { node: 2, only_blocker: true });
+        assert_eq!(Read.decide(&queue, 5), Decision::WaitFor { node: 4, only_blocker: false });
         // Nodes of no known lock do not hold readers back.
         assert_eq!(Read.decide(&[None, Some(Read)], 1), Decision::Holds);
     }

@@ -1,0 +1,159 @@
+//! The handoff without a listing: when the node a waiter watches goes and it was the only one
+//! keeping the waiter out, the waiter holds after one small check of its own node instead of
+//! listing the whole queue again. These tests hold it to that, and to the cases that break
+//! naive versions of it.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use parking_lot::Mutex;
+use zklock::{Client, ClientOptions, Owner};
+use zklock_testkit::{Cluster, Proxy};
+
+/// Waits until `node` (a name under `path`) is watched by `sessions` sessions.
+async fn watched_by(connect: &str, path: &str, node: &str, sessions: usize) {
+    let full = format!("{path}/{node}");
+    wait_until(&format!("{node} watched by {sessions} sessions"), Duration::from_secs(10), || {
+        let watches = watches_under(connect, &full);
+        let found = watches.iter().any(|(watched, by)| *watched == full && by.len() == sessions);
+        async move { found }
+    })
+    .await;
+}
+
+/// A chain of waiters in one session behind a proxy: each handoff costs the waiter's client a
+/// small, constant number of bytes from the server, not a listing of the queue; FIFO holds and
+/// there is never more than one holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handoff_lists_nothing() {
+    const WAITERS: usize = 200;
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let holder_client = client_at(&cluster.connect_string()).await;
+    let waiters_client = client_at(&proxy.address()).await;
+    let path = "/locks/handoff";
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let lock = waiters_client.lock(path).unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let (lock, order, inside) = (lock.clone(), order.clone(), inside.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.acquire(&Owner::new(i as u64)).await.unwrap();
+            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+            order.lock().push(i);
+            inside.fetch_sub(1, Ordering::SeqCst);
+            guard.release().await.unwrap();
+        }));
+        // One at a time, so arrival order is known.
+        wait_children(&observer, path, i + 2).await;
+    }
+    let (_, down_before) = proxy.forwarded();
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let (_, down_after) = proxy.forwarded();
+    assert_eq!(*order.lock(), (0..WAITERS).collect::<Vec<_>>(), "held in arrival order");
+    // A listing of the queue here is ~75 bytes a waiter (the names), so listing at each handoff
+    // would average ~7,500 bytes; the watch event, the check of our node and the delete's reply
+    // are ~250.
+    let per_handoff = (down_after - down_before) / WAITERS as u64;
+    assert!(per_handoff < 1_000, "{per_handoff} bytes from the server per handoff");
+    holder_client.close().await;
+    waiters_client.close().await;
+}
+
+/// A waiter ahead gives up: the waiter behind it was not next, so it must look again, and wait
+/// for the holder, not take the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_ahead_that_cancels_does_not_let_the_next_one_in() {
+    let path = unique_path("handoff-cancel");
+    let connect = connect_string();
+    let observer = observer().await;
+    let (h, a, b) = (client().await, client().await, client().await);
+    let holder = h.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let ahead = tokio::spawn({
+        let lock = a.lock(&path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await }
+    });
+    wait_children(&observer, &path, 2).await;
+    let behind = tokio::spawn({
+        let lock = b.lock(&path).unwrap();
+        async move { lock.acquire(&Owner::new(3)).await.unwrap() }
+    });
+    wait_children(&observer, &path, 3).await;
+    ahead.abort();
+    // The waiter behind looks again and watches the holder's node: the holder's own session
+    // watches it too (its lost-lock watch), so two sessions.
+    let holder_node = holder.hold().node_path().rsplit('/').next().unwrap().to_owned();
+    watched_by(&connect, &path, &holder_node, 2).await;
+    assert!(!behind.is_finished(), "the holder still holds");
+    assert_eq!(h.lock(&path).unwrap().holder().await.unwrap().unwrap().node, holder_node);
+    holder.release().await.unwrap();
+    behind.await.unwrap().release().await.unwrap();
+    for client in [h, a, b] {
+        client.close().await;
+    }
+}
+
+/// The holder's session expires: its node goes, and the waiter behind it holds (the handoff
+/// without a listing), once and alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_predecessor_whose_session_expires_hands_over() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let session = Duration::from_secs(2);
+    let options = ClientOptions { session_timeout: session, ..Default::default() };
+    let stalled = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let waiter = client_at(&cluster.connect_string()).await;
+    let path = "/locks/handoff-expiry";
+    let holder = stalled.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let next = tokio::spawn({
+        let lock = waiter.lock(path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await.unwrap() }
+    });
+    let observer = observer_at(&cluster.connect_string()).await;
+    wait_children(&observer, path, 2).await;
+    proxy.stall();
+    let guard = tokio::time::timeout(session * 4, next).await.expect("the waiter gets in").unwrap();
+    assert_eq!(children(&observer, path).await, vec![guard.hold().node_path().rsplit('/').next().unwrap()]);
+    assert!(holder.hold().lost().await.is_some());
+    guard.release().await.unwrap();
+    proxy.pass();
+    stalled.close().await;
+    waiter.close().await;
+}
+
+/// Someone deletes the waiter's own node while it waits: when the node ahead goes, the waiter
+/// must not hold without a node (a later arrival would hold too); it queues again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_own_node_was_deleted_queues_again() {
+    let path = unique_path("handoff-own-deleted");
+    let observer = observer().await;
+    let (h, b) = (client().await, client().await);
+    let holder = h.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = b.lock(&path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await.unwrap() }
+    });
+    wait_children(&observer, &path, 2).await;
+    let holder_node = holder.hold().node_path().rsplit('/').next().unwrap().to_owned();
+    let waiter_node = children(&observer, &path).await.into_iter().find(|name| *name != holder_node).unwrap();
+    observer.delete(&format!("{path}/{waiter_node}"), None).await.unwrap();
+    holder.release().await.unwrap();
+    let guard = waiting.await.unwrap();
+    let held_node = guard.hold().node_path().rsplit('/').next().unwrap().to_owned();
+    assert_ne!(held_node, waiter_node, "it queued again with a new node");
+    assert_eq!(children(&observer, &path).await, vec![held_node], "and holds by a node that exists");
+    guard.release().await.unwrap();
+    h.close().await;
+    b.close().await;
+}
