@@ -550,32 +550,38 @@ async fn in_queue_order(
     Ok(Ok(keyed.into_iter().map(|(_, name)| name).collect()))
 }
 
-/// Data and stat of each child in one multi-read; `None` for a child that is already gone.
+/// Data and stat of each child, `None` for a child that is already gone: multi-reads, each
+/// under the server's packet limit (one multi of a long queue's reads would be over it, and the
+/// server would drop the connection at every attempt), sent together.
 async fn read_children(
     requests: &Requests<'_>,
     path: &str,
     names: &[String],
 ) -> std::result::Result<ZkResult<Vec<Option<(Vec<u8>, zk::Stat)>>>, Stop> {
-    if names.is_empty() {
-        return Ok(Ok(Vec::new()));
-    }
-    let read = || {
+    let limit = requests.client.options.jute_maxbuffer as usize;
+    let chroot = requests.client.chroot.len();
+    let batches = validate::multi_read_batches(names.iter().map(|name| chroot + path.len() + 1 + name.len()), limit);
+    let read = |batch: &[String]| {
         let mut reader = requests.zk().new_multi_reader();
-        let added = names.iter().try_for_each(|name| reader.add_get_data(&format!("{path}/{name}")));
+        let added = batch.iter().try_for_each(|name| reader.add_get_data(&format!("{path}/{name}")));
         async move {
             added?;
             reader.commit().await
         }
     };
-    Ok(requests.retry(read).await?.map(|results| {
-        results
-            .into_iter()
-            .map(|result| match result {
+    let replies =
+        futures::future::join_all(batches.into_iter().map(|batch| requests.retry(move || read(&names[batch.clone()]))));
+    let mut reads = Vec::with_capacity(names.len());
+    for reply in replies.await {
+        match reply? {
+            Ok(results) => reads.extend(results.into_iter().map(|result| match result {
                 zk::MultiReadResult::Data { data, stat } => Some((data, stat)),
                 _ => None,
-            })
-            .collect()
-    }))
+            })),
+            Err(err) => return Ok(Err(err)),
+        }
+    }
+    Ok(Ok(reads))
 }
 
 /// After a connection loss during a create: the node it made, if it went through, found by the

@@ -136,6 +136,31 @@ pub(crate) fn create_request_len(server_path_len: usize, data_len: usize) -> usi
     HEADER + (4 + server_path_len) + (4 + data_len) + ACL + 4
 }
 
+/// Splits a multi-read of getData requests (each for a path of the given length on the server)
+/// into consecutive ranges whose requests each stay under the packet limit `limit`; none for no
+/// paths.
+pub(crate) fn multi_read_batches(path_lens: impl Iterator<Item = usize>, limit: usize) -> Vec<std::ops::Range<usize>> {
+    // Request header and length; the closing multi header. Per op: a multi header (type, done,
+    // err), the path, and the watch flag.
+    const FIXED: usize = 4 + 8 + 9;
+    const PER_OP: usize = 9 + 4 + 1;
+    let mut batches = Vec::new();
+    let (mut start, mut len, mut count) = (0, FIXED, 0);
+    for (i, path_len) in path_lens.enumerate() {
+        let op = PER_OP + path_len;
+        if i > start && len + op > limit {
+            batches.push(start..i);
+            (start, len) = (i, FIXED);
+        }
+        len += op;
+        count = i + 1;
+    }
+    if count > start {
+        batches.push(start..count);
+    }
+    batches
+}
+
 /// Rejects a request the server would refuse by dropping the connection (and the client would
 /// send again on every reconnection), naming what made it too large.
 pub(crate) fn request_fits(len: usize, limit: u32, what: impl FnOnce() -> String) -> Result<()> {
@@ -152,6 +177,16 @@ pub(crate) fn request_fits(len: usize, limit: u32, what: impl FnOnce() -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multi_reads_are_split_under_the_packet_limit() {
+        assert!(multi_read_batches(std::iter::empty(), 1000).is_empty());
+        assert_eq!(multi_read_batches([10, 10, 10].into_iter(), 1000), vec![0..3]);
+        // 21 fixed + 24 an op: two ops fit in 69 bytes, not three.
+        assert_eq!(multi_read_batches([10; 5].into_iter(), 69), vec![0..2, 2..4, 4..5]);
+        // An op too large alone still goes, alone (the server's refusal then ends in an error).
+        assert_eq!(multi_read_batches([500, 10].into_iter(), 100), vec![0..1, 1..2]);
+    }
 
     #[test]
     fn lock_paths() {

@@ -157,3 +157,54 @@ async fn a_waiter_whose_own_node_was_deleted_queues_again() {
     h.close().await;
     b.close().await;
 }
+
+/// A queue whose listing is larger than the server's packet limit (jute.maxbuffer, 1 MB by
+/// default: ~17,000 Curator-style names, where Java clients, Curator's recipes included, refuse
+/// the reply and reconnect forever). The server sends such replies (it checks only what it
+/// receives), zklock's client takes them, and the multi-reads that list the contenders are
+/// split under the limit: zklock queues, lists and gets the lock behind 20,000 others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_longer_than_one_packet_of_names() {
+    use zookeeper_client as zk;
+    const OTHERS: usize = 20_000;
+    let path = unique_path("handoff-long-queue");
+    let observer = observer().await;
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    observer.mkdir(&path, &persistent).await.unwrap();
+    // Curator-style names, as other contenders would make them.
+    let prefixes: Vec<String> =
+        (0..OTHERS).map(|i| format!("{path}/_c_{i:08x}-0000-4000-8000-000000000000-lock-")).collect();
+    let mut others = Vec::with_capacity(OTHERS);
+    for chunk in prefixes.chunks(1_000) {
+        let creates: Vec<_> = chunk.iter().map(|prefix| observer.create(prefix, b"", &ephemeral)).collect();
+        for created in futures::future::join_all(creates).await {
+            let (_, sequence) = created.unwrap();
+            others.push(sequence);
+        }
+    }
+    let names: usize = children(&observer, &path).await.iter().map(|name| 4 + name.len()).sum();
+    assert!(names > 1_048_575, "the listing ({names} bytes) is over the default packet limit");
+
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(&Owner::new(1)).await.unwrap() }
+    });
+    wait_children(&observer, &path, OTHERS + 1).await;
+    let contenders = lock.contenders().await.unwrap();
+    assert_eq!(contenders.len(), OTHERS + 1);
+    assert!(contenders.last().unwrap().identity.is_some(), "ours is last: {:?}", contenders.last());
+
+    let deletes: Vec<String> =
+        prefixes.iter().zip(&others).map(|(prefix, sequence)| format!("{prefix}{sequence}")).collect();
+    for chunk in deletes.chunks(1_000) {
+        for deleted in futures::future::join_all(chunk.iter().map(|node| observer.delete(node, None))).await {
+            deleted.unwrap();
+        }
+    }
+    let guard = tokio::time::timeout(Duration::from_secs(30), waiting).await.expect("it gets the lock").unwrap();
+    guard.release().await.unwrap();
+    client.close().await;
+}
