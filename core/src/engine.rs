@@ -4,7 +4,7 @@
 //! wait for, watches that node and looks again when it goes; on a timeout, a cancel or an error
 //! its node is removed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,6 +101,36 @@ pub(crate) struct Recipe {
     /// Whether a listing showed no node of another recipe under the path. Until then an attempt
     /// lists before it creates, so a conflict is told before any node is made.
     kinds_checked: AtomicBool,
+    /// Creates sent under the path, counted right after each is sent (in the client's send turn):
+    /// an attempt's ticket is the count after its own.
+    creates_sent: AtomicU64,
+    /// The last listing sent to decide by, shared by every attempt whose create it covers (see
+    /// `listing_after`). Kept until the next replaces it: one listing per lock object.
+    shared_listing: parking_lot::Mutex<Option<SharedListing>>,
+}
+
+/// A lock path's children, sorted by suffix when that gives the queue order.
+pub(crate) struct Listing {
+    names: Vec<String>,
+    /// Whether `names` is in queue order; past the sequence limit it is not (see `order`).
+    ordered: bool,
+}
+
+impl Listing {
+    fn of(mut names: Vec<String>) -> Listing {
+        let ordered = order::sort_by_suffix(&mut names);
+        Listing { names, ordered }
+    }
+}
+
+type ListingReply = futures::future::Shared<futures::future::BoxFuture<'static, ZkResult<Arc<Listing>>>>;
+
+/// A listing in flight or done, and the creates it was sent behind.
+struct SharedListing {
+    /// It was sent after the create with this ticket (and every earlier one): it shows their
+    /// nodes, if they still exist.
+    covers: u64,
+    reply: ListingReply,
 }
 
 impl Recipe {
@@ -114,6 +144,8 @@ impl Recipe {
             owners: OwnerTable::default(),
             path_known: AtomicBool::new(false),
             kinds_checked: AtomicBool::new(false),
+            creates_sent: AtomicU64::new(0),
+            shared_listing: parking_lot::Mutex::new(None),
         };
         recipe.check_fits(recipe.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
         Ok(recipe)
@@ -184,6 +216,41 @@ impl Recipe {
             )
         })
         .map_err(|err| err.with_path(&self.path))
+    }
+
+    /// Sends a listing now, behind every create sent so far, for every attempt whose create it
+    /// covers.
+    fn send_listing(&self, zk: &zk::Client) -> ListingReply {
+        let mut slot = self.shared_listing.lock();
+        let covers = self.creates_sent.load(Ordering::Acquire);
+        let (zk, path) = (zk.clone(), self.path.clone());
+        let mut reply = futures::FutureExt::shared(futures::FutureExt::boxed(async move {
+            zk.list_children(&path).await.map(|names| Arc::new(Listing::of(names)))
+        }));
+        // One poll sends the request now, in order behind the creates it covers.
+        let _ = futures::FutureExt::poll_unpin(
+            &mut reply,
+            &mut std::task::Context::from_waker(futures::task::noop_waker_ref()),
+        );
+        if slot.as_ref().map_or(true, |shared| shared.covers <= covers) {
+            *slot = Some(SharedListing { covers, reply: reply.clone() });
+        }
+        reply
+    }
+
+    /// A listing that shows the node of the create with `ticket`: one already sent after it if
+    /// there is one, or else a new one. (A burst of acquisitions on one client so shares a few
+    /// listings, instead of each listing a queue that grows with the burst.)
+    fn listing_after(&self, ticket: u64, zk: &zk::Client) -> ListingReply {
+        let covering =
+            self.shared_listing.lock().as_ref().filter(|shared| shared.covers >= ticket).map(|s| s.reply.clone());
+        covering.unwrap_or_else(|| self.send_listing(zk))
+    }
+
+    /// Whether a listing is on its way: a create sent meanwhile may wait for the next one rather
+    /// than send its own right behind it.
+    fn listing_in_flight(&self) -> bool {
+        self.shared_listing.lock().as_ref().is_some_and(|shared| shared.reply.peek().is_none())
     }
 
     /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
@@ -282,7 +349,10 @@ impl Recipe {
                     // sent right behind the create already contains the new node. One round trip.
                     attempt.armed = true;
                     let create = zk.create(&node_prefix, &data, &EPHEMERAL_SEQUENTIAL);
-                    let listing = zk.list_children(&self.path);
+                    let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
+                    // Uncontended, the listing goes right behind the create; while another is on
+                    // its way, this attempt takes the next one, sent behind more creates.
+                    let listing = (!self.listing_in_flight()).then(|| self.send_listing(zk));
                     if self.path_known.load(Ordering::Acquire) {
                         // Sent: later acquisitions of this client may send theirs.
                         drop(send_turn.take());
@@ -317,6 +387,7 @@ impl Recipe {
                             continue;
                         }
                     }
+                    let listing = listing.unwrap_or_else(|| self.listing_after(ticket, zk));
                     match requests.send(listing).await? {
                         Reply::Answered(Ok(children)) => {
                             requests.progressed();
@@ -331,7 +402,7 @@ impl Recipe {
                 Some(_) => match requests.retry(|| zk.list_children(&self.path)).await? {
                     Ok(children) => {
                         requests.progressed();
-                        children
+                        Arc::new(Listing::of(children))
                     }
                     // The lock path vanished, and our node with it: queue again (kazoo #563).
                     Err(zk::Error::NoNode) => {
@@ -342,7 +413,7 @@ impl Recipe {
                     Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "listing the contenders")))),
                 },
             };
-            if let Some(err) = self.conflict(mode, &children) {
+            if let Some(err) = self.conflict(mode, &children.names) {
                 return Ok(Err(Failed::Error(err)));
             }
             let (name, sequence, czxid) = mine.clone().expect("created above");
@@ -350,27 +421,26 @@ impl Recipe {
                 Ok(queue) => queue,
                 Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "reading the contenders")))),
             };
-            let Some(position) = queue.iter().position(|child| *child == name) else {
+            let Some(position) = queue.names.iter().position(|child| *child == name) else {
                 // Our node is gone (the path was removed, or someone deleted it): queue again.
                 mine = None;
                 attempt.node = None;
                 continue;
             };
-            let modes: Vec<Option<Mode>> = queue.iter().map(|name| Mode::of_node(name)).collect();
-            let (ahead, only_blocker) = match mode.decide(&modes, position) {
+            let (ahead, only_blocker) = match mode.decide(&queue.names, position, |name| Mode::of_node(name)) {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
                     self.client.node_watcher.add(&hold);
                     return Ok(Ok(Some(hold)));
                 }
-                Decision::WaitFor { node, only_blocker } => (self.child_path(&queue[node]), only_blocker),
+                Decision::WaitFor { node, only_blocker } => (self.child_path(&queue.names[node]), only_blocker),
             };
             if only_try {
                 return Ok(Ok(None));
             }
             // Nothing of the listing survives into the wait: a waiter keeps O(1) memory.
-            drop((queue, modes));
+            drop(queue);
             if let Some(hook) = &self.before_watch {
                 hook(ahead.clone()).await;
             }
@@ -530,24 +600,25 @@ enum Failed {
     Stopped(Stop),
 }
 
-/// Orders the children as the queue: by suffix when that is trustworthy, else by creation zxid
-/// from one multi-read of their stats (children gone meanwhile are left out).
+/// The children in queue order: the listing itself when its suffixes gave that order, else
+/// ordered by creation zxid from multi-reads of their stats (children gone meanwhile left out).
 async fn in_queue_order(
     requests: &Requests<'_>,
     path: &str,
-    mut names: Vec<String>,
-) -> std::result::Result<ZkResult<Vec<String>>, Stop> {
-    if order::sort_by_suffix(&mut names) {
-        return Ok(Ok(names));
+    listing: Arc<Listing>,
+) -> std::result::Result<ZkResult<Arc<Listing>>, Stop> {
+    if listing.ordered {
+        return Ok(Ok(listing));
     }
-    let stats = match read_children(requests, path, &names).await? {
+    let stats = match read_children(requests, path, &listing.names).await? {
         Ok(stats) => stats,
         Err(err) => return Ok(Err(err)),
     };
-    let mut keyed: Vec<(i64, String)> =
-        names.into_iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
+    let mut keyed: Vec<(i64, &String)> =
+        listing.names.iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
     keyed.sort_unstable_by_key(|(czxid, _)| *czxid);
-    Ok(Ok(keyed.into_iter().map(|(_, name)| name).collect()))
+    let names = keyed.into_iter().map(|(_, name)| name.clone()).collect();
+    Ok(Ok(Arc::new(Listing { names, ordered: true })))
 }
 
 /// Data and stat of each child, `None` for a child that is already gone: multi-reads, each

@@ -13,7 +13,7 @@ use crate::engine::{Recipe, Wait};
 use crate::error::{ErrorKind, Result};
 use crate::hold::Hold;
 use crate::owners::{Entered, Owner};
-use crate::policy::{Decision, Mode};
+use crate::policy::Mode;
 
 /// Options for [`crate::Client::lock_with`].
 #[derive(Clone, Default)]
@@ -320,13 +320,9 @@ impl Lock {
 
 /// The participants that hold, by each one's own mode's rule, in queue order.
 fn holding(participants: Vec<Participant>) -> Vec<Participant> {
-    let modes: Vec<Option<Mode>> = participants.iter().map(|p| p.mode).collect();
-    participants
-        .into_iter()
-        .enumerate()
-        .filter(|(i, p)| p.mode.is_some_and(|mode| mode.decide(&modes, *i) == Decision::Holds))
-        .map(|(_, p)| p)
-        .collect()
+    let holders = crate::policy::holders(&participants, |p| p.mode);
+    let mut participants: Vec<Option<Participant>> = participants.into_iter().map(Some).collect();
+    holders.into_iter().filter_map(|i| participants[i].take()).collect()
 }
 
 /// An acquisition begun by [`Lock::begin_acquire`]: a future of its outcome (as

@@ -63,22 +63,23 @@ impl Mode {
         }
     }
 
-    /// Given the modes of the queue in order (`None` for nodes of no known lock) and the position
-    /// of a participant of this mode in it: whether it holds, or which node it waits for.
+    /// Given the queue in order, the mode of each node in it (`None` for nodes of no known lock)
+    /// and the position of a participant of this mode: whether it holds, or which node it waits
+    /// for.
     ///
     /// * Exclusive and write: the first holds; the others wait for their immediate predecessor
     ///   (whatever it is), so one release wakes one waiter.
     /// * Read: holds when no write node is ahead of it; otherwise waits for the nearest write
     ///   node ahead (Curator waits for the first one, and wakes more often). A reader behind a
     ///   waiting writer waits too, so writers are not starved.
-    pub(crate) fn decide(self, queue: &[Option<Mode>], position: usize) -> Decision {
+    pub(crate) fn decide<T>(self, queue: &[T], position: usize, mode_of: impl Fn(&T) -> Option<Mode>) -> Decision {
         match self {
             Mode::Exclusive | Mode::Write => match position {
                 0 => Decision::Holds,
                 _ => Decision::WaitFor { node: position - 1, only_blocker: position == 1 },
             },
             Mode::Read => {
-                let is_writer = |mode: &Option<Mode>| *mode == Some(Mode::Write);
+                let is_writer = |node: &T| mode_of(node) == Some(Mode::Write);
                 match queue[..position].iter().rposition(is_writer) {
                     None => Decision::Holds,
                     Some(writer) => {
@@ -88,6 +89,26 @@ impl Mode {
             }
         }
     }
+}
+
+/// The positions in `queue` of the nodes that hold now, in one pass: the first node if it is an
+/// exclusive or write node, else the readers ahead of the first such node. The same answer as
+/// asking [`Mode::decide`] for every node, without its cost for a long queue of readers.
+pub(crate) fn holders<T>(queue: &[T], mode_of: impl Fn(&T) -> Option<Mode>) -> Vec<usize> {
+    let mut holders = Vec::new();
+    for (i, node) in queue.iter().enumerate() {
+        match mode_of(node) {
+            Some(Mode::Exclusive | Mode::Write) => {
+                if i == 0 {
+                    holders.push(0);
+                }
+                break;
+            }
+            Some(Mode::Read) => holders.push(i),
+            None => {}
+        }
+    }
+    holders
 }
 
 impl std::fmt::Display for Mode {
@@ -112,22 +133,40 @@ mod tests {
     #[test]
     fn exclusive_and_write_wait_for_their_predecessor() {
         let queue = [Some(Read), Some(Write), Some(Read), None];
-        assert_eq!(Write.decide(&queue, 0), Decision::Holds);
-        assert_eq!(Write.decide(&queue, 1), Decision::WaitFor { node: 0, only_blocker: true });
-        assert_eq!(Write.decide(&queue, 3), Decision::WaitFor { node: 2, only_blocker: false });
+        assert_eq!(Write.decide(&queue, 0, |m| *m), Decision::Holds);
+        assert_eq!(Write.decide(&queue, 1, |m| *m), Decision::WaitFor { node: 0, only_blocker: true });
+        assert_eq!(Write.decide(&queue, 3, |m| *m), Decision::WaitFor { node: 2, only_blocker: false });
         let mutex = [Some(Exclusive), None, Some(Exclusive)];
-        assert_eq!(Exclusive.decide(&mutex, 2), Decision::WaitFor { node: 1, only_blocker: false });
+        assert_eq!(Exclusive.decide(&mutex, 2, |m| *m), Decision::WaitFor { node: 1, only_blocker: false });
     }
 
     #[test]
     fn readers_share_until_a_writer_and_then_wait_for_the_nearest() {
         let queue = [Some(Read), Some(Read), Some(Write), Some(Read), Some(Write), Some(Read)];
-        assert_eq!(Read.decide(&queue, 0), Decision::Holds);
-        assert_eq!(Read.decide(&queue, 1), Decision::Holds);
-        assert_eq!(Read.decide(&queue, 3), Decision::WaitFor { node: 2, only_blocker: true });
-        assert_eq!(Read.decide(&queue, 5), Decision::WaitFor { node: 4, only_blocker: false });
+        assert_eq!(Read.decide(&queue, 0, |m| *m), Decision::Holds);
+        assert_eq!(Read.decide(&queue, 1, |m| *m), Decision::Holds);
+        assert_eq!(Read.decide(&queue, 3, |m| *m), Decision::WaitFor { node: 2, only_blocker: true });
+        assert_eq!(Read.decide(&queue, 5, |m| *m), Decision::WaitFor { node: 4, only_blocker: false });
         // Nodes of no known lock do not hold readers back.
-        assert_eq!(Read.decide(&[None, Some(Read)], 1), Decision::Holds);
+        assert_eq!(Read.decide(&[None, Some(Read)], 1, |m| *m), Decision::Holds);
+    }
+
+    #[test]
+    fn holders_are_those_that_decide_they_hold() {
+        let queues: [&[Option<Mode>]; 6] = [
+            &[],
+            &[Some(Exclusive), Some(Exclusive), None],
+            &[Some(Read), None, Some(Read), Some(Write), Some(Read)],
+            &[Some(Write), Some(Read), Some(Read)],
+            &[None, Some(Write), Some(Read)],
+            &[Some(Read), Some(Read), Some(Read)],
+        ];
+        for queue in queues {
+            let deciding: Vec<usize> = (0..queue.len())
+                .filter(|&i| queue[i].is_some_and(|mode| mode.decide(queue, i, |m| *m) == Decision::Holds))
+                .collect();
+            assert_eq!(holders(queue, |m| *m), deciding, "{queue:?}");
+        }
     }
 
     #[test]

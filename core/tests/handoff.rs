@@ -208,3 +208,55 @@ async fn a_queue_longer_than_one_packet_of_names() {
     guard.release().await.unwrap();
     client.close().await;
 }
+
+/// A burst of acquisitions on one client shares its listings: the queue is built with a few
+/// listings, not one per waiter (each of a queue that grows with the burst), and each waiter
+/// still holds exactly one watch on the server, in the order the calls were made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
+    const WAITERS: usize = 500;
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let holder_client = client_at(&cluster.connect_string()).await;
+    let waiters_client = client_at(&proxy.address()).await;
+    let path = "/locks/burst";
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+
+    let lock = waiters_client.lock(path).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (_, down_before) = proxy.forwarded();
+    // Begun one after another, with no waiting in between: call order is queue order.
+    let acquisitions: Vec<_> = (0..WAITERS).map(|i| (i, lock.begin_acquire(&Owner::new(i as u64), None))).collect();
+    let tasks: Vec<_> = acquisitions
+        .into_iter()
+        .map(|(i, acquisition)| {
+            let (lock, order) = (lock.clone(), order.clone());
+            tokio::spawn(async move {
+                acquisition.await.unwrap().expect("waits until held");
+                order.lock().push(i);
+                lock.release(&Owner::new(i as u64)).await.unwrap();
+            })
+        })
+        .collect();
+    wait_children(&observer, path, WAITERS + 1).await;
+    let session = format!("0x{:x}", waiters_client.session_id().unwrap());
+    wait_until("every waiter watches its node ahead", Duration::from_secs(20), || {
+        let watches = watches_under(&cluster.connect_string(), path);
+        let by_waiters = watches.iter().filter(|(_, sessions)| sessions.contains(&session)).count();
+        async move { by_waiters == WAITERS }
+    })
+    .await;
+    let (_, down_queued) = proxy.forwarded();
+    // One listing per waiter would be ~75 bytes a name times WAITERS²/2: ~9 MB.
+    let queueing = down_queued - down_before;
+    assert!(queueing < 1_000_000, "{queueing} bytes from the server to queue {WAITERS} waiters");
+
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock(), (0..WAITERS).collect::<Vec<_>>(), "held in call order");
+    holder_client.close().await;
+    waiters_client.close().await;
+}
