@@ -159,8 +159,8 @@ async fn a_waiter_whose_own_node_was_deleted_queues_again() {
 }
 
 /// A queue whose listing is larger than the server's packet limit (jute.maxbuffer, 1 MB by
-/// default: ~17,000 Curator-style names, where Java clients, Curator's recipes included, refuse
-/// the reply and reconnect forever). The server sends such replies (it checks only what it
+/// default: ~17,000 Curator-style names, where the Java client refuses the reply, so Curator's
+/// recipes fail). The server sends such replies (it checks only what it
 /// receives), zklock's client takes them, and the multi-reads that list the contenders are
 /// split under the limit: zklock queues, lists and gets the lock behind 20,000 others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
