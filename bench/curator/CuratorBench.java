@@ -19,14 +19,26 @@
 //   BENCH_HOLD_US          hold of each read-mostly operation, microseconds (default 0)
 //   BENCH_WORKLOADS        comma-separated subset of uncontended,contended,reentrant,read,
 //                          read_mostly (default: all; the floor comes with uncontended);
-//                          skipped figures print as null
+//                          skipped figures print as null; and scale (long: only when named)
+//   BENCH_SCALE_WAITERS    the scale workload's queue lengths (default 1000,5000,10000)
+//   BENCH_SCALE_TIMEOUT    bound on each of its runs, seconds (default 300)
 
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -38,6 +50,7 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.StandardLockInternalsDriver;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -91,6 +104,8 @@ public final class CuratorBench {
                 ? uncontended(client, root + "/read", true) : new double[] {nan, nan, nan, nan, nan};
             double[] mostly = wanted(workloads, "read_mostly")
                 ? readMostly(root + "/read-mostly", clients, holdUs) : new double[] {nan, nan, nan, nan, nan, nan};
+            // Long: only when named.
+            Map<String, Object> scaled = workloads.contains("scale") ? scale(root) : new LinkedHashMap<>();
 
             StringBuilder sb = new StringBuilder();
             sb.append('{');
@@ -114,6 +129,18 @@ public final class CuratorBench {
             field(sb, "read_mostly_writer_wait_p50_us", mostly[3]);
             field(sb, "read_mostly_writer_wait_p99_us", mostly[4]);
             field(sb, "read_mostly_hold_us", mostly[5]);
+            for (Map.Entry<String, Object> e : scaled.entrySet()) {
+                sb.append(",\"").append(e.getKey()).append("\":");
+                Object v = e.getValue();
+                if (v instanceof Double) {
+                    double d = (Double) v;
+                    sb.append(Double.isFinite(d) ? String.format(Locale.ROOT, "%.1f", d) : "null");
+                } else if (v instanceof String) {
+                    sb.append(jsonString((String) v));
+                } else {
+                    sb.append(v); // Long, Boolean, or null
+                }
+            }
             sb.append('}');
             System.out.println(sb);
             System.out.flush();
@@ -398,6 +425,257 @@ public final class CuratorBench {
     }
 
     /**
+     * The scale workload: for each N of BENCH_SCALE_WAITERS, N threads, one InterProcessMutex
+     * each, all on one CuratorFramework and one path, queue behind a gate holder; then the whole
+     * chain of handoffs is timed. Returns the scale_<N>_* fields (scale_<N>_error if a run could
+     * not finish within BENCH_SCALE_TIMEOUT seconds, or failed).
+     */
+    static Map<String, Object> scale(String root) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        double timeoutS = Double.parseDouble(envOr("BENCH_SCALE_TIMEOUT", "300"));
+        for (String w : envOr("BENCH_SCALE_WAITERS", "1000,5000,10000").split(",")) {
+            if (w.trim().isEmpty()) {
+                continue;
+            }
+            int n = Integer.parseInt(w.trim());
+            log("scale: %d threads, one InterProcessMutex each, one client (max heap %d MB)...",
+                n, Runtime.getRuntime().maxMemory() >> 20);
+            ScaleRun run = new ScaleRun(root + "/scale-" + n, n, System.nanoTime() + nanos(timeoutS));
+            try {
+                run.chain();
+                out.put("scale_" + n + "_handoffs_per_s", run.handoffsPerS);
+                out.put("scale_" + n + "_peak_rss_mb", statusMb("VmHWM"));
+                out.put("scale_" + n + "_queued_rss_mb", run.queuedRssMb);
+                out.put("scale_" + n + "_watches", run.watches);
+                out.put("scale_" + n + "_queue_s", run.queueS);
+                out.put("scale_" + n + "_fifo", run.fifo);
+                out.put("scale_" + n + "_overlaps", run.overlaps.get());
+                log("scale %d: %.1f handoffs/s; peak RSS %.1f MB; FIFO %s; overlaps %d",
+                    n, run.handoffsPerS, statusMb("VmHWM"), run.fifo, run.overlaps.get());
+            } catch (Throwable t) {
+                String why = t instanceof ScaleTimeout
+                    ? String.format(Locale.ROOT, "timed out after %.0f s (BENCH_SCALE_TIMEOUT) %s",
+                        timeoutS, t.getMessage())
+                    : t.toString();
+                log("scale %d: %s", n, why);
+                out.put("scale_" + n + "_error", why);
+                // Its threads may still wait on the client: no further N in this process.
+                break;
+            } finally {
+                run.close();
+            }
+        }
+        return out;
+    }
+
+    static final class ScaleTimeout extends Exception {
+        ScaleTimeout(String what) {
+            super(what);
+        }
+    }
+
+    static final class ScaleRun {
+        final String path;
+        final int n;
+        final long deadline;
+        final AtomicInteger inside = new AtomicInteger(1); // the gate holder, until it releases
+        final AtomicLong overlaps = new AtomicLong();
+        final int[] order;
+        final AtomicInteger granted = new AtomicInteger();
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        CuratorFramework client;
+        double handoffsPerS;
+        double queuedRssMb;
+        Long watches;
+        double queueS;
+        boolean fifo;
+
+        ScaleRun(String path, int n, long deadline) {
+            this.path = path;
+            this.n = n;
+            this.deadline = deadline;
+            this.order = new int[n];
+        }
+
+        volatile int queued;
+
+        long left() throws ScaleTimeout {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) {
+                throw timedOut();
+            }
+            return left;
+        }
+
+        ScaleTimeout timedOut() {
+            return new ScaleTimeout(String.format(Locale.ROOT, "with %d of %d queued, %d handoffs done",
+                queued, n, granted.get()));
+        }
+
+        void chain() throws Exception {
+            client = newClient();
+            InterProcessMutex gate = new InterProcessMutex(client, path);
+            acquire(gate);
+            // Each waiter's create has returned: the next thread starts only then, so the
+            // creates reach the server in index order (Curator's threads race otherwise).
+            Semaphore created = new Semaphore(0);
+            StandardLockInternalsDriver driver = new StandardLockInternalsDriver() {
+                @Override
+                public String createsTheLock(CuratorFramework c, String p, byte[] bytes) throws Exception {
+                    String ours = super.createsTheLock(c, p, bytes);
+                    created.release();
+                    return ours;
+                }
+            };
+            CountDownLatch done = new CountDownLatch(n);
+            long queueing = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                final int index = i;
+                final InterProcessMutex mutex = new InterProcessMutex(client, path, driver);
+                Thread t = new Thread(() -> {
+                    try {
+                        mutex.acquire();
+                        try {
+                            if (inside.incrementAndGet() != 1) {
+                                overlaps.incrementAndGet();
+                            }
+                            order[granted.getAndIncrement()] = index;
+                            Thread.yield(); // let any other thread run while this one holds
+                            inside.decrementAndGet();
+                        } finally {
+                            mutex.release();
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    } finally {
+                        done.countDown();
+                    }
+                }, "scale-" + i);
+                t.setDaemon(true);
+                t.start();
+                if (!created.tryAcquire(left(), TimeUnit.NANOSECONDS)) {
+                    throw timedOut();
+                }
+                queued = i + 1;
+                if (failure.get() != null) {
+                    throw new RuntimeException("waiter failed", failure.get());
+                }
+            }
+            // Less the gate holder's node.
+            while ((queued = queuedOnServer(path) - 1) < n) {
+                left();
+                Thread.sleep(100);
+            }
+            queueS = (System.nanoTime() - queueing) / 1e9;
+            try {
+                watches = settledWatches(deadline);
+            } catch (Exception e) {
+                log("scale %d: no watch count: %s", n, e);
+            }
+            queuedRssMb = statusMb("VmRSS");
+            log("scale %d: queued in %.2f s; %s watches; RSS %.1f MB", n, queueS, watches, queuedRssMb);
+            long t0 = System.nanoTime();
+            inside.decrementAndGet();
+            gate.release();
+            if (!done.await(left(), TimeUnit.NANOSECONDS)) {
+                throw timedOut();
+            }
+            double elapsed = (System.nanoTime() - t0) / 1e9;
+            if (failure.get() != null) {
+                throw new RuntimeException("waiter failed", failure.get());
+            }
+            handoffsPerS = n / elapsed;
+            fifo = granted.get() == n;
+            for (int i = 0; i < n && fifo; i++) {
+                fifo = order[i] == i;
+            }
+        }
+
+        void close() {
+            if (client != null) {
+                client.close();
+            }
+        }
+    }
+
+    /** A line of /proc/self/status (VmRSS, VmHWM), in MB. */
+    static double statusMb(String field) {
+        try {
+            for (String line : Files.readAllLines(Paths.get("/proc/self/status"))) {
+                if (line.startsWith(field + ":")) {
+                    return Long.parseLong(line.split("\\s+")[1]) / 1024.0;
+                }
+            }
+        } catch (Exception e) {
+            // no /proc: not Linux
+        }
+        return Double.NaN;
+    }
+
+    /** Sends a four-letter word to the first server of the connect string; returns its reply. */
+    static String fourLetter(String word) throws Exception {
+        String address = connect.split(",")[0].split("/")[0];
+        int colon = address.lastIndexOf(':');
+        try (Socket socket = new Socket(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))) {
+            socket.setSoTimeout(10_000);
+            OutputStream o = socket.getOutputStream();
+            o.write(word.getBytes(StandardCharsets.US_ASCII));
+            o.flush();
+            InputStream in = socket.getInputStream();
+            ByteArrayOutputStream reply = new ByteArrayOutputStream();
+            byte[] buf = new byte[1 << 16];
+            for (int r; (r = in.read(buf)) >= 0; ) {
+                reply.write(buf, 0, r);
+            }
+            return reply.toString(StandardCharsets.UTF_8);
+        }
+    }
+
+    /**
+     * The lock nodes under {@code path} on the server: the ephemerals that {@code dump} lists
+     * there (with a chroot the server names the full path: match the end).
+     */
+    static int queuedOnServer(String path) throws Exception {
+        String prefix = path + "/";
+        int count = 0;
+        for (String line : fourLetter("dump").split("\n")) {
+            String node = line.trim();
+            int slash = node.lastIndexOf('/');
+            if (slash >= 0 && (node.substring(0, slash) + "/").endsWith(prefix)) {
+                count++;
+            }
+        }
+        return count;
+    }
+
+    static long serverWatches() throws Exception {
+        String reply = fourLetter("wchs");
+        for (String line : reply.split("\n")) {
+            if (line.startsWith("Total watches:")) {
+                return Long.parseLong(line.substring("Total watches:".length()).trim());
+            }
+        }
+        throw new IllegalStateException("no watch count in the wchs reply: " + reply);
+    }
+
+    /**
+     * The watch count once it stops changing (three equal samples 200 ms apart, at most 30 s):
+     * the waiters set their watches after their creates.
+     */
+    static long settledWatches(long deadline) throws Exception {
+        long until = Math.min(System.nanoTime() + nanos(30), deadline);
+        long last = serverWatches();
+        int same = 1;
+        while (same < 3 && System.nanoTime() < until) {
+            Thread.sleep(200);
+            long now = serverWatches();
+            same = now == last ? same + 1 : 1;
+            last = now;
+        }
+        return last;
+    }
+
+    /**
      * Which operations of the read-mostly workload write: splitmix64 from the session's index,
      * the same sequence in every impl (bench/src/main.rs, bench.py), one write in WRITE_ONE_IN.
      */
@@ -549,6 +827,20 @@ public final class CuratorBench {
         } else {
             sb.append("null");
         }
+    }
+
+    static String jsonString(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                sb.append('\\').append(c);
+            } else if (c < 0x20) {
+                sb.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+            } else {
+                sb.append(c);
+            }
+        }
+        return sb.append('"').toString();
     }
 
     static String fmtArray(double[] a) {

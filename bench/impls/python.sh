@@ -3,6 +3,8 @@
 # that scripts/test-python sets up (target/python-venv: kazoo, and zklock from
 # `pip install ./bindings-python`, a release build).
 IMPLS+=(zklock-python kazoo)
+# The scale workload (asyncio tasks on one lock) is zklock's only.
+NO_SCALE_IMPLS+=(kazoo)
 
 PYTHON_BENCH_VENV="$ROOT/target/python-venv"
 

@@ -1,7 +1,10 @@
 // zklock benchmark through the Node binding: the workloads of bench/src/main.rs, with the same
 // parameters, against the server named by ZK_CONNECT (scripts/bench starts one). Prints one
 // JSON line with the same keys; progress goes to stderr. There is no Node ZooKeeper client to
-// measure a raw floor with, so `floor_cycles_per_s` is null.
+// measure a raw floor with, so `floor_cycles_per_s` is null. The scale workload (N promises on
+// one Lock, one Client) runs only when BENCH_WORKLOADS names it.
+import { readFileSync } from 'node:fs'
+import net from 'node:net'
 import { Client } from '../../bindings-node/index.mjs'
 
 const CONTENDERS = 8
@@ -12,6 +15,11 @@ const warmupS = Math.min(Number(process.env.BENCH_WARMUP_SECONDS ?? 1), measureS
 const reentrantIters = Number(process.env.BENCH_REENTRANT_ITERS ?? 1_000_000)
 const selected = (process.env.BENCH_WORKLOADS ?? '').split(',').map((w) => w.trim()).filter(Boolean)
 const wanted = (name) => selected.length === 0 || selected.includes(name)
+const scaleWaiters = (process.env.BENCH_SCALE_WAITERS || '1000,5000,10000')
+  .split(',')
+  .filter((n) => n.trim())
+  .map(Number)
+const scaleTimeoutS = Number(process.env.BENCH_SCALE_TIMEOUT || 300)
 const base = `/zklock-bench/node-${process.pid}`
 
 const now = () => process.hrtime.bigint()
@@ -110,6 +118,148 @@ async function reentrantNs(client, path) {
   return best
 }
 
+/** A line of /proc/self/status (VmRSS, VmHWM), in MB. */
+function statusMb(field) {
+  const line = readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith(`${field}:`))
+  return line ? Number(line.split(/\s+/)[1]) / 1024 : NaN
+}
+
+/** Sends a four-letter word to the first server of ZK_CONNECT and resolves to its reply. */
+function fourLetter(word) {
+  const address = connect.split(',')[0].split('/')[0]
+  const colon = address.lastIndexOf(':')
+  return new Promise((resolve, reject) => {
+    const chunks = []
+    const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon), () => socket.write(word))
+    socket.setTimeout(10_000, () => socket.destroy(new Error(`no reply to ${word}`)))
+    socket.on('data', (chunk) => chunks.push(chunk))
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString()))
+    socket.on('error', reject)
+  })
+}
+
+/** The lock nodes under `path` on the server: the ephemerals that `dump` lists there (with a
+ * chroot the server names the full path: match the end). */
+async function queuedOnServer(path) {
+  const prefix = `${path}/`
+  const dump = await fourLetter('dump')
+  return dump.split('\n').filter((line) => {
+    const node = line.trim()
+    return `${node.slice(0, node.lastIndexOf('/'))}/`.endsWith(prefix)
+  }).length
+}
+
+async function serverWatches() {
+  const reply = await fourLetter('wchs')
+  const line = reply.split('\n').find((l) => l.startsWith('Total watches:'))
+  if (!line) throw new Error(`no watch count in the wchs reply: ${JSON.stringify(reply)}`)
+  return Number(line.split(':')[1])
+}
+
+/** The watch count once it stops changing (three equal samples 200 ms apart, at most 30 s): the
+ * waiters set their watches after their creates. */
+async function settledWatches() {
+  const until = Date.now() + 30_000
+  let last = await serverWatches()
+  let same = 1
+  while (same < 3 && Date.now() < until) {
+    await sleep(200)
+    const now = await serverWatches()
+    same = now === last ? same + 1 : 1
+    last = now
+  }
+  return last
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * One N: a gate holder takes the lock; N promises (withLock on one Lock, one Client) queue on it.
+ * Each withLock sends its create before its first await, so the creates reach the server in
+ * index order. Once all N nodes are queued and the watches settled, the gate is released and
+ * the chain timed until the last waiter has released.
+ */
+async function scaleChain(client, path, waiters, progress) {
+  const lock = client.lock(path)
+  const gate = await lock.acquire()
+  let inside = 1 // the gate holder, until it releases
+  let overlaps = 0
+  const order = []
+  const queueing = now()
+  const chain = []
+  for (let index = 0; index < waiters; index++) {
+    chain.push(
+      lock.withLock(async () => {
+        if (++inside !== 1) overlaps++
+        order.push(index)
+        progress.handoffs++
+        await new Promise(setImmediate) // let anything else run while this one holds
+        inside--
+      }),
+    )
+  }
+  // Less the gate holder's node.
+  while ((progress.queued = (await queuedOnServer(path)) - 1) < waiters) await sleep(100)
+  const queueS = seconds(now() - queueing)
+  let watches = null
+  try {
+    watches = await settledWatches()
+  } catch (err) {
+    log(`scale ${waiters}: no watch count: ${err.message}`)
+  }
+  const queuedRss = statusMb('VmRSS')
+  log(`scale ${waiters}: queued in ${queueS.toFixed(2)} s; ${watches} watches; RSS ${queuedRss.toFixed(1)} MB`)
+  const started = now()
+  inside--
+  await gate.release()
+  await Promise.all(chain)
+  const elapsed = seconds(now() - started)
+  const figures = {
+    handoffs_per_s: waiters / elapsed,
+    peak_rss_mb: statusMb('VmHWM'),
+    queued_rss_mb: queuedRss,
+    watches,
+    queue_s: queueS,
+    fifo: order.length === waiters && order.every((v, i) => v === i),
+    overlaps,
+  }
+  log(
+    `scale ${waiters}: ${figures.handoffs_per_s.toFixed(1)} handoffs/s in ${elapsed.toFixed(2)} s; ` +
+      `peak RSS ${figures.peak_rss_mb.toFixed(1)} MB; FIFO ${figures.fifo}; overlaps ${overlaps}`,
+  )
+  return figures
+}
+
+/** For each N of BENCH_SCALE_WAITERS, the chain, bounded by BENCH_SCALE_TIMEOUT seconds: the
+ * `scale_<N>_*` fields (`scale_<N>_error` if it could not finish). */
+async function scale(client) {
+  const out = {}
+  for (const n of scaleWaiters) {
+    log(`scale: ${n} promises on one lock, one client...`)
+    let timer
+    const progress = { queued: 0, handoffs: 0 }
+    const expired = new Promise((resolve) => {
+      timer = setTimeout(() => resolve(null), scaleTimeoutS * 1000)
+    })
+    try {
+      const figures = await Promise.race([scaleChain(client, `${base}/scale-${n}`, n, progress), expired])
+      if (figures === null) {
+        out[`scale_${n}_error`] =
+          `timed out after ${scaleTimeoutS} s (BENCH_SCALE_TIMEOUT) with ${progress.queued} of ${n} queued, ` +
+          `${progress.handoffs} handoffs done`
+        break // its waiters still hold the client: no further N in this process
+      }
+      for (const [k, v] of Object.entries(figures)) out[`scale_${n}_${k}`] = v
+    } catch (err) {
+      out[`scale_${n}_error`] = `${err.code ?? err.name}: ${err.message}`
+      break
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+  return out
+}
+
 const client = await Client.connect(connect)
 let un = { cyclesPerS: NaN, acquire: [NaN], release: [NaN] }
 if (wanted('uncontended')) {
@@ -126,6 +276,8 @@ if (wanted('reentrant')) {
   log('reentrant...')
   reentrant = await reentrantNs(client, `${base}/reentrant`)
 }
+let scaled = {}
+if (selected.includes('scale')) scaled = await scale(client) // long: only when named
 await client.close()
 
 const round1 = (x) => (Number.isFinite(x) ? Math.round(x * 10) / 10 : null)
@@ -140,5 +292,6 @@ console.log(
     handoffs_per_s: round1(handoffs),
     reentrant_ns: round1(reentrant),
     floor_cycles_per_s: null,
+    ...Object.fromEntries(Object.entries(scaled).map(([k, v]) => [k, typeof v === 'number' ? round1(v) : v])),
   }),
 )

@@ -6,11 +6,13 @@ Prints one JSON line with the keys of the Rust benchmark (progress on stderr). k
 reentrant, so its reentrant figure is null; its floor is kazoo's own create+delete of a lock-shaped
 node. zklock's floor is the Rust core's (same client library), so it is left to the Rust impl.
 The read/write workloads (read, read_mostly) use zklock's ``client.read_write_lock(path)``; kazoo's
-figures there are null (its read/write lock is not Curator's recipe).
+figures there are null (its read/write lock is not Curator's recipe). The scale workload (N asyncio
+tasks on one lock, one client; only when BENCH_WORKLOADS names it) is zklock's only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -346,6 +348,144 @@ def read_mostly(impl: Impl, path: str, warmup: float, measure: float, hold: floa
     }
 
 
+def status_mb(field: str) -> float:
+    """A line of /proc/self/status (VmRSS, VmHWM), in MB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan
+
+
+async def four_letter(connect: str, word: str) -> str:
+    """Sends a four-letter word to the first server of ``connect`` and returns its reply."""
+    host, _, port = connect.split(",")[0].split("/")[0].rpartition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(word.encode())
+        await writer.drain()
+        return (await asyncio.wait_for(reader.read(), 10)).decode()
+    finally:
+        writer.close()
+
+
+async def queued_on_server(connect: str, path: str) -> int:
+    """The lock nodes under ``path`` on the server: the ephemerals that ``dump`` lists there (with
+    a chroot the server names the full path: match the end)."""
+    prefix = path + "/"
+    dump = await four_letter(connect, "dump")
+    return sum(1 for line in dump.splitlines() if (line.strip().rpartition("/")[0] + "/").endswith(prefix))
+
+
+async def server_watches(connect: str) -> int:
+    reply = await four_letter(connect, "wchs")
+    for line in reply.splitlines():
+        if line.startswith("Total watches:"):
+            return int(line.split(":", 1)[1])
+    raise RuntimeError(f"no watch count in the wchs reply: {reply!r}")
+
+
+async def settled_watches(connect: str, deadline: float) -> int:
+    """The watch count once it stops changing (three equal samples 200 ms apart, at most 30 s):
+    the waiters set their watches after their creates."""
+    until = min(time.monotonic() + 30, deadline)
+    last, same = await server_watches(connect), 1
+    while same < 3 and time.monotonic() < until:
+        await asyncio.sleep(0.2)
+        now = await server_watches(connect)
+        same, last = (same + 1 if now == last else 1), now
+    return last
+
+
+async def scale_chain(
+    session: object, connect: str, path: str, waiters: int, deadline: float, progress: dict[str, int]
+) -> dict[str, object]:
+    """A gate holder takes the lock; N asyncio tasks queue on it (one zklock.Lock, one client):
+    each task calls acquire_async as it starts, and tasks start in creation order, so the
+    creates reach the server in index order. Once all N nodes are queued and the watches
+    settled, the gate is released and the chain timed until the last waiter has released."""
+    lock = session.lock(path)  # type: ignore[attr-defined]
+    await lock.acquire_async()
+    inside = 1  # the gate holder, until it releases
+    overlaps = 0
+    order: list[int] = []
+
+    async def waiter(index: int) -> None:
+        nonlocal inside, overlaps
+        async with lock:
+            inside += 1
+            overlaps += inside > 1
+            order.append(index)
+            progress["handoffs"] += 1
+            await asyncio.sleep(0)  # let any other task run while this one holds
+            inside -= 1
+
+    queueing = time.monotonic()
+    tasks = [asyncio.create_task(waiter(i)) for i in range(waiters)]
+    while True:
+        progress["queued"] = await queued_on_server(connect, path) - 1  # less the gate holder
+        if progress["queued"] >= waiters:
+            break
+        await asyncio.sleep(0.1)
+    queue_s = time.monotonic() - queueing
+    try:
+        watches: Optional[int] = await settled_watches(connect, deadline)
+    except (OSError, RuntimeError) as e:
+        log(f"[zklock (python)] scale {waiters}: no watch count: {e}")
+        watches = None
+    queued_rss = status_mb("VmRSS")
+    log(f"[zklock (python)] scale {waiters}: queued in {queue_s:.2f} s; {watches} watches; RSS {queued_rss:.1f} MB")
+    started = time.perf_counter()
+    inside -= 1
+    await lock.release_async()
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    figures: dict[str, object] = {
+        "handoffs_per_s": waiters / elapsed,
+        "peak_rss_mb": status_mb("VmHWM"),
+        "queued_rss_mb": queued_rss,
+        "watches": watches,
+        "queue_s": queue_s,
+        "fifo": order == list(range(waiters)),
+        "overlaps": overlaps,
+    }
+    log(f"[zklock (python)] scale {waiters}: {figures['handoffs_per_s']:.1f} handoffs/s in {elapsed:.2f} s; "
+        f"peak RSS {figures['peak_rss_mb']:.1f} MB; FIFO {figures['fifo']}; overlaps {overlaps}")  # fmt: skip
+    return figures
+
+
+def scale(impl: Impl, session: object, connect: str, base: str) -> dict[str, object]:
+    """For each N of BENCH_SCALE_WAITERS, the scale chain, bounded by BENCH_SCALE_TIMEOUT
+    seconds: the ``scale_<N>_*`` fields (``scale_<N>_error`` if it could not finish)."""
+    counts = [int(n) for n in (os.environ.get("BENCH_SCALE_WAITERS") or "1000,5000,10000").split(",") if n.strip()]
+    timeout = float(os.environ.get("BENCH_SCALE_TIMEOUT") or 300)
+    out: dict[str, object] = {}
+    for n in counts:
+        if not isinstance(impl, Zklock):
+            break  # zklock's asyncio API only (scripts/bench does not run kazoo's)
+        log(f"[{impl.name}] scale: {n} asyncio tasks on one lock, one client...")
+
+        progress = {"queued": 0, "handoffs": 0}
+        deadline = time.monotonic() + timeout
+        chain = scale_chain(session, connect, f"{base}/scale-{n}", n, deadline, progress)
+        try:
+            figures = asyncio.run(asyncio.wait_for(chain, timeout))
+        except (asyncio.TimeoutError, TimeoutError):
+            out[f"scale_{n}_error"] = (
+                f"timed out after {timeout:.0f} s (BENCH_SCALE_TIMEOUT) with {progress['queued']} of {n} queued, "
+                f"{progress['handoffs']} handoffs done"
+            )
+            break  # as in the other impls: one failed N ends the process's runs
+        except Exception as e:  # reported in the table, not a crash of the whole impl
+            out[f"scale_{n}_error"] = f"{type(e).__name__}: {e}"
+            break
+        out.update({f"scale_{n}_{k}": v for k, v in figures.items()})
+    return out
+
+
 def main() -> None:
     which = sys.argv[1] if len(sys.argv) > 1 else "zklock"
     connect = os.environ.get("ZK_CONNECT")
@@ -393,6 +533,7 @@ def main() -> None:
         hold = int(os.environ.get("BENCH_HOLD_US", "0")) / 1e6
         log(f"[{impl.name}] read-mostly, {CONTENDERS} sessions, 1 write in {WRITE_ONE_IN}, holds of {hold * 1e3:g} ms...")
         mostly = read_mostly(impl, f"{base}/read-mostly", warmup, measure, hold)
+    scaled = scale(impl, session, connect, base) if "scale" in selected else {}  # long: only when named
     impl.close(session)
 
     result.update(
@@ -407,6 +548,7 @@ def main() -> None:
             "floor_cycles_per_s": figures["floor_cycles_per_s"],
             **read,
             **mostly,
+            **scaled,
         }
     )
     rounded = {k: (None if isinstance(v, float) and math.isnan(v) else round(v, 1) if isinstance(v, float) else v)

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use zklock::{Client, Owner};
 use zookeeper_client as zk;
 
+mod scale;
+
 const CONTENDERS: usize = 8;
 /// One operation in this many of the read-mostly workload is a write.
 const WRITE_ONE_IN: u64 = 10;
@@ -332,9 +334,10 @@ async fn main() {
 
     // BENCH_WORKLOADS=uncontended,contended,reentrant,read,read_mostly (default: all) runs a
     // subset; the skipped figures print as null. The floor is measured with the uncontended
-    // workload.
+    // workload. `scale` (long) runs only when named.
     let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
-    let wanted = |name: &str| selected.is_empty() || selected.split(',').any(|w| w.trim() == name);
+    let named = |name: &str| selected.split(',').any(|w| w.trim() == name);
+    let wanted = |name: &str| selected.is_empty() || named(name);
     let nan = f64::NAN;
     let (un, floor, floor_listed) = if wanted("uncontended") {
         eprintln!("[zklock] uncontended, alternating with the raw floor (create+delete, and with the listing)...");
@@ -375,6 +378,20 @@ async fn main() {
     } else {
         ReadMostly { ops_per_s: nan, reader_waits: vec![], writer_waits: vec![], mean_hold: Duration::ZERO }
     };
+    let mut scale_runs = Vec::new();
+    if named("scale") {
+        let timeout = scale::timeout_from_env();
+        for waiters in scale::waiters_from_env() {
+            eprintln!("[zklock] scale: {waiters} tasks on one lock, one client...");
+            let path = format!("{base}/scale-{waiters}");
+            let run = scale::run(&client, &connect, &path, waiters, timeout).await;
+            let failed = run.outcome.is_err();
+            scale_runs.push(run);
+            if failed {
+                break; // its waiters may still hold the client: no further N in this process
+            }
+        }
+    }
     client.close().await;
 
     let read_mostly_hold_us = if mostly.ops_per_s.is_nan() { nan } else { mostly.mean_hold.as_secs_f64() * 1e6 };
@@ -401,6 +418,7 @@ async fn main() {
         percentile_us(&mostly.writer_waits, 0.99),
         read_mostly_hold_us,
     );
+    let json = format!("{}{}}}", json.strip_suffix('}').unwrap(), scale::json_fields(&scale_runs));
     println!("{}", json.replace("NaN", "null"));
 }
 
