@@ -224,12 +224,14 @@ impl Recipe {
         let mut slot = self.shared_listing.lock();
         let covers = self.creates_sent.load(Ordering::Acquire);
         let (zk, path) = (zk.clone(), self.path.clone());
-        let mut reply = futures::FutureExt::shared(futures::FutureExt::boxed(async move {
+        let reply = futures::FutureExt::shared(futures::FutureExt::boxed(async move {
             zk.list_children(&path).await.map(|names| Arc::new(Listing::of(names)))
         }));
-        // One poll sends the request now, in order behind the creates it covers.
+        // One poll sends the request now, in order behind the creates it covers. Through a clone
+        // of its own: a handle that has seen the reply must not be polled again, and the reply
+        // may come at once (an error, or a quick server).
         let _ = futures::FutureExt::poll_unpin(
-            &mut reply,
+            &mut reply.clone(),
             &mut std::task::Context::from_waker(futures::task::noop_waker_ref()),
         );
         if slot.as_ref().map_or(true, |shared| shared.covers <= covers) {
