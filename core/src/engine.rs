@@ -547,6 +547,7 @@ impl Recipe {
                     node,
                     fencing_token: stat.czxid,
                     session_id: stat.ephemeral_owner,
+                    created_ms: stat.ctime,
                     data,
                 })
             })

@@ -65,6 +65,9 @@ pub struct Participant {
     pub fencing_token: i64,
     /// The session that owns the (ephemeral) node.
     pub session_id: i64,
+    /// When the node was made (the server's clock, milliseconds since the Unix epoch): when this
+    /// participant queued.
+    pub created_ms: i64,
     /// The identity in the node data, when it was written by zklock.
     pub identity: Option<Identity>,
     /// The raw node data (Curator writes the client's IP address).
