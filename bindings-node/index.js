@@ -286,8 +286,8 @@ class Client {
 
 // ----------------------------------------------------------------------------- lock
 
-// Owner ids name async flows; the native side keys reentrancy counts by them.
-let lastOwner = 0
+// Owner ids name async flows (made by the core: native.newOwner()); the native side keys
+// reentrancy counts by them.
 
 // What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
 // assigned in Lock's static block, where its private fields are in scope.
@@ -406,7 +406,7 @@ class Lock {
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(++lastOwner, timeoutMs, signal, callSite)
+    return this.#contend(native.newOwner(), timeoutMs, signal, callSite)
   }
 
   /**
@@ -429,7 +429,7 @@ class Lock {
     }
     let owner = this.#flows.getStore()
     if (hold === null) {
-      owner = ++lastOwner
+      owner = native.newOwner()
       hold = await this.#contend(owner, timeoutMs, signal, callSite)
       if (hold === false) {
         throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)

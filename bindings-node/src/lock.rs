@@ -35,11 +35,20 @@ pub fn set_thread_id(thread_id: u32) {
     THREAD_ID.with(|id| id.set(thread_id));
 }
 
-/// The owner for an id, labelled as messages and lock nodes name it: the async flow, and the
-/// JavaScript thread it runs on.
+/// The core's owner ids are 2^63 and up; JavaScript holds them without that bit, as numbers.
+const UNIQUE_BIT: u64 = 1 << 63;
+
+/// A new owner (an async flow) from the core's allocator, as a JavaScript number.
+#[napi]
+pub fn new_owner() -> i64 {
+    (Owner::unique().id() & !UNIQUE_BIT) as i64
+}
+
+/// The owner for an id from [`new_owner`], labelled as messages and lock nodes name it: the async
+/// flow, and the JavaScript thread it runs on.
 fn owner(id: i64) -> Owner {
     let thread = THREAD_ID.with(|thread| thread.get());
-    Owner::with_label(id as u64, format!("async-flow:{id}@thread:{thread}"))
+    Owner::with_label(UNIQUE_BIT | id as u64, format!("async-flow:{id}@thread:{thread}"))
 }
 
 impl NativeLock {
@@ -99,7 +108,7 @@ impl NativeLock {
     /// Gives up `owner`'s acquisition in flight, if any: its promise resolves to `null`.
     #[napi]
     pub fn abort(&self, owner_id: i64) {
-        if let Some((_, token)) = self.aborts.lock().iter().find(|(id, _)| *id == owner_id as u64) {
+        if let Some((_, token)) = self.aborts.lock().iter().find(|(id, _)| *id == UNIQUE_BIT | owner_id as u64) {
             token.cancel();
         }
     }
