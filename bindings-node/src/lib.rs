@@ -17,6 +17,6 @@ mod rwlock;
 
 pub use client::{connect, NativeClient, NativeStateWatch};
 pub use hold::NativeHold;
-pub use lock::{set_thread_id, Identity, NativeLock, Participant};
+pub use lock::{new_owner, set_thread_id, Identity, NativeLock, Participant};
 pub use runtime::close_all_at_exit;
 pub use rwlock::NativeReadWriteLock;
