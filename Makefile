@@ -1,8 +1,9 @@
 # The C library: libzklock.so and libzklock.a (the core crate built with its `ffi` feature),
-# include/zklock.h and a pkg-config file.
+# include/zklock.h and a pkg-config file; and the `zklock` command (the cli crate).
 #
 #   make                                      # build (release) into target/release/
-#   make install PREFIX=/usr/local            # build and install; then: cc app.c $(pkg-config --cflags --libs zklock)
+#   make install PREFIX=/usr/local            # build and install (the command into $(PREFIX)/bin);
+#                                             # then: cc app.c $(pkg-config --cflags --libs zklock)
 #                                             # static: cc app.c $(pkg-config --cflags --libs zklock-static)
 #   make install PREFIX=/tmp/z PROFILE=debug  # debug build (what scripts/test-c and scripts/demo use)
 #   make uninstall PREFIX=...
@@ -14,6 +15,7 @@
 PREFIX ?= /usr/local
 # Absolute, since it is written into zklock.pc.
 override PREFIX := $(abspath $(PREFIX))
+BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
@@ -46,8 +48,8 @@ RUSTFLAGS_LIB := -C link-arg=-Wl,-soname,$(SONAME) -C link-arg=-Wl,-z,start-stop
 # What a static link needs besides libzklock.a, as rustc reports it (this for glibc if it does not).
 DEFAULT_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib install uninstall header
-all: lib
+.PHONY: all lib cli install uninstall header
+all: lib cli
 
 # Always delegated to cargo, which knows whether anything changed.
 lib:
@@ -59,14 +61,18 @@ lib:
 	@sed -n 's/.*native-static-libs: //p' $(OUT)/zklock-build.log | tail -n 1 >$(OUT)/zklock-native-libs
 	@test -s $(OUT)/zklock-native-libs || echo '$(DEFAULT_NATIVE_LIBS)' >$(OUT)/zklock-native-libs
 
+# The `zklock` command, in the same profile as the library.
+cli:
+	$(CARGO) build -q -p zklock-cli --bin zklock $(PROFILE_FLAG)
+
 # The .so is installed stripped; its debug info goes beside it in .debug/ (where gdb looks for
 # the file its .gnu_debuglink names). The system libraries of a static link lose -lgcc_s, which
 # has no static form: the compiler driver links libgcc itself (libgcc_eh under -static).
 PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' -e "s|@LIBS_PRIVATE@|$$(sed 's/ *-lgcc_s//g' $(OUT)/zklock-native-libs)|"
 
-install: lib
-	install -d $(DESTDIR)$(LIBDIR)/.debug $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DATADIR)/zklock
+install: lib cli
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/.debug $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DATADIR)/zklock
 	install -m 644 include/zklock.h $(DESTDIR)$(INCLUDEDIR)/zklock.h
 	objcopy --only-keep-debug $(OUT)/libzklock.so $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug
 	chmod 644 $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug
@@ -79,9 +85,10 @@ install: lib
 	install -m 644 include/zklock.supp $(DESTDIR)$(DATADIR)/zklock/zklock.supp
 	$(PC_SUBST) include/zklock.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock.pc
 	$(PC_SUBST) include/zklock-static.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock-static.pc
+	install -m 755 $(OUT)/zklock $(DESTDIR)$(BINDIR)/zklock
 
 uninstall:
-	rm -f $(DESTDIR)$(INCLUDEDIR)/zklock.h $(DESTDIR)$(LIBDIR)/libzklock.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	rm -f $(DESTDIR)$(BINDIR)/zklock $(DESTDIR)$(INCLUDEDIR)/zklock.h $(DESTDIR)$(LIBDIR)/libzklock.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	  $(DESTDIR)$(LIBDIR)/libzklock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug \
 	  $(DESTDIR)$(LIBDIR)/libzklock.a $(DESTDIR)$(PKGCONFIGDIR)/zklock.pc $(DESTDIR)$(PKGCONFIGDIR)/zklock-static.pc \
 	  $(DESTDIR)$(DATADIR)/zklock/zklock.supp

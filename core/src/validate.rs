@@ -50,6 +50,13 @@ pub(crate) fn lock_path(path: &str, chroot: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a lock path's form before anything is sent: absolute, no empty, `.` or `..` segments,
+/// no control characters, not the root and not under `/zookeeper`. A client checks it again with
+/// its chroot. For tools that take a path before they connect (the `zklock` command).
+pub fn check_lock_path(path: &str) -> Result<()> {
+    lock_path(path, "")
+}
+
 /// A connect string: `host[:port][,host[:port]...][/chroot]`. Returns the chroot ("" if none).
 pub(crate) fn connect_string(connect: &str) -> Result<&str> {
     let fail = |why: String| Error::invalid(format!("connect string {connect:?} {why}"));

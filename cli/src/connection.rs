@@ -1,0 +1,25 @@
+//! How both commands reach ZooKeeper.
+
+use std::time::Duration;
+
+/// Connection options shared by every command.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Connection {
+    /// ZooKeeper servers: host:port[,host:port...][/chroot]
+    #[arg(long = "zk", env = "ZK_CONNECT", value_name = "CONNECT")]
+    pub connect: String,
+    /// Session timeout in seconds: a holder cut off this long loses the lock
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub session_timeout: f64,
+}
+
+impl Connection {
+    /// Client options from the command line; an error names the bad value.
+    pub fn options(&self) -> Result<zklock::ClientOptions, String> {
+        let session_timeout = Duration::try_from_secs_f64(self.session_timeout)
+            .ok()
+            .filter(|timeout| !timeout.is_zero())
+            .ok_or_else(|| format!("--session-timeout {}: a positive number of seconds", self.session_timeout))?;
+        Ok(zklock::ClientOptions { session_timeout, ..Default::default() })
+    }
+}

@@ -1,0 +1,825 @@
+//! `zklock exec PATH -- COMMAND [ARGS...]`: run COMMAND while holding the lock at PATH.
+//!
+//! COMMAND runs as a child in its own process group, so that zklock can signal everything it
+//! started at once when the lock is lost. zklock stays its parent the whole time: it forwards
+//! signals, watches the hold, and releases the lock once the child has exited.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use zklock::{Client, ErrorKind, Hold, HoldState, HoldStateChanges, Lock, Mode, Owner, Participant};
+
+use crate::codes;
+
+/// The signals zklock forwards to COMMAND (and that stop zklock while it waits for the lock).
+const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The signal COMMAND gets when zklock dies without releasing (killed with SIGKILL, say). The
+/// session, and so the lock, outlives zklock by up to --session-timeout: time for COMMAND to stop
+/// cleanly while nobody else can have the lock yet.
+const PARENT_DEATH_SIGNAL: libc::c_int = libc::SIGTERM;
+
+/// An uncontended acquisition is usually done by then: no status line flashes by.
+const STATUS_LINE_DELAY: Duration = Duration::from_millis(250);
+const STATUS_LINE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// When the core refuses a recipe because the path holds the other's nodes (a race to an empty
+/// path, or a contender that just left), exec looks at the path again after 50 ms, then 100 ms,
+/// ..., this many times (1.55 s in all) before it gives up.
+const RECIPE_LOOKS: usize = 6;
+const RECIPE_BACKOFF: Duration = Duration::from_millis(50);
+
+fn after_help() -> String {
+    format!(
+        "\
+The lock: by default the mutex at PATH (zklock's, and Curator's InterProcessMutex). --shared
+takes the read side of the read/write lock at PATH (Curator's InterProcessReadWriteLock), which
+any number of --shared execs hold together; --write takes its write side, alone. A plain exec on
+a path that already is a read/write lock takes the write side too, but on an empty path the
+mutex: give the exclusive users of a path shared with --shared execs --write.
+
+COMMAND gets in its environment:
+  ZKLOCK_PATH           PATH
+  ZKLOCK_NODE           the lock node's path
+  ZKLOCK_FENCING_TOKEN  a number that rises with each holder of PATH: a resource can refuse a
+                        writer whose token is lower than one it has seen
+  ZKLOCK_SESSION_ID     the ZooKeeper session holding the lock (0x...)
+
+COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP to zklock are forwarded to that
+group; the lock is released once COMMAND has exited. If the lock is lost (session expired, node
+deleted, disconnected too long), the group gets SIGTERM at once and SIGKILL after --grace. If
+zklock itself dies, COMMAND gets SIGTERM: the lock lasts up to --session-timeout longer. Run from
+a terminal, COMMAND gets the terminal, as a shell gives it to a job: it can read it, Ctrl-C
+reaches it, and Ctrl-Z stops it and zklock.
+
+While waiting on a terminal, one line on stderr says how many are ahead and who holds the lock.
+
+Exit status:
+  N    COMMAND's own exit status, when it ran while the lock was held
+  {signalled}  COMMAND was killed by signal N (also zklock's own, stopped by signal N while waiting)
+  {conflict}    the lock was not had: held with -n, or not within -w SECS (-E sets another code)
+  {usage}   bad usage: an unknown option, a missing or invalid argument, an invalid PATH
+  {unavailable}   ZooKeeper could not be reached, or no session could be established
+  {software}   any other failure of zklock itself
+  {lost}   the lock was lost while COMMAND ran (or, with --on-suspend term, the connection
+       dropped): COMMAND got SIGTERM, and SIGKILL after --grace; never COMMAND's status
+  {cannot_run}  COMMAND could not be run (not executable)
+  {not_found}  COMMAND was not found
+
+Examples:
+  # Cron: skip this run if the last one still runs (anywhere):
+  */5 * * * * zklock exec -n --zk zk1:2181,zk2:2181 /locks/report -- /usr/local/bin/report
+  # Deploy: wait up to 10 minutes for the previous deploy:
+  zklock exec -w 600 --label deploy-$USER /locks/deploy -- ./deploy.sh production
+  # Readers together, a writer alone:
+  zklock exec --shared /locks/db -- ./backup.sh
+  zklock exec --write /locks/db -- ./migrate.sh",
+        signalled = "128+N",
+        conflict = codes::CONFLICT,
+        usage = codes::USAGE,
+        unavailable = codes::UNAVAILABLE,
+        software = codes::SOFTWARE,
+        lost = codes::LOCK_LOST,
+        cannot_run = codes::CANNOT_RUN,
+        not_found = codes::NOT_FOUND,
+    )
+}
+
+/// Run COMMAND while holding the lock at PATH; release it when COMMAND exits
+#[derive(clap::Args, Debug)]
+#[command(after_help = after_help())]
+pub struct Args {
+    #[command(flatten)]
+    pub connection: crate::connection::Connection,
+    /// Take the read side of the read/write lock at PATH, together with other --shared execs
+    #[arg(short = 's', long, conflicts_with = "write")]
+    pub shared: bool,
+    /// Take the write side of the read/write lock at PATH (alone, excluding --shared execs)
+    #[arg(short = 'x', long)]
+    pub write: bool,
+    /// Do not wait: if the lock is held, exit at once with the conflict code
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub nonblock: bool,
+    /// Wait at most SECS (connecting included), then exit with the conflict code
+    #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
+    pub wait: Option<Duration>,
+    /// The exit code when the lock was not had with -n or -w
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = codes::CONFLICT as u8, allow_negative_numbers = true)]
+    pub conflict_exit_code: u8,
+    /// After the lock is lost and COMMAND got SIGTERM, SIGKILL it after SECS
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = seconds, allow_negative_numbers = true)]
+    pub grace: Duration,
+    /// What to do when the connection drops while COMMAND runs (the lock may still be ours)
+    #[arg(long, value_enum, value_name = "ACTION", default_value_t = OnSuspend::Continue)]
+    pub on_suspend: OnSuspend,
+    /// The owner label others see for this holder (default: COMMAND's file name)
+    #[arg(long)]
+    pub label: Option<String>,
+    /// No status line while waiting
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The lock path (relative to the chroot of --zk, if any)
+    pub path: String,
+    /// The command to run, after `--`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// What `--on-suspend` does while the connection is down and the session may still be live.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnSuspend {
+    /// Let COMMAND run on: the lock is ours again if the connection comes back in time
+    Continue,
+    /// Treat it as lost at once: SIGTERM, then SIGKILL after --grace, exit 75
+    Term,
+}
+
+impl OnSuspend {
+    /// Whether COMMAND must be terminated with the hold in `state`.
+    fn terminates(self, state: HoldState) -> bool {
+        state == HoldState::Lost || (state == HoldState::Suspended && self == OnSuspend::Term)
+    }
+}
+
+/// A number of seconds, zero or more.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text.trim().parse().map_err(|_| "not a number of seconds".to_owned())?;
+    Duration::try_from_secs_f64(secs).map_err(|_| "must be a number of seconds, zero or more".to_owned())
+}
+
+/// Which recipe the exec takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Mutex,
+    Read,
+    Write,
+}
+
+/// Which recipes have nodes at a path: the mutex and the read/write lock refuse to share one.
+struct Recipes {
+    mutex: bool,
+    read_write: bool,
+}
+
+impl Recipes {
+    /// Whether `side` may use the path now.
+    fn fit(&self, side: Side) -> bool {
+        match side {
+            Side::Mutex => !self.read_write,
+            Side::Read | Side::Write => !self.mutex,
+        }
+    }
+
+    /// The side a plain exec takes: the write side on a read/write lock's path, else the mutex.
+    fn plain_side(&self) -> Side {
+        if self.read_write {
+            Side::Write
+        } else {
+            Side::Mutex
+        }
+    }
+}
+
+/// Why zklock exits without COMMAND's status: the code, and what to say (if anything).
+struct Exit {
+    code: i32,
+    message: Option<String>,
+}
+
+impl Exit {
+    fn fail(code: i32, message: impl Into<String>) -> Exit {
+        Exit { code, message: Some(message.into()) }
+    }
+
+    fn quiet(code: i32) -> Exit {
+        Exit { code, message: None }
+    }
+}
+
+pub fn run(args: Args) -> i32 {
+    let exit = start(args).unwrap_or_else(|exit| exit);
+    if let Some(message) = exit.message {
+        eprintln!("zklock exec: {message}");
+    }
+    exit.code
+}
+
+fn start(args: Args) -> Result<Exit, Exit> {
+    let started = Instant::now();
+    let mut options = args.connection.options().map_err(|message| Exit::fail(codes::USAGE, message))?;
+    // Bad input is told before any network traffic.
+    zklock::check_lock_path(&args.path).map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
+    options.language = "cli".into();
+    if let Some(wait) = args.wait.filter(|wait| !wait.is_zero()) {
+        // One budget for connecting and waiting: -w 2 gives up after 2 s, whatever the cause.
+        options.connect_timeout = options.connect_timeout.min(wait);
+    }
+    // Blocked before any other thread exists, so that every thread inherits the mask and only
+    // the one that waits for them sees these signals.
+    let signals = forwarded_signals().map_err(|err| Exit::fail(codes::SOFTWARE, format!("signals: {err}")))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|err| Exit::fail(codes::SOFTWARE, format!("cannot start the async runtime: {err}")))?;
+    // The future runs on this (the main) thread, which spawns COMMAND: the parent-death signal
+    // fires when the spawning thread ends, and this one ends only with the process.
+    let exit = runtime.block_on(Exec::new(args, started, signals).run(options));
+    runtime.shutdown_background();
+    Ok(exit)
+}
+
+struct Exec {
+    args: Args,
+    started: Instant,
+    signals: UnboundedReceiver<libc::c_int>,
+    /// Whether to draw the status line: stderr is a terminal and -q was not given.
+    status_line: bool,
+}
+
+impl Exec {
+    fn new(args: Args, started: Instant, signals: UnboundedReceiver<libc::c_int>) -> Exec {
+        // SAFETY: isatty only inspects the descriptor.
+        let status_line = !args.quiet && unsafe { libc::isatty(2) } == 1;
+        Exec { args, started, signals, status_line }
+    }
+
+    async fn run(mut self, options: zklock::ClientOptions) -> Exit {
+        let connect = self.args.connection.connect.clone();
+        let client = tokio::select! {
+            connected = Client::connect_with(&connect, options) => match connected {
+                Ok(client) => client,
+                Err(err) if err.kind() == ErrorKind::InvalidArgument => return Exit::fail(codes::USAGE, format!("--zk: {err}")),
+                Err(err) => return Exit::fail(codes::UNAVAILABLE, format!("cannot reach ZooKeeper: {err}")),
+            },
+            Some(signal) = self.signals.recv() => return Exit::quiet(codes::killed_by(signal)),
+        };
+        let exit = self.hold_and_run(&client).await;
+        // Ends the session: whatever this process still had at PATH goes with it at once.
+        client.close().await;
+        exit
+    }
+
+    async fn hold_and_run(&mut self, client: &Client) -> Exit {
+        let label = self.args.label.clone().unwrap_or_else(|| default_label(&self.args.command));
+        let owner = Owner::unique_labelled(|_| label);
+        let (lock, hold) = match self.acquire(client, &owner).await {
+            Ok(Some(held)) => held,
+            Ok(None) => {
+                if self.status_line {
+                    eprintln!("zklock exec: {} is held by another: not acquired", self.args.path);
+                }
+                return Exit::quiet(i32::from(self.args.conflict_exit_code));
+            }
+            Err(exit) => return exit,
+        };
+        let exit = self.run_command(client, &hold).await;
+        match lock.release(&owner).await {
+            Ok(()) => exit,
+            Err(err) if err.kind() == ErrorKind::LockLost && exit.code != codes::LOCK_LOST => {
+                // Lost about when COMMAND exited: it may have run its last moments unlocked.
+                Exit::fail(codes::LOCK_LOST, format!("the lock was lost as COMMAND ended: {err}"))
+            }
+            // Lost, already reported; or the delete goes on in the background and closing the
+            // session removes the node anyway.
+            Err(_) => exit,
+        }
+    }
+
+    /// Acquires as the options say: `Ok(None)` when not had with -n or within -w.
+    async fn acquire(&mut self, client: &Client, owner: &Owner) -> Result<Option<(Lock, Hold)>, Exit> {
+        let deadline = self.args.wait.map(|wait| self.started + wait);
+        let plain = !self.args.shared && !self.args.write;
+        let mut side = self.choose_side(client).await?;
+        let mut backoff = RECIPE_BACKOFF;
+        let mut refused = None;
+        for _ in 0..RECIPE_LOOKS {
+            if refused.is_some() {
+                // Give the other recipe's nodes time to go (execs racing us to an empty path
+                // take the write side, or give up), then look again.
+                self.pause(backoff).await?;
+                backoff *= 2;
+                if !self.recipes_at_path(client).await?.fit(side) {
+                    continue;
+                }
+            }
+            let lock = lock_for(client, &self.args.path, side)
+                .map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
+            match self.attempt(&lock, client, owner, deadline).await? {
+                Ok(hold) => return Ok(hold.map(|hold| (lock, hold))),
+                // The core refuses a recipe on a path holding the other's nodes: one came
+                // between our look at the path and our node. A plain exec then takes the write
+                // side for good: the path is in use as a read/write lock.
+                Err(err) if err.kind() == ErrorKind::InvalidArgument => {
+                    if plain {
+                        side = Side::Write;
+                    }
+                    refused = Some(err);
+                }
+                Err(err) => return Err(failure(&err)),
+            }
+        }
+        let err = refused.expect("only a refusal looks again");
+        let (argument, hint) = match side {
+            Side::Read => ("--shared: ", " (the exclusive users of a path shared with --shared need --write)"),
+            Side::Write if self.args.write => ("--write: ", ""),
+            _ => ("", ""),
+        };
+        Err(Exit::fail(codes::USAGE, format!("{argument}{err}{hint}")))
+    }
+
+    /// One acquisition, with the status line drawn meanwhile; a signal stops it (the attempt's
+    /// node is removed as the acquisition is dropped, and closing the session makes sure of it).
+    async fn attempt(
+        &mut self,
+        lock: &Lock,
+        client: &Client,
+        owner: &Owner,
+        deadline: Option<Instant>,
+    ) -> Result<zklock::Result<Option<Hold>>, Exit> {
+        let timeout = match deadline {
+            Some(deadline) => Some(deadline.saturating_duration_since(Instant::now())),
+            None if self.args.nonblock => Some(Duration::ZERO),
+            None => None,
+        };
+        let acquiring = lock.acquire_for(owner, timeout);
+        let status = show_status(lock, client, self.status_line);
+        tokio::pin!(acquiring, status);
+        let acquired = tokio::select! {
+            acquired = &mut acquiring => Ok(acquired),
+            () = &mut status => unreachable!("the status line is drawn until the acquisition ends"),
+            Some(signal) = self.signals.recv() => Err(Exit::quiet(codes::killed_by(signal))),
+        };
+        if self.status_line {
+            eprint!("\r\x1b[K");
+        }
+        acquired
+    }
+
+    /// Sleeps, unless a signal stops zklock first.
+    async fn pause(&mut self, pause: Duration) -> Result<(), Exit> {
+        tokio::select! {
+            () = tokio::time::sleep(pause) => Ok(()),
+            Some(signal) = self.signals.recv() => Err(Exit::quiet(codes::killed_by(signal))),
+        }
+    }
+
+    /// --shared reads and --write writes; a plain exec takes the mutex, unless the path already
+    /// is a read/write lock (so that it excludes the --shared execs there rather than fail).
+    async fn choose_side(&mut self, client: &Client) -> Result<Side, Exit> {
+        if self.args.shared {
+            return Ok(Side::Read);
+        }
+        if self.args.write {
+            return Ok(Side::Write);
+        }
+        Ok(self.recipes_at_path(client).await?.plain_side())
+    }
+
+    /// Which recipes' nodes are at PATH now.
+    async fn recipes_at_path(&mut self, client: &Client) -> Result<Recipes, Exit> {
+        let probe = client.lock(&self.args.path).map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
+        let contenders = tokio::select! {
+            contenders = probe.contenders() => contenders.map_err(|err| failure(&err))?,
+            Some(signal) = self.signals.recv() => return Err(Exit::quiet(codes::killed_by(signal))),
+        };
+        let has = |modes: &[Mode]| contenders.iter().any(|p| p.mode.is_some_and(|mode| modes.contains(&mode)));
+        Ok(Recipes { mutex: has(&[Mode::Exclusive]), read_write: has(&[Mode::Read, Mode::Write]) })
+    }
+
+    /// Runs COMMAND under `hold`, until it exits; terminates it if the hold is lost.
+    async fn run_command(&mut self, client: &Client, hold: &Hold) -> Exit {
+        // Taken before the look at the state, so that no change falls between the two.
+        let states = hold.state_changes();
+        if self.args.on_suspend.terminates(hold.state()) {
+            return Exit::fail(codes::LOCK_LOST, format!("lost the lock on {} before COMMAND started", self.args.path));
+        }
+        let session_id = client.session_id().unwrap_or_default();
+        let terminal = foreground_terminal();
+        let child = spawn(&self.args.command, &self.args.path, hold, session_id, terminal);
+        let exit = match child {
+            Ok(child) => self.supervise(child, hold, states, terminal).await,
+            Err(err) => {
+                let code = if err.kind() == io::ErrorKind::NotFound { codes::NOT_FOUND } else { codes::CANNOT_RUN };
+                Exit::fail(code, format!("cannot run {}: {err}", self.args.command[0].to_string_lossy()))
+            }
+        };
+        if terminal {
+            // SAFETY: getpgrp only reads.
+            give_terminal(unsafe { libc::getpgrp() });
+        }
+        exit
+    }
+
+    /// Waits for COMMAND to exit, forwarding signals, and terminates it if the hold is lost.
+    async fn supervise(
+        &mut self,
+        child: std::process::Child,
+        hold: &Hold,
+        mut states: HoldStateChanges,
+        terminal: bool,
+    ) -> Exit {
+        let group = child.id() as libc::pid_t;
+        let mut events = wait_in_thread(child);
+        let mut lost = false;
+        let mut kill_at: Option<tokio::time::Instant> = None;
+        let mut states_ended = false;
+        let status = loop {
+            let grace_over = async {
+                match kill_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(ChildEvent::Exited(status)) => break status,
+                    Some(ChildEvent::Stopped(signal)) if terminal => stop_with_command(group, signal),
+                    Some(ChildEvent::Stopped(_)) => {}
+                    None => break Err(io::Error::other("the thread that waits for COMMAND is gone")),
+                },
+                state = states.next(), if !states_ended => match state {
+                    Some(state) if !lost && self.args.on_suspend.terminates(state) => {
+                        let why = match hold.lost_reason() {
+                            Some(reason) => reason.describe(),
+                            None => "the connection to ZooKeeper dropped (--on-suspend term)",
+                        };
+                        eprintln!(
+                            "zklock exec: lost the lock on {}: {why}; sending SIGTERM to COMMAND (process group {group})",
+                            self.args.path
+                        );
+                        signal_group(group, libc::SIGTERM);
+                        // A stopped COMMAND (Ctrl-Z) must run to act on it.
+                        signal_group(group, libc::SIGCONT);
+                        lost = true;
+                        kill_at = Some(tokio::time::Instant::now() + self.args.grace);
+                    }
+                    Some(_) => {}
+                    None => states_ended = true,
+                },
+                Some(signal) = self.signals.recv() => signal_group(group, signal),
+                () = grace_over => {
+                    eprintln!(
+                        "zklock exec: COMMAND still runs {:?} after SIGTERM: sending SIGKILL to process group {group}",
+                        self.args.grace
+                    );
+                    signal_group(group, libc::SIGKILL);
+                    kill_at = None;
+                }
+            }
+        };
+        let status = match status {
+            Ok(status) => status,
+            Err(err) => return Exit::fail(codes::SOFTWARE, format!("waiting for COMMAND: {err}")),
+        };
+        if lost {
+            // COMMAND is gone, but what it started in its group runs unlocked: give it the rest
+            // of the grace, then kill it.
+            if let Some(at) = kill_at {
+                while group_alive(group) && tokio::time::Instant::now() < at {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if group_alive(group) {
+                    signal_group(group, libc::SIGKILL);
+                }
+            }
+            return Exit::quiet(codes::LOCK_LOST);
+        }
+        Exit::quiet(status_code(status))
+    }
+}
+
+fn lock_for(client: &Client, path: &str, side: Side) -> zklock::Result<Lock> {
+    Ok(match side {
+        Side::Mutex => client.lock(path)?,
+        Side::Read => client.read_write_lock(path)?.read().clone(),
+        Side::Write => client.read_write_lock(path)?.write().clone(),
+    })
+}
+
+/// The exit code for an error of the core while acquiring.
+fn failure(err: &zklock::Error) -> Exit {
+    let code = match err.kind() {
+        ErrorKind::InvalidArgument => codes::USAGE,
+        ErrorKind::Timeout
+        | ErrorKind::ConnectionLoss
+        | ErrorKind::SessionExpired
+        | ErrorKind::AuthFailed
+        | ErrorKind::Closed => codes::UNAVAILABLE,
+        _ => codes::SOFTWARE,
+    };
+    Exit::fail(code, err.to_string())
+}
+
+/// COMMAND's file name: says what holds the lock without showing its arguments, which may be
+/// secret, to everyone who can list the lock.
+fn default_label(command: &[OsString]) -> String {
+    let program = std::path::Path::new(&command[0]);
+    program.file_name().unwrap_or(program.as_os_str()).to_string_lossy().into_owned()
+}
+
+/// Starts COMMAND in its own process group, with the lock's facts in its environment.
+/// With `terminal`, COMMAND also takes the terminal on stdin, as a shell gives it to a job.
+fn spawn(
+    command: &[OsString],
+    path: &str,
+    hold: &Hold,
+    session_id: i64,
+    terminal: bool,
+) -> io::Result<std::process::Child> {
+    let parent = std::process::id();
+    let mut child = std::process::Command::new(&command[0]);
+    child
+        .args(&command[1..])
+        .env("ZKLOCK_PATH", path)
+        .env("ZKLOCK_NODE", hold.node_path())
+        .env("ZKLOCK_FENCING_TOKEN", hold.fencing_token().to_string())
+        .env("ZKLOCK_SESSION_ID", format!("0x{session_id:x}"))
+        .process_group(0);
+    // SAFETY: only async-signal-safe calls between fork and exec, and no allocation.
+    unsafe {
+        child.pre_exec(move || {
+            let empty = {
+                let mut set = std::mem::zeroed::<libc::sigset_t>();
+                libc::sigemptyset(&mut set);
+                set
+            };
+            // zklock blocks the signals it forwards; COMMAND must get them.
+            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            if libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL as libc::c_ulong, 0, 0, 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // zklock may have died before the prctl: then no signal will come.
+            if libc::getppid() as u32 != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // Before the exec, so that COMMAND never reads the terminal from the background
+            // (which would stop it, with SIGTTIN).
+            if terminal {
+                give_terminal(libc::getpid());
+            }
+            Ok(())
+        });
+    }
+    child.spawn()
+}
+
+/// Whether zklock is in the foreground of the terminal on its stdin. COMMAND, in a process group
+/// of its own, then needs the terminal handed over: to read it, and to get the terminal's Ctrl-C.
+fn foreground_terminal() -> bool {
+    // SAFETY: these only inspect the descriptor and the process.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Makes `group` the foreground of the terminal on stdin. The caller may be in the background
+/// (zklock taking the terminal back), which takes SIGTTOU blocked. Async-signal-safe.
+fn give_terminal(group: libc::pid_t) {
+    // SAFETY: signal mask changes of the calling thread, restored; tcsetpgrp on stdin.
+    unsafe {
+        let mut ttou = std::mem::zeroed::<libc::sigset_t>();
+        let mut before = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut ttou);
+        libc::sigaddset(&mut ttou, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, &mut before);
+        libc::tcsetpgrp(0, group);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+    }
+}
+
+/// What the thread that waits for COMMAND reports.
+enum ChildEvent {
+    /// Stopped by this signal (Ctrl-Z on its terminal, say).
+    Stopped(libc::c_int),
+    Exited(io::Result<ExitStatus>),
+}
+
+/// Waits for the child on a thread of its own, reporting its stops and its exit.
+fn wait_in_thread(child: std::process::Child) -> UnboundedReceiver<ChildEvent> {
+    let pid = child.id() as libc::pid_t;
+    // Reaped with waitpid rather than through `child`, to hear of stops too.
+    drop(child);
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("zklock-wait".into())
+        .spawn(move || loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status to a local.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) } == -1 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                let _ = sender.send(ChildEvent::Exited(Err(err)));
+                return;
+            }
+            if libc::WIFSTOPPED(status) {
+                if sender.send(ChildEvent::Stopped(libc::WSTOPSIG(status))).is_err() {
+                    return;
+                }
+                continue;
+            }
+            let _ = sender.send(ChildEvent::Exited(Ok(ExitStatus::from_raw(status))));
+            return;
+        })
+        .expect("start the thread that waits for COMMAND");
+    receiver
+}
+
+/// COMMAND was stopped from its terminal (Ctrl-Z): zklock stops too, so that the shell sees its
+/// job stopped and takes the terminal back, rather than wait for a job that cannot go on. On `fg`
+/// (or `bg`) zklock continues, and COMMAND with it. (A stop long enough loses the lock: then
+/// COMMAND is terminated as it continues.)
+fn stop_with_command(group: libc::pid_t, signal: libc::c_int) {
+    if !matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
+        return;
+    }
+    // SAFETY: getpgrp and kill have no memory effects; SIGSTOP to ourselves is delivered before
+    // kill returns, so it returns once zklock is continued.
+    unsafe {
+        give_terminal(libc::getpgrp());
+        libc::kill(libc::getpid(), libc::SIGSTOP);
+        // `fg` gave zklock the terminal; `bg` did not, and then COMMAND goes on in the background.
+        if libc::tcgetpgrp(0) == libc::getpgrp() {
+            give_terminal(group);
+        }
+    }
+    signal_group(group, libc::SIGCONT);
+}
+
+fn signal_group(group: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill has no memory effects; ESRCH (the group is gone) is fine.
+    unsafe { libc::kill(-group, signal) };
+}
+
+fn group_alive(group: libc::pid_t) -> bool {
+    // SAFETY: as above; signal 0 only checks.
+    unsafe { libc::kill(-group, 0) == 0 }
+}
+
+/// The shell's convention: the exit code, or 128+N for death by signal N.
+fn status_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => codes::killed_by(signal),
+        (None, None) => codes::SOFTWARE,
+    }
+}
+
+/// Blocks the forwarded signals in this thread (and so in every thread started after) and
+/// delivers them, as they come, from a thread that waits for nothing else.
+fn forwarded_signals() -> io::Result<UnboundedReceiver<libc::c_int>> {
+    // SAFETY: plain sigset manipulation on a local set.
+    let set = unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        for signal in FORWARDED_SIGNALS {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    };
+    // SAFETY: as above.
+    let result = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if result != 0 {
+        return Err(io::Error::from_raw_os_error(result));
+    }
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new().name("zklock-signals".into()).spawn(move || loop {
+        let mut signal: libc::c_int = 0;
+        // SAFETY: sigwait writes the signal number to a local.
+        if unsafe { libc::sigwait(&set, &mut signal) } == 0 && sender.send(signal).is_err() {
+            return;
+        }
+    })?;
+    Ok(receiver)
+}
+
+/// Draws the status line while waiting, about once a second; never returns.
+async fn show_status(lock: &Lock, client: &Client, enabled: bool) {
+    if !enabled {
+        return std::future::pending().await;
+    }
+    tokio::time::sleep(STATUS_LINE_DELAY).await;
+    let mut queue_line = QueueLine::default();
+    loop {
+        if let (Ok(queue), Ok(holders)) = (lock.contenders().await, lock.holders().await) {
+            let line = queue_line.describe(lock.path(), client.session_id(), &queue, &holders, now_ms());
+            eprint!("\r\x1b[K{}", fit_terminal(&line));
+            let _ = io::stderr().flush();
+        }
+        tokio::time::sleep(STATUS_LINE_INTERVAL).await;
+    }
+}
+
+/// What the status line says, and what it remembers between two looks at the queue.
+#[derive(Default)]
+struct QueueLine {
+    /// Each node seen waiting, then holding: when we first saw it hold (ms since the epoch).
+    /// ZooKeeper records when a node was made, not when it came to hold.
+    holding_since: HashMap<String, i64>,
+    seen_waiting: std::collections::HashSet<String>,
+}
+
+impl QueueLine {
+    fn describe(
+        &mut self,
+        path: &str,
+        session: Option<i64>,
+        queue: &[Participant],
+        holders: &[Participant],
+        now_ms: i64,
+    ) -> String {
+        let ahead = queue.iter().position(|p| Some(p.session_id) == session).unwrap_or(queue.len());
+        for p in queue {
+            let holding = holders.iter().any(|h| h.node == p.node);
+            if !holding {
+                self.seen_waiting.insert(p.node.clone());
+            } else if !self.holding_since.contains_key(&p.node) {
+                let since = if self.seen_waiting.contains(&p.node) { now_ms } else { p.created_ms };
+                self.holding_since.insert(p.node.clone(), since);
+            }
+        }
+        let mut line = format!("zklock: waiting for {path}: {ahead} ahead");
+        let held = |p: &Participant| {
+            let since = self.holding_since.get(&p.node).copied().unwrap_or(p.created_ms);
+            format!("{} for {}", who(p), duration((now_ms - since).max(0)))
+        };
+        match holders {
+            [] => {}
+            [holder] => line += &format!("; held by {}", held(holder)),
+            [first, rest @ ..] => {
+                line += &format!("; held by {} readers: {} and {} more", holders.len(), held(first), rest.len())
+            }
+        }
+        line
+    }
+}
+
+/// A participant as people would name it: label, pid and host, or what its node says.
+fn who(p: &Participant) -> String {
+    match &p.identity {
+        Some(identity) => format!("{} (pid {} on {})", identity.owner, identity.pid, identity.host),
+        None => match std::str::from_utf8(&p.data) {
+            // Curator writes the client's address.
+            Ok(data) if !data.is_empty() && data.len() <= 64 && !data.contains(char::is_control) => {
+                format!("session 0x{:x} ({data})", p.session_id)
+            }
+            _ => format!("session 0x{:x}", p.session_id),
+        },
+    }
+}
+
+fn duration(ms: i64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The line cut to the terminal's width: a line that wraps cannot be redrawn in place.
+fn fit_terminal(line: &str) -> String {
+    // SAFETY: TIOCGWINSZ fills a winsize.
+    let columns = unsafe {
+        let mut size = std::mem::zeroed::<libc::winsize>();
+        if libc::ioctl(2, libc::TIOCGWINSZ, &mut size) == 0 {
+            usize::from(size.ws_col)
+        } else {
+            0
+        }
+    };
+    match columns {
+        0 => line.to_owned(),
+        columns => line.chars().take(columns - 1).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_zero_or_more() {
+        assert_eq!(seconds("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(seconds("0"), Ok(Duration::ZERO));
+        assert!(seconds("-1").is_err());
+        assert!(seconds("soon").is_err());
+        assert!(seconds("inf").is_err());
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(0), "0s");
+        assert_eq!(duration(61_000), "1m01s");
+        assert_eq!(duration(3_723_000), "1h02m");
+    }
+}

@@ -1,0 +1,51 @@
+//! `zklock`: run a command under a ZooKeeper lock (`zklock exec`), and see who holds and who
+//! waits (`zklock status`). Built on the zklock core, so it queues fairly with zklock in any
+//! language and with Curator.
+
+mod codes;
+mod connection;
+mod exec;
+mod status;
+
+use clap::{Parser, Subcommand};
+
+const EXAMPLES: &str = "\
+Examples:
+  # A cron job that must never run twice at once across machines (skips if already running):
+  */5 * * * * zklock exec -n --zk zk1:2181,zk2:2181 /locks/report -- /usr/local/bin/report
+
+  # A deploy script that waits up to 10 minutes for the previous deploy:
+  zklock exec -w 600 --label deploy-$USER /locks/deploy -- ./deploy.sh production
+
+  # Who holds it, and who waits:
+  zklock status --zk zk1:2181 /locks/deploy
+
+Run `zklock exec --help` and `zklock status --help` for the exit codes.";
+
+#[derive(Parser)]
+#[command(name = "zklock", version, about = "Run a command under a ZooKeeper lock, and see who holds and who waits", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Exec(exec::Args),
+    Status(status::Args),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            std::process::exit(if err.use_stderr() { codes::USAGE } else { 0 });
+        }
+    };
+    let code = match cli.command {
+        Command::Exec(args) => exec::run(args),
+        Command::Status(args) => status::run(args),
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,332 @@
+//! `zklock status PATH`: who holds the lock at PATH and who waits, in queue order.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use zklock::{ErrorKind, Participant};
+
+use crate::codes;
+
+const EXIT_CODES: &str = "\
+Works on a mutex and on a read/write lock (zklock's in any language, or Curator's).
+
+QUEUED FOR is the time since each node was made (the server's clock against this host's). A
+holder has held the lock since that moment or later: ZooKeeper does not record when it got it.
+
+Exit status:
+  0   the lock is held
+  3   the lock is free: nobody holds it (also when PATH has no node: ZooKeeper removes an
+      unused lock's node by itself, so a free lock's path may well be gone)
+  64  bad usage: an unknown option, a missing argument, an invalid PATH
+  65  PATH is not a lock: it has children, and none of them is a lock node
+  69  ZooKeeper could not be reached, or no session could be established
+  70  any other failure (such as ZooKeeper refusing the listing)
+
+Examples:
+  zklock status --zk zk1:2181,zk2:2181 /locks/deploy
+  zklock status --json /locks/report | jq '.holders[0].identity'
+  if zklock status /locks/report >/dev/null; then echo busy; fi";
+
+/// Show who holds the lock at PATH and who waits, in queue order
+#[derive(clap::Args, Debug)]
+#[command(after_help = EXIT_CODES)]
+pub struct Args {
+    #[command(flatten)]
+    pub connection: crate::connection::Connection,
+    /// Print one JSON document {path, held, holders, queue} instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// The lock path (relative to the chroot of --zk, if any)
+    pub path: String,
+}
+
+pub fn run(args: Args) -> i32 {
+    let mut options = match args.connection.options() {
+        Ok(options) => options,
+        Err(message) => return fail(codes::USAGE, &message),
+    };
+    // Bad input is told before any network traffic.
+    if let Err(err) = zklock::check_lock_path(&args.path) {
+        return fail(codes::USAGE, &format!("PATH: {err}"));
+    }
+    options.language = "cli".into();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(codes::SOFTWARE, &format!("cannot start the async runtime: {err}")),
+    };
+    let report = runtime.block_on(async {
+        let client = zklock::Client::connect_with(&args.connection.connect, options).await?;
+        let report = match client.lock(&args.path) {
+            Ok(lock) => snapshot(&lock).await,
+            Err(err) => Err(err),
+        };
+        client.close().await;
+        report
+    });
+    let (contenders, holders) = match report {
+        Ok(report) => report,
+        Err(err) => {
+            let code = exit_code_of(&err);
+            let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
+            return fail(code, &format!("{cannot_reach}{err}"));
+        }
+    };
+    if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
+        let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
+        let more = if contenders.len() > names.len() { ", ..." } else { "" };
+        let message =
+            format!("{} is not a lock: none of its children is a lock node ({}{more})", args.path, names.join(", "));
+        return fail(codes::NOT_A_LOCK, &message);
+    }
+    let status = Status::new(&args.path, contenders, holders, now_ms());
+    let text = if args.json {
+        serde_json::to_string_pretty(&status).expect("the status serializes") + "\n"
+    } else {
+        status.table()
+    };
+    // A reader that has seen enough (`| head -1`) is not a failure.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            return fail(codes::SOFTWARE, &format!("cannot write the status: {err}"));
+        }
+        _ => {}
+    }
+    if status.held {
+        0
+    } else {
+        codes::FREE
+    }
+}
+
+fn fail(code: i32, message: &str) -> i32 {
+    eprintln!("zklock status: {message}");
+    code
+}
+
+fn exit_code_of(err: &zklock::Error) -> i32 {
+    match err.kind() {
+        ErrorKind::InvalidArgument => codes::USAGE,
+        ErrorKind::Timeout | ErrorKind::ConnectionLoss | ErrorKind::SessionExpired | ErrorKind::AuthFailed => {
+            codes::UNAVAILABLE
+        }
+        _ => codes::SOFTWARE,
+    }
+}
+
+/// How many times to list again when the queue changed between the listings.
+const LISTING_ATTEMPTS: usize = 5;
+
+/// Every participant in queue order, and the holders among them. `holders()` lists the path
+/// on its own, so it is bracketed by two `contenders()` listings and taken only when those two
+/// agree: otherwise a handoff between the listings would pair one queue with another's holders.
+/// A lock that keeps changing gets the last attempt's answer.
+async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Participant>, Vec<Participant>)> {
+    let mut before = lock.contenders().await?;
+    let mut attempt = 1;
+    loop {
+        let holders = lock.holders().await?;
+        let after = lock.contenders().await?;
+        let same = before.len() == after.len()
+            && before.iter().zip(&after).all(|(b, a)| b.node == a.node && b.fencing_token == a.fencing_token);
+        if same || attempt == LISTING_ATTEMPTS {
+            return Ok((after, holders));
+        }
+        before = after;
+        attempt += 1;
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64)
+}
+
+/// The whole answer, as `--json` prints it: field names are stable.
+#[derive(Serialize, Debug)]
+struct Status {
+    path: String,
+    held: bool,
+    holders: Vec<Entry>,
+    queue: Vec<Entry>,
+}
+
+/// One participant.
+#[derive(Serialize, Debug)]
+struct Entry {
+    /// "exclusive", "read", "write", or null for a node of no known lock.
+    mode: Option<&'static str>,
+    node: String,
+    sequence: Option<i64>,
+    fencing_token: i64,
+    session_id: i64,
+    /// As ZooKeeper's own tools print session ids.
+    session_id_hex: String,
+    /// When the node was made: the server's clock, milliseconds since the Unix epoch.
+    created_ms: i64,
+    /// This host's clock minus `created_ms`, at least 0: how long it has queued (and a holder
+    /// has held for at most this long).
+    queued_for_ms: i64,
+    identity: Identity,
+}
+
+/// Who made the node, as its data says.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Identity {
+    /// zklock, in any language.
+    Zklock { host: String, pid: u32, label: String, language: String, identifier: Option<String> },
+    /// Curator, which writes the client's IP address.
+    Curator { address: String },
+    /// Anything else: the node's data, as text.
+    Unknown { data: String },
+}
+
+impl Identity {
+    fn of(participant: &Participant) -> Identity {
+        if let Some(id) = &participant.identity {
+            return Identity::Zklock {
+                host: id.host.clone(),
+                pid: id.pid,
+                label: id.owner.clone(),
+                language: id.lang.clone(),
+                identifier: id.identifier.clone(),
+            };
+        }
+        let data = String::from_utf8_lossy(&participant.data).into_owned();
+        match data.trim().parse::<IpAddr>() {
+            Ok(address) => Identity::Curator { address: address.to_string() },
+            Err(_) => Identity::Unknown { data },
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Identity::Zklock { host, pid, label, language, identifier } => {
+                let identifier = identifier.as_ref().map(|id| format!(", identifier {id}")).unwrap_or_default();
+                format!("{label} (host {host}, pid {pid}, {language}{identifier})")
+            }
+            Identity::Curator { address } => format!("Curator at {address}"),
+            Identity::Unknown { data } if data.is_empty() => "unknown (no data)".to_owned(),
+            Identity::Unknown { data } => {
+                let shown: String = data.chars().take(40).collect();
+                let cut = if shown.len() < data.len() { "..." } else { "" };
+                format!("unknown (data {:?}{cut})", shown)
+            }
+        }
+    }
+}
+
+impl Entry {
+    fn new(participant: Participant, now_ms: i64) -> Entry {
+        Entry {
+            mode: participant.mode.map(|mode| mode.as_str()),
+            identity: Identity::of(&participant),
+            sequence: participant.sequence,
+            fencing_token: participant.fencing_token,
+            session_id: participant.session_id,
+            session_id_hex: format!("{:#x}", participant.session_id),
+            created_ms: participant.created_ms,
+            queued_for_ms: (now_ms - participant.created_ms).max(0),
+            node: participant.node,
+        }
+    }
+}
+
+impl Status {
+    fn new(path: &str, contenders: Vec<Participant>, holders: Vec<Participant>, now_ms: i64) -> Status {
+        let holding = |p: &Participant| holders.iter().any(|h| h.node == p.node);
+        let (held_now, waiting): (Vec<Participant>, Vec<Participant>) = contenders.into_iter().partition(holding);
+        Status {
+            path: path.to_owned(),
+            held: !held_now.is_empty(),
+            holders: held_now.into_iter().map(|p| Entry::new(p, now_ms)).collect(),
+            queue: waiting.into_iter().map(|p| Entry::new(p, now_ms)).collect(),
+        }
+    }
+
+    fn summary(&self) -> String {
+        let waiting = match self.queue.len() {
+            0 => "nobody waits".to_owned(),
+            n => format!("{n} waiting"),
+        };
+        match self.holders.first() {
+            None => format!("{}: free; {waiting}", self.path),
+            Some(first) => {
+                let mode = first.mode.unwrap_or("unknown");
+                format!("{}: held ({mode}) by {}; {waiting}", self.path, self.holders.len())
+            }
+        }
+    }
+
+    /// The human-readable form: a summary line, then one row per participant in queue order.
+    fn table(&self) -> String {
+        let mut out = self.summary();
+        out.push('\n');
+        if self.holders.is_empty() && self.queue.is_empty() {
+            return out;
+        }
+        let header = ["STATE", "MODE", "SEQUENCE", "FENCING TOKEN", "SESSION", "QUEUED FOR", "OWNER", "NODE"];
+        let row = |state: &str, entry: &Entry| {
+            [
+                state.to_owned(),
+                entry.mode.unwrap_or("?").to_owned(),
+                entry.sequence.map_or("-".to_owned(), |seq| seq.to_string()),
+                entry.fencing_token.to_string(),
+                entry.session_id_hex.clone(),
+                duration(entry.queued_for_ms),
+                entry.identity.describe(),
+                entry.node.clone(),
+            ]
+        };
+        let rows: Vec<[String; 8]> = std::iter::once(header.map(str::to_owned))
+            .chain(self.holders.iter().map(|entry| row("holding", entry)))
+            .chain(self.queue.iter().map(|entry| row("waiting", entry)))
+            .collect();
+        let mut widths = [0; 8];
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        for row in &rows {
+            let mut line = String::new();
+            for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    line.push_str(&format!("{cell:<width$}  "));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A duration for people: `850ms`, `42s`, `3m07s`, `2h05m`, `3d04h`.
+fn duration(ms: i64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(850), "850ms");
+        assert_eq!(duration(42_300), "42s");
+        assert_eq!(duration(187_000), "3m07s");
+        assert_eq!(duration(7_500_000), "2h05m");
+        assert_eq!(duration(273_600_000), "3d04h");
+    }
+}

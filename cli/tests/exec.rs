@@ -1,0 +1,656 @@
+//! `zklock exec` against a real ZooKeeper (the testkit's shared server, and its fault proxy): the
+//! binary is run as users run it, and the server is observed through a zklock client of the test.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use zklock::{Mode, Owner, Participant};
+use zklock_testkit::{shared_connect_string, Proxy};
+
+const USAGE: i32 = 64;
+const UNAVAILABLE: i32 = 69;
+const LOCK_LOST: i32 = 75;
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A COMMAND that says when it started and when it got SIGTERM (then exits 0).
+const TRAPS_TERM: &str =
+    r#"trap 'echo got-TERM >> "$D/log"; exit 0' TERM; echo started >> "$D/log"; while :; do sleep 0.01; done"#;
+
+fn zklock() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    command.env_remove("ZK_CONNECT").stdin(Stdio::null());
+    command
+}
+
+/// `zklock exec --zk CONNECT [options] PATH -- sh -c SCRIPT`, with stderr captured; the script
+/// finds the test's scratch directory in $D.
+fn exec(connect: &str, options: &[&str], path: &str, dir: &Path, script: &str) -> Command {
+    let mut command = zklock();
+    command
+        .args(["exec", "--zk", connect])
+        .args(options)
+        .args([path, "--", "sh", "-c", script])
+        .env("D", dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// A running zklock, killed (with its COMMAND, through the parent-death signal) if a test fails.
+struct Running {
+    child: Child,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Running {
+        Running { child: command.spawn().expect("start zklock") }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill has no memory effects; the child is not reaped yet, so its pid is its own.
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
+    }
+
+    /// Waits for zklock to exit: its status and stderr.
+    fn finish(mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "zklock did not exit within {WAIT:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            pipe.read_to_string(&mut stderr).unwrap();
+        }
+        (status, stderr)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn run(command: Command) -> (ExitStatus, String) {
+    Running::start(command).finish()
+}
+
+/// A lock path and a scratch directory of one test.
+struct Scratch {
+    path: String,
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let unique = format!("{test}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let dir = std::env::temp_dir().join(format!("zklock-cli-{unique}"));
+        fs::create_dir_all(&dir).unwrap();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        Scratch { path: format!("/zklock-cli-test/{unique}-{nanos}"), dir }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn read(&self, name: &str) -> String {
+        fs::read_to_string(self.file(name)).unwrap_or_default()
+    }
+
+    fn wait_for_line(&self, name: &str, line: &str) {
+        wait_until(&format!("{name} has the line {line:?}"), || self.read(name).lines().any(|l| l == line));
+    }
+
+    fn touch(&self, name: &str) {
+        fs::write(self.file(name), b"").unwrap();
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Polls a condition of the server or the file system until it holds (panics after WAIT).
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out after {WAIT:?} waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A zklock client of the test's own: sees the queue, and holds locks against the command.
+struct Observer {
+    runtime: tokio::runtime::Runtime,
+    client: zklock::Client,
+}
+
+impl Observer {
+    fn new(connect: &str) -> Observer {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let client = runtime.block_on(zklock::Client::connect(connect)).expect("observer connects");
+        Observer { runtime, client }
+    }
+
+    fn contenders(&self, path: &str) -> Vec<Participant> {
+        let lock = self.client.lock(path).unwrap();
+        self.runtime.block_on(lock.contenders()).expect("list the contenders")
+    }
+
+    fn wait_contenders(&self, path: &str, n: usize) -> Vec<Participant> {
+        let mut seen = Vec::new();
+        wait_until(&format!("{path} has {n} contenders"), || {
+            seen = self.contenders(path);
+            seen.len() == n
+        });
+        seen
+    }
+
+    /// Holds the mutex at `path` until the guard is released.
+    fn hold(&self, path: &str, label: &str) -> zklock::LockGuard {
+        let lock = self.client.lock(path).unwrap();
+        let owner = Owner::unique_labelled(|_| label.to_owned());
+        self.runtime.block_on(lock.acquire(&owner)).expect("the test's holder acquires")
+    }
+
+    fn release(&self, guard: zklock::LockGuard) {
+        self.runtime.block_on(guard.release()).expect("the test's holder releases");
+    }
+}
+
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[test]
+fn exits_with_the_commands_code_or_128_plus_its_signal() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("codes");
+    for (script, code) in [("true", 0), ("exit 7", 7), ("exit 255", 255), ("kill -USR1 $$", 128 + libc::SIGUSR1)] {
+        let (status, stderr) = run(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+        assert_eq!(status.code(), Some(code), "{script}: {stderr}");
+    }
+    let mut missing = zklock();
+    missing.args(["exec", "--zk", &connect, &scratch.path, "--", "/nonexistent/command"]).stderr(Stdio::piped());
+    let (status, stderr) = run(missing);
+    assert_eq!(status.code(), Some(127), "{stderr}");
+    assert!(stderr.contains("/nonexistent/command"), "{stderr}");
+    assert!(observer.contenders(&scratch.path).is_empty(), "every run released its node");
+}
+
+#[test]
+fn command_finds_the_lock_in_its_environment() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("env");
+    let script = r#"env | grep '^ZKLOCK_' > "$D/env"; while [ ! -e "$D/go" ]; do sleep 0.01; done"#;
+    let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+    wait_until("the command wrote its environment", || scratch.read("env").lines().count() == 4);
+    let env: std::collections::HashMap<String, String> = scratch
+        .read("env")
+        .lines()
+        .map(|line| line.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())).unwrap())
+        .collect();
+    let holder = observer.contenders(&scratch.path).remove(0);
+    assert_eq!(env["ZKLOCK_PATH"], scratch.path);
+    assert_eq!(env["ZKLOCK_NODE"], format!("{}/{}", scratch.path, holder.node));
+    assert_eq!(env["ZKLOCK_FENCING_TOKEN"], holder.fencing_token.to_string());
+    assert_eq!(env["ZKLOCK_SESSION_ID"], format!("0x{:x}", holder.session_id));
+    let identity = holder.identity.expect("zklock's identity in the node");
+    assert_eq!((identity.pid, identity.owner.as_str(), identity.lang.as_str()), (running.pid() as u32, "sh", "cli"));
+    scratch.touch("go");
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+#[test]
+fn fencing_token_rises_across_runs() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("fencing");
+    for _ in 0..3 {
+        let script = r#"echo "$ZKLOCK_FENCING_TOKEN" >> "$D/tokens""#;
+        let (status, stderr) = run(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+        assert_eq!(status.code(), Some(0), "{stderr}");
+    }
+    let tokens: Vec<i64> = scratch.read("tokens").lines().map(|t| t.parse().unwrap()).collect();
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens rise: {tokens:?}");
+}
+
+#[test]
+fn execs_on_one_path_never_overlap() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("overlap");
+    let script = r#"echo "start $$ $ZKLOCK_FENCING_TOKEN" >> "$D/log"; sleep 0.05; echo "end $$" >> "$D/log""#;
+    for _round in 0..3 {
+        let running: Vec<Running> =
+            (0..4).map(|_| Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script))).collect();
+        for zklock in running {
+            let (status, stderr) = zklock.finish();
+            assert_eq!(status.code(), Some(0), "{stderr}");
+        }
+    }
+    let log = scratch.read("log");
+    let lines: Vec<Vec<&str>> = log.lines().map(|line| line.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 24, "{log}");
+    let mut tokens = Vec::new();
+    for pair in lines.chunks(2) {
+        // Each start is followed by its own end, before any other command starts.
+        assert_eq!((pair[0][0], pair[1][0], pair[0][1]), ("start", "end", pair[1][1]), "overlap in:\n{log}");
+        tokens.push(pair[0][2].parse::<i64>().unwrap());
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "holders in token order: {tokens:?}");
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+#[test]
+fn a_held_lock_gives_the_conflict_code_with_nonblock_and_wait() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("conflict");
+    let holder = observer.hold(&scratch.path, "holder");
+    let ran = r#"touch "$D/ran""#;
+    let (status, stderr) = run(exec(&connect, &["-n"], &scratch.path, &scratch.dir, ran));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr, "", "nothing on stderr when it is not a terminal");
+    let (status, _) = run(exec(&connect, &["--nonblock", "-E", "42"], &scratch.path, &scratch.dir, ran));
+    assert_eq!(status.code(), Some(42));
+    let started = Instant::now();
+    let (status, stderr) = run(exec(&connect, &["-w", "0.5"], &scratch.path, &scratch.dir, ran));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(started.elapsed() >= Duration::from_millis(500), "waited the whole -w");
+    assert_eq!(stderr, "");
+    let (status, _) =
+        run(exec(&connect, &["--wait", "0.2", "--conflict-exit-code", "3"], &scratch.path, &scratch.dir, ran));
+    assert_eq!(status.code(), Some(3));
+    assert!(!scratch.file("ran").exists(), "COMMAND never ran without the lock");
+    assert_eq!(observer.contenders(&scratch.path).len(), 1, "no attempt left a node");
+
+    // Within -w, the lock is had once released.
+    let waiting = Running::start(exec(&connect, &["-w", "20"], &scratch.path, &scratch.dir, ran));
+    observer.wait_contenders(&scratch.path, 2);
+    observer.release(holder);
+    let (status, stderr) = waiting.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(scratch.file("ran").exists());
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+#[test]
+fn a_signal_while_waiting_stops_zklock_and_leaves_no_node() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("signal-waiting");
+    let holder = observer.hold(&scratch.path, "holder");
+    let waiting = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, r#"touch "$D/ran""#));
+    observer.wait_contenders(&scratch.path, 2);
+    waiting.signal(libc::SIGTERM);
+    let (status, stderr) = waiting.finish();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert_eq!(observer.contenders(&scratch.path).len(), 1, "the waiter's node is gone");
+    assert!(!scratch.file("ran").exists());
+    observer.release(holder);
+}
+
+#[test]
+fn signals_to_zklock_reach_the_command_and_leave_no_node() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    for (signal, name) in [(libc::SIGTERM, "TERM"), (libc::SIGINT, "INT"), (libc::SIGHUP, "HUP")] {
+        let scratch = Scratch::new("forward");
+        let script = format!(
+            r#"trap 'echo got-{name} >> "$D/log"; exit 3' {name}; echo started >> "$D/log"; while :; do sleep 0.01; done"#
+        );
+        let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, &script));
+        scratch.wait_for_line("log", "started");
+        running.signal(signal);
+        let (status, stderr) = running.finish();
+        assert_eq!(status.code(), Some(3), "the command's own code after SIG{name}: {stderr}");
+        assert!(scratch.read("log").contains(&format!("got-{name}")));
+        assert!(observer.contenders(&scratch.path).is_empty(), "released after SIG{name}");
+    }
+}
+
+#[test]
+fn a_killed_zklock_signals_its_command_and_its_node_goes() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("sigkill");
+    let running = Running::start(exec(&connect, &["--session-timeout", "2"], &scratch.path, &scratch.dir, TRAPS_TERM));
+    scratch.wait_for_line("log", "started");
+    assert_eq!(observer.contenders(&scratch.path).len(), 1);
+    running.signal(libc::SIGKILL);
+    let (status, _) = running.finish();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    scratch.wait_for_line("log", "got-TERM");
+    // The session of the killed zklock expires, and its node with it.
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+/// A zklock whose connection goes through a proxy of the shared server, with a 2 s session.
+fn through_proxy() -> (Proxy, String) {
+    let connect = shared_connect_string();
+    let server = connect.split(['/', ',']).next().unwrap().to_owned();
+    let proxy = Proxy::start(&server);
+    let address = proxy.address();
+    (proxy, address)
+}
+
+#[test]
+fn a_lost_lock_terminates_the_command_and_exits_with_the_lost_code() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new("lost");
+    let options = ["--session-timeout", "2"];
+    let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, TRAPS_TERM));
+    scratch.wait_for_line("log", "started");
+    proxy.stall();
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(LOCK_LOST), "lost, though COMMAND exited 0: {stderr}");
+    assert!(stderr.contains("lost the lock"), "{stderr}");
+    assert!(scratch.read("log").contains("got-TERM"), "COMMAND got SIGTERM");
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_gets_sigkill_after_the_grace() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new("grace");
+    let script = r#"trap '' TERM; echo $$ > "$D/pid"; while :; do sleep 0.01; done"#;
+    let options = ["--session-timeout", "2", "--grace", "1"];
+    let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, script));
+    wait_until("COMMAND wrote its pid", || scratch.read("pid").ends_with('\n'));
+    let pid: i32 = scratch.read("pid").trim().parse().unwrap();
+    let stalled = Instant::now();
+    proxy.stall();
+    let (status, stderr) = running.finish();
+    assert!(stalled.elapsed() >= Duration::from_secs(1), "the grace passed before SIGKILL");
+    assert_eq!(status.code(), Some(LOCK_LOST), "{stderr}");
+    let term_at = stderr.find("SIGTERM").expect("SIGTERM first");
+    let kill_at = stderr.find("SIGKILL").expect("then SIGKILL");
+    assert!(term_at < kill_at, "{stderr}");
+    assert!(!process_exists(pid), "COMMAND is gone");
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+#[test]
+fn on_suspend_term_terminates_the_command_when_the_connection_drops() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new("suspend");
+    // A session long enough that the loss comes well after the suspension.
+    let options = ["--session-timeout", "4", "--on-suspend", "term"];
+    let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, TRAPS_TERM));
+    scratch.wait_for_line("log", "started");
+    proxy.stall();
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(LOCK_LOST), "{stderr}");
+    assert!(stderr.contains("--on-suspend term"), "terminated on the suspension: {stderr}");
+    assert!(scratch.read("log").contains("got-TERM"));
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+#[test]
+fn shared_execs_hold_together_while_a_plain_exec_waits() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("shared");
+    let reader = r#"echo "reader $$" >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.01; done; echo "reader-done $$" >> "$D/log""#;
+    let readers: Vec<Running> = (0..2)
+        .map(|_| {
+            Running::start(exec(
+                &connect,
+                &["--shared", "--label", "nightly-backup"],
+                &scratch.path,
+                &scratch.dir,
+                reader,
+            ))
+        })
+        .collect();
+    wait_until("both readers run at once", || scratch.read("log").lines().count() == 2);
+    let writer = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, r#"echo writer >> "$D/log""#));
+    let queue = observer.wait_contenders(&scratch.path, 3);
+    let modes: Vec<Option<Mode>> = queue.iter().map(|p| p.mode).collect();
+    assert_eq!(modes, [Some(Mode::Read), Some(Mode::Read), Some(Mode::Write)], "the plain exec takes the write side");
+    let labels: Vec<String> = queue.iter().map(|p| p.identity.as_ref().unwrap().owner.clone()).collect();
+    assert_eq!(labels, ["nightly-backup", "nightly-backup", "sh"], "--label, or else COMMAND's name");
+    assert_eq!(scratch.read("log").lines().count(), 2, "the writer waits for the readers");
+    scratch.touch("go");
+    for zklock in readers.into_iter().chain([writer]) {
+        let (status, stderr) = zklock.finish();
+        assert_eq!(status.code(), Some(0), "{stderr}");
+    }
+    let log = scratch.read("log");
+    assert_eq!(log.lines().last(), Some("writer"), "{log}");
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+/// On an empty path a plain exec takes the mutex, a --shared one the read side, and the core
+/// refuses either once the other's node is there: started together, they settle on the
+/// read/write lock rather than fail.
+#[test]
+fn a_plain_and_a_shared_exec_racing_to_an_empty_path_both_run() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    for _ in 0..5 {
+        let scratch = Scratch::new("race");
+        let plain = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, "sleep 0.05"));
+        let shared = Running::start(exec(&connect, &["--shared"], &scratch.path, &scratch.dir, "sleep 0.05"));
+        for zklock in [plain, shared] {
+            let (status, stderr) = zklock.finish();
+            assert_eq!(status.code(), Some(0), "{stderr}");
+        }
+        assert!(observer.contenders(&scratch.path).is_empty());
+    }
+}
+
+#[test]
+fn bad_arguments_exit_64_naming_the_argument() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("usage");
+    let path = scratch.path.as_str();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["exec", "--zk", &connect, path], "COMMAND"),
+        (vec!["exec", "--zk", &connect, "--", "true"], "PATH"),
+        (vec!["exec", "--zk", &connect, "-w", "soon", path, "--", "true"], "--wait"),
+        (vec!["exec", "--zk", &connect, "-w", "-1", path, "--", "true"], "--wait"),
+        (vec!["exec", "--zk", &connect, "--grace", "x", path, "--", "true"], "--grace"),
+        (vec!["exec", "--zk", &connect, "-n", "-w", "1", path, "--", "true"], "--wait"),
+        (vec!["exec", "--zk", &connect, "-E", "300", path, "--", "true"], "--conflict-exit-code"),
+        (vec!["exec", "--zk", &connect, "--on-suspend", "maybe", path, "--", "true"], "--on-suspend"),
+        (vec!["exec", "--zk", &connect, "--session-timeout", "0", path, "--", "true"], "--session-timeout"),
+        (vec!["exec", "--zk", &connect, "--shared", "--write", path, "--", "true"], "--write"),
+        (vec!["exec", "--zk", &connect, "--bogus", path, "--", "true"], "--bogus"),
+        (vec!["exec", path, "--", "true"], "--zk"),
+        (vec!["exec", "--zk", "host:notaport", path, "--", "true"], "--zk"),
+        (vec!["exec", "--zk", &connect, "relative/path", "--", "true"], "PATH"),
+        (vec!["exec", "--zk", &connect, "/", "--", "true"], "PATH"),
+        // Told before any network traffic: the same with no server to reach.
+        (vec!["exec", "--zk", "127.0.0.1:1", "relative/path", "--", "true"], "PATH"),
+    ];
+    for (args, named) in cases {
+        let mut command = zklock();
+        command.args(&args).stderr(Stdio::piped());
+        let (status, stderr) = run(command);
+        assert_eq!(status.code(), Some(USAGE), "{args:?}: {stderr}");
+        assert!(stderr.contains(named), "{args:?} names {named}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unreachable_zookeeper_exits_69() {
+    let scratch = Scratch::new("unreachable");
+    let started = Instant::now();
+    let (status, stderr) = run(exec("127.0.0.1:1", &["-w", "1"], &scratch.path, &scratch.dir, "true"));
+    assert_eq!(status.code(), Some(UNAVAILABLE), "{stderr}");
+    assert!(stderr.contains("cannot reach ZooKeeper"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10), "-w bounds the connect too");
+}
+
+#[test]
+fn help_lists_every_exit_code() {
+    let mut command = zklock();
+    command.args(["exec", "--help"]).stdout(Stdio::piped());
+    let output = command.output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let help = String::from_utf8(output.stdout).unwrap();
+    for code in ["128+N", "  1 ", "  64 ", "  69 ", "  70 ", "  75 ", "  126 ", "  127 "] {
+        assert!(help.contains(code), "{code:?} in:\n{help}");
+    }
+}
+
+/// A pseudo-terminal: the master to read, the slave to give zklock as its stderr.
+fn pseudo_terminal() -> (fs::File, fs::File) {
+    // SAFETY: posix_openpt and friends on descriptors this function owns.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(master >= 0);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let name = std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap().to_owned();
+        let slave = fs::OpenOptions::new().read(true).write(true).open(name).unwrap();
+        (fs::File::from(OwnedFd::from_raw_fd(master)), slave)
+    }
+}
+
+#[test]
+fn a_status_line_on_a_terminal_says_who_holds_and_how_many_are_ahead() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("status-line");
+    let holder = observer.hold(&scratch.path, "nightly-report");
+    let (mut master, slave) = pseudo_terminal();
+    let mut command = exec(&connect, &[], &scratch.path, &scratch.dir, "true");
+    command.stderr(slave);
+    let waiting = Running::start(command);
+    let (sender, received) = std::sync::mpsc::channel();
+    // The terminal's output, read as it comes (the read blocks, so on a thread of its own).
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buffer) {
+            if n == 0 || sender.send(buffer[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    let deadline = Instant::now() + WAIT;
+    while !(seen.contains("1 ahead") && seen.contains("nightly-report")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match received.recv_timeout(left) {
+            Ok(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+            Err(_) => panic!("no status line on the terminal; saw {seen:?}"),
+        }
+    }
+    assert!(seen.contains(&format!("waiting for {}", scratch.path)), "{seen:?}");
+    assert!(seen.contains(&format!("pid {}", std::process::id())), "the holder's pid: {seen:?}");
+    observer.release(holder);
+    let (status, _) = waiting.finish();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// `zklock exec` run as a login shell's job would be: in a session of its own, with the
+/// terminal `slave` as its controlling terminal and stdin.
+fn on_terminal(mut command: Command, slave: fs::File) -> Running {
+    command.stdin(slave);
+    // SAFETY: setsid and ioctl between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Running::start(command)
+}
+
+/// Run from a shell on a terminal, COMMAND (in a process group of its own) gets the terminal:
+/// it reads it rather than being stopped by SIGTTIN.
+#[test]
+fn command_reads_the_terminal_zklock_was_started_from() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("terminal");
+    let (mut master, slave) = pseudo_terminal();
+    let script = r#"read line; echo "$line" > "$D/read""#;
+    let running = on_terminal(exec(&connect, &[], &scratch.path, &scratch.dir, script), slave);
+    master.write_all(b"hello\n").unwrap();
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("read"), "hello\n");
+}
+
+/// Ctrl-Z stops COMMAND, and zklock with it, so that the shell sees its job stopped; continued
+/// (as `fg` does), zklock gives COMMAND the terminal again and continues it.
+#[test]
+fn ctrl_z_stops_zklock_with_its_command_until_continued() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("ctrl-z");
+    let (mut master, slave) = pseudo_terminal();
+    let script = r#"echo > "$D/ready"; read line; echo "$line" > "$D/read""#;
+    let running = on_terminal(exec(&connect, &[], &scratch.path, &scratch.dir, script), slave);
+    wait_until("COMMAND runs", || scratch.file("ready").exists());
+    master.write_all(b"\x1a").unwrap();
+    wait_until("zklock stopped", || {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child; WUNTRACED reports a stop without reaping.
+        let pid = unsafe { libc::waitpid(running.pid(), &mut status, libc::WUNTRACED | libc::WNOHANG) };
+        pid == running.pid() && libc::WIFSTOPPED(status)
+    });
+    running.signal(libc::SIGCONT);
+    master.write_all(b"again\n").unwrap();
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("read"), "again\n");
+}
+
+#[test]
+fn quiet_draws_no_status_line() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("quiet");
+    let holder = observer.hold(&scratch.path, "holder");
+    let (master, slave) = pseudo_terminal();
+    // Non-blocking, to read whatever is there without waiting for more.
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut command = exec(&connect, &["-q", "-w", "1.5"], &scratch.path, &scratch.dir, "true");
+    command.stderr(slave);
+    let (status, _) = Running::start(command).finish();
+    assert_eq!(status.code(), Some(1));
+    let mut seen = Vec::new();
+    let _ = (&master).read_to_end(&mut seen);
+    assert!(seen.is_empty(), "nothing with -q: {:?}", String::from_utf8_lossy(&seen));
+    observer.release(holder);
+}

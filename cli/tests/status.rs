@@ -1,0 +1,308 @@
+//! `zklock status` against a real server: the holder and the queue of a mutex and of a
+//! read/write lock (text and JSON), a free path, a path that is not a lock, a bad path, Curator's
+//! nodes, and a server that cannot be reached.
+
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use zklock::{Client, Lock, LockGuard, Owner};
+use zklock_testkit::{shared_connect_string, CuratorContender};
+
+const T: Duration = Duration::from_secs(30);
+
+fn unique(tag: &str) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("/zklock-cli-status-{}-{tag}-{}/lock", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn connect(rt: &Runtime) -> Client {
+    rt.block_on(Client::connect(&shared_connect_string())).expect("connect to the test server")
+}
+
+/// Runs `zklock status ARGS...` against `connect` (ZK_CONNECT is not inherited).
+fn status_at(connect: &str, args: &[&str]) -> (i32, String, String) {
+    let output: Output = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .arg("status")
+        .args(["--zk", connect])
+        .args(args)
+        .env_remove("ZK_CONNECT")
+        .output()
+        .expect("run zklock");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8 output");
+    (output.status.code().expect("zklock exits, not killed"), text(output.stdout), text(output.stderr))
+}
+
+fn status(args: &[&str]) -> (i32, String, String) {
+    status_at(&shared_connect_string(), args)
+}
+
+fn status_json(path: &str) -> (i32, Value) {
+    let (code, out, err) = status(&["--json", path]);
+    let json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}\nstderr: {err}"));
+    (code, json)
+}
+
+/// Waits until `lock`'s path has `n` contenders (their nodes are made: they queued).
+fn wait_contenders(rt: &Runtime, lock: &Lock, n: usize) {
+    let deadline = Instant::now() + T;
+    while rt.block_on(lock.contenders()).expect("list the contenders").len() != n {
+        assert!(Instant::now() < deadline, "{} never had {n} contenders", lock.path());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// An acquisition by `label` running in the background (it queues behind the holders).
+fn begin(rt: &Runtime, lock: &Lock, id: u64, label: &str) -> JoinHandle<LockGuard> {
+    let (lock, owner) = (lock.clone(), Owner::with_label(id, label));
+    rt.spawn(async move { lock.acquire(&owner).await.expect("acquire") })
+}
+
+/// The table's row for the participant labelled `label`.
+fn row<'a>(table: &'a str, label: &str) -> &'a str {
+    let needle = format!(" {label} (host ");
+    table.lines().find(|line| line.contains(&needle)).unwrap_or_else(|| panic!("no row for {label} in:\n{table}"))
+}
+
+fn label(entry: &Value) -> &str {
+    entry["identity"]["label"].as_str().expect("a zklock identity with a label")
+}
+
+#[test]
+fn held_mutex_with_waiters_in_text_and_json() {
+    let rt = runtime();
+    let path = unique("mutex");
+    let (alpha, beta) = (connect(&rt), connect(&rt));
+    let alpha_lock = alpha.lock(&path).unwrap();
+    let beta_lock = beta.lock(&path).unwrap();
+    let held = rt.block_on(alpha_lock.acquire(&Owner::with_label(1, "alpha"))).unwrap();
+    let waiting = begin(&rt, &beta_lock, 2, "beta");
+    wait_contenders(&rt, &alpha_lock, 2);
+
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "held: exit 0; stderr: {err}");
+    assert!(table.starts_with(&format!("{path}: held (exclusive) by 1; 1 waiting\n")), "{table}");
+    let header = table.lines().nth(1).unwrap();
+    for column in ["STATE", "MODE", "SEQUENCE", "FENCING TOKEN", "SESSION", "QUEUED FOR", "OWNER", "NODE"] {
+        assert!(header.contains(column), "no {column} column: {header}");
+    }
+    let pid = std::process::id();
+    let holder = row(&table, "alpha");
+    assert!(holder.starts_with("holding  exclusive"), "{holder}");
+    assert!(holder.contains(&format!(" {} ", held.fencing_token())), "{holder}");
+    assert!(holder.contains(&format!(" {:#x} ", alpha.session_id().unwrap())), "{holder}");
+    assert!(holder.contains(&format!("pid {pid}, rust)")), "{holder}");
+    let node = held.hold().node_path().rsplit('/').next().unwrap();
+    assert!(holder.ends_with(node), "{holder}");
+    let waiter = row(&table, "beta");
+    assert!(waiter.starts_with("waiting  exclusive"), "{waiter}");
+    assert!(waiter.contains(&format!(" {:#x} ", beta.session_id().unwrap())), "{waiter}");
+    let lines: Vec<&str> = table.lines().collect();
+    let at = |row: &str| lines.iter().position(|line| *line == row).unwrap();
+    assert!(at(holder) < at(waiter), "the holder first, then the queue:\n{table}");
+
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(json["path"], path.as_str());
+    assert_eq!(json["held"], true);
+    let (holders, queue) = (json["holders"].as_array().unwrap(), json["queue"].as_array().unwrap());
+    assert_eq!((holders.len(), queue.len()), (1, 1), "{json:#}");
+    let (holder, waiter) = (&holders[0], &queue[0]);
+    let mut fields: Vec<&str> = holder.as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "created_ms",
+            "fencing_token",
+            "identity",
+            "mode",
+            "node",
+            "queued_for_ms",
+            "sequence",
+            "session_id",
+            "session_id_hex",
+        ]
+    );
+    assert_eq!(holder["mode"], "exclusive");
+    assert_eq!(holder["node"], node);
+    assert_eq!(holder["sequence"], held.hold().sequence());
+    assert_eq!(holder["fencing_token"], held.fencing_token());
+    assert_eq!(holder["session_id"], alpha.session_id().unwrap());
+    assert_eq!(holder["session_id_hex"], format!("{:#x}", alpha.session_id().unwrap()));
+    assert_eq!(holder["identity"]["kind"], "zklock");
+    assert_eq!(holder["identity"]["pid"], pid);
+    assert_eq!(holder["identity"]["language"], "rust");
+    assert_eq!(holder["identity"]["host"], waiter["identity"]["host"]);
+    assert_eq!(holder["identity"]["identifier"], Value::Null);
+    assert_eq!((label(holder), label(waiter)), ("alpha", "beta"));
+    assert_eq!(waiter["mode"], "exclusive");
+    assert_eq!(waiter["session_id"], beta.session_id().unwrap());
+    assert!(waiter["sequence"].as_i64() > holder["sequence"].as_i64(), "{json:#}");
+    assert!(waiter["created_ms"].as_i64() >= holder["created_ms"].as_i64(), "{json:#}");
+    assert!(holder["queued_for_ms"].as_i64().unwrap() >= 0, "{json:#}");
+
+    // The waiter takes over: the status follows.
+    rt.block_on(held.release()).unwrap();
+    let taken = rt.block_on(waiting).unwrap();
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(json["holders"].as_array().unwrap().len(), 1);
+    assert_eq!(label(&json["holders"][0]), "beta");
+    assert_eq!(json["holders"][0]["fencing_token"], taken.fencing_token());
+    assert_eq!(json["queue"], Value::Array(Vec::new()));
+    rt.block_on(taken.release()).unwrap();
+    rt.block_on(alpha.close());
+    rt.block_on(beta.close());
+}
+
+#[test]
+fn readers_sharing_with_a_writer_waiting() {
+    let rt = runtime();
+    let path = unique("rw");
+    let (readers, writer) = (connect(&rt), connect(&rt));
+    let read = readers.read_write_lock(&path).unwrap().read().clone();
+    let write = writer.read_write_lock(&path).unwrap().write().clone();
+    let first = rt.block_on(read.acquire(&Owner::with_label(1, "reader-1"))).unwrap();
+    let second = rt.block_on(read.acquire(&Owner::with_label(2, "reader-2"))).unwrap();
+    let writing = begin(&rt, &write, 3, "writer");
+    wait_contenders(&rt, &read, 3);
+    // A reader arriving behind the waiting writer waits too.
+    let late = begin(&rt, &read, 4, "reader-late");
+    wait_contenders(&rt, &read, 4);
+
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "held: exit 0; stderr: {err}");
+    assert!(table.starts_with(&format!("{path}: held (read) by 2; 2 waiting\n")), "{table}");
+    assert!(row(&table, "reader-1").starts_with("holding  read "), "{table}");
+    assert!(row(&table, "reader-2").starts_with("holding  read "), "{table}");
+    assert!(row(&table, "writer").starts_with("waiting  write "), "{table}");
+    assert!(row(&table, "reader-late").starts_with("waiting  read "), "{table}");
+
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(json["held"], true);
+    let labels = |list: &Value| -> Vec<(String, String)> {
+        let entries = list.as_array().unwrap();
+        entries.iter().map(|e| (e["mode"].as_str().unwrap().to_owned(), label(e).to_owned())).collect()
+    };
+    let pair = |mode: &str, label: &str| (mode.to_owned(), label.to_owned());
+    assert_eq!(labels(&json["holders"]), [pair("read", "reader-1"), pair("read", "reader-2")]);
+    assert_eq!(labels(&json["queue"]), [pair("write", "writer"), pair("read", "reader-late")]);
+    assert_eq!(json["holders"][0]["fencing_token"], first.fencing_token());
+    assert_eq!(json["holders"][1]["fencing_token"], second.fencing_token());
+
+    rt.block_on(first.release()).unwrap();
+    rt.block_on(second.release()).unwrap();
+    let written = rt.block_on(writing).unwrap();
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(labels(&json["holders"]), [pair("write", "writer")]);
+    assert_eq!(labels(&json["queue"]), [pair("read", "reader-late")]);
+    rt.block_on(written.release()).unwrap();
+    rt.block_on(rt.block_on(late).unwrap().release()).unwrap();
+    rt.block_on(readers.close());
+    rt.block_on(writer.close());
+}
+
+#[test]
+fn a_free_lock_exits_3() {
+    // A path that was never locked has no node at all.
+    let never = unique("never");
+    let (code, table, err) = status(&[&never]);
+    assert_eq!(code, 3, "free: exit 3; stderr: {err}");
+    assert_eq!(table, format!("{never}: free; nobody waits\n"));
+    let (code, json) = status_json(&never);
+    assert_eq!(code, 3);
+    assert_eq!(json, serde_json::json!({"path": never, "held": false, "holders": [], "queue": []}));
+
+    // A lock used and released: its node stays (until the server reaps the empty container).
+    let rt = runtime();
+    let client = connect(&rt);
+    let path = unique("released");
+    let lock = client.lock(&path).unwrap();
+    rt.block_on(rt.block_on(lock.acquire(&Owner::new(1))).unwrap().release()).unwrap();
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 3);
+    assert_eq!(json["held"], false);
+    assert_eq!(json["holders"], Value::Array(Vec::new()));
+    rt.block_on(client.close());
+}
+
+#[test]
+fn a_path_that_is_not_a_lock_is_an_error() {
+    let rt = runtime();
+    let client = connect(&rt);
+    let path = unique("parent");
+    let lock = client.lock(&path).unwrap();
+    let held = rt.block_on(lock.acquire(&Owner::new(1))).unwrap();
+    // The lock's parent has one child, the lock path's own node: not a lock node.
+    let parent = path.rsplit_once('/').unwrap().0;
+    let (code, out, err) = status(&[parent]);
+    assert_eq!(code, 65, "not a lock: exit 65; stdout: {out}");
+    assert_eq!(out, "");
+    assert!(err.contains(&format!("{parent} is not a lock")) && err.contains("(lock)"), "{err}");
+    rt.block_on(held.release()).unwrap();
+    rt.block_on(client.close());
+}
+
+#[test]
+fn a_bad_path_is_a_usage_error() {
+    for (path, says) in [("relative/path", "is relative"), ("/trailing/", "ends with '/'")] {
+        let (code, out, err) = status(&[path]);
+        assert_eq!(code, 64, "{path:?}: exit 64; stdout: {out}");
+        assert!(err.contains(says), "{path:?}: {err}");
+    }
+    let (code, _, err) = status(&[]);
+    assert_eq!(code, 64, "a missing PATH: exit 64");
+    assert!(err.contains("<PATH>"), "{err}");
+    // Told before any network traffic: the same with no server to reach.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (code, _, err) = status_at(&format!("127.0.0.1:{port}"), &["relative/path"]);
+    assert_eq!(code, 64, "a bad path with no server: exit 64, not 69: {err}");
+}
+
+#[test]
+fn an_unreachable_server_exits_69() {
+    // A port nobody listens on: connections are refused.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (code, out, err) = status_at(&format!("127.0.0.1:{port}"), &["/locks/anything"]);
+    assert_eq!(code, 69, "unreachable: exit 69; stdout: {out}; stderr: {err}");
+    assert_eq!(out, "");
+    assert!(err.contains("cannot reach ZooKeeper") && err.contains("connection refused"), "{err}");
+}
+
+#[test]
+fn curators_nodes_show_as_curators() {
+    let rt = runtime();
+    let path = unique("curator");
+    let mut curator = CuratorContender::spawn(&shared_connect_string(), &path, "curator");
+    curator.acquire(T);
+    let client = connect(&rt);
+    let lock = client.lock(&path).unwrap();
+    let waiting = begin(&rt, &lock, 1, "behind-curator");
+    wait_contenders(&rt, &lock, 2);
+
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    let holder = &json["holders"][0];
+    assert_eq!(holder["identity"]["kind"], "curator", "{json:#}");
+    let address = holder["identity"]["address"].as_str().unwrap();
+    assert!(address.parse::<std::net::IpAddr>().is_ok(), "{address}");
+    assert_eq!(holder["session_id"], curator.session_id());
+    assert_eq!(label(&json["queue"][0]), "behind-curator");
+    let (_, table, _) = status(&[&path]);
+    assert!(table.lines().any(|line| line.starts_with("holding") && line.contains(&format!("Curator at {address}"))));
+
+    curator.release();
+    rt.block_on(rt.block_on(waiting).unwrap().release()).unwrap();
+    rt.block_on(client.close());
+}
