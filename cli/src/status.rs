@@ -115,27 +115,11 @@ fn exit_code_of(err: &zklock::Error) -> i32 {
     }
 }
 
-/// How many times to list again when the queue changed between the listings.
-const LISTING_ATTEMPTS: usize = 5;
-
-/// Every participant in queue order, and the holders among them. `holders()` lists the path
-/// on its own, so it is bracketed by two `contenders()` listings and taken only when those two
-/// agree: otherwise a handoff between the listings would pair one queue with another's holders.
-/// A lock that keeps changing gets the last attempt's answer.
+/// Every participant in queue order, and the holders among them, from one listing.
 async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Participant>, Vec<Participant>)> {
-    let mut before = lock.contenders().await?;
-    let mut attempt = 1;
-    loop {
-        let holders = lock.holders().await?;
-        let after = lock.contenders().await?;
-        let same = before.len() == after.len()
-            && before.iter().zip(&after).all(|(b, a)| b.node == a.node && b.fencing_token == a.fencing_token);
-        if same || attempt == LISTING_ATTEMPTS {
-            return Ok((after, holders));
-        }
-        before = after;
-        attempt += 1;
-    }
+    let queue = lock.contenders().await?;
+    let holders = Participant::holders_in(&queue).into_iter().map(|i| queue[i].clone()).collect();
+    Ok((queue, holders))
 }
 
 fn now_ms() -> i64 {

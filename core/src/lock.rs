@@ -321,6 +321,15 @@ impl Lock {
     }
 }
 
+impl Participant {
+    /// The positions of the participants in `queue` (in queue order, as [`Lock::contenders`]
+    /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
+    /// queue from one listing.
+    pub fn holders_in(queue: &[Participant]) -> Vec<usize> {
+        crate::policy::holders(queue, |p| p.mode)
+    }
+}
+
 /// The participants that hold, by each one's own mode's rule, in queue order.
 fn holding(participants: Vec<Participant>) -> Vec<Participant> {
     let holders = crate::policy::holders(&participants, |p| p.mode);
