@@ -26,6 +26,18 @@ const TRAPS_TERM: &str =
 fn zklock() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_zklock"));
     command.env_remove("ZK_CONNECT").stdin(Stdio::null());
+    // The signals the tests send start at their defaults in zklock and so in COMMAND, whatever
+    // the test runner inherited: under nohup SIGHUP is ignored, a shell cannot trap a signal
+    // ignored on entry, and zklock rightly passes an ignored disposition on (as nohup means).
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     command
 }
 
