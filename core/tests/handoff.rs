@@ -25,25 +25,22 @@ async fn watched_by(connect: &str, path: &str, node: &str, sessions: usize) {
     .await;
 }
 
-/// A chain of waiters in one session behind a proxy: each handoff costs the waiter's client a
-/// small, constant number of bytes from the server, not a listing of the queue; FIFO holds and
-/// there is never more than one holder.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_handoff_lists_nothing() {
-    const WAITERS: usize = 200;
-    let cluster = Cluster::standalone();
+/// Queues `waiters` in one session behind a proxy, behind a holder in another, one at a time so
+/// arrival order is known; releases the holder and lets the chain run. Checks FIFO and that no
+/// two ever held at once. Returns the bytes the waiters' client got from the server per handoff,
+/// and the sequences of the queue as it stood.
+async fn run_a_chain(cluster: &Cluster, path: &str, waiters: usize) -> (u64, Vec<i64>) {
     let proxy = Proxy::start(&cluster.server_address(0));
     let observer = observer_at(&cluster.connect_string()).await;
     let holder_client = client_at(&cluster.connect_string()).await;
     let waiters_client = client_at(&proxy.address()).await;
-    let path = "/locks/handoff";
-    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000_000)).await.unwrap();
 
     let order = Arc::new(Mutex::new(Vec::new()));
     let inside = Arc::new(AtomicUsize::new(0));
     let lock = waiters_client.lock(path).unwrap();
     let mut tasks = Vec::new();
-    for i in 0..WAITERS {
+    for i in 0..waiters {
         let (lock, order, inside) = (lock.clone(), order.clone(), inside.clone());
         tasks.push(tokio::spawn(async move {
             let guard = lock.acquire(&Owner::new(i as u64)).await.unwrap();
@@ -52,23 +49,44 @@ async fn a_handoff_lists_nothing() {
             inside.fetch_sub(1, Ordering::SeqCst);
             guard.release().await.unwrap();
         }));
-        // One at a time, so arrival order is known.
         wait_children(&observer, path, i + 2).await;
     }
+    let sequences = holder_client.lock(path).unwrap().contenders().await.unwrap();
+    let sequences = sequences.iter().map(|p| p.sequence.unwrap()).collect();
     let (_, down_before) = proxy.forwarded();
     holder.release().await.unwrap();
     for task in tasks {
         task.await.unwrap();
     }
     let (_, down_after) = proxy.forwarded();
-    assert_eq!(*order.lock(), (0..WAITERS).collect::<Vec<_>>(), "held in arrival order");
+    assert_eq!(*order.lock(), (0..waiters).collect::<Vec<_>>(), "held in arrival order");
+    holder_client.close().await;
+    waiters_client.close().await;
+    ((down_after - down_before) / waiters as u64, sequences)
+}
+
+/// A chain of waiters in one session: each handoff costs the waiter's client a small, constant
+/// number of bytes from the server, not a listing of the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handoff_lists_nothing() {
+    let (per_handoff, _) = run_a_chain(&Cluster::standalone(), "/locks/handoff", 200).await;
     // A listing of the queue here is ~75 bytes a waiter (the names), so listing at each handoff
     // would average ~7,500 bytes; the watch event, the check of our node and the delete's reply
     // are ~250.
-    let per_handoff = (down_after - down_before) / WAITERS as u64;
     assert!(per_handoff < 1_000, "{per_handoff} bytes from the server per handoff");
-    holder_client.close().await;
-    waiters_client.close().await;
+}
+
+/// The same chain across ZooKeeper's sequence limit, where the queue is ordered by creation
+/// zxid: the handoffs still list nothing (a listing here would also cost a read of every
+/// contender's stat), and order holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handoff_across_the_sequence_limit_lists_nothing() {
+    const PATH: &str = "/locks/handoff-overflow";
+    let cluster = Cluster::builder().seed_lock_parent_near_sequence_limit(PATH, 2_147_483_640).start();
+    let (per_handoff, sequences) = run_a_chain(&cluster, PATH, 40).await;
+    assert!(sequences.iter().filter(|&&s| s == i32::MAX as i64).count() > 1, "crossed the limit: {sequences:?}");
+    // Listing at each handoff would average ~20 names and ~20 stats with their data: ~5,000 bytes.
+    assert!(per_handoff < 1_000, "{per_handoff} bytes from the server per handoff");
 }
 
 /// A waiter ahead gives up: the waiter behind it was not next, so it must look again, and wait
