@@ -182,7 +182,7 @@ impl Lock {
     /// Whether `owner` holds the lock (as far as this process knows). A lost hold is not held,
     /// though it stays `owner`'s until released (see [`Lock::hold_of`]).
     pub fn is_held_by(&self, owner: &Owner) -> bool {
-        self.hold_of(owner).is_some_and(|(hold, _)| !hold.inner.is_lost() && hold.state() != crate::HoldState::Lost)
+        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() != crate::HoldState::Lost)
     }
 
     /// The state of `owner`'s hold, if it holds the lock.
@@ -332,7 +332,7 @@ impl Participant {
 
 /// The participants that hold, by each one's own mode's rule, in queue order.
 fn holding(participants: Vec<Participant>) -> Vec<Participant> {
-    let holders = crate::policy::holders(&participants, |p| p.mode);
+    let holders = Participant::holders_in(&participants);
     let mut participants: Vec<Option<Participant>> = participants.into_iter().map(Some).collect();
     holders.into_iter().filter_map(|i| participants[i].take()).collect()
 }
