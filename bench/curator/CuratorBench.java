@@ -263,18 +263,7 @@ public final class CuratorBench {
             long c1 = counter.get();
             long t1 = System.nanoTime();
             stop.set(true);
-            for (Thread t : threads) {
-                t.join(TimeUnit.SECONDS.toMillis(ACQUIRE_TIMEOUT_S + 10));
-                if (t.isAlive()) {
-                    throw new IllegalStateException(t.getName() + " did not stop");
-                }
-            }
-            if (failure.get() != null) {
-                throw new RuntimeException("contender failed", failure.get());
-            }
-            if (violations.get() != 0) {
-                throw new IllegalStateException("mutual exclusion violated " + violations.get() + " times");
-            }
+            joinChecked(threads, failure, violations, "contender", "mutual exclusion");
             double elapsed = (t1 - t0) / 1e9;
             double rate = (c1 - c0) / elapsed;
             log("contended: %d sessions, %d handoffs in %.3fs = %.1f/s; per-session totals %s",
@@ -379,18 +368,7 @@ public final class CuratorBench {
             long t1 = System.nanoTime();
             measuring.set(false);
             stop.set(true);
-            for (Thread t : threads) {
-                t.join(TimeUnit.SECONDS.toMillis(ACQUIRE_TIMEOUT_S + 10));
-                if (t.isAlive()) {
-                    throw new IllegalStateException(t.getName() + " did not stop");
-                }
-            }
-            if (failure.get() != null) {
-                throw new RuntimeException("read-mostly session failed", failure.get());
-            }
-            if (violations.get() != 0) {
-                throw new IllegalStateException("read/write exclusion violated " + violations.get() + " times");
-            }
+            joinChecked(threads, failure, violations, "read-mostly session", "read/write exclusion");
             LongList reads = new LongList();
             LongList writes = new LongList();
             long heldTotal = 0;
@@ -854,6 +832,23 @@ public final class CuratorBench {
     static String envOr(String name, String dflt) {
         String v = System.getenv(name);
         return v == null || v.isEmpty() ? dflt : v;
+    }
+
+    /** Joins the measured threads, then fails on a thread's error or a broken exclusion. */
+    static void joinChecked(List<Thread> threads, AtomicReference<Throwable> failure, AtomicLong violations,
+            String who, String exclusion) throws InterruptedException {
+        for (Thread t : threads) {
+            t.join(TimeUnit.SECONDS.toMillis(ACQUIRE_TIMEOUT_S + 10));
+            if (t.isAlive()) {
+                throw new IllegalStateException(t.getName() + " did not stop");
+            }
+        }
+        if (failure.get() != null) {
+            throw new RuntimeException(who + " failed", failure.get());
+        }
+        if (violations.get() != 0) {
+            throw new IllegalStateException(exclusion + " violated " + violations.get() + " times");
+        }
     }
 
     static void log(String fmt, Object... args) {
