@@ -18,7 +18,43 @@ export declare const codes: Readonly<{
   ZOOKEEPER: 'ZKLOCK_ZOOKEEPER'
   /** An owner holding the read side asked for the write side: it would wait for itself forever. */
   DEADLOCK: 'ZKLOCK_DEADLOCK'
+  /**
+   * ZooKeeper's access control stands in the way: the lock path's ACL does not grant this client
+   * the rights it needs (NoAuth: connect with `auth` credentials the ACL names), or a lock made
+   * with `acl` found its lock path with an ACL that grants others more than asked.
+   */
+  PERMISSION_DENIED: 'ZKLOCK_PERMISSION_DENIED'
 }>
+
+/** Permission bits of custom ACL entries, as ZooKeeper numbers them; combine with `|`. */
+export declare const perms: Readonly<{
+  READ: 1
+  WRITE: 2
+  CREATE: 4
+  DELETE: 8
+  ADMIN: 16
+  ALL: 31
+}>
+
+/**
+ * One entry of a custom ACL: `perms` (bits of `perms`) for the identity `id` of the auth
+ * `scheme`, as ZooKeeper has them: `world`/`anyone`, `auth`/`''` (the authenticated creator),
+ * `digest`/`user:base64(sha1("user:password"))`, `ip`/`10.0.0.0/8`...
+ */
+export interface AclEntry {
+  perms: number
+  scheme: string
+  id: string
+}
+
+/**
+ * Who may queue for, delete in and read a lock. `'open'` (the default): anyone may do anything,
+ * so any client can delete a holder's node. `'creatorAllWorldRead'`: full rights for the clients
+ * authenticated as the creator (the same `auth`), read for everyone: others see the queue but
+ * can neither queue nor delete. `'creatorAll'`: others cannot even list the queue. Or custom
+ * entries. The creator presets need `auth` on the client (else ZKLOCK_INVALID_ARGUMENT at once).
+ */
+export type Acl = 'open' | 'creatorAllWorldRead' | 'creatorAll' | readonly AclEntry[]
 
 export type ErrorCode = (typeof codes)[keyof typeof codes]
 
@@ -71,6 +107,12 @@ export interface ConnectOptions {
 export interface LockOptions {
   /** Recorded in each lock node's identity (see `contenders()`). */
   identifier?: string
+  /**
+   * Given to the lock path (made persistent, not a container, when it is not `'open'`) and to
+   * every lock node. A protected lock refuses, with ZKLOCK_PERMISSION_DENIED, a lock path whose
+   * ACL grants others more than asked. Default `'open'`.
+   */
+  acl?: Acl
 }
 
 export interface AcquireOptions {
@@ -229,6 +271,7 @@ declare const zklock: {
   Hold: typeof Hold
   AbortError: typeof AbortError
   codes: typeof codes
+  perms: typeof perms
 }
 /** `import zklock from 'zklock'`: the same classes as the named exports. */
 export default zklock

@@ -27,7 +27,12 @@ const codes = Object.freeze({
   CLOSED: 'ZKLOCK_CLOSED',
   ZOOKEEPER: 'ZKLOCK_ZOOKEEPER',
   DEADLOCK: 'ZKLOCK_DEADLOCK',
+  PERMISSION_DENIED: 'ZKLOCK_PERMISSION_DENIED',
 })
+
+/** Permission bits of custom ACL entries, as ZooKeeper numbers them. */
+const perms = Object.freeze({ READ: 1, WRITE: 2, CREATE: 4, DELETE: 8, ADMIN: 16, ALL: 31 })
+const ACL_PRESETS = ['open', 'creatorAllWorldRead', 'creatorAll']
 
 // The native side maps the core's errors to these codes (src/error.rs); the few errors this
 // layer raises itself (bad arguments, a withLock that timed out, a hold released twice, a lost
@@ -150,6 +155,33 @@ function checkString(value, name, { optional = false } = {}) {
   return value
 }
 
+// A lock's `acl` option as the addon takes it: [preset name, custom entries]. The core checks
+// what an ACL means (credentials for a creator preset, ids of each scheme) and says what is wrong.
+function checkAcl(acl) {
+  if (acl === undefined || acl === null) return [undefined, undefined]
+  if (typeof acl === 'string') {
+    if (!ACL_PRESETS.includes(acl)) {
+      throw invalid(`acl must be one of ${ACL_PRESETS.map((p) => `'${p}'`).join(', ')} or an array of entries, got ${describe(acl)}`)
+    }
+    return [acl, undefined]
+  }
+  if (!Array.isArray(acl)) {
+    throw invalid(`acl must be a preset's name or an array of { perms, scheme, id } entries, got ${describe(acl)}`)
+  }
+  const entries = acl.map((entry, i) => {
+    if (entry === null || typeof entry !== 'object') throw invalid(`acl[${i}] must be { perms, scheme, id }, got ${describe(entry)}`)
+    const { perms: bits, scheme, id } = entry
+    if (typeof bits !== 'number' || !Number.isInteger(bits) || bits < 0 || bits > perms.ALL) {
+      throw invalid(`acl[${i}].perms must be a combination of zklock.perms (0 to ${perms.ALL}), got ${describe(bits)}`)
+    }
+    if (typeof scheme !== 'string' || typeof id !== 'string') {
+      throw invalid(`acl[${i}].scheme and .id must be strings, got ${describe(scheme)} and ${describe(id)}`)
+    }
+    return { perms: bits, scheme, id }
+  })
+  return [undefined, entries]
+}
+
 function checkSignal(signal) {
   if (signal === undefined || signal === null) return undefined
   if (!(signal instanceof AbortSignal)) throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`)
@@ -251,25 +283,30 @@ class Client {
   }
 
   /**
-   * A fair, reentrant lock on `path` (relative to the chroot). Option: `identifier`, recorded
-   * in each lock node. Nothing is sent to ZooKeeper until the first acquisition.
+   * A fair, reentrant lock on `path` (relative to the chroot). Options: `identifier`, recorded
+   * in each lock node; `acl`, who may queue for, delete in and read the lock ('open', the
+   * default; 'creatorAllWorldRead'; 'creatorAll'; or `{ perms, scheme, id }` entries). Nothing
+   * is sent to ZooKeeper until the first acquisition.
    */
   lock(path, options) {
     checkString(path, 'path')
-    const opts = checkOptions(options, ['identifier'], 'client.lock')
+    const opts = checkOptions(options, ['identifier', 'acl'], 'client.lock')
     const identifier = checkString(opts.identifier, 'identifier', { optional: true })
-    return new Lock(CONSTRUCT, this.#native.lock(path, identifier), this.#signals)
+    const [acl, aclEntries] = checkAcl(opts.acl)
+    return new Lock(CONSTRUCT, this.#native.lock(path, identifier, acl, aclEntries), this.#signals)
   }
 
   /**
    * A fair read/write lock on `path` (Curator's InterProcessReadWriteLock): `read` and `write`
-   * are Locks. Option: `identifier`. Nothing is sent to ZooKeeper until the first acquisition.
+   * are Locks. Options: `identifier`, `acl` (as for `lock`). Nothing is sent to ZooKeeper until
+   * the first acquisition.
    */
   readWriteLock(path, options) {
     checkString(path, 'path')
-    const opts = checkOptions(options, ['identifier'], 'client.readWriteLock')
+    const opts = checkOptions(options, ['identifier', 'acl'], 'client.readWriteLock')
     const identifier = checkString(opts.identifier, 'identifier', { optional: true })
-    return new ReadWriteLock(CONSTRUCT, this.#native.readWriteLock(path, identifier), this.#signals)
+    const [acl, aclEntries] = checkAcl(opts.acl)
+    return new ReadWriteLock(CONSTRUCT, this.#native.readWriteLock(path, identifier, acl, aclEntries), this.#signals)
   }
 
   /** Ends the session at once: its lock nodes go, pending acquisitions reject. Idempotent. */
@@ -668,4 +705,4 @@ class Hold {
   }
 }
 
-module.exports = { Client, Lock, ReadWriteLock, Hold, AbortError, codes }
+module.exports = { Client, Lock, ReadWriteLock, Hold, AbortError, codes, perms }

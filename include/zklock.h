@@ -49,6 +49,61 @@
 
 
 /**
+ * zkl_lock_options.acl: anyone may do anything with the lock's nodes, so any client can delete
+ * a holder's node and take the lock (the default, and what zkl_lock_new does).
+ */
+#define ZKL_ACL_OPEN 0
+
+/**
+ * zkl_lock_options.acl: full rights for the authenticated creator (every client connected with
+ * the same digest credentials), read for everyone: others can list the queue and read who
+ * holds, but can neither queue nor delete. Needs digest auth on the client.
+ */
+#define ZKL_ACL_CREATOR_ALL_WORLD_READ 1
+
+/**
+ * zkl_lock_options.acl: full rights for the authenticated creator, nothing for anyone else
+ * (others cannot even list the queue). Needs digest auth on the client.
+ */
+#define ZKL_ACL_CREATOR_ALL 2
+
+/**
+ * zkl_lock_options.acl: the entries in acl_entries, as given.
+ */
+#define ZKL_ACL_CUSTOM 3
+
+/**
+ * Permission bits of a zkl_acl_entry, as ZooKeeper numbers them: get a node's data and list
+ * its children.
+ */
+#define ZKL_PERM_READ 1
+
+/**
+ * Set a node's data.
+ */
+#define ZKL_PERM_WRITE 2
+
+/**
+ * Create children: join a lock's queue.
+ */
+#define ZKL_PERM_CREATE 4
+
+/**
+ * Delete children: release, or take away a holder's node.
+ */
+#define ZKL_PERM_DELETE 8
+
+/**
+ * Set a node's ACL.
+ */
+#define ZKL_PERM_ADMIN 16
+
+/**
+ * All of the above.
+ */
+#define ZKL_PERM_ALL 31
+
+/**
  * ZooKeeper's default packet limit, `jute.maxbuffer` (0xfffff bytes): a server closes the
  * connection of a client that sends a larger request.
  */
@@ -167,6 +222,13 @@ typedef enum {
    * read side of a read/write lock and asked for the write side (release the read first).
    */
   ZKL_DEADLOCK = 11,
+  /**
+   * ZooKeeper's access control stands in the way: the lock path's ACL does not grant this
+   * client the rights it needs (the server answered NoAuth: connect with digest credentials
+   * the ACL names), or a lock made with an ACL found its lock path with an ACL that grants
+   * others more than asked (see zkl_lock_options). The message names the path and the entry.
+   */
+  ZKL_PERMISSION_DENIED = 12,
 } zkl_result;
 
 /**
@@ -196,6 +258,11 @@ typedef enum {
    */
   ZKL_SESSION_STATE_CLOSED = 5,
 } zkl_session_state;
+
+/**
+ * ZooKeeper permissions, combined with `|`.
+ */
+typedef struct Perms Perms;
 
 /**
  * A connection to a ZooKeeper ensemble (one session at a time), from zkl_client_connect and
@@ -244,6 +311,41 @@ typedef struct {
  * zkl_client_set_state_callback).
  */
 typedef void (*zkl_session_callback)(void *userdata, zkl_client *client, zkl_session_state state);
+
+/**
+ * One entry of a custom ACL: perms (ZKL_PERM_* bits) for the identity id of the auth scheme,
+ * as ZooKeeper has them: "world"/"anyone", "auth"/"" (the authenticated creator), "digest" with
+ * "user:base64(sha1(user:password))", "ip" with "10.0.0.0/8", ...
+ */
+typedef struct {
+  uint32_t perms;
+  const char *scheme;
+  const char *id;
+} zkl_acl_entry;
+
+/**
+ * Options for zkl_lock_new_with and zkl_rwlock_new_with. Fill it with zkl_lock_options_init,
+ * then set fields.
+ *
+ * acl (ZKL_ACL_*) is given to the lock path (when zklock creates it) and to every lock node.
+ * ZooKeeper checks the rights to create and delete a node on its parent, so the lock path's ACL
+ * is what keeps others from queueing or deleting a holder's node. With any ACL but
+ * ZKL_ACL_OPEN, the lock path is made persistent (a container would be deleted when empty, and
+ * anyone could make it again, open), its ACL is checked before the lock queues under it (an ACL
+ * granting others more than asked is refused with ZKL_PERMISSION_DENIED), and the parents
+ * zklock creates above it stay open.
+ */
+typedef struct {
+  /**
+   * One of ZKL_ACL_*. 0: ZKL_ACL_OPEN.
+   */
+  int32_t acl;
+  /**
+   * For ZKL_ACL_CUSTOM: acl_entry_count entries (borrowed for the call); NULL otherwise.
+   */
+  const zkl_acl_entry *acl_entries;
+  size_t acl_entry_count;
+} zkl_lock_options;
 
 /**
  * Called when a hold on a lock is lost, with the lock, the owner whose hold it was, and why; on
@@ -319,6 +421,18 @@ typedef struct {
   size_t count;
   const zkl_participant *items;
 } zkl_participants;
+
+
+
+
+
+
+
+
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {
@@ -462,6 +576,40 @@ zkl_result zkl_lock_new(zkl_client *client, const char *path, zkl_lock **out);
  * Errors: as zkl_lock_new.
  */
 zkl_result zkl_rwlock_new(zkl_client *client, const char *path, zkl_lock **read, zkl_lock **write);
+
+/**
+ * Fills *opts with the defaults: an open ACL.
+ *
+ * Ownership: opts is the caller's. Concurrency: any thread.
+ * Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
+ */
+zkl_result zkl_lock_options_init(zkl_lock_options *opts);
+
+/**
+ * As zkl_lock_new, with options (NULL: the defaults, as zkl_lock_new). With an ACL naming the
+ * authenticated creator the client must have digest auth (zkl_options.digest_auth).
+ *
+ * Ownership: path and opts (and what it points to) are borrowed for the call. On ZKL_OK, *out
+ * receives a new lock that the caller owns and frees with zkl_lock_free; on failure *out is
+ * left unchanged.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: as zkl_lock_new; ZKL_INVALID_ARGUMENT also for an unknown opts->acl, a bad custom
+ * entry (perms outside ZKL_PERM_ALL or 0, NULL or non-UTF-8 strings, a world id other than
+ * "anyone", a digest id without ':'), an ACL that gives this client less than READ, CREATE and
+ * DELETE, or one naming the creator on a client without digest auth; all before any network
+ * traffic. The acquisitions of a lock with an ACL return ZKL_PERMISSION_DENIED if the lock
+ * path's ACL lets this client not queue, or grants others more than asked.
+ */
+zkl_result zkl_lock_new_with(zkl_client *client, const char *path, const zkl_lock_options *opts, zkl_lock **out);
+
+/**
+ * As zkl_rwlock_new, with options (see zkl_lock_new_with): both sides share them.
+ *
+ * Ownership: as zkl_rwlock_new; opts is borrowed for the call.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: as zkl_lock_new_with.
+ */
+zkl_result zkl_rwlock_new_with(zkl_client *client, const char *path, const zkl_lock_options *opts, zkl_lock **read, zkl_lock **write);
 
 /**
  * Frees a lock handle. Holds still held through it are released in the background, as if each

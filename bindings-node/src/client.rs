@@ -8,9 +8,45 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
-use zklock::{ClientOptions, LockOptions, SessionState};
+use zklock::{Acl, ClientOptions, LockOptions, Perms, SessionState};
 
 use crate::lock::NativeLock;
+
+/// One entry of a custom ACL, as `{ perms, scheme, id }`.
+#[napi(object)]
+pub struct AclEntry {
+    pub perms: u32,
+    pub scheme: String,
+    pub id: String,
+}
+
+/// The core's lock options. The JavaScript layer checked the preset's name and each entry's
+/// perms; what is refused here only comes from calling the addon directly.
+fn lock_options(
+    identifier: Option<String>,
+    acl: Option<String>,
+    acl_entries: Option<Vec<AclEntry>>,
+) -> napi::Result<LockOptions> {
+    let invalid =
+        |message: String| napi::Error::new(napi::Status::InvalidArg, format!("ZKLOCK_INVALID_ARGUMENT: {message}"));
+    let acl = match (acl.as_deref(), acl_entries) {
+        (None | Some("open"), None) => Acl::Open,
+        (Some("creatorAllWorldRead"), None) => Acl::CreatorAllWorldRead,
+        (Some("creatorAll"), None) => Acl::CreatorAll,
+        (None, Some(entries)) => Acl::Custom(
+            entries
+                .into_iter()
+                .enumerate()
+                .map(|(i, entry)| match Perms::from_bits(entry.perms) {
+                    Some(perms) => Ok(zklock::AclEntry::new(perms, entry.scheme, entry.id)),
+                    None => Err(invalid(format!("acl[{i}].perms is {:#x}: only bits of zklock.perms", entry.perms))),
+                })
+                .collect::<napi::Result<_>>()?,
+        ),
+        (preset, _) => return Err(invalid(format!("acl {preset:?} is not a preset of zklock"))),
+    };
+    Ok(LockOptions { identifier, acl, ..LockOptions::default() })
+}
 use crate::runtime::{self, Shared};
 use crate::rwlock::NativeReadWriteLock;
 
@@ -70,9 +106,18 @@ impl NativeClient {
         )
     }
 
+    /// A lock on `path`; `acl` is a preset's name, or `acl_entries` the entries of a custom ACL
+    /// (the JavaScript layer has checked their shapes; the core checks what they mean).
     #[napi]
-    pub fn lock(&self, env: &Env, path: String, identifier: Option<String>) -> napi::Result<NativeLock> {
-        let options = LockOptions { identifier, ..LockOptions::default() };
+    pub fn lock(
+        &self,
+        env: &Env,
+        path: String,
+        identifier: Option<String>,
+        acl: Option<String>,
+        acl_entries: Option<Vec<AclEntry>>,
+    ) -> napi::Result<NativeLock> {
+        let options = lock_options(identifier, acl, acl_entries)?;
         match self.shared.client.lock_with(&path, options) {
             Ok(lock) => Ok(NativeLock::new(lock, self.shared.clone())),
             Err(err) => Err(crate::error::to_js(env, &err)),
@@ -86,8 +131,10 @@ impl NativeClient {
         env: &Env,
         path: String,
         identifier: Option<String>,
+        acl: Option<String>,
+        acl_entries: Option<Vec<AclEntry>>,
     ) -> napi::Result<NativeReadWriteLock> {
-        let options = LockOptions { identifier, ..LockOptions::default() };
+        let options = lock_options(identifier, acl, acl_entries)?;
         match self.shared.client.read_write_lock_with(&path, options) {
             Ok(lock) => Ok(NativeReadWriteLock::new(lock, self.shared.clone())),
             Err(err) => Err(crate::error::to_js(env, &err)),

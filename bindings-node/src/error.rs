@@ -20,6 +20,7 @@ pub(crate) fn code(kind: ErrorKind) -> &'static str {
         ErrorKind::Closed => "ZKLOCK_CLOSED",
         ErrorKind::ZooKeeper => "ZKLOCK_ZOOKEEPER",
         ErrorKind::Deadlock => "ZKLOCK_DEADLOCK",
+        ErrorKind::PermissionDenied => "ZKLOCK_PERMISSION_DENIED",
         // ErrorKind is non-exhaustive: a kind added to core shows up as a ZooKeeper error
         // until it gets a code of its own here.
         _ => "ZKLOCK_ZOOKEEPER",

@@ -1,7 +1,7 @@
 //! The one place where core errors become Python exceptions. The classes live in the pure-Python
 //! module `zklock._errors` (they need multiple inheritance: `LockTimeout` is also a
 //! `TimeoutError`, `InvalidArgumentError` a `ValueError`, `NotOwnerError` and `DeadlockError` a
-//! `RuntimeError`).
+//! `RuntimeError`, `PermissionDeniedError` a `PermissionError`).
 
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
@@ -32,6 +32,7 @@ exception_classes! {
     closed_class => "ClosedError",
     zookeeper_class => "ZooKeeperError",
     deadlock_class => "DeadlockError",
+    permission_denied_class => "PermissionDeniedError",
 }
 
 /// Converts a core error into the exception of its kind, with `path` (and, for `ZooKeeperError`,
@@ -65,6 +66,7 @@ fn class_of(py: Python<'_>, kind: ErrorKind) -> PyResult<&Bound<'_, PyType>> {
         ErrorKind::Closed => closed_class(py),
         ErrorKind::ZooKeeper => zookeeper_class(py),
         ErrorKind::Deadlock => deadlock_class(py),
+        ErrorKind::PermissionDenied => permission_denied_class(py),
         // Kinds added to core later still get the common base class.
         _ => base_class(py),
     }

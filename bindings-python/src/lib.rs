@@ -5,6 +5,7 @@
 //! One background tokio runtime per process runs every session and watch (see `runtime`).
 //! Blocking calls release the GIL; callbacks run on runtime threads holding the GIL.
 
+mod acl;
 mod callbacks;
 mod client;
 mod error;
@@ -50,4 +51,18 @@ mod _native {
     use super::lock::{AsyncOp, Lock, Owner, Participant};
     #[pymodule_export]
     use super::rwlock::ReadWriteLock;
+
+    // Permission bits of custom ACL entries (ZooKeeper's, as the core numbers them).
+    #[pymodule_export]
+    const PERM_READ: u32 = zklock::Perms::READ.bits();
+    #[pymodule_export]
+    const PERM_WRITE: u32 = zklock::Perms::WRITE.bits();
+    #[pymodule_export]
+    const PERM_CREATE: u32 = zklock::Perms::CREATE.bits();
+    #[pymodule_export]
+    const PERM_DELETE: u32 = zklock::Perms::DELETE.bits();
+    #[pymodule_export]
+    const PERM_ADMIN: u32 = zklock::Perms::ADMIN.bits();
+    #[pymodule_export]
+    const PERM_ALL: u32 = zklock::Perms::ALL.bits();
 }

@@ -246,28 +246,30 @@ impl Lock {
 #[pymethods]
 impl Lock {
     /// The mutex on `path`; or, with `_side=(read_write_lock, "read" | "write")`, that side of a
-    /// read/write lock made from the same client and path (its identifier is the pair's).
+    /// read/write lock made from the same client and path (its identifier and ACL are the pair's).
     #[new]
-    #[pyo3(signature = (client, path, *, identifier = None, _side = None))]
+    #[pyo3(signature = (client, path, *, identifier = None, acl = None, _side = None))]
     fn new(
         py: Python<'_>,
         client: &Bound<'_, Client>,
         path: &str,
         identifier: Option<String>,
+        acl: Option<&Bound<'_, PyAny>>,
         _side: Option<(Bound<'_, ReadWriteLock>, String)>,
     ) -> PyResult<Self> {
         let lock = match _side {
             None => {
-                let options = LockOptions { identifier, ..LockOptions::default() };
+                let options =
+                    LockOptions { identifier, acl: crate::acl::from_py(py, path, acl)?, ..LockOptions::default() };
                 client.get().core(py)?.lock_with(path, options).py(py)?
             }
             Some((pair, side)) => {
                 let pair = pair.get();
-                if !pair.client().is(client) || pair.path() != path || identifier.is_some() {
+                if !pair.client().is(client) || pair.path() != path || identifier.is_some() || acl.is_some() {
                     return Err(invalid_argument(
                         py,
                         path,
-                        "a side of a read/write lock takes the pair's own client and path, and no identifier",
+                        "a side of a read/write lock takes the pair's own client and path, and no identifier or acl",
                     ));
                 }
                 match side.as_str() {

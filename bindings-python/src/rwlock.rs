@@ -36,9 +36,15 @@ impl ReadWriteLock {
 impl ReadWriteLock {
     /// A read/write lock on `path` (nothing is sent until a side is first acquired).
     #[new]
-    #[pyo3(signature = (client, path, *, identifier = None))]
-    fn new(py: Python<'_>, client: &Bound<'_, Client>, path: &str, identifier: Option<String>) -> PyResult<Self> {
-        let options = LockOptions { identifier, ..LockOptions::default() };
+    #[pyo3(signature = (client, path, *, identifier = None, acl = None))]
+    fn new(
+        py: Python<'_>,
+        client: &Bound<'_, Client>,
+        path: &str,
+        identifier: Option<String>,
+        acl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let options = LockOptions { identifier, acl: crate::acl::from_py(py, path, acl)?, ..LockOptions::default() };
         let pair = client.get().core(py)?.read_write_lock_with(path, options).py(py)?;
         Ok(ReadWriteLock { inner: ForkSafe::new(pair), client: client.clone().unbind(), path: path.to_owned() })
     }

@@ -16,7 +16,13 @@ def test_the_exception_hierarchy():
     assert issubclass(zklock.InvalidArgumentError, ValueError)
     assert issubclass(zklock.LockTimeout, TimeoutError)
     assert issubclass(zklock.NotOwnerError, RuntimeError)
+    assert issubclass(zklock.DeadlockError, RuntimeError)
+    assert issubclass(zklock.PermissionDeniedError, PermissionError)
+    denied = zklock.PermissionDeniedError("permission denied on /a: NoAuth", "/a")
+    assert str(denied) == "permission denied on /a: NoAuth" and denied.path == "/a"
     for name in (
+        "DeadlockError",
+        "PermissionDeniedError",
         "SessionExpiredError",
         "LockLostError",
         "NotOwnerError",

@@ -242,7 +242,8 @@ impl Client {
     ///
     /// # Notable errors
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a valid ZooKeeper path, is the root, or
-    ///   lies under `/zookeeper`.
+    ///   lies under `/zookeeper`; with [`LockOptions::acl`], for an invalid ACL or one that names
+    ///   the authenticated creator on a client without digest auth.
     pub fn lock(&self, path: &str) -> Result<Lock> {
         self.lock_with(path, LockOptions::default())
     }

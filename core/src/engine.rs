@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
@@ -24,7 +25,16 @@ use crate::validate;
 
 const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
     zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+static EPHEMERAL_SEQUENTIAL_ACL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
 const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+
+/// Which incarnation of a lock path, with which ACL: its creation zxid and ACL version, from the
+/// stat of a listing or of a getACL.
+type PathVersion = (i64, i32);
+
+fn path_version(stat: &zk::Stat) -> PathVersion {
+    (stat.czxid, stat.aversion)
+}
 
 /// How long an acquisition may wait: one value, fixed when the acquisition begins.
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +103,12 @@ pub(crate) struct Recipe {
     pub(crate) path: String,
     identifier: Option<String>,
     before_watch: Option<BeforeWatch>,
+    /// The lock's ACL and, unless open, its entries as sent.
+    acl: Acl,
+    zk_acl: Vec<zk::Acl>,
+    /// The lock path (incarnation and ACL version) whose ACL was found to be the lock's: a
+    /// protected lock decides only by listings of that path (see `check_path_acl`).
+    acl_checked: parking_lot::Mutex<Option<PathVersion>>,
     pub(crate) owners: OwnerTable,
     /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
     /// then an attempt keeps the client's send turn until its create is answered, so that
@@ -114,12 +130,27 @@ pub(crate) struct Listing {
     names: Vec<String>,
     /// Whether `names` is in queue order; past the sequence limit it is not (see `order`).
     ordered: bool,
+    /// The lock path's version at the listing, for a protected lock (whose listings ask for it).
+    path: Option<PathVersion>,
 }
 
 impl Listing {
-    fn of(mut names: Vec<String>) -> Listing {
+    fn of(mut names: Vec<String>, path: Option<PathVersion>) -> Listing {
         let ordered = order::sort_by_suffix(&mut names);
-        Listing { names, ordered }
+        Listing { names, ordered, path }
+    }
+}
+
+/// Lists `path`'s children, and for a protected lock the path's version with them (one request
+/// either way: getChildren2 instead of getChildren).
+fn list(zk: &zk::Client, path: &str, protected: bool) -> impl std::future::Future<Output = ZkResult<Listing>> + Send {
+    let (zk, path) = (zk.clone(), path.to_owned());
+    async move {
+        if protected {
+            zk.get_children(&path).await.map(|(names, stat)| Listing::of(names, Some(path_version(&stat))))
+        } else {
+            zk.list_children(&path).await.map(|names| Listing::of(names, None))
+        }
     }
 }
 
@@ -136,11 +167,16 @@ struct SharedListing {
 impl Recipe {
     /// Refuses a path and identifier that could not fit in a request, whoever the owner.
     pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Recipe> {
+        options.acl.check(client.options.digest_auth.as_deref()).map_err(|err| err.with_path(&path))?;
+        let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
         let recipe = Recipe {
             client,
             path,
             identifier: options.identifier,
             before_watch: options.before_watch,
+            acl: options.acl,
+            zk_acl,
+            acl_checked: parking_lot::Mutex::new(None),
             owners: OwnerTable::default(),
             path_known: AtomicBool::new(false),
             kinds_checked: AtomicBool::new(false),
@@ -179,6 +215,19 @@ impl Recipe {
         }
     }
 
+    fn protected(&self) -> bool {
+        !self.acl.is_open()
+    }
+
+    /// How lock nodes are created, and their ACL.
+    fn node_options(&self) -> (zk::CreateOptions<'_>, &[zk::Acl]) {
+        if self.protected() {
+            (zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::new(&self.zk_acl)), &self.zk_acl)
+        } else {
+            (EPHEMERAL_SEQUENTIAL, &EPHEMERAL_SEQUENTIAL_ACL)
+        }
+    }
+
     fn child_path(&self, name: &str) -> String {
         format!("{}/{}", self.path, name)
     }
@@ -206,7 +255,7 @@ impl Recipe {
         let marker_len = [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| mode.marker().len()).into_iter().max();
         let name_len = "/_c_".len() + 36 + "-".len() + marker_len.unwrap_or_default() + 10;
         let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
-        let len = validate::create_request_len(server_path_len, data_len);
+        let len = validate::create_request_len(server_path_len, data_len, validate::acl_len(self.node_options().1));
         validate::request_fits(len, self.client.options.jute_maxbuffer, || {
             format!(
                 "the lock path of {} bytes, identifier of {} bytes and {}",
@@ -223,10 +272,8 @@ impl Recipe {
     fn send_listing(&self, zk: &zk::Client) -> ListingReply {
         let mut slot = self.shared_listing.lock();
         let covers = self.creates_sent.load(Ordering::Acquire);
-        let (zk, path) = (zk.clone(), self.path.clone());
-        let reply = futures::FutureExt::shared(futures::FutureExt::boxed(async move {
-            zk.list_children(&path).await.map(|names| Arc::new(Listing::of(names)))
-        }));
+        let listing = list(zk, &self.path, self.protected());
+        let reply = futures::FutureExt::shared(futures::FutureExt::boxed(async move { listing.await.map(Arc::new) }));
         // One poll sends the request now, in order behind the creates it covers. Through a clone
         // of its own: a handle that has seen the reply must not be polled again, and the reply
         // may come at once (an error, or a quick server).
@@ -247,6 +294,18 @@ impl Recipe {
         let covering =
             self.shared_listing.lock().as_ref().filter(|shared| shared.covers >= ticket).map(|s| s.reply.clone());
         covering.unwrap_or_else(|| self.send_listing(zk))
+    }
+
+    /// Drives to its end, in the background, a listing in flight that this attempt gave up
+    /// waiting for (its create failed, say): until answered it holds a handle on the session,
+    /// which would keep [`crate::Client::close`] waiting for the session timeout.
+    fn finish_abandoned_listing(&self) {
+        let pending = self.shared_listing.lock().as_ref().filter(|s| s.reply.peek().is_none()).map(|s| s.reply.clone());
+        if let Some(reply) = pending {
+            self.client.runtime.spawn(async move {
+                let _ = reply.await;
+            });
+        }
     }
 
     /// Whether a listing is on its way: a create sent meanwhile may wait for the next one rather
@@ -305,6 +364,9 @@ impl Recipe {
             Err(stop) => Err(Failed::Stopped(stop)),
             Ok(outcome) => outcome,
         };
+        if !matches!(result, Ok(Some(_))) {
+            self.finish_abandoned_listing();
+        }
         match &result {
             Ok(Some(_)) => attempt.armed = false,
             // The session is gone, and its ephemeral nodes with it.
@@ -335,11 +397,17 @@ impl Recipe {
         // Our node: (name, sequence, creation zxid).
         let mut mine: Option<(String, i64, i64)> = None;
         if !self.kinds_checked.load(Ordering::Acquire) {
-            match requests.retry(|| zk.list_children(&self.path)).await? {
-                Ok(names) => match self.conflict(mode, &names) {
-                    Some(err) => return Ok(Err(Failed::Error(err))),
-                    None => self.kinds_checked.store(true, Ordering::Release),
-                },
+            match requests.retry(|| list(zk, &self.path, self.protected())).await? {
+                Ok(listing) => {
+                    // A protected lock checks an existing path's ACL before it creates anything.
+                    if let Err(err) = self.check_path_acl(requests, listing.path).await? {
+                        return Ok(Err(Failed::Error(err)));
+                    }
+                    match self.conflict(mode, &listing.names) {
+                        Some(err) => return Ok(Err(Failed::Error(err))),
+                        None => self.kinds_checked.store(true, Ordering::Release),
+                    }
+                }
                 Err(zk::Error::NoNode) => {}
                 Err(err) => return Ok(Err(Failed::Error(self.zk_error(err, "listing the contenders")))),
             }
@@ -350,7 +418,7 @@ impl Recipe {
                     // Pipelined: ZooKeeper answers a session's requests in order, so the listing
                     // sent right behind the create already contains the new node. One round trip.
                     attempt.armed = true;
-                    let create = zk.create(&node_prefix, &data, &EPHEMERAL_SEQUENTIAL);
+                    let create = zk.create(&node_prefix, &data, &self.node_options().0);
                     let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
                     // Uncontended, the listing goes right behind the create; while another is on
                     // its way, this attempt takes the next one, sent behind more creates.
@@ -401,10 +469,10 @@ impl Recipe {
                         }
                     }
                 }
-                Some(_) => match requests.retry(|| zk.list_children(&self.path)).await? {
+                Some(_) => match requests.retry(|| list(zk, &self.path, self.protected())).await? {
                     Ok(children) => {
                         requests.progressed();
-                        Arc::new(Listing::of(children))
+                        Arc::new(children)
                     }
                     // The lock path vanished, and our node with it: queue again (kazoo #563).
                     Err(zk::Error::NoNode) => {
@@ -416,6 +484,11 @@ impl Recipe {
                 },
             };
             if let Some(err) = self.conflict(mode, &children.names) {
+                return Ok(Err(Failed::Error(err)));
+            }
+            // Our node is in this listing, so the path cannot go (or be made anew) while we wait
+            // or hold: its ACL, checked here, stays the one our place in the queue is under.
+            if let Err(err) = self.check_path_acl(requests, children.path).await? {
                 return Ok(Err(Failed::Error(err)));
             }
             let (name, sequence, czxid) = mine.clone().expect("created above");
@@ -508,12 +581,89 @@ impl Recipe {
     }
 
     /// Creates the lock path and its missing ancestors as containers, which the server removes
-    /// once they are empty again.
+    /// once they are empty again. A protected lock's path is persistent instead, with the lock's
+    /// ACL: a container would go whenever the queue is empty, and anyone could make it again,
+    /// open. Its ancestors stay open containers.
     async fn make_parents(&self, requests: &Requests<'_>) -> std::result::Result<Result<()>, Stop> {
-        match requests.send(requests.zk().mkdir(&self.path, &CONTAINER)).await? {
-            Reply::Answered(Err(err)) => Ok(Err(self.zk_error(err, "creating the lock path"))),
-            _ => Ok(Ok(())),
+        let zk = requests.zk();
+        if !self.protected() {
+            return match requests.send(zk.mkdir(&self.path, &CONTAINER)).await? {
+                Reply::Answered(Err(err)) => Ok(Err(self.zk_error(err, "creating the lock path"))),
+                _ => Ok(Ok(())),
+            };
         }
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&self.zk_acl));
+        let parent = &self.path[..self.path.rfind('/').unwrap_or_default()];
+        // Twice at most: once more after making the parents. (The attempt's loop comes back here
+        // if the parents are gone again.)
+        for _ in 0..2 {
+            match requests.send(zk.create(&self.path, &[], &options)).await? {
+                Reply::Answered(Ok((stat, _))) => {
+                    // Made by us with the lock's ACL: nothing to check.
+                    *self.acl_checked.lock() = Some(path_version(&stat));
+                    return Ok(Ok(()));
+                }
+                // Someone else's (or ours, after a lost reply): its ACL is checked at the listing.
+                Reply::Answered(Err(zk::Error::NodeExists)) | Reply::Reconnected => return Ok(Ok(())),
+                Reply::Answered(Err(zk::Error::NoNode)) if !parent.is_empty() => {
+                    if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
+                        return Ok(Err(self.zk_error(err, "creating the lock path's parents")));
+                    }
+                }
+                Reply::Answered(Err(err)) => return Ok(Err(self.zk_error(err, "creating the lock path"))),
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// For a protected lock: refuses to go on under a lock path whose ACL grants others more
+    /// than the lock's ACL (made open by someone else, or by a zklock without an ACL, say), as
+    /// its nodes would not be protected. `listed` is the path's version at the listing; its
+    /// ACL is read only when that is not the version already checked.
+    async fn check_path_acl(
+        &self,
+        requests: &Requests<'_>,
+        listed: Option<PathVersion>,
+    ) -> std::result::Result<Result<()>, Stop> {
+        if !self.protected() || listed.is_none() || listed == *self.acl_checked.lock() {
+            return Ok(Ok(()));
+        }
+        let (acl, stat) = match requests.retry(|| requests.zk().get_acl(&self.path)).await? {
+            Ok(found) => found,
+            // Gone since the listing: the next listing says what is there now.
+            Err(zk::Error::NoNode) => return Ok(Ok(())),
+            Err(err) => return Ok(Err(self.zk_error(err, "reading the lock path's ACL"))),
+        };
+        let digest_auth = self.client.options.digest_auth.as_deref();
+        if let Some(missing) = crate::acl::missing_rights(&acl, digest_auth) {
+            let who = digest_auth.map_or("an unauthenticated client".to_owned(), |auth| {
+                format!("digest user {}", auth.split(':').next().unwrap_or_default())
+            });
+            return Ok(Err(self.error(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the lock path's ACL ({}) does not grant this client ({who}) {missing}, which a contender \
+                     needs: connect with digest auth as a user the ACL names, or use another path",
+                    crate::acl::describe(&acl)
+                ),
+            )));
+        }
+        let excess = self.acl.excess(&acl, digest_auth);
+        if excess.is_empty() {
+            *self.acl_checked.lock() = Some(path_version(&stat));
+            return Ok(Ok(()));
+        }
+        let excess: Vec<String> = excess.iter().map(ToString::to_string).collect();
+        Ok(Err(self.error(
+            ErrorKind::PermissionDenied,
+            format!(
+                "the lock path's ACL grants more than this lock's ACL ({}) allows: {}; lock nodes under it would \
+                 not be protected (anyone it grants could delete a holder's node or queue). Use another path, or \
+                 delete this one while it is empty, or set its ACL to the lock's",
+                self.acl,
+                excess.join(", ")
+            ),
+        )))
     }
 
     /// Every child of the path in queue order (creation zxid), with the identity in its node.
@@ -621,7 +771,7 @@ async fn in_queue_order(
         listing.names.iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
     keyed.sort_unstable_by_key(|(czxid, _)| *czxid);
     let names = keyed.into_iter().map(|(_, name)| name.clone()).collect();
-    Ok(Ok(Arc::new(Listing { names, ordered: true })))
+    Ok(Ok(Arc::new(Listing { names, ordered: true, path: listing.path })))
 }
 
 /// Data and stat of each child, `None` for a child that is already gone: multi-reads, each

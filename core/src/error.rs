@@ -35,6 +35,11 @@ pub enum ErrorKind {
     /// The call would wait for itself forever, so it is refused at once: an owner holding the
     /// read side of a read/write lock asked for the write side (release the read lock first).
     Deadlock,
+    /// ZooKeeper's access control stands in the way: the ACL of the lock path does not grant
+    /// this client the rights it needs (the server answered NoAuth; connect with credentials the
+    /// ACL names), or a lock with an ACL found its lock path with an ACL that grants others more
+    /// than asked, so its nodes would not be protected.
+    PermissionDenied,
 }
 
 impl ErrorKind {
@@ -51,6 +56,7 @@ impl ErrorKind {
             ErrorKind::Closed => "client closed",
             ErrorKind::ZooKeeper => "zookeeper error",
             ErrorKind::Deadlock => "would deadlock",
+            ErrorKind::PermissionDenied => "permission denied",
         }
     }
 }
@@ -116,9 +122,18 @@ impl Error {
             Zk::ConnectionLoss | Zk::Custom(_) => ErrorKind::ConnectionLoss,
             Zk::AuthFailed => ErrorKind::AuthFailed,
             Zk::ClientClosed => ErrorKind::Closed,
+            Zk::NoAuth => ErrorKind::PermissionDenied,
             _ => ErrorKind::ZooKeeper,
         };
-        let message = format!("{doing}: {err}").into();
+        let message = match err {
+            Zk::NoAuth => format!(
+                "{doing}: ZooKeeper refused it for want of rights (NoAuth): the ACL of the lock path (or, creating \
+                 the path, of its parent) does not grant this client's credentials what it needs; connect with \
+                 digest auth as a user the ACL names, or use another path"
+            ),
+            _ => format!("{doing}: {err}"),
+        }
+        .into();
         Error { inner: Box::new(Inner { kind, path: Some(shown(path)), message, source: Some(err) }) }
     }
 

@@ -19,6 +19,7 @@
 //! ## The recipe
 //! * Each acquisition attempt creates one EPHEMERAL_SEQUENTIAL child of the lock path; the
 //!   earliest holds the lock. Missing parents are created as CONTAINER nodes.
+//! * Open to everyone by default; [`LockOptions::acl`] protects a lock's nodes with an [`Acl`].
 //! * A waiter watches only its immediate predecessor, so one release wakes one waiter.
 //! * An uncontended acquire costs one round trip: the create and the listing are pipelined.
 //! * Reentrant per [`Owner`]: a holder acquires again with no ZooKeeper traffic.
@@ -41,6 +42,7 @@
 //! * `ffi` (off by default): the C ABI, `zkl_*` functions declared in `include/zklock.h` and
 //!   built into `libzklock.so`/`libzklock.a` by the root Makefile (`make install PREFIX=...`).
 
+mod acl;
 mod client;
 mod dispatch;
 mod engine;
@@ -61,6 +63,7 @@ mod validate;
 // timers on tokio, Nagle off): against the published crate this fails to compile.
 const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
+pub use crate::acl::{Acl, AclEntry, Perms};
 pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::engine::{Recipe, Wait};
 use crate::error::{ErrorKind, Result};
@@ -20,6 +21,11 @@ use crate::policy::Mode;
 pub struct LockOptions {
     /// Recorded in each lock node's identity, like kazoo's `identifier`.
     pub identifier: Option<String>,
+    /// Who may queue for, delete in and read the lock: [`Acl::Open`] (to anyone) by default.
+    /// The lock path and every lock node get it; see [`Acl`] for what is protected, and how.
+    /// An ACL that names the authenticated creator needs [`crate::ClientOptions::digest_auth`]:
+    /// without it the lock is refused with [`ErrorKind::InvalidArgument`] before any traffic.
+    pub acl: Acl,
     /// Test seam: runs with the predecessor's path after the listing and before the watch is
     /// set, so tests can make the predecessor vanish in exactly that window.
     #[doc(hidden)]
@@ -31,7 +37,10 @@ pub type BeforeWatch = Arc<dyn Fn(String) -> futures::future::BoxFuture<'static,
 
 impl std::fmt::Debug for LockOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockOptions").field("identifier", &self.identifier).finish_non_exhaustive()
+        f.debug_struct("LockOptions")
+            .field("identifier", &self.identifier)
+            .field("acl", &self.acl)
+            .finish_non_exhaustive()
     }
 }
 
@@ -122,6 +131,9 @@ impl Lock {
     /// * [`ErrorKind::InvalidArgument`] if the same owner already has an acquisition in progress,
     ///   or the path holds nodes of the other recipe (mutex or read/write lock).
     /// * [`ErrorKind::Deadlock`] for the write side, if `owner` holds the read side.
+    /// * [`ErrorKind::PermissionDenied`] if the lock path's ACL does not let this client queue
+    ///   (ZooKeeper's NoAuth), or, for a lock with an [`Acl`], grants others more than it asks.
+    ///   The attempt's node, if one was made, is removed.
     ///
     /// # Cancellation safety
     /// Dropping the future removes the attempt's node in the background: nothing is orphaned.

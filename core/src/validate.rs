@@ -136,11 +136,15 @@ pub const DEFAULT_JUTE_MAXBUFFER: u32 = 0xfffff;
 pub(crate) const MIN_JUTE_MAXBUFFER: u32 = 1024;
 
 /// The size, as the server counts it against `jute.maxbuffer`, of the create request that
-/// queues for a lock: header, path, data, one world:anyone ACL, flags.
-pub(crate) fn create_request_len(server_path_len: usize, data_len: usize) -> usize {
+/// queues for a lock: header, path, data, the ACL (of `acl_len`, see [`acl_len`]), flags.
+pub(crate) fn create_request_len(server_path_len: usize, data_len: usize, acl_len: usize) -> usize {
     const HEADER: usize = 8;
-    const ACL: usize = 4 + 4 + 4 + "world".len() + 4 + "anyone".len();
-    HEADER + (4 + server_path_len) + (4 + data_len) + ACL + 4
+    HEADER + (4 + server_path_len) + (4 + data_len) + acl_len + 4
+}
+
+/// The size of an ACL in a request: its count, then each entry's permissions, scheme and id.
+pub(crate) fn acl_len(acl: &[zookeeper_client::Acl]) -> usize {
+    4 + acl.iter().map(|entry| 4 + (4 + entry.scheme().len()) + (4 + entry.id().len())).sum::<usize>()
 }
 
 /// Splits a multi-read of getData requests (each for a path of the given length on the server)

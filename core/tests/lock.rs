@@ -474,7 +474,7 @@ async fn digest_auth() {
 
     let stranger = client().await;
     let err = stranger.lock(&path).unwrap().acquire(&Owner::new(2)).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::ZooKeeper);
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
     assert_eq!(err.zookeeper_code(), Some(-102), "NoAuth: {err}");
     assert!(err.to_string().contains(&path), "{err}");
     wait_children(&owner_zk, &base, 0).await;

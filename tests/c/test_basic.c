@@ -20,10 +20,11 @@ static void test_result_codes(void) {
   /* The documented, stable numbers. */
   int stable = ZKL_OK == 0 && ZKL_TIMEOUT == 1 && ZKL_NOT_OWNER == 2 && ZKL_SESSION_EXPIRED == 3 &&
                ZKL_LOCK_LOST == 4 && ZKL_CONNECTION_LOSS == 5 && ZKL_AUTH_FAILED == 6 && ZKL_CLOSED == 7 &&
-               ZKL_INVALID_ARGUMENT == 8 && ZKL_ZOOKEEPER == 9 && ZKL_PANIC == 10 && ZKL_DEADLOCK == 11;
-  CHECK(stable, "result codes: stable numbers, ZKL_OK = 0 and ZKL_DEADLOCK last");
+               ZKL_INVALID_ARGUMENT == 8 && ZKL_ZOOKEEPER == 9 && ZKL_PANIC == 10 && ZKL_DEADLOCK == 11 &&
+               ZKL_PERMISSION_DENIED == 12;
+  CHECK(stable, "result codes: stable numbers, ZKL_OK = 0 and ZKL_PERMISSION_DENIED last");
   int all_described = 1, all_distinct = 1;
-  for (int rc = ZKL_OK; rc <= ZKL_DEADLOCK; rc++) {
+  for (int rc = ZKL_OK; rc <= ZKL_PERMISSION_DENIED; rc++) {
     const char *text = zkl_result_str(rc);
     if (text == NULL || *text == '\0' || strcmp(text, "unknown result") == 0) all_described = 0;
     for (int other = ZKL_OK; other < rc; other++)
@@ -34,7 +35,9 @@ static void test_result_codes(void) {
   CHECK(strcmp(zkl_result_str(ZKL_TIMEOUT), "timed out") == 0, "result codes: ZKL_TIMEOUT reads \"timed out\"");
   CHECK(strcmp(zkl_result_str(ZKL_DEADLOCK), "would deadlock") == 0,
         "result codes: ZKL_DEADLOCK reads \"would deadlock\"");
-  CHECK(strcmp(zkl_result_str(ZKL_DEADLOCK + 1), "unknown result") == 0 && strcmp(zkl_result_str(-1), "unknown result") == 0,
+  CHECK(strcmp(zkl_result_str(ZKL_PERMISSION_DENIED), "permission denied") == 0,
+        "result codes: ZKL_PERMISSION_DENIED reads \"permission denied\"");
+  CHECK(strcmp(zkl_result_str(ZKL_PERMISSION_DENIED + 1), "unknown result") == 0 && strcmp(zkl_result_str(-1), "unknown result") == 0,
         "result codes: any other int is \"unknown result\"");
 }
 

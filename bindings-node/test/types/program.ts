@@ -6,6 +6,9 @@ import zklock, {
   Hold,
   AbortError,
   codes,
+  perms,
+  type Acl,
+  type AclEntry,
   type LockMode,
   type Participant,
   type ZklockError,
@@ -61,12 +64,24 @@ async function main(): Promise<void> {
   } catch (error) {
     if ((error as ZklockError).code === codes.DEADLOCK) console.log('upgrade refused')
   }
+  const protectedLock: Lock = client.lock('/locks/private', { acl: 'creatorAllWorldRead' })
+  const entries: AclEntry[] = [
+    { perms: perms.ALL, scheme: 'digest', id: 'user:base64-of-sha1' },
+    { perms: perms.READ | perms.CREATE | perms.DELETE, scheme: 'world', id: 'anyone' },
+  ]
+  const custom: Acl = entries
+  const protectedRw: ReadWriteLock = client.readWriteLock('/locks/shared', { identifier: 'job', acl: custom })
+  try {
+    await protectedLock.withLock(async () => protectedRw.write.acquire())
+  } catch (error) {
+    if ((error as ZklockError).code === codes.PERMISSION_DENIED) console.log('the lock path is not ours')
+  }
   const readers: Participant[] = await rw.read.holders()
   const all: Participant[] = await rw.contenders()
   const mode: LockMode | undefined = (await rw.holders())[0]?.mode
   console.log(rw.path, modes, readers.length, all.length, mode, zklock.ReadWriteLock === ReadWriteLock)
   stop()
-  console.log(result, state, held, zklock.codes.TIMEOUT)
+  console.log(result, state, held, zklock.codes.TIMEOUT, zklock.perms.ALL)
   await client.close()
 }
 

@@ -19,7 +19,7 @@ import asyncio
 import atexit
 import weakref
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Iterator, Literal, Optional, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Iterator, Literal, Optional, Sequence, Tuple, Type, Union
 
 from . import _native
 from ._errors import (
@@ -31,11 +31,12 @@ from ._errors import (
     LockLostError,
     LockTimeout,
     NotOwnerError,
+    PermissionDeniedError,
     SessionExpiredError,
     ZkLockError,
     ZooKeeperError,
 )
-from ._native import Participant
+from ._native import PERM_ADMIN, PERM_ALL, PERM_CREATE, PERM_DELETE, PERM_READ, PERM_WRITE, Participant
 
 # Spelled out: type checkers (mypy, stubtest) read only literal lists, not `_errors.__all__`.
 __all__ = [
@@ -53,8 +54,25 @@ __all__ = [
     "AuthFailedError",
     "ClosedError",
     "DeadlockError",
+    "PermissionDeniedError",
     "ZooKeeperError",
+    "Acl",
+    "PERM_READ",
+    "PERM_WRITE",
+    "PERM_CREATE",
+    "PERM_DELETE",
+    "PERM_ADMIN",
+    "PERM_ALL",
 ]
+
+#: A lock's ``acl=``: who may queue for, delete in and read it. ``"open"`` (the default: anyone
+#: may do anything, so any client can delete a holder's node); ``"creator_all_world_read"`` (full
+#: rights for the clients authenticated as the creator, read for everyone: others see the queue
+#: but can neither queue nor delete); ``"creator_all"`` (others cannot even list the queue); or
+#: custom ``(perms, scheme, id)`` entries, perms from ``PERM_*`` (e.g.
+#: ``(PERM_ALL, "digest", "user:" + base64(sha1(b"user:password")))``, ``(PERM_READ, "world",
+#: "anyone")``). The creator presets need ``auth`` on the client.
+Acl = Union[Literal["open", "creator_all_world_read", "creator_all"], Sequence[Tuple[int, str, str]]]
 
 # Owner of each asyncio task. Keyed weakly by the task itself, not by id(task): ids are reused
 # once a task is garbage collected, and a new task must never inherit an old one's hold.
@@ -106,14 +124,21 @@ class Client(_native.Client):
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
 
-    def lock(self, path: str, *, identifier: Optional[str] = None) -> "Lock":
-        """A fair, reentrant lock on ``path`` (nothing is sent until the first acquisition)."""
-        return Lock(self, path, identifier=identifier)
+    def lock(self, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None) -> "Lock":
+        """A fair, reentrant lock on ``path`` (nothing is sent until the first acquisition).
 
-    def read_write_lock(self, path: str, *, identifier: Optional[str] = None) -> "ReadWriteLock":
+        ``acl`` (see ``zklock.Acl``) protects its nodes: the lock path (made persistent, not a
+        container) and every lock node get it, and an existing lock path whose ACL grants others
+        more is refused with ``PermissionDeniedError``. A creator preset on a client without
+        ``auth`` raises ``InvalidArgumentError`` here, before any network traffic."""
+        return Lock(self, path, identifier=identifier, acl=acl)
+
+    def read_write_lock(
+        self, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None
+    ) -> "ReadWriteLock":
         """A fair read/write lock on ``path``: ``.read`` is shared, ``.write`` exclusive (nothing
-        is sent until the first acquisition)."""
-        return ReadWriteLock(self, path, identifier=identifier)
+        is sent until the first acquisition). ``acl`` as for ``lock``."""
+        return ReadWriteLock(self, path, identifier=identifier, acl=acl)
 
     def __enter__(self) -> "Client":
         return self
@@ -331,7 +356,9 @@ class ReadWriteLock(_native.ReadWriteLock):
     write side gets ``DeadlockError`` at once (release the read side first).
     """
 
-    def __init__(self, client: Client, path: str, *, identifier: Optional[str] = None) -> None:
+    def __init__(
+        self, client: Client, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None
+    ) -> None:
         # The native constructor made the pair; its two sides share one table of owners.
         self._read = Lock(client, path, _side=(self, "read"))
         self._write = Lock(client, path, _side=(self, "write"))

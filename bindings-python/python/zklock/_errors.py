@@ -59,6 +59,14 @@ class DeadlockError(ZkLockError, RuntimeError):
     ``RuntimeError``, as Python's own "would deadlock" errors are."""
 
 
+class PermissionDeniedError(ZkLockError, PermissionError):
+    """ZooKeeper's access control stands in the way: the lock path's ACL does not grant this
+    client the rights it needs (the server answered NoAuth: connect with ``auth`` credentials the
+    ACL names), or a lock made with ``acl=`` found its lock path with an ACL that grants others
+    more than asked, so its nodes would not be protected. The message names the path and the
+    ACL entry. A ``PermissionError``, as Python's own "not allowed" errors are."""
+
+
 class ZooKeeperError(ZkLockError):
     """Any other error reported by ZooKeeper; ``code`` is the server's error code."""
 

@@ -1,12 +1,35 @@
 # Stubs of the native module (bindings-python/src), checked against it by mypy's stubtest.
-from typing import Any, Callable, Literal, Optional, Tuple, Union, final
+from typing import Any, Callable, Final, Literal, Optional, Sequence, Tuple, Union, final
 
 from typing_extensions import Self, disjoint_base
 
 _SessionState = Literal["connected", "disconnected", "expired", "auth_failed", "closed"]
 _HoldState = Literal["held", "suspended", "lost", "released"]
 _Mode = Literal["exclusive", "read", "write"]
-__all__ = ["AsyncOp", "Client", "Lock", "Owner", "Participant", "ReadWriteLock", "_at_exit"]
+__all__ = [
+    "AsyncOp",
+    "Client",
+    "Lock",
+    "Owner",
+    "Participant",
+    "ReadWriteLock",
+    "_at_exit",
+    "PERM_READ",
+    "PERM_WRITE",
+    "PERM_CREATE",
+    "PERM_DELETE",
+    "PERM_ADMIN",
+    "PERM_ALL",
+]
+
+PERM_READ: Final = 1
+PERM_WRITE: Final = 2
+PERM_CREATE: Final = 4
+PERM_DELETE: Final = 8
+PERM_ADMIN: Final = 16
+PERM_ALL: Final = 31
+
+_Acl = Union[str, Sequence[Tuple[int, str, str]]]
 
 _Done = Callable[[bool, Any], object]
 
@@ -75,6 +98,7 @@ class Lock:
         path: str,
         *,
         identifier: Optional[str] = None,
+        acl: Optional[_Acl] = None,
         _side: Optional[Tuple[ReadWriteLock, Literal["read", "write"]]] = None,
     ) -> Self: ...
     @property
@@ -102,7 +126,9 @@ class Lock:
 
 @disjoint_base
 class ReadWriteLock:
-    def __new__(cls, client: Client, path: str, *, identifier: Optional[str] = None) -> Self: ...
+    def __new__(
+        cls, client: Client, path: str, *, identifier: Optional[str] = None, acl: Optional[_Acl] = None
+    ) -> Self: ...
     @property
     def client(self) -> Client: ...
     @property

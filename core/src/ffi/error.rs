@@ -44,11 +44,16 @@ pub enum zkl_result {
     /// The call would wait for itself forever, so it is refused at once: the owner holds the
     /// read side of a read/write lock and asked for the write side (release the read first).
     ZKL_DEADLOCK = 11,
+    /// ZooKeeper's access control stands in the way: the lock path's ACL does not grant this
+    /// client the rights it needs (the server answered NoAuth: connect with digest credentials
+    /// the ACL names), or a lock made with an ACL found its lock path with an ACL that grants
+    /// others more than asked (see zkl_lock_options). The message names the path and the entry.
+    ZKL_PERMISSION_DENIED = 12,
 }
 
 impl zkl_result {
     /// Every code, in order; `zkl_result_str` and the C tests cover exactly these.
-    pub(crate) const ALL: [zkl_result; 12] = [
+    pub(crate) const ALL: [zkl_result; 13] = [
         zkl_result::ZKL_OK,
         zkl_result::ZKL_TIMEOUT,
         zkl_result::ZKL_NOT_OWNER,
@@ -61,6 +66,7 @@ impl zkl_result {
         zkl_result::ZKL_ZOOKEEPER,
         zkl_result::ZKL_PANIC,
         zkl_result::ZKL_DEADLOCK,
+        zkl_result::ZKL_PERMISSION_DENIED,
     ];
 
     fn describe(self) -> &'static CStr {
@@ -78,6 +84,7 @@ impl zkl_result {
             zkl_result::ZKL_ZOOKEEPER => cstr!("zookeeper error"),
             zkl_result::ZKL_PANIC => cstr!("panic"),
             zkl_result::ZKL_DEADLOCK => cstr!("would deadlock"),
+            zkl_result::ZKL_PERMISSION_DENIED => cstr!("permission denied"),
         }
     }
 }
@@ -97,6 +104,7 @@ impl From<ErrorKind> for zkl_result {
             ErrorKind::Closed => zkl_result::ZKL_CLOSED,
             ErrorKind::ZooKeeper => zkl_result::ZKL_ZOOKEEPER,
             ErrorKind::Deadlock => zkl_result::ZKL_DEADLOCK,
+            ErrorKind::PermissionDenied => zkl_result::ZKL_PERMISSION_DENIED,
         }
     }
 }
@@ -237,6 +245,7 @@ mod tests {
             ErrorKind::Closed,
             ErrorKind::ZooKeeper,
             ErrorKind::Deadlock,
+            ErrorKind::PermissionDenied,
         ];
         for kind in kinds {
             assert_eq!(zkl_result::from(kind).describe().to_str().unwrap(), kind.as_str());

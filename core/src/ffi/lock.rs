@@ -148,6 +148,179 @@ pub extern "C" fn zkl_rwlock_new(
     })
 }
 
+/// zkl_lock_options.acl: anyone may do anything with the lock's nodes, so any client can delete
+/// a holder's node and take the lock (the default, and what zkl_lock_new does).
+pub const ZKL_ACL_OPEN: i32 = 0;
+/// zkl_lock_options.acl: full rights for the authenticated creator (every client connected with
+/// the same digest credentials), read for everyone: others can list the queue and read who
+/// holds, but can neither queue nor delete. Needs digest auth on the client.
+pub const ZKL_ACL_CREATOR_ALL_WORLD_READ: i32 = 1;
+/// zkl_lock_options.acl: full rights for the authenticated creator, nothing for anyone else
+/// (others cannot even list the queue). Needs digest auth on the client.
+pub const ZKL_ACL_CREATOR_ALL: i32 = 2;
+/// zkl_lock_options.acl: the entries in acl_entries, as given.
+pub const ZKL_ACL_CUSTOM: i32 = 3;
+
+/// Permission bits of a zkl_acl_entry, as ZooKeeper numbers them: get a node's data and list
+/// its children.
+pub const ZKL_PERM_READ: u32 = 1;
+/// Set a node's data.
+pub const ZKL_PERM_WRITE: u32 = 2;
+/// Create children: join a lock's queue.
+pub const ZKL_PERM_CREATE: u32 = 4;
+/// Delete children: release, or take away a holder's node.
+pub const ZKL_PERM_DELETE: u32 = 8;
+/// Set a node's ACL.
+pub const ZKL_PERM_ADMIN: u32 = 16;
+/// All of the above.
+pub const ZKL_PERM_ALL: u32 = 31;
+
+/// One entry of a custom ACL: perms (ZKL_PERM_* bits) for the identity id of the auth scheme,
+/// as ZooKeeper has them: "world"/"anyone", "auth"/"" (the authenticated creator), "digest" with
+/// "user:base64(sha1(user:password))", "ip" with "10.0.0.0/8", ...
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zkl_acl_entry {
+    pub perms: u32,
+    pub scheme: *const c_char,
+    pub id: *const c_char,
+}
+
+/// Options for zkl_lock_new_with and zkl_rwlock_new_with. Fill it with zkl_lock_options_init,
+/// then set fields.
+///
+/// acl (ZKL_ACL_*) is given to the lock path (when zklock creates it) and to every lock node.
+/// ZooKeeper checks the rights to create and delete a node on its parent, so the lock path's ACL
+/// is what keeps others from queueing or deleting a holder's node. With any ACL but
+/// ZKL_ACL_OPEN, the lock path is made persistent (a container would be deleted when empty, and
+/// anyone could make it again, open), its ACL is checked before the lock queues under it (an ACL
+/// granting others more than asked is refused with ZKL_PERMISSION_DENIED), and the parents
+/// zklock creates above it stay open.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zkl_lock_options {
+    /// One of ZKL_ACL_*. 0: ZKL_ACL_OPEN.
+    pub acl: i32,
+    /// For ZKL_ACL_CUSTOM: acl_entry_count entries (borrowed for the call); NULL otherwise.
+    pub acl_entries: *const zkl_acl_entry,
+    pub acl_entry_count: usize,
+}
+
+const UNSET_LOCK_OPTIONS: zkl_lock_options =
+    zkl_lock_options { acl: ZKL_ACL_OPEN, acl_entries: std::ptr::null(), acl_entry_count: 0 };
+
+/// Fills *opts with the defaults: an open ACL.
+///
+/// Ownership: opts is the caller's. Concurrency: any thread.
+/// Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
+#[no_mangle]
+pub extern "C" fn zkl_lock_options_init(opts: *mut zkl_lock_options) -> zkl_result {
+    ffi_result!("zkl_lock_options_init", {
+        non_null!(opts, "opts");
+        write_out!(opts, UNSET_LOCK_OPTIONS);
+        Ok(())
+    })
+}
+
+fn lock_options(options: *const zkl_lock_options) -> Result<crate::LockOptions, Failure> {
+    // SAFETY: a non-NULL options pointer points to an initialized zkl_lock_options.
+    let options = if options.is_null() { &UNSET_LOCK_OPTIONS } else { unsafe { &*options } };
+    let acl = match options.acl {
+        ZKL_ACL_OPEN => crate::Acl::Open,
+        ZKL_ACL_CREATOR_ALL_WORLD_READ => crate::Acl::CreatorAllWorldRead,
+        ZKL_ACL_CREATOR_ALL => crate::Acl::CreatorAll,
+        ZKL_ACL_CUSTOM => crate::Acl::Custom(acl_entries(options)?),
+        other => return Err(Failure::invalid(format!("opts->acl is {other}: it must be one of ZKL_ACL_*"))),
+    };
+    if options.acl != ZKL_ACL_CUSTOM && (!options.acl_entries.is_null() || options.acl_entry_count != 0) {
+        return Err(Failure::invalid("opts->acl_entries is only for ZKL_ACL_CUSTOM: set opts->acl to it"));
+    }
+    Ok(crate::LockOptions { acl, ..Default::default() })
+}
+
+fn acl_entries(options: &zkl_lock_options) -> Result<Vec<crate::AclEntry>, Failure> {
+    if options.acl_entry_count == 0 {
+        return Err(Failure::invalid("opts->acl is ZKL_ACL_CUSTOM but opts->acl_entry_count is 0"));
+    }
+    non_null!(options.acl_entries, "opts->acl_entries");
+    // SAFETY: the caller passes acl_entry_count initialized entries (checked non-NULL).
+    let entries = unsafe { std::slice::from_raw_parts(options.acl_entries, options.acl_entry_count) };
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let perms = crate::Perms::from_bits(entry.perms).ok_or_else(|| {
+                Failure::invalid(format!("opts->acl_entries[{i}].perms is {:#x}: only ZKL_PERM_* bits", entry.perms))
+            })?;
+            if entry.scheme.is_null() || entry.id.is_null() {
+                return Err(Failure::invalid(format!("opts->acl_entries[{i}] has a NULL scheme or id")));
+            }
+            let scheme = c_str(entry.scheme, &format!("opts->acl_entries[{i}].scheme"))?;
+            let id = c_str(entry.id, &format!("opts->acl_entries[{i}].id"))?;
+            Ok(crate::AclEntry::new(perms, scheme, id))
+        })
+        .collect()
+}
+
+/// As zkl_lock_new, with options (NULL: the defaults, as zkl_lock_new). With an ACL naming the
+/// authenticated creator the client must have digest auth (zkl_options.digest_auth).
+///
+/// Ownership: path and opts (and what it points to) are borrowed for the call. On ZKL_OK, *out
+/// receives a new lock that the caller owns and frees with zkl_lock_free; on failure *out is
+/// left unchanged.
+/// Concurrency: any thread, including inside callbacks.
+/// Errors: as zkl_lock_new; ZKL_INVALID_ARGUMENT also for an unknown opts->acl, a bad custom
+/// entry (perms outside ZKL_PERM_ALL or 0, NULL or non-UTF-8 strings, a world id other than
+/// "anyone", a digest id without ':'), an ACL that gives this client less than READ, CREATE and
+/// DELETE, or one naming the creator on a client without digest auth; all before any network
+/// traffic. The acquisitions of a lock with an ACL return ZKL_PERMISSION_DENIED if the lock
+/// path's ACL lets this client not queue, or grants others more than asked.
+#[no_mangle]
+pub extern "C" fn zkl_lock_new_with(
+    client: *mut super::zkl_client,
+    path: *const c_char,
+    opts: *const zkl_lock_options,
+    out: *mut *mut zkl_lock,
+) -> zkl_result {
+    ffi_result!("zkl_lock_new_with", {
+        non_null!(client, "client");
+        non_null!(path, "path");
+        non_null!(out, "out");
+        let client = handles::client(client, "client")?;
+        let options = lock_options(opts)?;
+        let lock = client.client.lock_with(c_str(path, "path")?, options)?;
+        write_out!(out, handles::new_lock(LockHandle::new(lock)));
+        Ok(())
+    })
+}
+
+/// As zkl_rwlock_new, with options (see zkl_lock_new_with): both sides share them.
+///
+/// Ownership: as zkl_rwlock_new; opts is borrowed for the call.
+/// Concurrency: any thread, including inside callbacks.
+/// Errors: as zkl_lock_new_with.
+#[no_mangle]
+pub extern "C" fn zkl_rwlock_new_with(
+    client: *mut super::zkl_client,
+    path: *const c_char,
+    opts: *const zkl_lock_options,
+    read: *mut *mut zkl_lock,
+    write: *mut *mut zkl_lock,
+) -> zkl_result {
+    ffi_result!("zkl_rwlock_new_with", {
+        non_null!(client, "client");
+        non_null!(path, "path");
+        non_null!(read, "read");
+        non_null!(write, "write");
+        let client = handles::client(client, "client")?;
+        let options = lock_options(opts)?;
+        let pair = client.client.read_write_lock_with(c_str(path, "path")?, options)?;
+        write_out!(read, handles::new_lock(LockHandle::new(pair.read().clone())));
+        write_out!(write, handles::new_lock(LockHandle::new(pair.write().clone())));
+        Ok(())
+    })
+}
+
 /// Frees a lock handle. Holds still held through it are released in the background, as if each
 /// owner released them (their nodes are deleted; nothing is left behind). A registered lost
 /// callback is not running once this returns, and is never called again.
@@ -451,4 +624,25 @@ pub extern "C" fn zkl_lock_set_lost_callback(
         handle.lost_callback.set(callback, userdata);
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_permission_bits_are_the_cores() {
+        use crate::Perms;
+        let pairs = [
+            (ZKL_PERM_READ, Perms::READ),
+            (ZKL_PERM_WRITE, Perms::WRITE),
+            (ZKL_PERM_CREATE, Perms::CREATE),
+            (ZKL_PERM_DELETE, Perms::DELETE),
+            (ZKL_PERM_ADMIN, Perms::ADMIN),
+            (ZKL_PERM_ALL, Perms::ALL),
+        ];
+        for (c, core) in pairs {
+            assert_eq!(c, core.bits());
+        }
+    }
 }

@@ -34,5 +34,9 @@ mod runtime;
 
 pub use self::client::{zkl_client, zkl_options, zkl_session_callback, zkl_session_state};
 pub use self::error::zkl_result;
-pub use self::lock::{zkl_hold_state, zkl_lock, zkl_lost_callback, zkl_lost_reason};
+pub use self::lock::{
+    zkl_acl_entry, zkl_hold_state, zkl_lock, zkl_lock_options, zkl_lost_callback, zkl_lost_reason, ZKL_ACL_CREATOR_ALL,
+    ZKL_ACL_CREATOR_ALL_WORLD_READ, ZKL_ACL_CUSTOM, ZKL_ACL_OPEN, ZKL_PERM_ADMIN, ZKL_PERM_ALL, ZKL_PERM_CREATE,
+    ZKL_PERM_DELETE, ZKL_PERM_READ, ZKL_PERM_WRITE,
+};
 pub use self::participants::{zkl_participant, zkl_participants};

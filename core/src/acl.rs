@@ -1,0 +1,440 @@
+//! Access control on lock nodes: who may join a lock's queue, delete in it, and read it.
+//!
+//! ZooKeeper checks the rights to create and to delete a node on its parent, so it is the lock
+//! path's own ACL that keeps others from queueing (CREATE) or from deleting a holder's node
+//! (DELETE); the lock nodes carry the same ACL, which decides who may read them.
+
+use std::fmt;
+
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+
+/// ZooKeeper permissions, combined with `|`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Perms(u32);
+
+impl Perms {
+    /// Get a node's data and list its children.
+    pub const READ: Perms = Perms(1);
+    /// Set a node's data.
+    pub const WRITE: Perms = Perms(2);
+    /// Create children: join a lock's queue.
+    pub const CREATE: Perms = Perms(4);
+    /// Delete children: release, or take away a holder's node.
+    pub const DELETE: Perms = Perms(8);
+    /// Set the node's ACL.
+    pub const ADMIN: Perms = Perms(16);
+    /// All of the above.
+    pub const ALL: Perms = Perms(31);
+
+    /// The permissions of ZooKeeper's bit mask (READ 1, WRITE 2, CREATE 4, DELETE 8, ADMIN 16);
+    /// `None` if it has other bits.
+    pub const fn from_bits(bits: u32) -> Option<Perms> {
+        if bits & !Perms::ALL.0 == 0 {
+            Some(Perms(bits))
+        } else {
+            None
+        }
+    }
+
+    /// ZooKeeper's bit mask.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every permission of `other` is in `self`.
+    pub const fn contains(self, other: Perms) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    fn to_zk(self) -> zk::Permission {
+        [
+            (Perms::READ, zk::Permission::READ),
+            (Perms::WRITE, zk::Permission::WRITE),
+            (Perms::CREATE, zk::Permission::CREATE),
+            (Perms::DELETE, zk::Permission::DELETE),
+            (Perms::ADMIN, zk::Permission::ADMIN),
+        ]
+        .into_iter()
+        .filter(|(ours, _)| self.contains(*ours))
+        .fold(zk::Permission::NONE, |all, (_, theirs)| all | theirs)
+    }
+
+    fn of_zk(permission: zk::Permission) -> Perms {
+        [
+            (Perms::READ, zk::Permission::READ),
+            (Perms::WRITE, zk::Permission::WRITE),
+            (Perms::CREATE, zk::Permission::CREATE),
+            (Perms::DELETE, zk::Permission::DELETE),
+            (Perms::ADMIN, zk::Permission::ADMIN),
+        ]
+        .into_iter()
+        .filter(|(_, theirs)| permission.has(*theirs))
+        .fold(Perms(0), |all, (ours, _)| all | ours)
+    }
+}
+
+impl std::ops::BitOr for Perms {
+    type Output = Perms;
+
+    fn bitor(self, other: Perms) -> Perms {
+        Perms(self.0 | other.0)
+    }
+}
+
+impl fmt::Display for Perms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Perms::ALL {
+            return f.write_str("ALL");
+        }
+        let names = [(Perms::READ, "READ"), (Perms::WRITE, "WRITE"), (Perms::CREATE, "CREATE")]
+            .into_iter()
+            .chain([(Perms::DELETE, "DELETE"), (Perms::ADMIN, "ADMIN")])
+            .filter(|(perm, _)| self.contains(*perm))
+            .map(|(_, name)| name)
+            .collect::<Vec<_>>();
+        if names.is_empty() {
+            f.write_str("NONE")
+        } else {
+            f.write_str(&names.join("|"))
+        }
+    }
+}
+
+/// One entry of an ACL: `perms` for the identity `id` of the auth `scheme`, as ZooKeeper has
+/// them (`world:anyone`, `digest:user:base64(sha1("user:password"))`, `ip:10.0.0.0/8`, or
+/// `auth:` for whoever created the node).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AclEntry {
+    /// What the identity may do.
+    pub perms: Perms,
+    /// The auth scheme: `world`, `auth`, `digest`, `ip`, ...
+    pub scheme: String,
+    /// The identity within the scheme.
+    pub id: String,
+}
+
+impl AclEntry {
+    /// An entry of any scheme.
+    pub fn new(perms: Perms, scheme: impl Into<String>, id: impl Into<String>) -> AclEntry {
+        AclEntry { perms, scheme: scheme.into(), id: id.into() }
+    }
+
+    /// `perms` for everyone (`world:anyone`).
+    pub fn anyone(perms: Perms) -> AclEntry {
+        AclEntry::new(perms, "world", "anyone")
+    }
+
+    /// `perms` for the node's creator, that is for every identity its client authenticated
+    /// with (`auth:`, which the server stores as the creator's digest identity).
+    pub fn creator(perms: Perms) -> AclEntry {
+        AclEntry::new(perms, "auth", "")
+    }
+
+    /// `perms` for the user of digest credentials `"user:password"`, as the server stores it:
+    /// `digest:user:base64(sha1("user:password"))`.
+    pub fn digest(perms: Perms, credentials: &str) -> Result<AclEntry> {
+        if !credentials.contains(':') {
+            return Err(Error::invalid("digest credentials must be \"user:password\""));
+        }
+        Ok(AclEntry::new(perms, "digest", digest_id(credentials)))
+    }
+
+    fn to_zk(&self) -> zk::Acl {
+        zk::Acl::new(self.perms.to_zk(), zk::AuthId::new(&self.scheme, &self.id))
+    }
+}
+
+impl fmt::Display for AclEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{} {}", self.scheme, self.id, self.perms)
+    }
+}
+
+/// Who may do what with a lock's nodes: the ACL given to the lock path (when zklock creates
+/// it) and to every lock node, set in [`crate::LockOptions::acl`].
+///
+/// A lock with any ACL but [`Acl::Open`] is protected: its lock path is created as a
+/// persistent node (not a container the server would delete when empty, letting anyone make it
+/// again, open), and before the lock queues under an existing lock path it checks that path's
+/// ACL, refusing with [`crate::ErrorKind::PermissionDenied`] one that grants more than asked.
+/// The parents zklock creates above the lock path stay open containers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Acl {
+    /// Anyone may do anything (`world:anyone` ALL), as before ACLs existed: any client can
+    /// delete a holder's node, and so take the lock.
+    #[default]
+    Open,
+    /// Full rights for the authenticated creator, read for everyone: others can list the queue
+    /// and read who holds, but neither queue nor delete. Needs digest auth on the client.
+    CreatorAllWorldRead,
+    /// Full rights for the authenticated creator and nothing for anyone else (others cannot
+    /// even list the queue). Needs digest auth on the client.
+    CreatorAll,
+    /// These entries, as given. The contenders need READ, CREATE and DELETE.
+    Custom(Vec<AclEntry>),
+}
+
+impl Acl {
+    /// Whether this is [`Acl::Open`], the unprotected default.
+    pub fn is_open(&self) -> bool {
+        *self == Acl::Open
+    }
+
+    /// The entries as they are sent (with `auth:` for the creator).
+    pub fn entries(&self) -> Vec<AclEntry> {
+        match self {
+            Acl::Open => vec![AclEntry::anyone(Perms::ALL)],
+            Acl::CreatorAllWorldRead => vec![AclEntry::creator(Perms::ALL), AclEntry::anyone(Perms::READ)],
+            Acl::CreatorAll => vec![AclEntry::creator(Perms::ALL)],
+            Acl::Custom(entries) => entries.clone(),
+        }
+    }
+
+    /// Refuses, before any network traffic, an ACL the server would refuse or that would shut
+    /// out this very client: `digest_auth` is the client's `"user:password"`, if any.
+    pub(crate) fn check(&self, digest_auth: Option<&str>) -> Result<()> {
+        let entries = self.entries();
+        if entries.is_empty() {
+            return Err(Error::invalid("the lock's ACL is empty: it needs at least one entry"));
+        }
+        for entry in &entries {
+            let refuse = |why: &str| Err(Error::invalid(format!("the lock's ACL entry {entry} {why}")));
+            if entry.perms.bits() == 0 {
+                return refuse("grants no permission");
+            }
+            match entry.scheme.as_str() {
+                "" => return refuse("has no scheme"),
+                "world" if entry.id != "anyone" => return refuse("is not valid: the world scheme's only id is anyone"),
+                "digest" if !entry.id.contains(':') => {
+                    return refuse("is not valid: a digest id is \"user:base64(sha1(\\\"user:password\\\"))\"")
+                }
+                "auth" if digest_auth.is_none() => {
+                    let which = match self {
+                        Acl::Custom(_) => "an auth entry".to_owned(),
+                        preset => format!("{preset}"),
+                    };
+                    return Err(Error::invalid(format!(
+                        "the lock's ACL ({which}) gives rights to the authenticated creator, but this client has no \
+                         credentials: connect with digest auth (\"user:password\"), or use an open or custom ACL"
+                    )));
+                }
+                _ => {}
+            }
+            if entry.scheme.contains('\0') || entry.id.contains('\0') {
+                return refuse("contains a NUL character");
+            }
+        }
+        // Only world, auth and digest entries can be matched to this client here; with others
+        // (ip, x509, sasl) the server decides.
+        if entries.iter().all(|entry| matches!(entry.scheme.as_str(), "world" | "auth" | "digest")) {
+            let mine = own_perms(&self.expected(digest_auth), digest_auth);
+            let needed = Perms::READ | Perms::CREATE | Perms::DELETE;
+            if !mine.contains(needed) {
+                return Err(Error::invalid(format!(
+                    "the lock's ACL ({self}) gives this client {mine}: a contender needs READ, CREATE and DELETE to \
+                     queue, see the queue and release"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries as the server stores them for a node this client creates: `auth:` becomes
+    /// the client's digest identity.
+    fn expected(&self, digest_auth: Option<&str>) -> Vec<AclEntry> {
+        self.entries()
+            .into_iter()
+            .filter_map(|entry| match entry.scheme.as_str() {
+                "auth" => digest_auth.map(|auth| AclEntry::new(entry.perms, "digest", digest_id(auth))),
+                _ => Some(entry),
+            })
+            .collect()
+    }
+
+    /// The entries of an existing node's ACL (as the server reports them) that grant more than
+    /// this ACL would, made by this client: the rights it would give that this one does not.
+    pub(crate) fn excess(&self, actual: &[zk::Acl], digest_auth: Option<&str>) -> Vec<AclEntry> {
+        let expected = self.expected(digest_auth);
+        let anyone =
+            expected.iter().filter(|e| e.scheme == "world" && e.id == "anyone").fold(Perms(0), |p, e| p | e.perms);
+        let actual = reported(actual);
+        actual
+            .iter()
+            .filter(|entry| {
+                let granted = expected
+                    .iter()
+                    .filter(|e| e.scheme == entry.scheme && same_id(&entry.scheme, &entry.id, &e.id, &actual))
+                    .fold(anyone, |p, e| p | e.perms);
+                !granted.contains(entry.perms)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The ACL as the ZooKeeper client sends it.
+    pub(crate) fn to_zk(&self) -> Vec<zk::Acl> {
+        self.entries().iter().map(AclEntry::to_zk).collect()
+    }
+}
+
+impl fmt::Display for Acl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Acl::Open => f.write_str("Open"),
+            Acl::CreatorAllWorldRead => f.write_str("CreatorAllWorldRead"),
+            Acl::CreatorAll => f.write_str("CreatorAll"),
+            Acl::Custom(entries) => {
+                let entries: Vec<String> = entries.iter().map(ToString::to_string).collect();
+                write!(f, "[{}]", entries.join(", "))
+            }
+        }
+    }
+}
+
+/// The rights a contender needs that an existing node's ACL (as the server reports it) does
+/// not grant this client (`digest_auth`, if any); `None` when all are granted, or when the ACL
+/// has entries of schemes this client cannot be matched against here (ip, x509, sasl).
+pub(crate) fn missing_rights(actual: &[zk::Acl], digest_auth: Option<&str>) -> Option<Perms> {
+    let entries = reported(actual);
+    if !entries.iter().all(|entry| matches!(entry.scheme.as_str(), "world" | "digest")) {
+        return None;
+    }
+    let needed = Perms::READ | Perms::CREATE | Perms::DELETE;
+    let mine = own_perms(&entries, digest_auth);
+    (!mine.contains(needed)).then_some(Perms(needed.0 & !mine.0))
+}
+
+/// An ACL as the server reports it, for messages.
+pub(crate) fn describe(actual: &[zk::Acl]) -> String {
+    let entries: Vec<String> = actual
+        .iter()
+        .map(|acl| AclEntry::new(Perms::of_zk(acl.permission()), acl.scheme(), acl.id()).to_string())
+        .collect();
+    entries.join(", ")
+}
+
+/// What this client may do under `expected`: what anyone may, and what its digest identity may.
+fn own_perms(acl: &[AclEntry], digest_auth: Option<&str>) -> Perms {
+    let me = digest_auth.map(digest_id);
+    acl.iter()
+        .filter(|e| match (e.scheme.as_str(), &me) {
+            ("world", _) => e.id == "anyone",
+            ("digest", Some(me)) => same_id("digest", &e.id, me, acl),
+            _ => false,
+        })
+        .fold(Perms(0), |p, e| p | e.perms)
+}
+
+/// Entries of an ACL as the server reports them.
+fn reported(actual: &[zk::Acl]) -> Vec<AclEntry> {
+    actual.iter().map(|acl| AclEntry::new(Perms::of_zk(acl.permission()), acl.scheme(), acl.id())).collect()
+}
+
+/// Whether `reported`, an id of `scheme` in the ACL `acl` as the server reported it, is `id`.
+/// To a client without ADMIN on the node the server hides digest hashes (`user:x`): such an id
+/// is taken for `id`'s user only when no other digest entry of `acl` has that user, since one
+/// with other credentials would be someone else. (Taken wrongly, it is harmless: the entry
+/// grants nothing to this client's real identity, whose requests the server then refuses.)
+fn same_id(scheme: &str, reported: &str, id: &str, acl: &[AclEntry]) -> bool {
+    if reported == id {
+        return true;
+    }
+    let user = |id: &str| id.split(':').next().unwrap_or_default().to_owned();
+    scheme == "digest"
+        && reported.ends_with(":x")
+        && user(reported) == user(id)
+        && acl.iter().filter(|e| e.scheme == "digest" && user(&e.id) == user(id)).count() == 1
+}
+
+/// The identity ZooKeeper's digest scheme gives credentials `"user:password"`:
+/// `user:base64(sha1("user:password"))`.
+pub(crate) fn digest_id(credentials: &str) -> String {
+    let user = credentials.split(':').next().unwrap_or_default();
+    let hash = sha1_smol::Sha1::from(credentials.as_bytes()).digest().bytes();
+    format!("{user}:{}", base64(&hash))
+}
+
+/// Standard base64, with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let triple = chunk.iter().enumerate().fold(0u32, |all, (i, byte)| all | u32::from(*byte) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(triple >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_ids_are_zookeepers() {
+        // As ZooKeeper's DigestAuthenticationProvider.generateDigest makes them; the real
+        // server's agreement is shown by tests/acl.rs.
+        assert_eq!(digest_id("super:superpw"), "super:g9oN2HttPfn8MMWJZ2r45Np/LIA=");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b""), "");
+    }
+
+    #[test]
+    fn excess_is_what_an_existing_acl_grants_beyond_the_asked() {
+        let me = Some("alice:secret");
+        let alice = digest_id("alice:secret");
+        let acl = |perms: zk::Permission, scheme: &str, id: &str| zk::Acl::new(perms, zk::AuthId::new(scheme, id));
+        let ours = [acl(zk::Permission::ALL, "digest", &alice), acl(zk::Permission::READ, "world", "anyone")];
+        assert!(Acl::CreatorAllWorldRead.excess(&ours, me).is_empty());
+        // Stricter than asked is no excess.
+        assert!(Acl::CreatorAllWorldRead.excess(&ours[..1], me).is_empty());
+        // Read for someone else is no more than anyone's read.
+        assert!(Acl::CreatorAllWorldRead.excess(&[acl(zk::Permission::READ, "digest", "bob:x")], me).is_empty());
+        let open = [acl(zk::Permission::ALL, "world", "anyone")];
+        assert_eq!(Acl::CreatorAllWorldRead.excess(&open, me), vec![AclEntry::anyone(Perms::ALL)]);
+        assert_eq!(Acl::CreatorAll.excess(&ours, me), vec![AclEntry::anyone(Perms::READ)]);
+        let bob = [acl(zk::Permission::ALL, "digest", &digest_id("bob:pw"))];
+        assert_eq!(Acl::CreatorAll.excess(&bob, me).len(), 1);
+        // Hidden hashes (a reader without ADMIN) match by user, when the user has one entry.
+        let rcd = zk::Permission::READ | zk::Permission::CREATE | zk::Permission::DELETE;
+        let custom = Acl::Custom(vec![
+            AclEntry::digest(Perms::ALL, "alice:secret").unwrap(),
+            AclEntry::digest(Perms::READ | Perms::CREATE | Perms::DELETE, "bob:pw").unwrap(),
+        ]);
+        let hidden = [acl(zk::Permission::ALL, "digest", "alice:x"), acl(rcd, "digest", "bob:x")];
+        assert!(custom.excess(&hidden, Some("bob:pw")).is_empty());
+        assert_eq!(missing_rights(&hidden, Some("bob:pw")), None);
+        assert_eq!(missing_rights(&hidden, Some("carol:pw")), Some(Perms::READ | Perms::CREATE | Perms::DELETE));
+        let twice = [hidden[0].clone(), hidden[1].clone(), acl(zk::Permission::ALL, "digest", "bob:x")];
+        assert_eq!(custom.excess(&twice, Some("bob:pw")).len(), 2, "two bobs: neither can be told to be ours");
+    }
+
+    #[test]
+    fn checks_refuse_before_any_traffic() {
+        assert!(Acl::Open.check(None).is_ok());
+        assert!(Acl::CreatorAllWorldRead.check(Some("a:b")).is_ok());
+        for acl in [Acl::CreatorAllWorldRead, Acl::CreatorAll, Acl::Custom(vec![AclEntry::creator(Perms::ALL)])] {
+            let err = acl.check(None).unwrap_err();
+            assert!(err.message().contains("no credentials"), "{err}");
+        }
+        let refused = |entries: Vec<AclEntry>| Acl::Custom(entries).check(Some("a:b")).unwrap_err().to_string();
+        assert!(refused(vec![]).contains("empty"));
+        assert!(refused(vec![AclEntry::anyone(Perms::from_bits(0).unwrap())]).contains("no permission"));
+        assert!(refused(vec![AclEntry::new(Perms::ALL, "world", "everyone")]).contains("anyone"));
+        assert!(refused(vec![AclEntry::new(Perms::ALL, "digest", "nohash")]).contains("digest id"));
+        assert!(refused(vec![AclEntry::anyone(Perms::READ)]).contains("READ, CREATE and DELETE"));
+        assert!(Perms::from_bits(32).is_none());
+        assert_eq!((Perms::READ | Perms::CREATE).to_string(), "READ|CREATE");
+        assert_eq!(Perms::ALL.to_string(), "ALL");
+    }
+}

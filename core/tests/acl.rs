@@ -1,0 +1,321 @@
+//! Access control on lock nodes, against a real ZooKeeper server: what a lock with an ACL lets
+//! others do (list the queue) and what it does not (delete a holder's node, queue), tried both
+//! through zklock and directly, as an attacker would, with a plain ZooKeeper client.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use zklock::{Acl, AclEntry, Client, ClientOptions, ErrorKind, HoldState, LockOptions, Owner, Perms};
+use zookeeper_client as zk;
+
+const ALICE: &str = "alice:alice-secret";
+const BOB: &str = "bob:bob-secret";
+
+async fn client_as(credentials: &str) -> Client {
+    let options = ClientOptions { digest_auth: Some(credentials.to_owned()), ..ClientOptions::default() };
+    Client::connect_with(&connect_string(), options).await.expect("connect with digest auth")
+}
+
+/// A plain ZooKeeper client with digest credentials.
+async fn raw_as(credentials: &str) -> zk::Client {
+    zk::Client::connector().with_auth("digest", credentials.as_bytes()).connect(&connect_string()).await.unwrap()
+}
+
+fn with_acl(acl: Acl) -> LockOptions {
+    LockOptions { acl, ..LockOptions::default() }
+}
+
+/// The identity zklock computes for digest credentials; the tests compare it with what the
+/// server stored for an `auth` entry, which shows the two agree.
+fn server_digest_id(credentials: &str) -> String {
+    AclEntry::digest(Perms::ALL, credentials).unwrap().id
+}
+
+fn entries(acl: &[zk::Acl]) -> Vec<(String, String, String)> {
+    let mut entries: Vec<_> =
+        acl.iter().map(|a| (a.permission().to_string(), a.scheme().to_owned(), a.id().to_owned())).collect();
+    entries.sort();
+    entries
+}
+
+/// A node that queues as zklock's contenders do (a uuid-marked EPHEMERAL_SEQUENTIAL child),
+/// made directly by `zk` with an open ACL.
+async fn raw_contender(zk: &zk::Client, path: &str, marker: &str) -> Result<(zk::Stat, zk::CreateSequence), zk::Error> {
+    let prefix = format!("{path}/_c_{}-{marker}", uuid::Uuid::new_v4());
+    zk.create(&prefix, b"{}", &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all())).await
+}
+
+fn assert_permission_denied(err: &zklock::Error, path: &str, says: &str) {
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    assert_eq!(err.path(), Some(path), "{err}");
+    assert!(err.to_string().contains(says), "the message says {says:?}: {err}");
+}
+
+/// The whole story of the preset that keeps the queue visible: the holder's node is safe from
+/// other clients, raw or zklock, unauthenticated or authenticated as someone else; they can
+/// list the queue; same-credential contenders queue together; the owner releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn creator_all_world_read_lets_others_list_but_not_delete_or_queue() {
+    let path = unique_path("acl-world-read");
+    let alice = client_as(ALICE).await;
+    let lock = alice.lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    let guard = lock.acquire(&Owner::new(1)).await.unwrap();
+    let holder_node = guard.hold().node_path().to_owned();
+
+    // The server stores the creator as alice's digest identity: the ACL the lock asked for.
+    // (Read by alice: to a client without ADMIN rights the server hides the digest hashes.)
+    let alice_raw = raw_as(ALICE).await;
+    let expected = |hash: &str| {
+        vec![("ALL".to_owned(), "digest".to_owned(), hash.to_owned()), ("READ".into(), "world".into(), "anyone".into())]
+    };
+    let (path_acl, path_stat) = alice_raw.get_acl(&path).await.unwrap();
+    assert_eq!(entries(&path_acl), expected(&server_digest_id(ALICE)), "the lock path's ACL");
+    assert_eq!(path_stat.ephemeral_owner, 0, "the protected lock path is persistent, not a container");
+    let (node_acl, _) = alice_raw.get_acl(&holder_node).await.unwrap();
+    assert_eq!(entries(&node_acl), expected(&server_digest_id(ALICE)), "the lock node's ACL");
+    let anonymous = observer().await;
+    assert_eq!(entries(&anonymous.get_acl(&path).await.unwrap().0), expected("alice:x"), "hashes hidden from others");
+
+    // An unauthenticated client, and bob, as attackers with a plain ZooKeeper client: they see
+    // the queue but can neither delete the holder's node, nor queue, nor open the path up.
+    let bob_raw = raw_as(BOB).await;
+    for (who, attacker) in [("unauthenticated", &anonymous), ("bob", &bob_raw)] {
+        let queue = attacker.list_children(&path).await.unwrap();
+        assert_eq!(queue.len(), 1, "{who} lists the queue");
+        attacker.get_data(&holder_node).await.unwrap_or_else(|err| panic!("{who} reads the holder's node: {err}"));
+        assert_eq!(
+            attacker.delete(&holder_node, None).await,
+            Err(zk::Error::NoAuth),
+            "{who} deletes the holder's node"
+        );
+        assert_eq!(raw_contender(attacker, &path, "lock-").await.unwrap_err(), zk::Error::NoAuth, "{who} queues");
+        let open = attacker.set_acl(&path, &zk::Acls::anyone_all(), None).await;
+        assert_eq!(open.unwrap_err(), zk::Error::NoAuth, "{who} opens the lock path's ACL");
+    }
+    assert_eq!(lock.state_of(&Owner::new(1)), Some(HoldState::Held), "the hold survived the attacks");
+
+    // Through zklock: an unauthenticated client lists the queue and reads who holds, but its
+    // acquire fails, naming the ACL problem, and leaves nothing behind.
+    let outsider = client().await;
+    let open_lock = outsider.lock(&path).unwrap();
+    let queue = open_lock.contenders().await.unwrap();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0].identity.as_ref().unwrap().owner, "1", "the holder's identity is readable");
+    let err = open_lock.acquire_timeout(&Owner::new(2), Duration::from_secs(10)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "NoAuth");
+    assert!(err.to_string().contains("ACL of the lock path"), "{err}");
+    assert_eq!(err.zookeeper_code(), Some(-102), "ZooKeeper's NoAuth");
+    // The same for bob, with a lock that asks for the same preset: the path is alice's.
+    let bob = client_as(BOB).await;
+    let bob_lock = bob.lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    let err = bob_lock.acquire_timeout(&Owner::new(3), Duration::from_secs(10)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "does not grant this client (digest user bob) CREATE|DELETE");
+    assert_eq!(children(&anonymous, &path).await, vec![holder_node.rsplit('/').next().unwrap().to_owned()]);
+
+    // Alice's other process (same credentials, another session) queues behind the holder.
+    let alice2 = client_as(ALICE).await;
+    let lock2 = alice2.lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    assert!(lock2.try_acquire(&Owner::new(4)).await.unwrap().is_none(), "held by the first");
+    let waiter = tokio::spawn({
+        let lock2 = lock2.clone();
+        async move { lock2.acquire(&Owner::new(4)).await.unwrap().release().await.unwrap() }
+    });
+    wait_children(&anonymous, &path, 2).await;
+
+    // The owner releases: its node goes and the next in line holds.
+    guard.release().await.unwrap();
+    assert_eq!(anonymous.check_stat(&holder_node).await.unwrap(), None, "the holder's node is gone");
+    tokio::time::timeout(Duration::from_secs(20), waiter).await.unwrap().unwrap();
+    wait_children(&anonymous, &path, 0).await;
+    assert!(anonymous.check_stat(&path).await.unwrap().is_some(), "the persistent lock path stays");
+    // A refused attempt leaves nothing that keeps the session open: closing is prompt, not a
+    // wait for the session timeout (10 s).
+    for client in [outsider, bob, alice, alice2] {
+        let started = std::time::Instant::now();
+        client.close().await;
+        assert!(started.elapsed() < Duration::from_secs(3), "close took {:?}", started.elapsed());
+    }
+}
+
+/// CreatorAll hides even the queue from others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn creator_all_hides_the_queue_from_others() {
+    let path = unique_path("acl-private");
+    let alice = client_as(ALICE).await;
+    let lock = alice.lock_with(&path, with_acl(Acl::CreatorAll)).unwrap();
+    let guard = lock.acquire(&Owner::new(1)).await.unwrap();
+    let (acl, _) = raw_as(ALICE).await.get_acl(&path).await.unwrap();
+    // Made by zklock's digest identity of alice's credentials: the server computed the same.
+    assert_eq!(entries(&acl), vec![("ALL".to_owned(), "digest".to_owned(), server_digest_id(ALICE))]);
+
+    let anonymous = observer().await;
+    assert_eq!(anonymous.list_children(&path).await.unwrap_err(), zk::Error::NoAuth);
+    assert_eq!(anonymous.delete(guard.hold().node_path(), None).await.unwrap_err(), zk::Error::NoAuth);
+    let outsider = client().await;
+    let err = outsider.lock(&path).unwrap().contenders().await.unwrap_err();
+    assert_permission_denied(&err, &path, "listing the contenders");
+    let err = outsider.lock(&path).unwrap().acquire(&Owner::new(2)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "NoAuth");
+
+    guard.release().await.unwrap();
+    assert!(lock.contenders().await.unwrap().is_empty(), "the owner lists its own queue");
+    alice.close().await;
+    outsider.close().await;
+}
+
+/// An ACL naming the creator needs credentials: refused when the lock is made, before any
+/// traffic, with what to do. So are ACLs the server would refuse or that shut the client out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_that_cannot_work_is_refused_before_any_traffic() {
+    let path = unique_path("acl-invalid");
+    let anonymous = client().await;
+    for acl in [Acl::CreatorAllWorldRead, Acl::CreatorAll] {
+        let err = anonymous.lock_with(&path, with_acl(acl.clone())).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert_eq!(err.path(), Some(path.as_str()));
+        assert!(err.message().contains(&format!("({acl})")) && err.message().contains("digest auth"), "{err}");
+        let err = anonymous.read_write_lock_with(&path, with_acl(acl)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    let alice = client_as(ALICE).await;
+    let read_only = Acl::Custom(vec![AclEntry::anyone(Perms::READ)]);
+    let err = alice.lock_with(&path, with_acl(read_only)).unwrap_err();
+    assert!(err.message().contains("READ, CREATE and DELETE"), "{err}");
+    let err = alice.lock_with(&path, with_acl(Acl::Custom(Vec::new()))).unwrap_err();
+    assert!(err.message().contains("empty"), "{err}");
+    assert_eq!(observer().await.check_stat(&path).await.unwrap(), None, "nothing was made");
+    anonymous.close().await;
+    alice.close().await;
+}
+
+/// A lock path that exists with an ACL granting more than asked (made open by someone else,
+/// or left by a lock without an ACL) is refused before anything is made under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_existing_open_lock_path_is_refused() {
+    let alice = client_as(ALICE).await;
+    let observer = observer().await;
+
+    // Made open in advance by an attacker.
+    let squatted = unique_path("acl-squatted");
+    observer.mkdir(&squatted, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    let lock = alice.lock_with(&squatted, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    let err = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(10)).await.unwrap_err();
+    assert_permission_denied(&err, &squatted, "grants more than this lock's ACL (CreatorAllWorldRead) allows");
+    assert!(err.message().contains("world:anyone ALL"), "names the entry: {err}");
+    assert!(children(&observer, &squatted).await.is_empty(), "nothing was made under it");
+
+    // The container of a lock without an ACL, while that lock is held.
+    let legacy = unique_path("acl-legacy");
+    let open = client().await;
+    let held = open.lock(&legacy).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let protected = alice.read_write_lock_with(&legacy, with_acl(Acl::CreatorAll)).unwrap();
+    let err = protected.write().acquire(&Owner::new(2)).await.unwrap_err();
+    assert_permission_denied(&err, &legacy, "grants more than this lock's ACL (CreatorAll) allows");
+    assert_eq!(children(&observer, &legacy).await.len(), 1, "only the open lock's node");
+    held.release().await.unwrap();
+    alice.close().await;
+    open.close().await;
+}
+
+/// The protected lock path is persistent, but its parent stays open: an attacker can delete
+/// the path while the queue is empty and make it again, open. A lock that checked the path
+/// before sees that it is another one at its next listing, and refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lock_path_made_again_open_is_caught_by_a_lock_that_checked_it_before() {
+    let path = unique_path("acl-remade");
+    let alice = client_as(ALICE).await;
+    let lock = alice.lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    lock.acquire(&Owner::new(1)).await.unwrap().release().await.unwrap();
+
+    let attacker = observer().await;
+    attacker.delete(&path, None).await.expect("the empty path can be deleted: its parent is open");
+    attacker.create(&path, &[], &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+
+    let err = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(10)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "world:anyone ALL");
+    wait_children(&attacker, &path, 0).await;
+    assert!(!lock.is_held_by(&Owner::new(1)));
+
+    // Once the path is right again (here: deleted, so the lock makes it anew), the lock works.
+    attacker.delete(&path, None).await.unwrap();
+    let guard = lock.acquire(&Owner::new(1)).await.unwrap();
+    assert_eq!(attacker.delete(guard.hold().node_path(), None).await.unwrap_err(), zk::Error::NoAuth);
+    guard.release().await.unwrap();
+    alice.close().await;
+}
+
+/// The read/write lock: readers and writers of the owner's credentials share it; others see
+/// the queue (with each node's mode) but can neither queue a writer nor delete a reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_read_write_lock_is_protected_too() {
+    let path = unique_path("acl-rwlock");
+    let alice = client_as(ALICE).await;
+    let rw = alice.read_write_lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    let reader = rw.read().acquire(&Owner::new(1)).await.unwrap();
+    let reader_node = reader.hold().node_path().to_owned();
+    let second_reader = rw.read().acquire(&Owner::new(2)).await.unwrap();
+
+    let anonymous = observer().await;
+    let bob_raw = raw_as(BOB).await;
+    for attacker in [&anonymous, &bob_raw] {
+        assert_eq!(attacker.delete(&reader_node, None).await.unwrap_err(), zk::Error::NoAuth);
+        assert_eq!(raw_contender(attacker, &path, "__WRIT__").await.unwrap_err(), zk::Error::NoAuth);
+    }
+    let bob = client_as(BOB).await;
+    let bob_rw = bob.read_write_lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    let queue = bob_rw.contenders().await.unwrap();
+    assert_eq!(queue.iter().map(|p| p.mode).collect::<Vec<_>>(), vec![Some(zklock::Mode::Read); 2]);
+    assert_eq!(bob_rw.holders().await.unwrap().len(), 2, "bob sees both readers hold");
+    let err = bob_rw.write().acquire_timeout(&Owner::new(3), Duration::from_secs(10)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "digest user bob");
+    let err = bob.read_write_lock(&path).unwrap().read().try_acquire(&Owner::new(3)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "NoAuth");
+    assert_eq!(children(&anonymous, &path).await.len(), 2, "nothing of bob's was left");
+
+    // Alice's writer waits for her readers and holds once they release.
+    let writer = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().acquire(&Owner::new(4)).await.unwrap().release().await.unwrap() }
+    });
+    wait_children(&anonymous, &path, 3).await;
+    reader.release().await.unwrap();
+    second_reader.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), writer).await.unwrap().unwrap();
+    wait_children(&anonymous, &path, 0).await;
+    alice.close().await;
+    bob.close().await;
+}
+
+/// A custom ACL naming two users lets both queue on one lock; a third user still cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_custom_acl_names_several_users() {
+    let path = unique_path("acl-custom");
+    let acl = Acl::Custom(vec![
+        AclEntry::digest(Perms::ALL, ALICE).unwrap(),
+        AclEntry::digest(Perms::READ | Perms::CREATE | Perms::DELETE, BOB).unwrap(),
+        AclEntry::anyone(Perms::READ),
+    ]);
+    let alice = client_as(ALICE).await;
+    let bob = client_as(BOB).await;
+    let alice_lock = alice.lock_with(&path, with_acl(acl.clone())).unwrap();
+    let bob_lock = bob.lock_with(&path, with_acl(acl)).unwrap();
+    let guard = alice_lock.acquire(&Owner::new(1)).await.unwrap();
+    let waiter = tokio::spawn({
+        let bob_lock = bob_lock.clone();
+        async move { bob_lock.acquire(&Owner::new(2)).await.unwrap() }
+    });
+    let anonymous = observer().await;
+    wait_children(&anonymous, &path, 2).await;
+    let carol = raw_as("carol:carol-secret").await;
+    assert_eq!(carol.delete(guard.hold().node_path(), None).await.unwrap_err(), zk::Error::NoAuth);
+    assert_eq!(raw_contender(&carol, &path, "lock-").await.unwrap_err(), zk::Error::NoAuth);
+
+    guard.release().await.unwrap();
+    let bob_guard = tokio::time::timeout(Duration::from_secs(20), waiter).await.unwrap().unwrap();
+    bob_guard.release().await.unwrap();
+    wait_children(&anonymous, &path, 0).await;
+    alice.close().await;
+    bob.close().await;
+}
