@@ -1,0 +1,361 @@
+// Chaos soak contender on Apache Curator 5.4 (the orchestrator's fixed contender protocol): an
+// InterProcessMutex on /chaos/mutex only, next to zklock's contenders.
+//
+//   java -cp <curator classpath>:<dir of CuratorChaos.class> CuratorChaos \
+//       --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS [--curator-mutex-only]
+//
+// One CuratorFramework (one session), one TCP connection to the fenced resource; loops until
+// SIGTERM (then: close the client so its nodes go, exit 0). Exit 3 if the resource connection
+// drops. Curator cannot cancel an acquisition, so the protocol's cancel branch is a timed
+// acquire(delay). As Curator advises, a ConnectionState of SUSPENDED or LOST ends the hold: the
+// holder must assume it no longer holds the lock.
+//
+// Threads: main (the loop), Curator's event thread (the connection state listener, which may
+// send LOST), and the shutdown hook (SIGTERM). Lock order: STATE, then the socket (say/ask).
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.Collection;
+import java.util.SplittableRandom;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.data.Stat;
+
+public final class CuratorChaos {
+    private static final String PATH = "/chaos/mutex";
+
+    /** Guards the connection facts below and every Hold's flags. */
+    private static final Object STATE = new Object();
+    /** Counts SUSPENDED and LOST events: a hold is lost if it changes during the hold. */
+    private static int suspensions;
+    private static boolean connected;
+    /** The hold in progress (after acquire returned), or null. */
+    private static Hold current;
+
+    private static Socket socket;
+    private static OutputStream toResource;
+    private static BufferedReader fromResource;
+
+    private static volatile boolean stop;
+    private static volatile boolean inAcquire;
+    private static final CountDownLatch finished = new CountDownLatch(1);
+
+    /** InterProcessMutex, with the path of this thread's own lock node visible. */
+    private static final class Mutex extends InterProcessMutex {
+        Mutex(CuratorFramework client, String path) {
+            super(client, path);
+        }
+
+        String ownNode() {
+            return getLockPath();
+        }
+    }
+
+    /** One hold's reporting state: LOST at most once, only after BEGIN, never after END. */
+    private static final class Hold {
+        final long token;
+        final int suspensionsAtAcquire;
+        boolean begun;
+        boolean ended;
+        boolean lostSent;
+        String lostReason;
+
+        Hold(long token, int suspensionsAtAcquire) {
+            this.token = token;
+            this.suspensionsAtAcquire = suspensionsAtAcquire;
+        }
+
+        /** With STATE held: whether lost (noting a suspension since acquire), reporting it. */
+        boolean checkLost() {
+            if (lostReason == null && (suspensions != suspensionsAtAcquire || !connected)) {
+                lostReason = "SUSPENDED";
+            }
+            report();
+            return lostReason != null;
+        }
+
+        /** With STATE held. */
+        void report() {
+            if (lostReason == null || !begun || ended || lostSent) {
+                return;
+            }
+            lostSent = true;
+            ask("LOST " + PATH + " " + token + " " + lostReason);
+        }
+    }
+
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Throwable e) {
+            e.printStackTrace();
+            Runtime.getRuntime().halt(2);
+        }
+    }
+
+    private static void run(String[] args) throws Exception {
+        String zk = null;
+        String resource = null;
+        String name = null;
+        Long seed = null;
+        int sessionMs = 0;
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            if (a.equals("--curator-mutex-only")) {
+                continue;
+            }
+            if (i + 1 >= args.length) {
+                usage(a + " needs a value");
+            }
+            String v = args[++i];
+            switch (a) {
+                case "--zk": zk = v; break;
+                case "--resource": resource = v; break;
+                case "--name": name = v; break;
+                case "--seed": seed = Long.parseLong(v); break;
+                case "--session-timeout-ms": sessionMs = Integer.parseInt(v); break;
+                default: usage("unknown argument " + a);
+            }
+        }
+        if (zk == null || resource == null || name == null || seed == null || sessionMs <= 0) {
+            usage("missing arguments");
+        }
+
+        int colon = resource.lastIndexOf(':');
+        socket = new Socket(resource.substring(0, colon), Integer.parseInt(resource.substring(colon + 1)));
+        socket.setTcpNoDelay(true);
+        toResource = socket.getOutputStream();
+        fromResource = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.US_ASCII));
+
+        final Thread mainThread = Thread.currentThread();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stop = true;
+            if (inAcquire) {
+                mainThread.interrupt(); // Curator's acquire gives up (and deletes its node) on interrupt
+            }
+            try {
+                finished.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException ignored) {
+            }
+            Runtime.getRuntime().halt(0);
+        }, "sigterm"));
+
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(zk)
+                .sessionTimeoutMs(sessionMs)
+                .connectionTimeoutMs(Math.min(sessionMs, 5_000))
+                .retryPolicy(new ExponentialBackoffRetry(100, 3))
+                .build();
+        client.getConnectionStateListenable().addListener((c, state) -> {
+            synchronized (STATE) {
+                if (state == ConnectionState.SUSPENDED || state == ConnectionState.LOST) {
+                    suspensions++;
+                    connected = false;
+                    if (current != null && current.lostReason == null) {
+                        current.lostReason = state.name();
+                        current.report();
+                    }
+                } else if (state.isConnected()) {
+                    connected = true;
+                }
+            }
+        });
+        client.start();
+        while (!stop && !client.blockUntilConnected(1, TimeUnit.SECONDS)) {
+            // keep waiting for the first session (the proxies may be stalled)
+        }
+        synchronized (STATE) {
+            connected = client.getZookeeperClient().isConnected();
+        }
+
+        Mutex mutex = new Mutex(client, PATH);
+        SplittableRandom rng = new SplittableRandom(seed);
+        while (!stop) {
+            iteration(client, mutex, rng, name);
+        }
+        try {
+            client.close(); // ends the session: the server deletes its nodes at once
+        } catch (Throwable ignored) {
+        }
+        try {
+            socket.close();
+        } catch (IOException ignored) {
+        }
+        finished.countDown();
+        if (stop) {
+            Thread.sleep(Long.MAX_VALUE); // the shutdown hook halts with status 0
+        }
+    }
+
+    private static void iteration(CuratorFramework client, Mutex mutex, SplittableRandom rng, String name) {
+        // 1. the mutex only. 2. how to wait: Curator's acquire(time) is its only way to give up.
+        int how = rng.nextInt(100);
+        long waitMs = how < 70 ? uniform(rng, 200, 3000) : how < 85 ? uniform(rng, 0, 1000) : 0;
+        String outcome;
+        boolean held = false;
+        long started = System.nanoTime();
+        try {
+            inAcquire = true;
+            held = !stop && mutex.acquire(waitMs, TimeUnit.MILLISECONDS);
+            outcome = held ? "held" : stop ? "cancelled" : waitMs == 0 ? "busy" : "timeout";
+        } catch (InterruptedException e) {
+            outcome = "cancelled";
+        } catch (Exception e) {
+            outcome = "error:" + kind(e);
+        } finally {
+            inAcquire = false;
+            Thread.interrupted(); // an interrupt that came late must not fail the calls below
+        }
+        // The connection facts as acquire returned: a suspension from here on ends the hold.
+        int suspensionsAtAcquire;
+        boolean connectedAtAcquire;
+        synchronized (STATE) {
+            suspensionsAtAcquire = suspensions;
+            connectedAtAcquire = connected;
+        }
+        long waited = (System.nanoTime() - started) / 1_000_000;
+        say("WAIT " + PATH + " x " + waited + " " + outcome);
+
+        if (held) {
+            // 4. the token: czxid of the first participant, which must be this holder's own node
+            long token = -1;
+            try {
+                Collection<String> nodes = mutex.getParticipantNodes();
+                String first = nodes.isEmpty() ? null : nodes.iterator().next();
+                if (first != null && first.equals(mutex.ownNode())) {
+                    Stat stat = client.checkExists().forPath(first);
+                    if (stat != null) {
+                        token = stat.getCzxid();
+                    }
+                }
+                if (token < 0) {
+                    say("ERROR OwnNodeNotFirst"); // not (or no longer) the holder: a lost hold
+                    nap(100);
+                }
+            } catch (Exception e) {
+                say("ERROR " + kind(e));
+                nap(100);
+            }
+            Hold hold = null;
+            if (token >= 0) {
+                synchronized (STATE) {
+                    hold = new Hold(token, suspensionsAtAcquire);
+                    if (!connectedAtAcquire) {
+                        hold.lostReason = "SUSPENDED";
+                    }
+                    ask("BEGIN " + PATH + " x " + token + " curator " + name);
+                    hold.begun = true;
+                    current = hold;
+                    hold.checkLost(); // lost before BEGIN was acknowledged
+                }
+                int ops = (int) uniform(rng, 1, 3);
+                for (int i = 0; i < ops && !stop; i++) {
+                    synchronized (STATE) {
+                        if (hold.checkLost()) {
+                            break;
+                        }
+                    }
+                    ask("WRITE " + PATH + " " + token);
+                    nap(uniform(rng, 0, 30));
+                }
+                synchronized (STATE) {
+                    if (!hold.checkLost()) {
+                        hold.ended = true;
+                        ask("END " + PATH + " " + token);
+                    }
+                    current = null;
+                }
+            }
+            // After END (or LOST): give the lock back. Errors are expected once lost.
+            try {
+                mutex.release();
+            } catch (Exception e) {
+                boolean lost;
+                synchronized (STATE) {
+                    lost = hold == null || hold.lostReason != null;
+                }
+                if (!lost) {
+                    say("ERROR " + kind(e));
+                    nap(100);
+                }
+            }
+        } else if (outcome.startsWith("error:")) {
+            nap(100);
+        }
+        // 6.
+        nap(uniform(rng, 0, 50));
+    }
+
+    private static long uniform(SplittableRandom rng, long lo, long hi) {
+        return rng.nextLong(lo, hi + 1);
+    }
+
+    private static String kind(Throwable e) {
+        return e.getClass().getSimpleName();
+    }
+
+    private static void nap(long ms) {
+        if (stop || ms <= 0) {
+            return;
+        }
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException ignored) {
+            // SIGTERM: the loop sees stop
+        }
+    }
+
+    /** Sends a line that has no reply. */
+    private static void say(String line) {
+        synchronized (CuratorChaos.class) {
+            send(line);
+        }
+    }
+
+    /** Sends a line and reads its one-line reply. */
+    private static String ask(String line) {
+        synchronized (CuratorChaos.class) {
+            send(line);
+            try {
+                String reply = fromResource.readLine();
+                if (reply == null) {
+                    gone("closed");
+                }
+                return reply;
+            } catch (IOException e) {
+                gone("dropped (" + e + ")");
+                return null;
+            }
+        }
+    }
+
+    private static void send(String line) {
+        try {
+            toResource.write((line + "\n").getBytes(StandardCharsets.US_ASCII));
+            toResource.flush();
+        } catch (IOException e) {
+            gone("dropped (" + e + ")");
+        }
+    }
+
+    private static void gone(String what) {
+        System.err.println("contender-curator: resource connection " + what);
+        Runtime.getRuntime().halt(3);
+    }
+
+    private static void usage(String why) {
+        System.err.println("CuratorChaos: " + why + "\nusage: CuratorChaos --zk CONNECT --resource HOST:PORT --name NAME "
+                + "--seed N --session-timeout-ms MS [--curator-mutex-only]");
+        System.exit(2);
+    }
+}
