@@ -56,6 +56,7 @@
 //! * `ZK_TESTKIT_JVM_FLAGS`: extra JVM flags for every server started by this crate.
 //! * `ZK_CDS=0`: do not use the class-data-sharing archive.
 
+pub mod chaos;
 pub mod curator;
 pub mod proxy;
 

@@ -1,0 +1,366 @@
+//! The chaos soak's Rust contender: one zklock client (one session) that loops taking the mutex
+//! `/chaos/mutex` or a side of the read/write lock `/chaos/rw`, and reports every wait, hold,
+//! operation and loss to the fenced resource (`chaos-resource`), until SIGTERM.
+//!
+//!   chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
+//!                   [--curator-mutex-only] [--long-hold-percent P]
+//!
+//! The protocol (shared by the C, Python, Node and Curator contenders) is described in
+//! `scripts/chaos` and `chaos-resource`. Exit status: 0 after SIGTERM, 2 for bad arguments, 3 if
+//! the resource connection drops.
+//!
+//! `--long-hold-percent P` (off by default, outside the shared protocol) makes P% of holds sleep
+//! up to the session timeout between operations instead of 30 ms: only a hold that lasts longer
+//! than the time zklock takes to declare a loss (2/5 of the session timeout after the
+//! disconnection) can be lost while held, so only such holds exercise the LOST signal.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Mutex};
+use zklock::{Client, ClientOptions, ErrorKind, Hold, HoldState, Lock, LockGuard, Owner};
+use zklock_testkit::chaos::{SplitMix64, MUTEX_PATH, RW_PATH};
+
+struct Args {
+    zk: String,
+    resource: String,
+    name: String,
+    seed: u64,
+    session_timeout: Duration,
+    mutex_only: bool,
+    long_hold_percent: u64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1);
+    let (mut zk, mut resource, mut name, mut seed, mut session, mut mutex_only) = (None, None, None, None, None, false);
+    let mut long_hold_percent = 0;
+    while let Some(flag) = args.next() {
+        if flag == "--curator-mutex-only" {
+            mutex_only = true;
+            continue;
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--zk" => zk = Some(value),
+            "--resource" => resource = Some(value),
+            "--name" => name = Some(value),
+            "--seed" => seed = Some(value.parse::<u64>().map_err(|e| format!("--seed {value:?}: {e}"))?),
+            "--long-hold-percent" => {
+                long_hold_percent = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or(format!("--long-hold-percent wants 0..=100, got {value:?}"))?
+            }
+            "--session-timeout-ms" => {
+                session = Some(value.parse::<u64>().map_err(|e| format!("--session-timeout-ms {value:?}: {e}"))?)
+            }
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Args {
+        zk: zk.ok_or("--zk is required")?,
+        resource: resource.ok_or("--resource is required")?,
+        name: name.ok_or("--name is required")?,
+        seed: seed.ok_or("--seed is required")?,
+        session_timeout: Duration::from_millis(session.ok_or("--session-timeout-ms is required")?),
+        mutex_only,
+        long_hold_percent,
+    })
+}
+
+/// The connection to the resource: one request awaiting its reply at a time.
+struct Wire {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+}
+
+impl Wire {
+    async fn send(&mut self, line: &str) {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        if self.writer.write_all(&bytes).await.is_err() {
+            resource_gone();
+        }
+    }
+
+    async fn request(&mut self, line: &str) -> String {
+        self.send(line).await;
+        let mut reply = String::new();
+        match self.reader.read_line(&mut reply).await {
+            Ok(n) if n > 0 => reply.trim_end().to_string(),
+            _ => resource_gone(),
+        }
+    }
+}
+
+fn resource_gone() -> ! {
+    eprintln!("chaos-contender: the resource connection dropped");
+    std::process::exit(3);
+}
+
+/// What the resource has been told about the current hold. Changed only under the wire's lock,
+/// so that LOST (from the loss watcher) and END (from the loop) are never both sent, and no
+/// operation follows a LOST.
+#[derive(Default)]
+struct Told {
+    lost: AtomicBool,
+    ended: AtomicBool,
+}
+
+struct Target {
+    lock: Lock,
+    path: &'static str,
+    mode: &'static str,
+}
+
+enum How {
+    Timeout(Duration),
+    CancelAfter(Duration),
+    Try,
+}
+
+fn kind_name(kind: ErrorKind) -> String {
+    format!("{kind:?}")
+}
+
+fn lost_reason(hold: &Hold) -> String {
+    hold.lost_reason().map_or("unknown".to_string(), |r| format!("{r:?}"))
+}
+
+/// Sends LOST for the hold unless END or LOST was sent already; under the wire's lock.
+async fn tell_lost(wire: &mut Wire, told: &Told, path: &str, hold: &Hold) {
+    if told.ended.load(Ordering::Acquire) || told.lost.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    wire.request(&format!("LOST {path} {} {}", hold.fencing_token(), lost_reason(hold))).await;
+}
+
+/// Under the wire's lock: true if the hold may still act; if it is lost, says so first.
+async fn still_held(wire: &mut Wire, told: &Told, path: &str, hold: &Hold) -> bool {
+    if told.lost.load(Ordering::Acquire) {
+        return false;
+    }
+    if hold.state() == HoldState::Lost {
+        tell_lost(wire, told, path, hold).await;
+        return false;
+    }
+    true
+}
+
+struct Contender {
+    wire: Arc<Mutex<Wire>>,
+    name: String,
+    owner: Owner,
+    rng: SplitMix64,
+    targets: Vec<Target>,
+    stop: watch::Receiver<bool>,
+    /// The longest nap between operations: 30 ms, or the session timeout for a long hold.
+    long_hold_percent: u64,
+    session_timeout_ms: u64,
+}
+
+impl Contender {
+    async fn sleep_ms(&mut self, lo: u64, hi: u64) {
+        let ms = self.rng.between(lo, hi);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    /// One iteration; false once SIGTERM came while waiting.
+    async fn iteration(&mut self) -> bool {
+        let pick = self.rng.below(100);
+        let target = if self.targets.len() == 1 || pick < 50 {
+            0
+        } else if pick < 75 {
+            1
+        } else {
+            2
+        };
+        let how = match self.rng.below(100) {
+            0..=69 => How::Timeout(Duration::from_millis(self.rng.between(200, 3000))),
+            70..=84 => How::CancelAfter(Duration::from_millis(self.rng.between(0, 1000))),
+            _ => How::Try,
+        };
+        let (lock, path, mode) = {
+            let t = &self.targets[target];
+            (t.lock.clone(), t.path, t.mode)
+        };
+        let started = Instant::now();
+        let owner = self.owner.clone();
+        let attempt = async {
+            match how {
+                How::Timeout(timeout) => match lock.acquire_timeout(&owner, timeout).await {
+                    Ok(guard) => (Some(guard), "held".to_string()),
+                    Err(e) if e.kind() == ErrorKind::Timeout => (None, "timeout".to_string()),
+                    Err(e) => (None, format!("error:{}", kind_name(e.kind()))),
+                },
+                How::CancelAfter(delay) => {
+                    tokio::select! {
+                        result = lock.acquire(&owner) => match result {
+                            Ok(guard) => (Some(guard), "held".to_string()),
+                            Err(e) => (None, format!("error:{}", kind_name(e.kind()))),
+                        },
+                        _ = tokio::time::sleep(delay) => (None, "cancelled".to_string()),
+                    }
+                }
+                How::Try => match lock.try_acquire(&owner).await {
+                    Ok(Some(guard)) => (Some(guard), "held".to_string()),
+                    Ok(None) => (None, "busy".to_string()),
+                    Err(e) => (None, format!("error:{}", kind_name(e.kind()))),
+                },
+            }
+        };
+        let mut stop = self.stop.clone();
+        let (guard, outcome) = tokio::select! {
+            r = attempt => r,
+            _ = stop.wait_for(|s| *s) => return false,
+        };
+        let waited = started.elapsed().as_millis();
+        self.wire.lock().await.send(&format!("WAIT {path} {mode} {waited} {outcome}")).await;
+        match guard {
+            Some(guard) => self.hold(guard, path, mode).await,
+            None if outcome.starts_with("error:") => tokio::time::sleep(Duration::from_millis(100)).await,
+            None => {}
+        }
+        self.sleep_ms(0, 50).await;
+        true
+    }
+
+    async fn hold(&mut self, guard: LockGuard, path: &'static str, mode: &str) {
+        let hold = guard.hold().clone();
+        let token = hold.fencing_token();
+        let told = Arc::new(Told::default());
+        self.wire.lock().await.request(&format!("BEGIN {path} {mode} {token} rust {}", self.name)).await;
+        // Say LOST as soon as zklock does, whatever the loop is doing.
+        let watcher = {
+            let (wire, told, hold) = (self.wire.clone(), told.clone(), hold.clone());
+            tokio::spawn(async move {
+                if hold.lost().await.is_some() {
+                    tell_lost(&mut *wire.lock().await, &told, path, &hold).await;
+                }
+            })
+        };
+        let op = if mode == "r" { "READ" } else { "WRITE" };
+        let nap_ms = if self.long_hold_percent > 0 && self.rng.below(100) < self.long_hold_percent {
+            self.session_timeout_ms
+        } else {
+            30
+        };
+        let mut held = true;
+        for _ in 0..self.rng.between(1, 3) {
+            {
+                let mut wire = self.wire.lock().await;
+                if !still_held(&mut wire, &told, path, &hold).await {
+                    held = false;
+                    break;
+                }
+                wire.request(&format!("{op} {path} {token}")).await;
+            }
+            self.sleep_ms(0, nap_ms).await;
+        }
+        if held {
+            let mut wire = self.wire.lock().await;
+            held = still_held(&mut wire, &told, path, &hold).await;
+            if held {
+                // END is acknowledged before the release, so the resource never sees the next
+                // holder before it.
+                wire.request(&format!("END {path} {token}")).await;
+                told.ended.store(true, Ordering::Release);
+            }
+        }
+        watcher.abort();
+        let released = guard.release().await;
+        match released {
+            Ok(()) => {}
+            // After END, a loss can no longer be said (LOST never follows END): count it.
+            Err(e) if held => self.wire.lock().await.send(&format!("ERROR release:{}", kind_name(e.kind()))).await,
+            // The hold was lost: the release is expected to fail.
+            Err(_) => {}
+        }
+    }
+}
+
+async fn connect_resource(address: &str) -> Wire {
+    match TcpStream::connect(address).await {
+        Ok(stream) => {
+            let _ = stream.set_nodelay(true);
+            let (read, write) = stream.into_split();
+            Wire { reader: BufReader::new(read), writer: write }
+        }
+        Err(e) => {
+            eprintln!("chaos-contender: cannot connect to the resource at {address}: {e}");
+            std::process::exit(3);
+        }
+    }
+}
+
+async fn run(args: Args) {
+    let (stop_tx, stop) = watch::channel(false);
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::spawn(async move {
+        sigterm.recv().await;
+        let _ = stop_tx.send(true);
+    });
+    let wire = Arc::new(Mutex::new(connect_resource(&args.resource).await));
+    let options = ClientOptions { session_timeout: args.session_timeout, ..Default::default() };
+    // Faults may be under way when this process starts: try until a session is established.
+    let client = loop {
+        if *stop.borrow() {
+            return;
+        }
+        match Client::connect_with(&args.zk, options.clone()).await {
+            Ok(client) => break client,
+            Err(e) => {
+                wire.lock().await.send(&format!("ERROR connect:{}", kind_name(e.kind()))).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let mut targets = vec![Target { lock: client.lock(MUTEX_PATH).expect("mutex path"), path: MUTEX_PATH, mode: "x" }];
+    if !args.mutex_only {
+        let rw = client.read_write_lock(RW_PATH).expect("rw path");
+        targets.push(Target { lock: rw.read().clone(), path: RW_PATH, mode: "r" });
+        targets.push(Target { lock: rw.write().clone(), path: RW_PATH, mode: "w" });
+    }
+    let name = args.name.clone();
+    let mut contender = Contender {
+        wire,
+        owner: Owner::unique_labelled(|_| name),
+        name: args.name,
+        rng: SplitMix64::new(args.seed),
+        targets,
+        stop: stop.clone(),
+        long_hold_percent: args.long_hold_percent,
+        session_timeout_ms: args.session_timeout.as_millis() as u64,
+    };
+    while !*stop.borrow() {
+        if !contender.iteration().await {
+            break;
+        }
+    }
+    drop(contender);
+    client.close().await;
+}
+
+fn main() {
+    let args = parse_args().unwrap_or_else(|e| {
+        eprintln!("chaos-contender: {e}");
+        eprintln!(
+            "usage: chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS \
+             [--curator-mutex-only] [--long-hold-percent P]"
+        );
+        std::process::exit(2);
+    });
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    runtime.block_on(run(args));
+    // Close the socket last: the resource then sees this process end.
+    drop(runtime);
+}

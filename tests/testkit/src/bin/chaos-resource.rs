@@ -1,0 +1,665 @@
+//! The chaos soak's fenced resource: a small TCP server that lock holders write to, which accepts
+//! a write only with a fencing token at least the highest it has seen, and which judges, from the
+//! order in which it receives the holders' messages, whether two holders ever acted at once.
+//!
+//!   chaos-resource [--log FILE]
+//!
+//! It listens on a free `127.0.0.1` port and prints `LISTEN 127.0.0.1:PORT`. Contenders connect
+//! and speak the protocol of the soak (one line per message, see `scripts/chaos`):
+//! `WAIT path mode ms outcome`, `BEGIN path mode token lang name` (reply `OK`), `WRITE path
+//! token` / `READ path token` (reply `OK` or `STALE`), `END path token` (reply `OK`), `LOST path
+//! token reason` (reply `OK`), `ERROR kind`. A connection that closes ends its open holds.
+//!
+//! The orchestrator drives it on stdin, one command per line, one reply line each:
+//! * `MARK label`  a leader was killed now: the time to the next BEGIN is a recovery time (`OK`);
+//! * `NOTE text`   written to the event log, to read faults and holds in one timeline (`OK`);
+//! * `HOLDERS`     `HOLDERS name...`: the contenders that hold something now;
+//! * `COUNT`       `COUNT n`: holds begun so far;
+//! * `STOP`        the soak is over: contenders are about to be shut down, so losses caused by
+//!   closing them are not judged; holds still open are judged as if they ended now (`OK`);
+//! * `REPORT`      every figure, as one line of JSON.
+//!
+//! It exits when stdin reaches end of file, so it never outlives the orchestrator.
+//!
+//! # Figures (receipt order at the resource is the only clock that matters)
+//! For holds G and H on one path whose modes conflict (not both `r`), H begun after G:
+//! * overlap: at an operation by one of them, the other is open (not ended, not lost, its
+//!   connection alive) and has already operated;
+//! * stale accepted: G's operation is accepted after H's first operation;
+//! * late loss: G's LOST arrives after H's first operation;
+//! * unsignalled loss: G's END arrives after H's first operation (G never learned that it lost).
+//!
+//! Each is attributed to the party that should have stopped, the earlier holder G; figures whose
+//! offender is a `curator` holder are reported apart (Curator is a peer, not zklock).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs::File;
+use std::io::{BufRead, BufReader, LineWriter, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Map, Value};
+
+/// How many violations are described in full in the report.
+const DETAILS_KEPT: usize = 50;
+
+type HoldId = u64;
+type ConnId = u64;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Violation {
+    Overlap,
+    StaleAccepted,
+    LateLoss,
+    UnsignalledLoss,
+}
+
+impl Violation {
+    const ALL: [Violation; 4] =
+        [Violation::Overlap, Violation::StaleAccepted, Violation::LateLoss, Violation::UnsignalledLoss];
+
+    fn key(self) -> &'static str {
+        match self {
+            Violation::Overlap => "overlaps",
+            Violation::StaleAccepted => "stale_writes_accepted",
+            Violation::LateLoss => "late_lost_signals",
+            Violation::UnsignalledLoss => "unsignalled_losses",
+        }
+    }
+}
+
+struct Hold {
+    conn: ConnId,
+    path: String,
+    mode: char,
+    token: i64,
+    lang: String,
+    name: String,
+    /// Order of BEGIN receipt over all paths.
+    seq: u64,
+    began_ms: f64,
+    first_op_ms: Option<f64>,
+    ops: u32,
+    /// Not ended, not lost, connection alive.
+    open: bool,
+    /// How it stopped being open, and when.
+    ended: Option<(&'static str, f64)>,
+    /// At most one figure of each kind per hold as offender.
+    flagged: Vec<Violation>,
+}
+
+impl Hold {
+    fn describe(&self) -> String {
+        let first = self.first_op_ms.map_or("none".to_string(), |t| format!("{t:.1}ms"));
+        let ended = self.ended.map_or("open".to_string(), |(how, t)| format!("{how} at {t:.1}ms"));
+        format!(
+            "{} ({}) {} mode {} token {} began {:.1}ms first op {} ops {} {}",
+            self.name, self.lang, self.path, self.mode, self.token, self.began_ms, first, self.ops, ended
+        )
+    }
+}
+
+fn conflict(a: char, b: char) -> bool {
+    !(a == 'r' && b == 'r')
+}
+
+#[derive(Default)]
+struct PathState {
+    max_write_token: i64,
+    /// Holds from the oldest still open on (in BEGIN order): every hold a check may need.
+    holds: VecDeque<HoldId>,
+}
+
+#[derive(Default)]
+struct Conn {
+    lang: Option<String>,
+    name: Option<String>,
+    alive: bool,
+    open: HashMap<(String, i64), HoldId>,
+    /// Recently ended holds, to tell a LOST after END from a protocol error.
+    ended: VecDeque<(String, i64)>,
+    outcomes: BTreeMap<String, u64>,
+    errors: BTreeMap<String, u64>,
+    lost: BTreeMap<String, u64>,
+    waits_ms: Vec<f64>,
+    stale_rejected: u64,
+    accepted: u64,
+}
+
+#[derive(Default)]
+struct Figures {
+    /// by class ("zklock" or "curator"), by violation
+    violations: BTreeMap<&'static str, BTreeMap<&'static str, u64>>,
+    details: Vec<String>,
+    protocol_errors: u64,
+    protocol_error_examples: Vec<String>,
+    lost_after_end: u64,
+    closed_holding: u64,
+    handoffs: BTreeMap<String, u64>,
+    handoffs_total: u64,
+    recoveries: Vec<(String, f64, f64)>,
+    pending_marks: Vec<(String, f64)>,
+}
+
+struct State {
+    t0: Instant,
+    frozen: bool,
+    next_hold: HoldId,
+    next_seq: u64,
+    holds: HashMap<HoldId, Hold>,
+    paths: HashMap<String, PathState>,
+    conns: HashMap<ConnId, Conn>,
+    overlap_pairs: HashSet<(HoldId, HoldId)>,
+    fig: Figures,
+    log: Option<LineWriter<File>>,
+}
+
+impl State {
+    fn now_ms(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64() * 1000.0
+    }
+
+    fn log(&mut self, who: &str, line: &str) {
+        let t = self.now_ms();
+        if let Some(log) = &mut self.log {
+            let _ = writeln!(log, "{t:.1} {who} {line}");
+        }
+    }
+
+    fn protocol_error(&mut self, conn: ConnId, what: String) {
+        self.fig.protocol_errors += 1;
+        if self.fig.protocol_error_examples.len() < 20 {
+            self.fig.protocol_error_examples.push(format!("conn {conn}: {what}"));
+        }
+        self.log(&format!("c{conn}"), &format!("PROTOCOL-ERROR {what}"));
+    }
+
+    /// Records violation `v` with `offender` (who should have stopped) and `other`.
+    fn violation(&mut self, v: Violation, offender: HoldId, other: HoldId, at: &str) {
+        let (class, text) = {
+            let g = &self.holds[&offender];
+            let h = &self.holds[&other];
+            let class = if g.lang == "curator" { "curator" } else { "zklock" };
+            let text = format!(
+                "{} at {:.1}ms ({at}): offender {} | other {}",
+                v.key(),
+                self.now_ms(),
+                g.describe(),
+                h.describe()
+            );
+            (class, text)
+        };
+        *self.fig.violations.entry(class).or_default().entry(v.key()).or_default() += 1;
+        self.log("VIOLATION", &format!("[{class}] {text}"));
+        if self.fig.details.len() < DETAILS_KEPT {
+            self.fig.details.push(format!("[{class}] {text}"));
+        }
+        eprintln!("chaos-resource: VIOLATION [{class}] {text}");
+    }
+
+    /// A hold begun after `g` on its path, conflicting with it, that has operated already.
+    fn later_conflicting_operated(&self, g: HoldId) -> Option<HoldId> {
+        let gh = &self.holds[&g];
+        self.paths[&gh.path].holds.iter().copied().find(|&h| {
+            let hh = &self.holds[&h];
+            h != g && hh.seq > gh.seq && conflict(hh.mode, gh.mode) && hh.first_op_ms.is_some()
+        })
+    }
+
+    fn flag_once(&mut self, hold: HoldId, v: Violation) -> bool {
+        let h = self.holds.get_mut(&hold).expect("hold");
+        if h.flagged.contains(&v) {
+            return false;
+        }
+        h.flagged.push(v);
+        true
+    }
+
+    /// Drops holds no check can need any more: those before the oldest open one.
+    fn prune(&mut self, path: &str) {
+        let Some(ps) = self.paths.get_mut(path) else { return };
+        while let Some(&front) = ps.holds.front() {
+            if self.holds[&front].open {
+                break;
+            }
+            ps.holds.pop_front();
+            self.holds.remove(&front);
+        }
+    }
+
+    /// Closes `hold` (END, LOST or connection closed).
+    fn close_hold(&mut self, hold: HoldId, how: &'static str) {
+        let now = self.now_ms();
+        let h = self.holds.get_mut(&hold).expect("hold");
+        h.open = false;
+        h.ended = Some((how, now));
+        let key = (h.path.clone(), h.token);
+        let conn = self.conns.get_mut(&h.conn).expect("conn");
+        conn.open.remove(&key);
+        conn.ended.push_back(key);
+        if conn.ended.len() > 16 {
+            conn.ended.pop_front();
+        }
+    }
+
+    fn handle(&mut self, conn: ConnId, line: &str) -> Option<&'static str> {
+        self.log(&format!("c{conn}"), line);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["WAIT", _path, _mode, ms, outcome] => {
+                let c = self.conns.get_mut(&conn).expect("conn");
+                *c.outcomes.entry(outcome.to_string()).or_default() += 1;
+                if *outcome == "held" {
+                    match ms.parse::<f64>() {
+                        Ok(ms) => c.waits_ms.push(ms),
+                        Err(_) => self.protocol_error(conn, format!("bad wait time in {line:?}")),
+                    }
+                }
+                None
+            }
+            ["ERROR", kind] => {
+                let c = self.conns.get_mut(&conn).expect("conn");
+                *c.errors.entry(kind.to_string()).or_default() += 1;
+                None
+            }
+            ["BEGIN", path, mode, token, lang, name] => {
+                let (Ok(token), Some(mode)) = (token.parse::<i64>(), parse_mode(mode)) else {
+                    self.protocol_error(conn, format!("bad BEGIN {line:?}"));
+                    return Some("OK");
+                };
+                self.begin(conn, path, mode, token, lang, name);
+                Some("OK")
+            }
+            [op @ ("WRITE" | "READ"), path, token] => {
+                let Ok(token) = token.parse::<i64>() else {
+                    self.protocol_error(conn, format!("bad token in {line:?}"));
+                    return Some("STALE");
+                };
+                Some(if self.operate(conn, path, token, *op == "WRITE") { "OK" } else { "STALE" })
+            }
+            ["END", path, token] => {
+                match token.parse::<i64>().ok().and_then(|t| self.conns[&conn].open.get(&(path.to_string(), t))) {
+                    Some(&hold) => {
+                        self.close_hold(hold, "ended");
+                        if !self.frozen {
+                            self.judge_end(hold);
+                        }
+                        self.prune(path);
+                    }
+                    None => self.protocol_error(conn, format!("END of no open hold: {line:?}")),
+                }
+                Some("OK")
+            }
+            ["LOST", path, token, reason @ ..] => {
+                let reason = reason.first().copied().unwrap_or("unknown");
+                let key = token.parse::<i64>().ok().map(|t| (path.to_string(), t));
+                match key.as_ref().and_then(|k| self.conns[&conn].open.get(k)).copied() {
+                    Some(hold) => {
+                        self.close_hold(hold, "lost");
+                        let c = self.conns.get_mut(&conn).expect("conn");
+                        *c.lost.entry(reason.to_string()).or_default() += 1;
+                        if !self.frozen {
+                            if let Some(h) = self.later_conflicting_operated(hold) {
+                                if self.flag_once(hold, Violation::LateLoss) {
+                                    self.violation(Violation::LateLoss, hold, h, "LOST");
+                                }
+                            }
+                        }
+                        self.prune(path);
+                    }
+                    None if key.as_ref().is_some_and(|k| self.conns[&conn].ended.contains(k)) => {
+                        self.fig.lost_after_end += 1;
+                    }
+                    None => self.protocol_error(conn, format!("LOST of no open hold: {line:?}")),
+                }
+                Some("OK")
+            }
+            _ => {
+                self.protocol_error(conn, format!("unknown message {line:?}"));
+                None
+            }
+        }
+    }
+
+    fn begin(&mut self, conn: ConnId, path: &str, mode: char, token: i64, lang: &str, name: &str) {
+        let now = self.now_ms();
+        let id = self.next_hold;
+        self.next_hold += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let c = self.conns.get_mut(&conn).expect("conn");
+        c.lang = Some(lang.to_string());
+        c.name = Some(name.to_string());
+        if c.open.insert((path.to_string(), token), id).is_some() {
+            self.protocol_error(conn, format!("second BEGIN of {path} token {token}"));
+        }
+        self.holds.insert(
+            id,
+            Hold {
+                conn,
+                path: path.to_string(),
+                mode,
+                token,
+                lang: lang.to_string(),
+                name: name.to_string(),
+                seq,
+                began_ms: now,
+                first_op_ms: None,
+                ops: 0,
+                open: true,
+                ended: None,
+                flagged: Vec::new(),
+            },
+        );
+        self.paths.entry(path.to_string()).or_default().holds.push_back(id);
+        *self.fig.handoffs.entry(lang.to_string()).or_default() += 1;
+        self.fig.handoffs_total += 1;
+        for (label, at) in std::mem::take(&mut self.fig.pending_marks) {
+            self.fig.recoveries.push((label, at, now - at));
+        }
+    }
+
+    /// A WRITE (`write`) or READ; true if accepted.
+    fn operate(&mut self, conn: ConnId, path: &str, token: i64, write: bool) -> bool {
+        let hold = self.conns[&conn].open.get(&(path.to_string(), token)).copied();
+        let ps = self.paths.entry(path.to_string()).or_default();
+        let accepted = token >= ps.max_write_token;
+        if accepted && write {
+            ps.max_write_token = token;
+        }
+        let c = self.conns.get_mut(&conn).expect("conn");
+        if accepted {
+            c.accepted += 1;
+        } else {
+            c.stale_rejected += 1;
+        }
+        let Some(hold) = hold else {
+            self.protocol_error(conn, format!("operation without an open hold on {path} token {token}"));
+            return accepted;
+        };
+        let mode = self.holds[&hold].mode;
+        if write == (mode == 'r') {
+            self.protocol_error(conn, format!("{} by a hold of mode {mode}", if write { "WRITE" } else { "READ" }));
+        }
+        if !self.frozen {
+            // overlap: another open, conflicting hold that has operated
+            let others: Vec<HoldId> = self.paths[path]
+                .holds
+                .iter()
+                .copied()
+                .filter(|&g| {
+                    let gh = &self.holds[&g];
+                    g != hold && gh.open && gh.first_op_ms.is_some() && conflict(gh.mode, mode)
+                })
+                .collect();
+            for g in others {
+                let pair = (g.min(hold), g.max(hold));
+                if self.overlap_pairs.insert(pair) {
+                    let (earlier, later) =
+                        if self.holds[&g].seq < self.holds[&hold].seq { (g, hold) } else { (hold, g) };
+                    self.violation(Violation::Overlap, earlier, later, if write { "WRITE" } else { "READ" });
+                }
+            }
+            if accepted {
+                if let Some(h) = self.later_conflicting_operated(hold) {
+                    if self.flag_once(hold, Violation::StaleAccepted) {
+                        self.violation(Violation::StaleAccepted, hold, h, "accepted operation");
+                    }
+                }
+            }
+        }
+        let now = self.now_ms();
+        let h = self.holds.get_mut(&hold).expect("hold");
+        h.first_op_ms.get_or_insert(now);
+        h.ops += 1;
+        accepted
+    }
+
+    /// An END (or a hold still open when the soak stops) after a later conflicting holder acted.
+    fn judge_end(&mut self, hold: HoldId) {
+        if let Some(h) = self.later_conflicting_operated(hold) {
+            if self.flag_once(hold, Violation::UnsignalledLoss) {
+                self.violation(Violation::UnsignalledLoss, hold, h, "END");
+            }
+        }
+    }
+
+    fn connection_closed(&mut self, conn: ConnId) {
+        self.log(&format!("c{conn}"), "CLOSED");
+        let open: Vec<(String, HoldId)> = {
+            let c = self.conns.get_mut(&conn).expect("conn");
+            c.alive = false;
+            c.open.iter().map(|((p, _), &h)| (p.clone(), h)).collect()
+        };
+        for (path, hold) in open {
+            self.fig.closed_holding += 1;
+            self.close_hold(hold, "connection closed");
+            self.prune(&path);
+        }
+    }
+
+    fn control(&mut self, line: &str) -> String {
+        if !matches!(line, "HOLDERS" | "COUNT") {
+            self.log("ctl", line);
+        }
+        let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match cmd {
+            "MARK" => {
+                let now = self.now_ms();
+                self.fig.pending_marks.push((rest.to_string(), now));
+                "OK".to_string()
+            }
+            "NOTE" => "OK".to_string(),
+            "HOLDERS" => {
+                let mut names: Vec<&str> = self
+                    .conns
+                    .values()
+                    .filter(|c| c.alive && !c.open.is_empty())
+                    .filter_map(|c| c.name.as_deref())
+                    .collect();
+                names.sort_unstable();
+                format!("HOLDERS {}", names.join(" ")).trim_end().to_string()
+            }
+            "COUNT" => format!("COUNT {}", self.fig.handoffs_total),
+            "STOP" => {
+                if !self.frozen {
+                    let open: Vec<HoldId> = self.holds.iter().filter(|(_, h)| h.open).map(|(&id, _)| id).collect();
+                    for hold in open {
+                        self.judge_end(hold);
+                    }
+                    self.frozen = true;
+                }
+                "OK".to_string()
+            }
+            "REPORT" => {
+                let report = self.report().to_string();
+                if let Some(log) = &mut self.log {
+                    let _ = log.flush();
+                }
+                report
+            }
+            _ => format!("ERR unknown command {cmd:?} (MARK, NOTE, HOLDERS, COUNT, STOP, REPORT)"),
+        }
+    }
+
+    fn report(&self) -> Value {
+        let lang_of = |c: &Conn| c.lang.clone().unwrap_or_else(|| "unknown".to_string());
+        let mut outcomes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut errors: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut lost: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut stale_rejected: BTreeMap<String, u64> = BTreeMap::new();
+        let mut accepted: BTreeMap<String, u64> = BTreeMap::new();
+        for c in self.conns.values() {
+            let said_nothing = c.outcomes.is_empty() && c.errors.is_empty() && c.accepted + c.stale_rejected == 0;
+            if c.lang.is_none() && said_nothing {
+                continue;
+            }
+            let lang = lang_of(c);
+            merge(outcomes.entry(lang.clone()).or_default(), &c.outcomes);
+            merge(errors.entry(lang.clone()).or_default(), &c.errors);
+            merge(lost.entry(lang.clone()).or_default(), &c.lost);
+            waits.entry(lang.clone()).or_default().extend(&c.waits_ms);
+            *stale_rejected.entry(lang.clone()).or_default() += c.stale_rejected;
+            *accepted.entry(lang).or_default() += c.accepted;
+        }
+        let all: Vec<f64> = waits.values().flatten().copied().collect();
+        let mut wait_ms = Map::new();
+        wait_ms.insert("all".to_string(), percentiles(all));
+        for (lang, w) in waits.into_iter().filter(|(_, w)| !w.is_empty()) {
+            wait_ms.insert(lang, percentiles(w));
+        }
+        let mut violations = Map::new();
+        for class in ["zklock", "curator"] {
+            let mut m = Map::new();
+            for v in Violation::ALL {
+                let n = self.fig.violations.get(class).and_then(|m| m.get(v.key())).copied().unwrap_or(0);
+                m.insert(v.key().to_string(), json!(n));
+            }
+            violations.insert(class.to_string(), Value::Object(m));
+        }
+        let recoveries: Vec<Value> = self
+            .fig
+            .recoveries
+            .iter()
+            .map(|(label, at, ms)| json!({"label": label, "at_ms": round1(*at), "ms": round1(*ms)}))
+            .collect();
+        let unrecovered: Vec<&str> = self.fig.pending_marks.iter().map(|(l, _)| l.as_str()).collect();
+        json!({
+            "handoffs": self.fig.handoffs,
+            "handoffs_total": self.fig.handoffs_total,
+            "outcomes": outcomes,
+            "errors": errors,
+            "lost": lost,
+            "wait_ms": wait_ms,
+            "operations_accepted": accepted,
+            "stale_writes_rejected": stale_rejected,
+            "violations": violations,
+            "violation_details": self.fig.details,
+            "protocol_errors": self.fig.protocol_errors,
+            "protocol_error_examples": self.fig.protocol_error_examples,
+            "lost_after_end": self.fig.lost_after_end,
+            "holds_ended_by_connection_close": self.fig.closed_holding,
+            "recoveries": recoveries,
+            "unrecovered_marks": unrecovered,
+            "elapsed_ms": round1(self.now_ms()),
+        })
+    }
+}
+
+fn parse_mode(mode: &str) -> Option<char> {
+    match mode {
+        "x" => Some('x'),
+        "r" => Some('r'),
+        "w" => Some('w'),
+        _ => None,
+    }
+}
+
+fn merge(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// count, p50, p99 and max (nearest rank).
+fn percentiles(mut samples: Vec<f64>) -> Value {
+    if samples.is_empty() {
+        return json!({"count": 0});
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let rank = |q: f64| samples[((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+    json!({"count": samples.len(), "p50": rank(0.50), "p99": rank(0.99), "max": samples[samples.len() - 1]})
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn serve(state: Arc<Mutex<State>>, conn: ConnId, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut out = match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    lock(&state).conns.insert(conn, Conn { alive: true, ..Default::default() });
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let reply = lock(&state).handle(conn, line.trim_end());
+        if let Some(reply) = reply {
+            if out.write_all(reply.as_bytes()).and_then(|()| out.write_all(b"\n")).is_err() {
+                break;
+            }
+        }
+    }
+    lock(&state).connection_closed(conn);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let log = match args.as_slice() {
+        [] => None,
+        [flag, path] if flag == "--log" => {
+            Some(LineWriter::new(File::create(path).unwrap_or_else(|e| panic!("chaos-resource: create {path}: {e}"))))
+        }
+        _ => {
+            eprintln!("usage: chaos-resource [--log FILE]   (control commands on stdin)");
+            std::process::exit(2);
+        }
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("chaos-resource: bind 127.0.0.1:0");
+    let address = listener.local_addr().expect("local_addr");
+    let state = Arc::new(Mutex::new(State {
+        t0: Instant::now(),
+        frozen: false,
+        next_hold: 0,
+        next_seq: 0,
+        holds: HashMap::new(),
+        paths: HashMap::new(),
+        conns: HashMap::new(),
+        overlap_pairs: HashSet::new(),
+        fig: Figures::default(),
+        log,
+    }));
+    let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    lock(&state).log("ctl", &format!("START unix_ms={unix_ms} listen={address}"));
+    {
+        let state = state.clone();
+        thread::spawn(move || {
+            for (conn, stream) in (0..).zip(listener.incoming()) {
+                let Ok(stream) = stream else { continue };
+                let state = state.clone();
+                thread::spawn(move || serve(state, conn, stream));
+            }
+        });
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "LISTEN {address}").and_then(|()| out.flush()).expect("stdout");
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let reply = lock(&state).control(line);
+        if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+    let mut state = lock(&state);
+    if let Some(log) = &mut state.log {
+        let _ = log.flush();
+    }
+}

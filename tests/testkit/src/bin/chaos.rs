@@ -1,0 +1,1190 @@
+//! The chaos soak's orchestrator (run it through `scripts/chaos`, which builds everything and
+//! explains the options): a real 3-server ensemble, one fault proxy per server in front of each
+//! contender process, the fenced resource (`chaos-resource`), contenders in every language, and
+//! faults injected from a plan drawn from one seed. At the end it heals everything, shuts the
+//! contenders down, counts the lock nodes left, prints the figures (and writes them as JSON), and
+//! exits non-zero if one that must be 0 is not.
+//!
+//! Exit status: 0 all figures good, 1 a must-be-0 figure is not 0 (or a language made no
+//! handoff), 2 bad arguments or the soak itself could not run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH};
+use zklock_testkit::{Cluster, ProxiedCluster};
+
+const LANGS: [&str; 5] = ["rust", "c", "python", "node", "curator"];
+/// Contenders get this long to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(10);
+/// The main loop's longest nap between looking at contenders, faults and the clock.
+const TICK: Duration = Duration::from_millis(50);
+/// Before the first fault: the contenders (JVMs included) start up and make their first holds.
+const WARM_UP: Duration = Duration::from_secs(3);
+/// A planned fault that does not apply when due (say, a kill of a holder while no one holds) is
+/// tried again for this long.
+const RETRY_FOR: Duration = Duration::from_secs(3);
+/// A contender that exits this soon after starting, 3 times in a row, cannot run: give up.
+const QUICK_CRASH: Duration = Duration::from_secs(5);
+
+fn usage() -> &'static str {
+    "usage: chaos [--minutes M] [--handoffs N] [--seed S] [--json FILE] [--contenders-per-lang K]\n\
+     \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator]\n\
+     \x20            [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
+}
+
+fn fail_usage(msg: &str) -> ! {
+    eprintln!("chaos: {msg}\n{}", usage());
+    std::process::exit(2);
+}
+
+fn fatal(msg: &str) -> ! {
+    eprintln!("chaos: FATAL: {msg}");
+    std::process::exit(2);
+}
+
+// ------------------------------------------------------------------------------------ options
+
+struct Options {
+    minutes: f64,
+    handoffs: Option<u64>,
+    seed: u64,
+    seed_given: bool,
+    json: Option<PathBuf>,
+    per_lang: usize,
+    session_timeout: Duration,
+    langs: Vec<String>,
+    langs_given: bool,
+    commands: BTreeMap<String, Vec<String>>,
+    bin_dir: PathBuf,
+    run_dir: Option<PathBuf>,
+}
+
+fn parse_options() -> Options {
+    let mut args = std::env::args().skip(1);
+    let bin_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut o = Options {
+        minutes: 3.0,
+        handoffs: None,
+        seed: 0,
+        seed_given: false,
+        json: None,
+        per_lang: 2,
+        session_timeout: Duration::from_millis(4000),
+        langs: Vec::new(),
+        langs_given: false,
+        commands: BTreeMap::new(),
+        bin_dir,
+        run_dir: None,
+    };
+    while let Some(flag) = args.next() {
+        if flag == "-h" || flag == "--help" {
+            println!("{}", usage());
+            std::process::exit(0);
+        }
+        let (flag, value) = match flag.split_once('=') {
+            Some((f, v)) if f.starts_with("--") && f != "--contender" => (f.to_string(), v.to_string()),
+            _ => {
+                let v = args.next().unwrap_or_else(|| fail_usage(&format!("{flag} needs a value")));
+                (flag, v)
+            }
+        };
+        let num = |what: &str| -> f64 {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .unwrap_or_else(|| fail_usage(&format!("{what} wants a positive number, got {value:?}")))
+        };
+        match flag.as_str() {
+            "--minutes" => o.minutes = num("--minutes"),
+            "--handoffs" => o.handoffs = Some(num("--handoffs") as u64),
+            "--seed" => {
+                o.seed =
+                    value.parse().unwrap_or_else(|_| fail_usage(&format!("--seed wants an integer, got {value:?}")));
+                o.seed_given = true;
+            }
+            "--json" => o.json = Some(PathBuf::from(value)),
+            "--contenders-per-lang" => o.per_lang = num("--contenders-per-lang") as usize,
+            "--session-timeout-ms" => o.session_timeout = Duration::from_millis(num("--session-timeout-ms") as u64),
+            "--langs" => {
+                o.langs = value.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                o.langs_given = true;
+            }
+            "--contender" => {
+                let (lang, command) = value
+                    .split_once('=')
+                    .unwrap_or_else(|| fail_usage(&format!("--contender {value:?}: want LANG=COMMAND")));
+                let words: Vec<String> = command.split(' ').filter(|w| !w.is_empty()).map(String::from).collect();
+                if words.is_empty() {
+                    fail_usage(&format!("--contender {value:?}: empty command"));
+                }
+                o.commands.insert(lang.to_string(), words);
+            }
+            "--bin-dir" => o.bin_dir = PathBuf::from(value),
+            "--dir" => o.run_dir = Some(PathBuf::from(value)),
+            other => fail_usage(&format!("unknown option {other:?}")),
+        }
+    }
+    if o.per_lang == 0 {
+        fail_usage("--contenders-per-lang must be at least 1");
+    }
+    for lang in o.commands.keys() {
+        if !LANGS.contains(&lang.as_str()) {
+            fail_usage(&format!("--contender: unknown language {lang:?} (one of {})", LANGS.join(", ")));
+        }
+    }
+    o.commands
+        .entry("rust".to_string())
+        .or_insert_with(|| vec![o.bin_dir.join("chaos-contender").display().to_string()]);
+    if !o.seed_given {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        o.seed = SplitMix64::new(nanos as u64 ^ u64::from(std::process::id())).next_u64() % 1_000_000_000;
+    }
+    if o.langs_given {
+        for lang in &o.langs {
+            if !LANGS.contains(&lang.as_str()) {
+                fail_usage(&format!("--langs: unknown language {lang:?} (one of {})", LANGS.join(", ")));
+            }
+            if !o.commands.contains_key(lang) {
+                fail_usage(&format!(
+                    "--langs names {lang} but no contender command was given for it (--contender {lang}=...)"
+                ));
+            }
+        }
+    } else {
+        o.langs = LANGS.iter().filter(|l| o.commands.contains_key(**l)).map(|l| l.to_string()).collect();
+    }
+    if o.langs.is_empty() {
+        fail_usage("no language to run");
+    }
+    o
+}
+
+// ----------------------------------------------------------------------------------- the plan
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    LeaderKill,
+    FollowerPause,
+    EnsemblePause,
+    ClientCut,
+    ClientStall,
+    ClientServerCut,
+    KillHolding,
+    KillWaiting,
+}
+
+impl Kind {
+    /// Relative frequency in the plan.
+    const WEIGHTS: [(Kind, u64); 8] = [
+        (Kind::LeaderKill, 8),
+        (Kind::FollowerPause, 8),
+        (Kind::EnsemblePause, 5),
+        (Kind::ClientCut, 12),
+        (Kind::ClientStall, 12),
+        (Kind::ClientServerCut, 8),
+        (Kind::KillHolding, 8),
+        (Kind::KillWaiting, 6),
+    ];
+
+    fn is_ensemble(self) -> bool {
+        matches!(self, Kind::LeaderKill | Kind::FollowerPause | Kind::EnsemblePause)
+    }
+}
+
+/// One fault of the plan. Targets are drawn numbers (`pick`), resolved when the fault is due
+/// against what exists then (the leader, the followers, the contenders holding).
+#[derive(Clone, Debug)]
+struct Planned {
+    at: Duration,
+    kind: Kind,
+    pick: u64,
+    /// How long the fault lasts (the leader's downtime; a contender's time dead before restart).
+    duration: Duration,
+}
+
+impl Planned {
+    /// Its name in the figures: client faults longer than the session timeout are told apart.
+    fn key(&self, session: Duration) -> &'static str {
+        let long = self.duration > session;
+        match self.kind {
+            Kind::LeaderKill => "leader_kill",
+            Kind::FollowerPause => "follower_pause",
+            Kind::EnsemblePause => "ensemble_pause",
+            Kind::ClientCut if long => "client_cut_long",
+            Kind::ClientCut => "client_cut",
+            Kind::ClientStall if long => "client_stall_long",
+            Kind::ClientStall => "client_stall",
+            Kind::ClientServerCut => "client_server_cut",
+            Kind::KillHolding => "contender_kill_holding",
+            Kind::KillWaiting => "contender_kill_waiting",
+        }
+    }
+}
+
+fn plan(seed: u64, run: Duration, session: Duration) -> Vec<Planned> {
+    let mut rng = SplitMix64::new(seed);
+    let total: u64 = Kind::WEIGHTS.iter().map(|(_, w)| w).sum();
+    let frac = |rng: &mut SplitMix64, lo: f64, hi: f64| session.mul_f64(lo + (hi - lo) * rng.unit());
+    let ms = |rng: &mut SplitMix64, lo: u64, hi: u64| Duration::from_millis(rng.between(lo, hi));
+    let mut at = WARM_UP;
+    let mut out = Vec::new();
+    loop {
+        at += ms(&mut rng, 400, 2400);
+        if at >= run {
+            return out;
+        }
+        let mut roll = rng.below(total);
+        let kind = Kind::WEIGHTS
+            .iter()
+            .find(|(_, w)| {
+                let hit = roll < *w;
+                roll = roll.saturating_sub(*w);
+                hit
+            })
+            .map(|(k, _)| *k)
+            .expect("weights");
+        let duration = match kind {
+            Kind::LeaderKill => ms(&mut rng, 300, 2000),
+            Kind::FollowerPause => frac(&mut rng, 0.25, 1.5),
+            // A whole-ensemble pause stays shorter than the session timeout.
+            Kind::EnsemblePause => frac(&mut rng, 0.15, 0.75),
+            // Half of them outlast the session timeout: expiry, lost locks.
+            Kind::ClientCut | Kind::ClientStall if rng.below(2) == 0 => frac(&mut rng, 0.1, 0.9),
+            Kind::ClientCut | Kind::ClientStall => frac(&mut rng, 1.1, 2.0),
+            Kind::ClientServerCut => frac(&mut rng, 0.2, 2.0),
+            Kind::KillHolding | Kind::KillWaiting => ms(&mut rng, 100, 1500),
+        };
+        let pick = rng.next_u64();
+        out.push(Planned { at, kind, pick, duration });
+    }
+}
+
+// ------------------------------------------------------------------------------- the resource
+
+struct Resource {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    address: String,
+}
+
+impl Resource {
+    fn start(bin_dir: &Path, log: &Path) -> Resource {
+        let exe = bin_dir.join("chaos-resource");
+        let mut child = Command::new(&exe)
+            .arg("--log")
+            .arg(log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| fatal(&format!("start {}: {e}", exe.display())));
+        let stdin = child.stdin.take().expect("stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let address = line
+            .trim()
+            .strip_prefix("LISTEN ")
+            .unwrap_or_else(|| fatal(&format!("chaos-resource did not say where it listens: {line:?}")))
+            .to_string();
+        Resource { child, stdin, stdout, address }
+    }
+
+    fn command(&mut self, line: &str) -> String {
+        if writeln!(self.stdin, "{line}").and_then(|()| self.stdin.flush()).is_err() {
+            fatal("the resource process is gone");
+        }
+        let mut reply = String::new();
+        match self.stdout.read_line(&mut reply) {
+            Ok(n) if n > 0 => reply.trim_end().to_string(),
+            _ => fatal("the resource process is gone"),
+        }
+    }
+
+    fn note(&mut self, text: &str) {
+        self.command(&format!("NOTE {text}"));
+    }
+
+    fn holders(&mut self) -> BTreeSet<String> {
+        let reply = self.command("HOLDERS");
+        reply.split_whitespace().skip(1).map(String::from).collect()
+    }
+
+    fn count(&mut self) -> u64 {
+        self.command("COUNT").split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+}
+
+// ------------------------------------------------------------------------------ the contenders
+
+struct Slot {
+    lang: String,
+    n: usize,
+    argv: Vec<String>,
+    proxies: ProxiedCluster,
+    child: Option<Child>,
+    incarnation: u32,
+    name: String,
+    /// Dead on purpose (or crashed): start again at this time.
+    respawn_at: Option<Instant>,
+    /// A client fault is under way: heal at this time.
+    heal_at: Option<Instant>,
+    started_at: Instant,
+    /// Exits soon after starting, in a row: a contender that cannot run at all.
+    quick_crashes: u32,
+}
+
+impl Slot {
+    fn spawn(&mut self, index: usize, o: &Options, resource: &str, run_dir: &Path) {
+        let seed = contender_seed(o.seed, index, self.incarnation);
+        self.name = format!("{}-{}.{}", self.lang, self.n, self.incarnation);
+        let log_path = run_dir.join(format!("{}-{}.log", self.lang, self.n));
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap_or_else(|e| fatal(&format!("open {}: {e}", log_path.display())));
+        let _ = writeln!(&log, "=== {} seed {seed}", self.name);
+        let log2 = log.try_clone().expect("dup log");
+        let mut cmd = Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..])
+            .arg("--zk")
+            .arg(self.proxies.connect_string())
+            .arg("--resource")
+            .arg(resource)
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--seed")
+            .arg(seed.to_string())
+            .arg("--session-timeout-ms")
+            .arg(o.session_timeout.as_millis().to_string());
+        if self.lang == "curator" {
+            cmd.arg("--curator-mutex-only");
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::from(log)).stderr(Stdio::from(log2));
+        // Its own process group, so a wrapper's children are signalled too; and killed if this
+        // process dies (the main thread spawns, and lives as long as the process).
+        cmd.process_group(0);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        self.started_at = Instant::now();
+        match cmd.spawn() {
+            Ok(child) => self.child = Some(child),
+            Err(e) => fatal(&format!("start the {} contender ({}): {e}", self.lang, self.argv.join(" "))),
+        }
+        self.respawn_at = None;
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on the process group of our own unreaped child.
+            unsafe {
+                libc::kill(-(child.id() as i32), sig);
+            }
+        }
+    }
+
+    /// SIGKILL and reap; it starts again at `respawn_at`.
+    fn kill(&mut self, respawn_at: Instant) {
+        self.signal(libc::SIGKILL);
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+        self.incarnation += 1;
+        self.respawn_at = Some(respawn_at);
+    }
+}
+
+// ---------------------------------------------------------------------------- the ensemble
+
+enum EnsembleFault {
+    None,
+    LeaderDown { server: usize, restart_at: Instant },
+    Restarting(JoinHandle<()>),
+    FollowerPaused { server: usize, until: Instant },
+    AllPaused { until: Instant },
+}
+
+// ---------------------------------------------------------------------------------- the soak
+
+struct Soak {
+    o: Options,
+    run_dir: PathBuf,
+    cluster: Arc<Cluster>,
+    resource: Resource,
+    slots: Vec<Slot>,
+    ensemble: EnsembleFault,
+    started: Instant,
+    faults: BTreeMap<&'static str, u64>,
+    skipped: BTreeMap<&'static str, u64>,
+    crashes: BTreeMap<String, Vec<String>>,
+    fault_log: File,
+}
+
+impl Soak {
+    fn log_fault(&mut self, text: &str) {
+        let t = self.started.elapsed().as_secs_f64();
+        let _ = writeln!(self.fault_log, "{t:9.3}s {text}");
+        self.resource.note(text);
+    }
+
+    fn reap(&mut self, stopping: bool) {
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            let exited = match self.slots[i].child.as_mut().map(|c| c.try_wait()) {
+                Some(Ok(Some(status))) => Some(status),
+                _ => None,
+            };
+            if let Some(status) = exited {
+                let slot = &mut self.slots[i];
+                slot.child = None;
+                let what = format!("{} exited unexpectedly: {}", slot.name, describe(status));
+                let log = self.run_dir.join(format!("{}-{}.log", slot.lang, slot.n));
+                eprintln!("chaos: {what} (log: {})", log.display());
+                slot.quick_crashes = if slot.started_at.elapsed() < QUICK_CRASH { slot.quick_crashes + 1 } else { 0 };
+                if slot.quick_crashes >= 3 {
+                    let tail = fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<&str> = tail.lines().rev().take(20).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    fatal(&format!(
+                        "the {} contender ({}) exits right after starting, 3 times in a row; its log ends:\n{}",
+                        slot.lang,
+                        slot.argv.join(" "),
+                        tail.join("\n")
+                    ));
+                }
+                self.crashes.entry(slot.lang.clone()).or_default().push(what.clone());
+                slot.incarnation += 1;
+                slot.respawn_at = Some(now + Duration::from_millis(500));
+                self.log_fault(&format!("crash {what}"));
+            }
+            if !stopping && self.slots[i].child.is_none() && self.slots[i].respawn_at.is_some_and(|t| t <= now) {
+                let resource = self.resource.address.clone();
+                let (o, run_dir) = (&self.o, &self.run_dir);
+                self.slots[i].spawn(i, o, &resource, run_dir);
+                let name = self.slots[i].name.clone();
+                self.log_fault(&format!("start {name}"));
+            }
+            let slot = &mut self.slots[i];
+            if slot.heal_at.is_some_and(|t| t <= now) {
+                slot.heal_at = None;
+                slot.proxies.pass_all();
+                let name = slot.name.clone();
+                self.log_fault(&format!("heal client {name}"));
+            }
+        }
+    }
+
+    fn step_ensemble(&mut self) {
+        let now = Instant::now();
+        match std::mem::replace(&mut self.ensemble, EnsembleFault::None) {
+            EnsembleFault::LeaderDown { server, restart_at } if restart_at <= now => {
+                self.log_fault(&format!("restart server {server}"));
+                let cluster = self.cluster.clone();
+                let handle = thread::spawn(move || cluster.restart(server));
+                self.ensemble = EnsembleFault::Restarting(handle);
+            }
+            EnsembleFault::Restarting(handle) if handle.is_finished() => {
+                if handle.join().is_err() {
+                    fatal("a ZooKeeper server could not be restarted (see the panic above)");
+                }
+                self.log_fault("server serves again");
+            }
+            EnsembleFault::FollowerPaused { server, until } if until <= now => {
+                self.cluster.resume(server);
+                self.log_fault(&format!("resume server {server}"));
+            }
+            EnsembleFault::AllPaused { until } if until <= now => {
+                for i in 0..self.cluster.len() {
+                    self.cluster.resume(i);
+                }
+                self.log_fault("resume all servers");
+            }
+            other => self.ensemble = other,
+        }
+    }
+
+    /// Injects `f` if it can be now; true if it was.
+    fn inject(&mut self, f: &Planned) -> bool {
+        let now = Instant::now();
+        let session = self.o.session_timeout;
+        let key = f.key(session);
+        let ms = f.duration.as_millis();
+        if f.kind.is_ensemble() && !matches!(self.ensemble, EnsembleFault::None) {
+            return false;
+        }
+        match f.kind {
+            Kind::LeaderKill => {
+                let Some(leader) = self.cluster.leader() else { return false };
+                self.cluster.kill(leader);
+                self.resource.command(&format!("MARK leader_kill server {leader}"));
+                self.log_fault(&format!("{key}: kill -9 server {leader} (leader), restart in {ms}ms"));
+                self.ensemble = EnsembleFault::LeaderDown { server: leader, restart_at: now + f.duration };
+            }
+            Kind::FollowerPause => {
+                let leader = self.cluster.leader();
+                let followers: Vec<usize> =
+                    (0..self.cluster.len()).filter(|&i| Some(i) != leader && self.cluster.is_running(i)).collect();
+                if followers.is_empty() || leader.is_none() {
+                    return false;
+                }
+                let server = followers[(f.pick % followers.len() as u64) as usize];
+                self.cluster.pause(server);
+                self.log_fault(&format!("{key}: SIGSTOP server {server} (follower) for {ms}ms"));
+                self.ensemble = EnsembleFault::FollowerPaused { server, until: Instant::now() + f.duration };
+            }
+            Kind::EnsemblePause => {
+                for i in 0..self.cluster.len() {
+                    self.cluster.pause(i);
+                }
+                self.log_fault(&format!("{key}: SIGSTOP all servers for {ms}ms"));
+                self.ensemble = EnsembleFault::AllPaused { until: Instant::now() + f.duration };
+            }
+            Kind::ClientCut | Kind::ClientStall | Kind::ClientServerCut => {
+                let free: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].heal_at.is_none()).collect();
+                // Half of them hit a contender that holds now, if any: its hold goes on while
+                // the connection is down.
+                let holders = if f.pick & (1 << 40) == 0 { self.resource.holders() } else { BTreeSet::new() };
+                let holding: Vec<usize> =
+                    free.iter().copied().filter(|&i| holders.contains(&self.slots[i].name)).collect();
+                let candidates = if holding.is_empty() { free } else { holding };
+                if candidates.is_empty() {
+                    return false;
+                }
+                let i = candidates[(f.pick % candidates.len() as u64) as usize];
+                let slot = &self.slots[i];
+                let what = match f.kind {
+                    Kind::ClientCut => {
+                        slot.proxies.cut_all();
+                        "cut from every server".to_string()
+                    }
+                    Kind::ClientStall => {
+                        slot.proxies.stall_all();
+                        "stalled to every server".to_string()
+                    }
+                    _ => {
+                        // the server it is connected to, so that it must move
+                        let p = (0..slot.proxies.len())
+                            .find(|&p| slot.proxies.proxy(p).connections() > 0)
+                            .unwrap_or((f.pick >> 32) as usize % slot.proxies.len());
+                        slot.proxies.proxy(p).cut();
+                        format!("cut from server {p}")
+                    }
+                };
+                let name = slot.name.clone();
+                let holding = if holders.contains(&name) { " (holding)" } else { "" };
+                self.slots[i].heal_at = Some(Instant::now() + f.duration);
+                self.log_fault(&format!("{key}: {name}{holding} {what} for {ms}ms"));
+            }
+            Kind::KillHolding | Kind::KillWaiting => {
+                let holders = self.resource.holders();
+                let candidates: Vec<usize> = (0..self.slots.len())
+                    .filter(|&i| {
+                        let s = &self.slots[i];
+                        s.child.is_some() && (holders.contains(&s.name) == (f.kind == Kind::KillHolding))
+                    })
+                    .collect();
+                if candidates.is_empty() {
+                    return false;
+                }
+                let i = candidates[(f.pick % candidates.len() as u64) as usize];
+                let name = self.slots[i].name.clone();
+                self.slots[i].kill(Instant::now() + f.duration);
+                self.log_fault(&format!("{key}: SIGKILL {name}, restart in {ms}ms"));
+            }
+        }
+        *self.faults.entry(key).or_default() += 1;
+        true
+    }
+
+    /// Ends every fault: servers running and resumed, a leader, every proxy passing.
+    fn heal_all(&mut self) {
+        match std::mem::replace(&mut self.ensemble, EnsembleFault::None) {
+            EnsembleFault::Restarting(handle) => {
+                if handle.join().is_err() {
+                    fatal("a ZooKeeper server could not be restarted (see the panic above)");
+                }
+            }
+            EnsembleFault::FollowerPaused { server, .. } => self.cluster.resume(server),
+            EnsembleFault::AllPaused { .. } => (0..self.cluster.len()).for_each(|i| self.cluster.resume(i)),
+            EnsembleFault::LeaderDown { .. } | EnsembleFault::None => {}
+        }
+        for i in 0..self.cluster.len() {
+            if !self.cluster.is_running(i) {
+                self.cluster.restart(i);
+            }
+        }
+        self.cluster.wait_for_leader(Duration::from_secs(60));
+        for slot in &mut self.slots {
+            slot.heal_at = None;
+            slot.proxies.pass_all();
+        }
+        self.log_fault("healed: every server up, every proxy passing");
+    }
+
+    /// SIGTERM every contender; SIGKILL those still there after the grace. Returns the names of
+    /// those killed and of those that exited with a failure.
+    fn shut_down_contenders(&mut self) -> (Vec<String>, Vec<String>) {
+        for slot in &self.slots {
+            slot.signal(libc::SIGTERM);
+        }
+        let deadline = Instant::now() + TERM_GRACE;
+        let (mut forced, mut failed) = (Vec::new(), Vec::new());
+        loop {
+            let mut running = 0;
+            for slot in &mut self.slots {
+                let Some(child) = slot.child.as_mut() else { continue };
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        if !status.success() {
+                            failed.push(format!("{}: {}", slot.name, describe(status)));
+                        }
+                        slot.child = None;
+                    }
+                    _ => running += 1,
+                }
+            }
+            if running == 0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                for slot in &mut self.slots {
+                    if slot.child.is_some() {
+                        forced.push(slot.name.clone());
+                        slot.kill(Instant::now());
+                    }
+                }
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        (forced, failed)
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => status.to_string(),
+    }
+}
+
+/// A lock node seen by [`Census`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Node {
+    czxid: i64,
+    session: i64,
+    /// `lang` from a zklock identity in the node's data; `curator` otherwise (Curator writes the
+    /// client's address).
+    lang: String,
+}
+
+/// A plain ZooKeeper client (not zklock) that lists the lock paths' children.
+struct Census {
+    runtime: tokio::runtime::Runtime,
+    zk: zookeeper_client::Client,
+}
+
+impl Census {
+    fn connect(connect: &str) -> Census {
+        // A worker thread keeps the session alive between listings.
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let zk = runtime.block_on(async {
+            loop {
+                let connector = zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(30));
+                match connector.connect(connect).await {
+                    Ok(zk) => return zk,
+                    Err(e) if Instant::now() < deadline => {
+                        eprintln!("chaos: connecting to list the lock nodes: {e}; again");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => fatal(&format!("cannot connect to list the lock nodes: {e}")),
+                }
+            }
+        });
+        Census { runtime, zk }
+    }
+
+    /// Every child of the lock paths (`None` if a listing failed).
+    fn nodes(&self) -> Option<BTreeMap<String, Node>> {
+        self.runtime.block_on(async {
+            let mut nodes = BTreeMap::new();
+            for path in [MUTEX_PATH, RW_PATH] {
+                let children = match self.zk.list_children(path).await {
+                    Ok(children) => children,
+                    Err(zookeeper_client::Error::NoNode) => continue,
+                    Err(e) => {
+                        eprintln!("chaos: listing {path}: {e}");
+                        return None;
+                    }
+                };
+                for child in children {
+                    let node = format!("{path}/{child}");
+                    let Ok((data, stat)) = self.zk.get_data(&node).await else { continue };
+                    let lang = serde_json::from_slice::<Value>(&data)
+                        .ok()
+                        .and_then(|v| v["lang"].as_str().map(String::from))
+                        .unwrap_or_else(|| "curator".to_string());
+                    nodes.insert(node, Node { czxid: stat.czxid, session: stat.ephemeral_owner, lang });
+                }
+            }
+            Some(nodes)
+        })
+    }
+
+    /// Nodes that exist now and still `window` later, while every contender runs on a healthy
+    /// ensemble: no attempt lives that long (waits are at most 3 s, holds a fraction of a
+    /// second, and a killed contender's session expires within the session timeout), so they
+    /// are orphans. Returns a description of each.
+    fn orphans(&self, window: Duration) -> Vec<(String, String)> {
+        let before = self.nodes().unwrap_or_default();
+        thread::sleep(window);
+        let after = self.nodes().unwrap_or_default();
+        before
+            .iter()
+            .filter(|(name, node)| after.get(*name) == Some(node))
+            .map(|(name, n)| (n.lang.clone(), format!("{name} ({}, session {:#x})", n.lang, n.session)))
+            .collect()
+    }
+
+    /// Waits until no node is left under the lock paths (nodes of killed contenders go when their
+    /// sessions expire), or until `deadline`; returns what is left.
+    fn left(&self, deadline: Instant) -> Vec<String> {
+        loop {
+            let nodes = self.nodes();
+            if nodes.as_ref().is_some_and(BTreeMap::is_empty) || Instant::now() >= deadline {
+                return nodes
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(name, n)| format!("{name} ({}, session {:#x})", n.lang, n.session))
+                    .collect();
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------- report
+
+fn get_u64(v: &Value, path: &[&str]) -> u64 {
+    path.iter().try_fold(v, |v, k| v.get(k)).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn sum_values(v: Option<&Value>) -> u64 {
+    v.and_then(Value::as_object).map_or(0, |m| m.values().filter_map(Value::as_u64).sum())
+}
+
+fn main() {
+    let o = parse_options();
+    let session = o.session_timeout;
+    let run = Duration::from_secs_f64(o.minutes * 60.0);
+    let run_dir = o
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| zklock_testkit::repo_root().join("target/chaos/runs"))
+        .join(o.seed.to_string());
+    let _ = fs::remove_dir_all(&run_dir);
+    fs::create_dir_all(&run_dir).unwrap_or_else(|e| fatal(&format!("create {}: {e}", run_dir.display())));
+
+    let replay = {
+        let mut r = format!("scripts/chaos --seed {} --minutes {}", o.seed, o.minutes);
+        if let Some(n) = o.handoffs {
+            r += &format!(" --handoffs {n}");
+        }
+        r += &format!(
+            " --langs {} --contenders-per-lang {} --session-timeout-ms {}",
+            o.langs.join(","),
+            o.per_lang,
+            session.as_millis()
+        );
+        r
+    };
+    let planned = plan(o.seed, run, session);
+    println!("chaos: seed {} (replay: {replay})", o.seed);
+    println!(
+        "chaos: {} min{}, languages {} x {}, session timeout {} ms, {} faults planned; logs in {}",
+        o.minutes,
+        o.handoffs.map_or(String::new(), |n| format!(" or {n} handoffs")),
+        o.langs.join(","),
+        o.per_lang,
+        session.as_millis(),
+        planned.len(),
+        run_dir.display()
+    );
+    {
+        let mut f = File::create(run_dir.join("fault-plan.txt")).expect("fault-plan.txt");
+        for p in &planned {
+            let _ =
+                writeln!(f, "{:9.3}s {:?} {}ms pick {}", p.at.as_secs_f64(), p.kind, p.duration.as_millis(), p.pick);
+        }
+    }
+
+    let t_setup = Instant::now();
+    // The default tick (200 ms) allows session timeouts from 400 ms.
+    let cluster = Arc::new(Cluster::ensemble(3));
+    let resource = Resource::start(&o.bin_dir, &run_dir.join("resource-events.log"));
+    let mut slots = Vec::new();
+    for lang in &o.langs {
+        for n in 0..o.per_lang {
+            slots.push(Slot {
+                lang: lang.clone(),
+                n,
+                argv: o.commands[lang].clone(),
+                proxies: ProxiedCluster::new(&cluster),
+                child: None,
+                incarnation: 0,
+                name: String::new(),
+                respawn_at: None,
+                heal_at: None,
+                started_at: Instant::now(),
+                quick_crashes: 0,
+            });
+        }
+    }
+    let fault_log = File::create(run_dir.join("faults.log")).expect("faults.log");
+    let mut soak = Soak {
+        o,
+        run_dir: run_dir.clone(),
+        cluster,
+        resource,
+        slots,
+        ensemble: EnsembleFault::None,
+        started: Instant::now(),
+        faults: BTreeMap::new(),
+        skipped: BTreeMap::new(),
+        crashes: BTreeMap::new(),
+        fault_log,
+    };
+    for i in 0..soak.slots.len() {
+        let resource = soak.resource.address.clone();
+        soak.slots[i].spawn(i, &soak.o, &resource, &run_dir);
+    }
+    println!(
+        "chaos: ensemble {} up, {} contenders started ({:.1}s set-up)",
+        soak.cluster.connect_string(),
+        soak.slots.len(),
+        t_setup.elapsed().as_secs_f64()
+    );
+
+    // The soak.
+    soak.started = Instant::now();
+    let mut next = 0;
+    let mut waiting: Vec<Planned> = Vec::new();
+    let mut last_count = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut handoffs = 0;
+    loop {
+        let elapsed = soak.started.elapsed();
+        if elapsed >= run {
+            break;
+        }
+        if last_count.elapsed() >= Duration::from_millis(500) {
+            last_count = Instant::now();
+            handoffs = soak.resource.count();
+            if soak.o.handoffs.is_some_and(|n| handoffs >= n) {
+                break;
+            }
+        }
+        if last_progress.elapsed() >= Duration::from_secs(30) {
+            last_progress = Instant::now();
+            let faults: u64 = soak.faults.values().sum();
+            println!("chaos: {:>5.0}s  {handoffs} handoffs, {faults} faults", elapsed.as_secs_f64());
+        }
+        if let Ok(Some(status)) = soak.resource.child.try_wait() {
+            fatal(&format!("the resource process exited: {}", describe(status)));
+        }
+        soak.reap(false);
+        soak.step_ensemble();
+        while next < planned.len() && planned[next].at <= elapsed {
+            waiting.push(planned[next].clone());
+            next += 1;
+        }
+        // A fault that cannot be applied now (no one holds, another ensemble fault is under
+        // way) is tried again at each tick for a while, then skipped.
+        waiting.retain(|f| {
+            if soak.inject(f) {
+                return false;
+            }
+            if elapsed >= f.at + RETRY_FOR {
+                *soak.skipped.entry(f.key(session)).or_default() += 1;
+                return false;
+            }
+            true
+        });
+        let until_next = planned.get(next).map_or(TICK, |f| f.at.saturating_sub(soak.started.elapsed()));
+        thread::sleep(if waiting.is_empty() { until_next.min(TICK) } else { Duration::from_millis(20) });
+    }
+    let soak_time = soak.started.elapsed();
+
+    // The end: heal, judge what is still open, shut the contenders down, count what is left.
+    println!("chaos: {:.0}s of faults done; healing and shutting down", soak_time.as_secs_f64());
+    soak.reap(true);
+    soak.heal_all();
+    let census = Census::connect(&soak.cluster.connect_string());
+    let orphan_window = session + Duration::from_secs(4);
+    println!("chaos: looking for orphaned lock nodes over {:.0}s", orphan_window.as_secs_f64());
+    let orphans = census.orphans(orphan_window);
+    soak.resource.command("STOP");
+    let (forced, failed_exits) = soak.shut_down_contenders();
+    let left = census.left(Instant::now() + session * 2 + Duration::from_secs(10));
+    let orphans_zklock: Vec<&String> = orphans.iter().filter(|(l, _)| l != "curator").map(|(_, d)| d).collect();
+    let orphans_curator: Vec<&String> = orphans.iter().filter(|(l, _)| l == "curator").map(|(_, d)| d).collect();
+    let report: Value = serde_json::from_str(&soak.resource.command("REPORT"))
+        .unwrap_or_else(|e| fatal(&format!("the resource's report is not JSON: {e}")));
+    let _ = fs::write(run_dir.join("resource-report.json"), report.to_string());
+
+    // Figures.
+    let mut failures = Vec::new();
+    let zk = &report["violations"]["zklock"];
+    let peer = &report["violations"]["curator"];
+    let must_be_zero = [
+        ("overlaps", get_u64(zk, &["overlaps"])),
+        ("stale_writes_accepted", get_u64(zk, &["stale_writes_accepted"])),
+        ("late_lost_signals", get_u64(zk, &["late_lost_signals"])),
+        ("unsignalled_losses", get_u64(zk, &["unsignalled_losses"])),
+        ("nodes_left", left.len() as u64),
+        ("orphaned_nodes", orphans_zklock.len() as u64),
+        ("protocol_errors", get_u64(&report, &["protocol_errors"])),
+        ("contender_crashes", soak.crashes.iter().filter(|(l, _)| *l != "curator").map(|(_, v)| v.len() as u64).sum()),
+    ];
+    for (name, n) in must_be_zero {
+        if n != 0 {
+            failures.push(format!("{name} = {n} (must be 0)"));
+        }
+    }
+    for lang in &soak.o.langs {
+        if get_u64(&report, &["handoffs", lang]) == 0 {
+            failures.push(format!("no handoffs in {lang}"));
+        }
+    }
+    let recoveries: Vec<f64> =
+        report["recoveries"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(|r| r["ms"].as_f64()).collect());
+    let recovery_max = recoveries.iter().copied().fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    let lost_by_lang: BTreeMap<String, u64> = report["lost"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), sum_values(Some(v)))).collect())
+        .unwrap_or_default();
+    let stale_rejected_total = sum_values(report.get("stale_writes_rejected"));
+    let crashes: BTreeMap<&String, usize> = soak.crashes.iter().map(|(k, v)| (k, v.len())).collect();
+    let peer_curator = json!({
+        "note": "Curator is a peer: violations whose late or offending party is a Curator holder are counted here and do not fail the soak",
+        "overlaps": get_u64(peer, &["overlaps"]),
+        "stale_writes_accepted": get_u64(peer, &["stale_writes_accepted"]),
+        "late_lost_signals": get_u64(peer, &["late_lost_signals"]),
+        "unsignalled_losses": get_u64(peer, &["unsignalled_losses"]),
+        "contender_crashes": soak.crashes.get("curator").map_or(0, Vec::len),
+        "orphaned_nodes": orphans_curator.len(),
+        "orphaned_nodes_detail": orphans_curator,
+    });
+    let mut summary = json!({
+        "seed": soak.o.seed,
+        "replay": replay,
+        "minutes": soak.o.minutes,
+        "soak_seconds": (soak_time.as_secs_f64() * 10.0).round() / 10.0,
+        "session_timeout_ms": session.as_millis() as u64,
+        "contenders_per_lang": soak.o.per_lang,
+        "langs": soak.o.langs,
+        "handoffs": report["handoffs"],
+        "handoffs_total": report["handoffs_total"],
+        "faults": soak.faults,
+        "faults_skipped": soak.skipped,
+        "overlaps": get_u64(zk, &["overlaps"]),
+        "stale_writes_accepted": get_u64(zk, &["stale_writes_accepted"]),
+        "late_lost_signals": get_u64(zk, &["late_lost_signals"]),
+        "unsignalled_losses": get_u64(zk, &["unsignalled_losses"]),
+        "stale_writes_rejected": stale_rejected_total,
+        "stale_writes_rejected_by_lang": report["stale_writes_rejected"],
+        "nodes_left": left.len(),
+        "nodes_left_detail": left,
+        "orphaned_nodes": orphans_zklock.len(),
+        "orphaned_nodes_detail": orphans_zklock,
+    });
+    let more = json!({
+        "wait_ms": report["wait_ms"],
+        "recovery_ms_after_leader_kill": recoveries,
+        "recovery_ms_max": recovery_max,
+        "leader_kills_without_recovery": report["unrecovered_marks"],
+        "outcomes": report["outcomes"],
+        "errors": report["errors"],
+        "lost_holds": lost_by_lang,
+        "lost_reasons": report["lost"],
+        "holds_ended_by_kill": report["holds_ended_by_connection_close"],
+        "lost_after_end": report["lost_after_end"],
+        "peer_curator": peer_curator,
+        "contender_crashes": crashes,
+        "contender_crash_detail": soak.crashes,
+        "contenders_killed_at_shutdown": forced,
+        "contenders_failed_at_shutdown": failed_exits,
+        "protocol_errors": report["protocol_errors"],
+        "protocol_error_examples": report["protocol_error_examples"],
+        "violation_details": report["violation_details"],
+        "run_dir": run_dir.display().to_string(),
+        "result": if failures.is_empty() { "pass" } else { "fail" },
+        "failures": failures,
+    });
+    summary.as_object_mut().expect("object").extend(more.as_object().expect("object").clone());
+    print_table(&summary);
+    if let Some(path) = &soak.o.json {
+        let text = serde_json::to_string_pretty(&summary).expect("json");
+        fs::write(path, text + "\n").unwrap_or_else(|e| fatal(&format!("write {}: {e}", path.display())));
+        println!("chaos: figures written to {}", path.display());
+    }
+    println!("chaos: seed {} — replay with: {replay}", soak.o.seed);
+    let code = if failures.is_empty() { 0 } else { 1 };
+    drop(soak); // proxies, servers
+    std::process::exit(code);
+}
+
+fn print_table(s: &Value) {
+    let n = |v: &Value| v.as_u64().map_or("-".to_string(), |x| x.to_string());
+    let map_line = |v: &Value| -> String {
+        v.as_object().map_or(String::new(), |m| {
+            m.iter()
+                .map(|(k, v)| format!("{k} {}", v.as_u64().map_or(v.to_string(), |x| x.to_string())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    println!();
+    println!("==================== zklock chaos soak: figures ====================");
+    println!(
+        "seed {}   {}s of faults   session timeout {} ms   {} contenders per language",
+        s["seed"], s["soak_seconds"], s["session_timeout_ms"], s["contenders_per_lang"]
+    );
+    println!("handoffs (holds begun)          {}   [{}]", n(&s["handoffs_total"]), map_line(&s["handoffs"]));
+    let faults: u64 = s["faults"].as_object().map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+    println!("faults injected                 {faults}   [{}]", map_line(&s["faults"]));
+    if s["faults_skipped"].as_object().is_some_and(|m| !m.is_empty()) {
+        println!("  planned but not applicable    [{}]", map_line(&s["faults_skipped"]));
+    }
+    println!("--------------------------------------------------------------------");
+    println!("MUST BE 0 (zklock)");
+    for key in [
+        "overlaps",
+        "stale_writes_accepted",
+        "late_lost_signals",
+        "unsignalled_losses",
+        "nodes_left",
+        "orphaned_nodes",
+        "protocol_errors",
+    ] {
+        println!("  {:<30}{}", key.replace('_', " "), n(&s[key]));
+    }
+    let crashes: u64 = s["contender_crashes"]
+        .as_object()
+        .map_or(0, |m| m.iter().filter(|(k, _)| *k != "curator").filter_map(|(_, v)| v.as_u64()).sum());
+    println!("  {:<30}{crashes}", "contender crashes");
+    println!("Curator (peer; reported, does not fail the soak)");
+    for key in [
+        "overlaps",
+        "stale_writes_accepted",
+        "late_lost_signals",
+        "unsignalled_losses",
+        "orphaned_nodes",
+        "contender_crashes",
+    ] {
+        println!("  {:<30}{}", key.replace('_', " "), n(&s["peer_curator"][key]));
+    }
+    println!("--------------------------------------------------------------------");
+    println!(
+        "stale writes rejected (fenced)  {}   [{}]",
+        n(&s["stale_writes_rejected"]),
+        map_line(&s["stale_writes_rejected_by_lang"])
+    );
+    println!("lost holds                      [{}]", map_line(&s["lost_holds"]));
+    let w = &s["wait_ms"]["all"];
+    println!(
+        "wait ms (held)                  p50 {}  p99 {}  max {}  (n {})",
+        w["p50"], w["p99"], w["max"], w["count"]
+    );
+    if let Some(m) = s["wait_ms"].as_object() {
+        for (lang, w) in m.iter().filter(|(k, _)| *k != "all") {
+            println!("  {lang:<30}p50 {}  p99 {}  max {}  (n {})", w["p50"], w["p99"], w["max"], w["count"]);
+        }
+    }
+    let rec: Vec<String> = s["recovery_ms_after_leader_kill"]
+        .as_array()
+        .map_or(Vec::new(), |a| a.iter().filter_map(Value::as_f64).map(|x| format!("{x:.0}")).collect());
+    println!("recovery after leader kill ms   max {}   [{}]", s["recovery_ms_max"], rec.join(", "));
+    if let Some(m) = s["outcomes"].as_object() {
+        println!("wait outcomes");
+        for (lang, v) in m {
+            println!("  {lang:<30}{}", map_line(v));
+        }
+    }
+    if let Some(m) = s["errors"].as_object() {
+        let any = m.values().any(|v| v.as_object().is_some_and(|o| !o.is_empty()));
+        if any {
+            println!("errors reported by contenders");
+            for (lang, v) in m.iter().filter(|(_, v)| v.as_object().is_some_and(|o| !o.is_empty())) {
+                println!("  {lang:<30}{}", map_line(v));
+            }
+        }
+    }
+    if let Some(m) = s["lost_reasons"].as_object() {
+        println!("lost holds by reason");
+        for (lang, v) in m.iter().filter(|(_, v)| v.as_object().is_some_and(|o| !o.is_empty())) {
+            println!("  {lang:<30}{}", map_line(v));
+        }
+    }
+    println!("holds ended by contender kill   {}", n(&s["holds_ended_by_kill"]));
+    for (key, label) in [
+        ("nodes_left_detail", "nodes left"),
+        ("orphaned_nodes_detail", "orphaned nodes (zklock)"),
+        ("violation_details", "violations"),
+        ("protocol_error_examples", "protocol errors"),
+        ("contenders_killed_at_shutdown", "killed at shutdown (no exit 10s after SIGTERM)"),
+        ("contenders_failed_at_shutdown", "failed exit at shutdown"),
+    ] {
+        if let Some(a) = s[key].as_array().filter(|a| !a.is_empty()) {
+            println!("{label}:");
+            for x in a {
+                println!("  {}", x.as_str().map_or(x.to_string(), String::from));
+            }
+        }
+    }
+    if let Some(a) = s["peer_curator"]["orphaned_nodes_detail"].as_array().filter(|a| !a.is_empty()) {
+        println!("orphaned nodes (Curator):");
+        for x in a {
+            println!("  {}", x.as_str().unwrap_or_default());
+        }
+    }
+    if let Some(m) = s["contender_crash_detail"].as_object().filter(|m| !m.is_empty()) {
+        println!("contender crashes:");
+        for x in m.values().filter_map(Value::as_array).flatten() {
+            println!("  {}", x.as_str().unwrap_or_default());
+        }
+    }
+    println!("--------------------------------------------------------------------");
+    match s["failures"].as_array().filter(|a| !a.is_empty()) {
+        None => println!("RESULT: PASS"),
+        Some(a) => {
+            println!("RESULT: FAIL");
+            for x in a {
+                println!("  {}", x.as_str().unwrap_or_default());
+            }
+        }
+    }
+}

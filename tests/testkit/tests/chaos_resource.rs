@@ -1,0 +1,187 @@
+//! The chaos soak's fenced resource (`chaos-resource`) judges what it is told: scripted holders
+//! that overlap, write with a stale token, say LOST late or never, and get killed, must show up
+//! in exactly the figures that name them, attributed to the right party.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde_json::Value;
+
+struct Resource {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    address: String,
+}
+
+impl Resource {
+    fn start() -> Resource {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_chaos-resource"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start chaos-resource");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let address = line.trim().strip_prefix("LISTEN ").expect("LISTEN line").to_string();
+        Resource { child, stdin, stdout, address }
+    }
+
+    fn command(&mut self, line: &str) -> String {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut reply = String::new();
+        self.stdout.read_line(&mut reply).unwrap();
+        reply.trim_end().to_string()
+    }
+
+    fn report(&mut self) -> Value {
+        serde_json::from_str(&self.command("REPORT")).expect("JSON report")
+    }
+}
+
+impl Drop for Resource {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Holder {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Holder {
+    fn connect(resource: &Resource) -> Holder {
+        let stream = TcpStream::connect(&resource.address).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Holder { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.writer, "{line}").unwrap();
+    }
+
+    fn request(&mut self, line: &str) -> String {
+        self.send(line);
+        let mut reply = String::new();
+        self.reader.read_line(&mut reply).unwrap();
+        reply.trim_end().to_string()
+    }
+}
+
+fn figure(report: &Value, class: &str, key: &str) -> u64 {
+    report["violations"][class][key].as_u64().unwrap()
+}
+
+#[test]
+fn a_clean_handoff_has_no_violation_and_a_recovery_time() {
+    let mut resource = Resource::start();
+    let (mut a, mut b) = (Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(resource.command("MARK leader_kill"), "OK");
+    a.send("WAIT /chaos/mutex x 12 held");
+    assert_eq!(a.request("BEGIN /chaos/mutex x 10 rust a"), "OK");
+    assert_eq!(resource.command("HOLDERS"), "HOLDERS a");
+    assert_eq!(a.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(a.request("END /chaos/mutex 10"), "OK");
+    assert_eq!(b.request("BEGIN /chaos/mutex x 11 c b"), "OK");
+    assert_eq!(b.request("WRITE /chaos/mutex 11"), "OK");
+    // readers share
+    assert_eq!(a.request("BEGIN /chaos/rw r 20 rust a"), "OK");
+    assert_eq!(b.request("BEGIN /chaos/rw r 21 c b"), "OK");
+    assert_eq!(a.request("READ /chaos/rw 20"), "OK");
+    assert_eq!(b.request("READ /chaos/rw 21"), "OK");
+    assert_eq!(resource.command("COUNT"), "COUNT 4");
+    let report = resource.report();
+    for class in ["zklock", "curator"] {
+        for key in ["overlaps", "stale_writes_accepted", "late_lost_signals", "unsignalled_losses"] {
+            assert_eq!(figure(&report, class, key), 0, "{class} {key}: {report}");
+        }
+    }
+    assert_eq!(report["protocol_errors"], 0, "{report}");
+    assert_eq!(report["handoffs"]["rust"], 2);
+    assert_eq!(report["recoveries"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["wait_ms"]["rust"]["p50"], 12.0);
+}
+
+#[test]
+fn an_overlap_a_fenced_write_and_a_late_lost_signal_are_counted() {
+    let mut resource = Resource::start();
+    let (mut g, mut h) = (Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(g.request("BEGIN /chaos/mutex x 10 rust g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/mutex x 11 node h"), "OK");
+    assert_eq!(h.request("WRITE /chaos/mutex 11"), "OK"); // g still open: overlap
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "STALE"); // fenced: not a stale accept
+    assert_eq!(g.request("LOST /chaos/mutex 10 SessionExpired"), "OK"); // after h acted: late
+    let report = resource.report();
+    assert_eq!(figure(&report, "zklock", "overlaps"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "late_lost_signals"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "stale_writes_accepted"), 0, "{report}");
+    assert_eq!(report["stale_writes_rejected"]["rust"], 1, "{report}");
+    assert_eq!(report["lost"]["rust"]["SessionExpired"], 1, "{report}");
+    assert!(report["violation_details"][0].as_str().unwrap().contains("offender g (rust)"), "{report}");
+}
+
+#[test]
+fn a_write_accepted_after_a_later_reader_and_an_end_never_told_lost_are_counted() {
+    let mut resource = Resource::start();
+    let (mut g, mut h) = (Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(g.request("BEGIN /chaos/rw w 30 python g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/rw 30"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/rw r 31 rust h"), "OK");
+    assert_eq!(h.request("READ /chaos/rw 31"), "OK");
+    // A reader does not raise the fence, so g's write goes through: a stale write accepted.
+    assert_eq!(g.request("WRITE /chaos/rw 30"), "OK");
+    assert_eq!(g.request("END /chaos/rw 30"), "OK");
+    let report = resource.report();
+    assert_eq!(figure(&report, "zklock", "stale_writes_accepted"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "unsignalled_losses"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "overlaps"), 1, "{report}");
+}
+
+#[test]
+fn a_curator_offender_is_a_peer_figure_and_a_killed_holder_ends_its_hold() {
+    let mut resource = Resource::start();
+    let (mut g, mut h, mut k) = (Holder::connect(&resource), Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(g.request("BEGIN /chaos/mutex x 10 curator g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/mutex x 11 rust h"), "OK");
+    assert_eq!(h.request("WRITE /chaos/mutex 11"), "OK");
+    assert_eq!(g.request("LOST /chaos/mutex 10 SUSPENDED"), "OK");
+    assert_eq!(h.request("END /chaos/mutex 11"), "OK");
+    // k holds and is killed; the next holder is no overlap
+    assert_eq!(k.request("BEGIN /chaos/mutex x 12 c k"), "OK");
+    assert_eq!(k.request("WRITE /chaos/mutex 12"), "OK");
+    drop(k);
+    let mut next = Holder::connect(&resource);
+    // the resource notices the close before the next holder's operation
+    while resource.command("HOLDERS") != "HOLDERS" {
+        std::thread::yield_now();
+    }
+    assert_eq!(next.request("BEGIN /chaos/mutex x 13 node n"), "OK");
+    assert_eq!(next.request("WRITE /chaos/mutex 13"), "OK");
+    let report = resource.report();
+    assert_eq!(figure(&report, "curator", "overlaps"), 1, "{report}");
+    assert_eq!(figure(&report, "curator", "late_lost_signals"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "overlaps"), 0, "{report}");
+    assert_eq!(figure(&report, "zklock", "late_lost_signals"), 0, "{report}");
+    assert_eq!(report["holds_ended_by_connection_close"], 1, "{report}");
+}
+
+#[test]
+fn messages_outside_the_protocol_are_protocol_errors() {
+    let mut resource = Resource::start();
+    let mut a = Holder::connect(&resource);
+    assert_eq!(a.request("WRITE /chaos/mutex 5"), "OK"); // no BEGIN
+    assert_eq!(a.request("END /chaos/mutex 5"), "OK");
+    a.send("HELLO");
+    assert_eq!(a.request("BEGIN /chaos/mutex x 6 rust a"), "OK");
+    assert_eq!(a.request("READ /chaos/mutex 6"), "OK"); // READ by a mode x hold
+    let report = resource.report();
+    assert_eq!(report["protocol_errors"], 4, "{report}");
+}
