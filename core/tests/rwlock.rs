@@ -240,6 +240,29 @@ async fn a_reader_whose_session_expires_loses_its_hold() {
     other.close().await;
 }
 
+/// Once `close` has begun, the write holder's hold is lost even while the session ends: reading
+/// under it (a downgrade) and re-entering are refused as lost, not counted on a dead hold (found
+/// by scripts/fuzz: the read side answered OK right after zkl_client_close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_hold_is_lost_for_a_downgrade_as_soon_as_close_begins() {
+    let path = unique_path("rw-closing");
+    let client = client().await;
+    let rw = client.read_write_lock(&path).unwrap();
+    let me = Owner::new(1);
+    let write = rw.write().acquire(&me).await.unwrap();
+    // Only close's first step: it marks the client closed, then would wait for the server.
+    let _ = tokio::time::timeout(Duration::ZERO, client.close()).await;
+    assert_eq!(write.hold().state(), HoldState::Lost);
+    // The bindings re-enter without the runtime (try_reenter); acquire says the client is closed.
+    let read = rw.read().try_reenter(&me).map(|r| r.map(|_| ()).map_err(|e| e.kind()));
+    assert_eq!(read, Some(Err(ErrorKind::LockLost)), "no read under a lost write hold");
+    let again = rw.write().try_reenter(&me).map(|r| r.map(|_| ()).map_err(|e| e.kind()));
+    assert_eq!(again, Some(Err(ErrorKind::LockLost)), "no re-entry of a lost hold");
+    assert_eq!(rw.read().acquire(&me).await.err().map(|e| e.kind()), Some(ErrorKind::Closed));
+    assert_eq!(write.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    client.close().await;
+}
+
 /// Past ZooKeeper's 32-bit sequence limit the queue is ordered by creation zxid: readers and
 /// writers still get in in arrival order, and a writer is never in with anyone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
