@@ -3,6 +3,7 @@
 //
 //   java -cp <curator classpath>:<dir of CuratorChaos.class> CuratorChaos \
 //       --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS [--curator-mutex-only]
+//       [--op-sleep-ms N] [--idle-ms N]
 //
 // One CuratorFramework (one session), one TCP connection to the fenced resource; loops until
 // SIGTERM (then: close the client so its nodes go, exit 0). Exit 3 if the resource connection
@@ -33,6 +34,11 @@ import org.apache.zookeeper.data.Stat;
 
 public final class CuratorChaos {
     private static final String PATH = "/chaos/mutex";
+    private static final long PINNED_OP_INTERVAL_MS = 100;
+
+    /** The sleep after an operation is uniform in [0, opSleepMs]; between iterations, in [0, idleMs]. */
+    private static long opSleepMs = 30;
+    private static long idleMs = 50;
 
     /** Guards the connection facts below and every Hold's flags. */
     private static final Object STATE = new Object();
@@ -124,11 +130,16 @@ public final class CuratorChaos {
                 case "--name": name = v; break;
                 case "--seed": seed = Long.parseLong(v); break;
                 case "--session-timeout-ms": sessionMs = Integer.parseInt(v); break;
+                case "--op-sleep-ms": opSleepMs = Long.parseLong(v); break;
+                case "--idle-ms": idleMs = Long.parseLong(v); break;
                 default: usage("unknown argument " + a);
             }
         }
         if (zk == null || resource == null || name == null || seed == null || sessionMs <= 0) {
             usage("missing arguments");
+        }
+        if (opSleepMs < 0 || idleMs < 0) {
+            usage("--op-sleep-ms and --idle-ms must be >= 0");
         }
 
         int colon = resource.lastIndexOf(':');
@@ -248,25 +259,47 @@ public final class CuratorChaos {
             }
             Hold hold = null;
             if (token >= 0) {
+                String reply;
+                long begunAt;
                 synchronized (STATE) {
                     hold = new Hold(token, suspensionsAtAcquire);
                     if (!connectedAtAcquire) {
                         hold.lostReason = "SUSPENDED";
                     }
-                    ask("BEGIN " + PATH + " x " + token + " curator " + name);
+                    reply = ask("BEGIN " + PATH + " x " + token + " curator " + name);
+                    begunAt = System.nanoTime();
                     hold.begun = true;
                     current = hold;
                     hold.checkLost(); // lost before BEGIN was acknowledged
                 }
-                int ops = (int) uniform(rng, 1, 3);
-                for (int i = 0; i < ops && !stop; i++) {
-                    synchronized (STATE) {
-                        if (hold.checkLost()) {
-                            break;
+                long pinMs = pinMs(reply);
+                if (pinMs > 0) {
+                    // Pinned: hold for pinMs from the reply, one operation every 100 ms (the
+                    // orchestrator stalls or cuts this contender meanwhile). The state listener
+                    // reports SUSPENDED/LOST even while this sleeps.
+                    long until = begunAt + pinMs * 1_000_000;
+                    for (long nextOp = System.nanoTime(); !stop && System.nanoTime() - until < 0; ) {
+                        synchronized (STATE) {
+                            if (hold.checkLost()) {
+                                break;
+                            }
                         }
+                        ask("WRITE " + PATH + " " + token);
+                        nextOp += PINNED_OP_INTERVAL_MS * 1_000_000;
+                        long wake = nextOp - until < 0 ? nextOp : until;
+                        nap((wake - System.nanoTime()) / 1_000_000);
                     }
-                    ask("WRITE " + PATH + " " + token);
-                    nap(uniform(rng, 0, 30));
+                } else {
+                    int ops = (int) uniform(rng, 1, 3);
+                    for (int i = 0; i < ops && !stop; i++) {
+                        synchronized (STATE) {
+                            if (hold.checkLost()) {
+                                break;
+                            }
+                        }
+                        ask("WRITE " + PATH + " " + token);
+                        nap(uniform(rng, 0, opSleepMs));
+                    }
                 }
                 synchronized (STATE) {
                     if (!hold.checkLost()) {
@@ -293,7 +326,13 @@ public final class CuratorChaos {
             nap(100);
         }
         // 6.
-        nap(uniform(rng, 0, 50));
+        nap(uniform(rng, 0, idleMs));
+    }
+
+    /** The ms of a BEGIN reply "OK PIN <ms>", or 0 for a plain "OK". */
+    private static long pinMs(String reply) {
+        String[] words = reply.split(" ");
+        return words.length == 3 && words[0].equals("OK") && words[1].equals("PIN") ? Long.parseLong(words[2]) : 0;
     }
 
     private static long uniform(SplittableRandom rng, long lo, long hi) {
@@ -355,7 +394,7 @@ public final class CuratorChaos {
 
     private static void usage(String why) {
         System.err.println("CuratorChaos: " + why + "\nusage: CuratorChaos --zk CONNECT --resource HOST:PORT --name NAME "
-                + "--seed N --session-timeout-ms MS [--curator-mutex-only]");
+                + "--seed N --session-timeout-ms MS [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]");
         System.exit(2);
     }
 }

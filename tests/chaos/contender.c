@@ -2,6 +2,7 @@
  * orchestrator and the fenced resource.
  *
  *   contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
+ *             [--op-sleep-ms N] [--idle-ms N]
  *
  * One zklock client, one TCP connection to the fenced resource; loops until SIGTERM (then: close
  * the client so its nodes go, exit 0). Exit 3 if the resource connection drops.
@@ -35,6 +36,10 @@
 #define MUTEX_PATH "/chaos/mutex"
 #define RW_PATH "/chaos/rw"
 #define CANCEL_WORKER_TIMEOUT_MS 3000
+#define PINNED_OP_INTERVAL_MS 100
+
+static int64_t op_sleep_ms = 30; /* the sleep after an operation: uniform in [0, op_sleep_ms] */
+static int64_t idle_ms = 50;     /* the sleep between iterations: uniform in [0, idle_ms] */
 
 static const char *name = "c";
 static int sock = -1;
@@ -85,6 +90,7 @@ static struct timespec deadline_after_ms(int64_t ms) {
 
 /* Sleeps ms, or less if stopping. */
 static void nap(int64_t ms) {
+  if (ms <= 0) return;
   struct timespec until = deadline_after_ms(ms);
   pthread_mutex_lock(&stop_mu);
   while (!stop && pthread_cond_timedwait(&stop_cv, &stop_mu, &until) != ETIMEDOUT) {
@@ -117,6 +123,16 @@ static const char *result_kind(int rc) {
   case ZKL_PANIC: return "ZKL_PANIC";
   case ZKL_DEADLOCK: return "ZKL_DEADLOCK";
   default: return "ZKL_UNKNOWN";
+  }
+}
+
+static const char *hold_state_word(zkl_hold_state state) {
+  switch (state) {
+  case ZKL_HOLD_NONE: return "none";
+  case ZKL_HOLD_HELD: return "held";
+  case ZKL_HOLD_SUSPENDED: return "suspended";
+  case ZKL_HOLD_LOST: return "lost";
+  default: return "unknown";
   }
 }
 
@@ -227,10 +243,12 @@ static void on_lost(void *userdata, zkl_lock *lock, uint64_t owner, zkl_lost_rea
   pthread_mutex_unlock(&state_mu);
 }
 
-/* Whether the hold is known lost (the callback fired, or its state says so); reports it. */
-static bool check_lost(hold_t *h) {
+/* Whether the hold is known lost (the callback fired, or its state says so); reports it. The
+ * hold state seen goes to *seen if given. */
+static bool check_lost(hold_t *h, zkl_hold_state *seen) {
   zkl_hold_state state = ZKL_HOLD_HELD;
   int rc = zkl_lock_state_as(h->lock, h->owner, &state);
+  if (seen) *seen = state;
   pthread_mutex_lock(&state_mu);
   if (!h->lost_signalled && (rc != ZKL_OK || state == ZKL_HOLD_LOST || state == ZKL_HOLD_NONE)) {
     h->lost_signalled = true;
@@ -389,16 +407,39 @@ static void iteration(zkl_client *client) {
       char reply[64];
       pthread_mutex_lock(&state_mu);
       request(reply, sizeof reply, "BEGIN %s %c %" PRId64 " c %s", path, mode, h.token, name);
+      int64_t pinned_until = now_ms();
       h.begun = true;
       report_lost_locked(&h); /* lost before BEGIN was acknowledged */
       pthread_mutex_unlock(&state_mu);
-      int64_t ops = uniform(1, 3);
-      for (int64_t i = 0; i < ops && !stopping(); i++) {
-        if (check_lost(&h)) break;
-        request(reply, sizeof reply, "%s %s %" PRId64, mode == 'r' ? "READ" : "WRITE", path, h.token);
-        nap(uniform(0, 30));
+      const char *verb = mode == 'r' ? "READ" : "WRITE";
+      long long pin_ms = 0;
+      if (sscanf(reply, "OK PIN %lld", &pin_ms) == 1 && pin_ms > 0) {
+        /* Pinned: hold for pin_ms from the reply, one operation every 100 ms (the orchestrator
+         * stalls or cuts this contender meanwhile). A loss is reported by on_lost even while
+         * this loop sleeps. The state changes go to stderr, to show a short stall survived. */
+        pinned_until += pin_ms;
+        zkl_hold_state last = ZKL_HOLD_HELD, state;
+        for (int64_t next_op = now_ms(); !stopping() && now_ms() < pinned_until;
+             next_op += PINNED_OP_INTERVAL_MS) {
+          if (check_lost(&h, &state)) break;
+          if (state != last) {
+            fprintf(stderr, "contender-c %s: pinned hold %s %" PRId64 ": %s\n", name, path, h.token,
+                    hold_state_word(state));
+            last = state;
+          }
+          request(reply, sizeof reply, "%s %s %" PRId64, verb, path, h.token);
+          int64_t wake = next_op + PINNED_OP_INTERVAL_MS < pinned_until ? next_op + PINNED_OP_INTERVAL_MS : pinned_until;
+          nap(wake - now_ms());
+        }
+      } else {
+        int64_t ops = uniform(1, 3);
+        for (int64_t i = 0; i < ops && !stopping(); i++) {
+          if (check_lost(&h, NULL)) break;
+          request(reply, sizeof reply, "%s %s %" PRId64, verb, path, h.token);
+          nap(uniform(0, op_sleep_ms));
+        }
       }
-      check_lost(&h);
+      check_lost(&h, NULL);
       pthread_mutex_lock(&state_mu);
       bool lost = h.lost_signalled;
       if (!lost) {
@@ -425,7 +466,7 @@ static void iteration(zkl_client *client) {
   zkl_lock_free(lock);
   zkl_lock_free(other);
   /* 6. */
-  nap(uniform(0, 50));
+  nap(uniform(0, idle_ms));
 }
 
 int main(int argc, char **argv) {
@@ -442,10 +483,13 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--name") == 0) name = v;
     else if (strcmp(a, "--seed") == 0) rng_state = strtoull(v, NULL, 10), have_seed = true;
     else if (strcmp(a, "--session-timeout-ms") == 0) session_ms = strtoll(v, NULL, 10);
+    else if (strcmp(a, "--op-sleep-ms") == 0) op_sleep_ms = strtoll(v, NULL, 10);
+    else if (strcmp(a, "--idle-ms") == 0) idle_ms = strtoll(v, NULL, 10);
     else die("unknown argument %s", a);
   }
-  if (!zk || !resource || !have_seed || session_ms <= 0)
-    die("usage: contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS");
+  if (!zk || !resource || !have_seed || session_ms <= 0 || op_sleep_ms < 0 || idle_ms < 0)
+    die("usage: contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS"
+        " [--op-sleep-ms N] [--idle-ms N] (N >= 0)");
 
   /* Signals go to the signal thread only: block them before any thread (zklock's too) starts. */
   static sigset_t set;

@@ -1,6 +1,7 @@
 // Chaos soak contender in Node (the orchestrator's fixed contender protocol).
 //
 //   node contender.mjs --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
+//                      [--op-sleep-ms N] [--idle-ms N]
 //
 // One zklock client, one TCP connection to the fenced resource; loops until SIGTERM (then: close
 // the client so its nodes go, exit 0). Exit 3 if the resource connection drops. Cancel is an
@@ -13,6 +14,7 @@ import { Client } from '../../bindings-node/index.mjs'
 
 const MUTEX_PATH = '/chaos/mutex'
 const RW_PATH = '/chaos/rw'
+const PINNED_OP_INTERVAL_MS = 100
 
 const { values: args } = parseArgs({
   options: {
@@ -22,6 +24,8 @@ const { values: args } = parseArgs({
     seed: { type: 'string' },
     'session-timeout-ms': { type: 'string' },
     'curator-mutex-only': { type: 'boolean' },
+    'op-sleep-ms': { type: 'string', default: '30' },
+    'idle-ms': { type: 'string', default: '50' },
   },
 })
 for (const key of ['zk', 'resource', 'name', 'seed', 'session-timeout-ms']) {
@@ -31,6 +35,14 @@ for (const key of ['zk', 'resource', 'name', 'seed', 'session-timeout-ms']) {
   }
 }
 const sessionTimeoutMs = Number(args['session-timeout-ms'])
+const opSleepMs = Number(args['op-sleep-ms']) // the sleep after an operation: uniform in [0, opSleepMs]
+const idleMs = Number(args['idle-ms']) // the sleep between iterations: uniform in [0, idleMs]
+for (const [key, value] of [['op-sleep-ms', opSleepMs], ['idle-ms', idleMs]]) {
+  if (!Number.isInteger(value) || value < 0) {
+    console.error(`contender-node: --${key} must be an integer >= 0`)
+    process.exit(2)
+  }
+}
 
 // splitmix64
 const MASK = (1n << 64n) - 1n
@@ -186,15 +198,38 @@ async function iteration(client) {
     const onLost = () => report.lost(hold.signal.reason?.lostReason ?? 'lost')
     if (hold.signal.aborted) report.lostReason = hold.signal.reason?.lostReason ?? 'lost'
     else hold.signal.addEventListener('abort', onLost, { once: true })
-    await send(`BEGIN ${path} ${mode} ${report.token} node ${args.name}`)
+    const reply = await send(`BEGIN ${path} ${mode} ${report.token} node ${args.name}`)
+    const begunAt = performance.now()
     report.begun = true
     report.report() // lost before BEGIN was acknowledged
-    const ops = uniform(1, 3)
-    for (let i = 0; i < ops && !stopping; i++) {
-      if (hold.state === 'lost') report.lost('state_lost')
-      if (report.lostReason !== null) break
-      await send(`${mode === 'r' ? 'READ' : 'WRITE'} ${path} ${report.token}`)
-      await nap(uniform(0, 30))
+    const verb = mode === 'r' ? 'READ' : 'WRITE'
+    const pin = /^OK PIN (\d+)$/.exec(reply)
+    if (pin && Number(pin[1]) > 0) {
+      // Pinned: hold for the given ms from the reply, one operation every 100 ms (the orchestrator
+      // stalls or cuts this contender meanwhile). A loss is reported by the signal's listener even
+      // while this sleeps. State changes go to stderr, to show a short stall survived.
+      const until = begunAt + Number(pin[1])
+      let lastState = 'held'
+      for (let nextOp = performance.now(); !stopping && performance.now() < until; ) {
+        const state = hold.state
+        if (state === 'lost') report.lost('state_lost')
+        if (report.lostReason !== null) break
+        if (state !== lastState) {
+          console.error(`contender-node ${args.name}: pinned hold ${path} ${report.token}: ${state}`)
+          lastState = state
+        }
+        await send(`${verb} ${path} ${report.token}`)
+        nextOp += PINNED_OP_INTERVAL_MS
+        await nap(Math.max(0, Math.min(nextOp, until) - performance.now()))
+      }
+    } else {
+      const ops = uniform(1, 3)
+      for (let i = 0; i < ops && !stopping; i++) {
+        if (hold.state === 'lost') report.lost('state_lost')
+        if (report.lostReason !== null) break
+        await send(`${verb} ${path} ${report.token}`)
+        await nap(uniform(0, opSleepMs))
+      }
     }
     if (hold.state === 'lost') report.lost('state_lost')
     if (report.lostReason === null) {
@@ -215,7 +250,7 @@ async function iteration(client) {
     await nap(100)
   }
   // 6.
-  await nap(uniform(0, 50))
+  await nap(uniform(0, idleMs))
 }
 
 let client = null

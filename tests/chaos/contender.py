@@ -1,6 +1,7 @@
 """Chaos soak contender in Python (the orchestrator's fixed contender protocol), on asyncio.
 
     python contender.py --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
+                        [--op-sleep-ms N] [--idle-ms N]
 
 One zklock client, one TCP connection to the fenced resource; loops until SIGTERM (then: close the
 client so its nodes go, exit 0). Exit 3 if the resource connection drops. Cancel is asyncio's own:
@@ -22,6 +23,7 @@ import zklock
 
 MUTEX_PATH = "/chaos/mutex"
 RW_PATH = "/chaos/rw"
+PINNED_OP_INTERVAL = 0.1  # seconds between a pinned hold's operations
 
 
 class SplitMix64:
@@ -113,7 +115,7 @@ class Contender:
         if self.acquiring is not None:
             self.acquiring.cancel()
 
-    async def nap(self, ms: int) -> None:
+    async def nap(self, ms: float) -> None:
         try:
             await asyncio.wait_for(self.stop.wait(), ms / 1000)
         except asyncio.TimeoutError:
@@ -184,7 +186,7 @@ class Contender:
         if not held:
             if outcome.startswith("error:"):
                 await self.nap(100)
-            await self.nap(rng.uniform(0, 50))
+            await self.nap(rng.uniform(0, self.args.idle_ms))
             return
 
         # 4. the hold
@@ -196,19 +198,44 @@ class Contender:
             await self.nap(100)
         if token is not None:
             hold.token = token
-            await self.resource.send(f"BEGIN {path} {mode} {token} python {self.args.name}")
+            reply = await self.resource.send(f"BEGIN {path} {mode} {token} python {self.args.name}")
+            begun_at = time.monotonic()
             hold.begun = True
             hold.report_lost()  # lost before BEGIN was acknowledged
-            for _ in range(rng.uniform(1, 3)):
-                if self.stop.is_set():
-                    break
-                if lock.state == "lost":
-                    hold.lost("state_lost")
-                if hold.lost_reason is not None:
-                    break
-                verb = "READ" if mode == "r" else "WRITE"
-                await self.resource.send(f"{verb} {path} {token}")
-                await self.nap(rng.uniform(0, 30))
+            verb = "READ" if mode == "r" else "WRITE"
+            words = (reply or "").split()
+            if len(words) == 3 and words[:2] == ["OK", "PIN"] and int(words[2]) > 0:
+                # Pinned: hold for the given ms from the reply, one operation every 100 ms (the
+                # orchestrator stalls or cuts this contender meanwhile). A loss is reported by
+                # on_lost even while this sleeps. State changes go to stderr, to show a short
+                # stall survived.
+                until = begun_at + int(words[2]) / 1000
+                next_op = time.monotonic()
+                last_state = "held"
+                while not self.stop.is_set() and time.monotonic() < until:
+                    state = lock.state
+                    if state == "lost":
+                        hold.lost("state_lost")
+                    if hold.lost_reason is not None:
+                        break
+                    if state != last_state:
+                        print(f"contender-python {self.args.name}: pinned hold {path} {token}: {state}",
+                              file=sys.stderr, flush=True)
+                        last_state = state
+                    await self.resource.send(f"{verb} {path} {token}")
+                    next_op += PINNED_OP_INTERVAL
+                    wake = min(next_op, until)
+                    await self.nap(max(0.0, wake - time.monotonic()) * 1000)
+            else:
+                for _ in range(rng.uniform(1, 3)):
+                    if self.stop.is_set():
+                        break
+                    if lock.state == "lost":
+                        hold.lost("state_lost")
+                    if hold.lost_reason is not None:
+                        break
+                    await self.resource.send(f"{verb} {path} {token}")
+                    await self.nap(rng.uniform(0, self.args.op_sleep_ms))
             if lock.state == "lost":
                 hold.lost("state_lost")
             if hold.lost_reason is None:
@@ -223,7 +250,7 @@ class Contender:
                 await self.resource.send(f"ERROR {type(e).__name__}", reply=False)
                 await self.nap(100)
         # 6.
-        await self.nap(rng.uniform(0, 50))
+        await self.nap(rng.uniform(0, self.args.idle_ms))
 
 
 async def main() -> None:
@@ -234,7 +261,11 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--session-timeout-ms", type=int, required=True)
     parser.add_argument("--curator-mutex-only", action="store_true")
+    parser.add_argument("--op-sleep-ms", type=int, default=30)
+    parser.add_argument("--idle-ms", type=int, default=50)
     args = parser.parse_args()
+    if args.op_sleep_ms < 0 or args.idle_ms < 0:
+        parser.error("--op-sleep-ms and --idle-ms must be >= 0")
 
     loop = asyncio.get_running_loop()
     stopped = asyncio.Event()

@@ -185,3 +185,74 @@ fn messages_outside_the_protocol_are_protocol_errors() {
     let report = resource.report();
     assert_eq!(report["protocol_errors"], 4, "{report}");
 }
+
+#[test]
+fn a_pin_is_given_to_the_next_begin_of_that_contender_once_and_its_end_is_counted() {
+    let mut resource = Resource::start();
+    let (mut g, mut h, mut k) = (Holder::connect(&resource), Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(resource.command("PIN g 60000 stall_short"), "OK");
+    assert_eq!(resource.command("PINNED"), "PINNED");
+    // another contender's BEGIN does not take g's pin
+    assert_eq!(h.request("BEGIN /chaos/rw r 5 rust h"), "OK");
+    assert_eq!(h.request("END /chaos/rw 5"), "OK");
+    assert_eq!(g.request("BEGIN /chaos/mutex x 10 rust g"), "OK PIN 60000");
+    assert_eq!(resource.command("PINNED"), "PINNED g");
+    assert_eq!(resource.command("HOLDERS"), "HOLDERS g");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(g.request("END /chaos/mutex 10"), "OK");
+    assert_eq!(resource.command("PINNED"), "PINNED");
+    // the pin was used up
+    assert_eq!(g.request("BEGIN /chaos/mutex x 11 rust g"), "OK");
+    assert_eq!(resource.command("PINNED"), "PINNED");
+    assert_eq!(g.request("END /chaos/mutex 11"), "OK");
+    // a pin not given yet can be dropped
+    assert_eq!(resource.command("PIN k 1000"), "OK");
+    assert_eq!(resource.command("UNPIN k"), "UNPIN cleared");
+    assert_eq!(resource.command("UNPIN k"), "UNPIN none");
+    assert_eq!(k.request("BEGIN /chaos/rw w 12 c k"), "OK");
+    assert_eq!(k.request("END /chaos/rw 12"), "OK");
+    assert!(resource.command("PIN k").starts_with("ERR "));
+    let report = resource.report();
+    assert_eq!(report["pinned"]["stall_short"]["rust"]["ended"], 1, "{report}");
+    assert_eq!(report["pinned"].as_object().unwrap().len(), 1, "{report}");
+    assert_eq!(report["protocol_errors"], 0, "{report}");
+}
+
+#[test]
+fn a_pinned_hold_lost_and_taken_over_in_time_is_no_violation_and_is_counted() {
+    let mut resource = Resource::start();
+    let (mut g, mut h, mut k) = (Holder::connect(&resource), Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(resource.command("PIN g 60000 stall_long"), "OK");
+    assert_eq!(g.request("BEGIN /chaos/mutex x 10 node g"), "OK PIN 60000");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(g.request("LOST /chaos/mutex 10 SessionExpired"), "OK");
+    assert_eq!(resource.command("PINNED"), "PINNED");
+    // a reader on the other path is no take-over; the next mutex holder is
+    assert_eq!(k.request("BEGIN /chaos/rw r 11 c k"), "OK");
+    assert_eq!(k.request("READ /chaos/rw 11"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/mutex x 12 rust h"), "OK");
+    assert_eq!(h.request("WRITE /chaos/mutex 12"), "OK");
+    assert_eq!(h.request("WRITE /chaos/mutex 12"), "OK");
+    // a pinned hold still open at STOP, and one ended by a killed connection
+    assert_eq!(resource.command("PIN h 60000 stall_long"), "OK");
+    assert_eq!(h.request("END /chaos/mutex 12"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/mutex x 13 rust h"), "OK PIN 60000");
+    assert_eq!(resource.command("PIN k 60000 cut_long"), "OK");
+    assert_eq!(k.request("BEGIN /chaos/rw w 14 c k"), "OK PIN 60000");
+    assert_eq!(resource.command("PINNED"), "PINNED h k");
+    drop(k);
+    while resource.command("PINNED") != "PINNED h" {
+        std::thread::yield_now();
+    }
+    assert_eq!(resource.command("STOP"), "OK");
+    let report = resource.report();
+    let long = &report["pinned"]["stall_long"];
+    assert_eq!(long["node"]["lost"], 1, "{report}");
+    assert_eq!(long["node"]["taken_over"], 1, "{report}");
+    assert_eq!(long["rust"]["open_at_stop"], 1, "{report}");
+    assert_eq!(report["pinned"]["cut_long"]["c"]["killed"], 1, "{report}");
+    for key in ["overlaps", "stale_writes_accepted", "late_lost_signals", "unsignalled_losses"] {
+        assert_eq!(figure(&report, "zklock", key), 0, "{key}: {report}");
+    }
+    assert_eq!(report["protocol_errors"], 0, "{report}");
+}

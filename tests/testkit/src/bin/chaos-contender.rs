@@ -3,16 +3,16 @@
 //! operation and loss to the fenced resource (`chaos-resource`), until SIGTERM.
 //!
 //!   chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
-//!                   [--curator-mutex-only] [--long-hold-percent P]
+//!                   [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]
 //!
 //! The protocol (shared by the C, Python, Node and Curator contenders) is described in
 //! `scripts/chaos` and `chaos-resource`. Exit status: 0 after SIGTERM, 2 for bad arguments, 3 if
 //! the resource connection drops.
 //!
-//! `--long-hold-percent P` (off by default, outside the shared protocol) makes P% of holds sleep
-//! up to the session timeout between operations instead of 30 ms: only a hold that lasts longer
-//! than the time zklock takes to declare a loss (2/5 of the session timeout after the
-//! disconnection) can be lost while held, so only such holds exercise the LOST signal.
+//! The pace: after each operation it sleeps uniform [0, `--op-sleep-ms`] (default 30) ms, between
+//! iterations uniform [0, `--idle-ms`] (default 50) ms. A BEGIN answered `OK PIN ms` makes the
+//! hold last `ms` from that reply, one operation every 100 ms: the orchestrator stalls or cuts
+//! this contender meanwhile, so the hold lives through the fault (or is told lost during it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,13 +32,14 @@ struct Args {
     seed: u64,
     session_timeout: Duration,
     mutex_only: bool,
-    long_hold_percent: u64,
+    op_sleep_ms: u64,
+    idle_ms: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let (mut zk, mut resource, mut name, mut seed, mut session, mut mutex_only) = (None, None, None, None, None, false);
-    let mut long_hold_percent = 0;
+    let (mut op_sleep_ms, mut idle_ms) = (30, 50);
     while let Some(flag) = args.next() {
         if flag == "--curator-mutex-only" {
             mutex_only = true;
@@ -50,13 +51,8 @@ fn parse_args() -> Result<Args, String> {
             "--resource" => resource = Some(value),
             "--name" => name = Some(value),
             "--seed" => seed = Some(value.parse::<u64>().map_err(|e| format!("--seed {value:?}: {e}"))?),
-            "--long-hold-percent" => {
-                long_hold_percent = value
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|p| *p <= 100)
-                    .ok_or(format!("--long-hold-percent wants 0..=100, got {value:?}"))?
-            }
+            "--op-sleep-ms" => op_sleep_ms = value.parse().map_err(|e| format!("--op-sleep-ms {value:?}: {e}"))?,
+            "--idle-ms" => idle_ms = value.parse().map_err(|e| format!("--idle-ms {value:?}: {e}"))?,
             "--session-timeout-ms" => {
                 session = Some(value.parse::<u64>().map_err(|e| format!("--session-timeout-ms {value:?}: {e}"))?)
             }
@@ -70,7 +66,8 @@ fn parse_args() -> Result<Args, String> {
         seed: seed.ok_or("--seed is required")?,
         session_timeout: Duration::from_millis(session.ok_or("--session-timeout-ms is required")?),
         mutex_only,
-        long_hold_percent,
+        op_sleep_ms,
+        idle_ms,
     })
 }
 
@@ -161,10 +158,13 @@ struct Contender {
     rng: SplitMix64,
     targets: Vec<Target>,
     stop: watch::Receiver<bool>,
-    /// The longest nap between operations: 30 ms, or the session timeout for a long hold.
-    long_hold_percent: u64,
-    session_timeout_ms: u64,
+    /// The longest sleep after an operation, and between iterations.
+    op_sleep_ms: u64,
+    idle_ms: u64,
 }
+
+/// A pinned hold operates this often.
+const PINNED_OP_EVERY: Duration = Duration::from_millis(100);
 
 impl Contender {
     async fn sleep_ms(&mut self, lo: u64, hi: u64) {
@@ -228,7 +228,7 @@ impl Contender {
             None if outcome.starts_with("error:") => tokio::time::sleep(Duration::from_millis(100)).await,
             None => {}
         }
-        self.sleep_ms(0, 50).await;
+        self.sleep_ms(0, self.idle_ms).await;
         true
     }
 
@@ -236,7 +236,11 @@ impl Contender {
         let hold = guard.hold().clone();
         let token = hold.fencing_token();
         let told = Arc::new(Told::default());
-        self.wire.lock().await.request(&format!("BEGIN {path} {mode} {token} rust {}", self.name)).await;
+        let reply = self.wire.lock().await.request(&format!("BEGIN {path} {mode} {token} rust {}", self.name)).await;
+        let pinned_until = reply
+            .strip_prefix("OK PIN ")
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
         // Say LOST as soon as zklock does, whatever the loop is doing.
         let watcher = {
             let (wire, told, hold) = (self.wire.clone(), told.clone(), hold.clone());
@@ -246,23 +250,29 @@ impl Contender {
                 }
             })
         };
-        let op = if mode == "r" { "READ" } else { "WRITE" };
-        let nap_ms = if self.long_hold_percent > 0 && self.rng.below(100) < self.long_hold_percent {
-            self.session_timeout_ms
-        } else {
-            30
-        };
+        let op = format!("{} {path} {token}", if mode == "r" { "READ" } else { "WRITE" });
         let mut held = true;
-        for _ in 0..self.rng.between(1, 3) {
-            {
-                let mut wire = self.wire.lock().await;
-                if !still_held(&mut wire, &told, path, &hold).await {
-                    held = false;
-                    break;
+        match pinned_until {
+            Some(until) => {
+                let mut next = Instant::now();
+                while Instant::now() < until {
+                    if !self.operate(&op, &told, path, &hold).await {
+                        held = false;
+                        break;
+                    }
+                    next += PINNED_OP_EVERY;
+                    tokio::time::sleep_until(next.min(until).into()).await;
                 }
-                wire.request(&format!("{op} {path} {token}")).await;
             }
-            self.sleep_ms(0, nap_ms).await;
+            None => {
+                for _ in 0..self.rng.between(1, 3) {
+                    if !self.operate(&op, &told, path, &hold).await {
+                        held = false;
+                        break;
+                    }
+                    self.sleep_ms(0, self.op_sleep_ms).await;
+                }
+            }
         }
         if held {
             let mut wire = self.wire.lock().await;
@@ -283,6 +293,18 @@ impl Contender {
             // The hold was lost: the release is expected to fail.
             Err(_) => {}
         }
+    }
+}
+
+impl Contender {
+    /// One operation unless the hold is lost (then says LOST if not said yet); false if lost.
+    async fn operate(&self, op: &str, told: &Told, path: &str, hold: &Hold) -> bool {
+        let mut wire = self.wire.lock().await;
+        if !still_held(&mut wire, told, path, hold).await {
+            return false;
+        }
+        wire.request(op).await;
+        true
     }
 }
 
@@ -337,8 +359,8 @@ async fn run(args: Args) {
         rng: SplitMix64::new(args.seed),
         targets,
         stop: stop.clone(),
-        long_hold_percent: args.long_hold_percent,
-        session_timeout_ms: args.session_timeout.as_millis() as u64,
+        op_sleep_ms: args.op_sleep_ms,
+        idle_ms: args.idle_ms,
     };
     while !*stop.borrow() {
         if !contender.iteration().await {
@@ -354,7 +376,7 @@ fn main() {
         eprintln!("chaos-contender: {e}");
         eprintln!(
             "usage: chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS \
-             [--curator-mutex-only] [--long-hold-percent P]"
+             [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]"
         );
         std::process::exit(2);
     });

@@ -14,6 +14,11 @@
 //! * `MARK label`  a leader was killed now: the time to the next BEGIN is a recovery time (`OK`);
 //! * `NOTE text`   written to the event log, to read faults and holds in one timeline (`OK`);
 //! * `HOLDERS`     `HOLDERS name...`: the contenders that hold something now;
+//! * `PIN name ms [label]`  the next BEGIN of contender `name` is answered `OK PIN ms`: that
+//!   hold lasts `ms` (the orchestrator stalls or cuts the holder meanwhile); how each pinned hold
+//!   ended is counted by `label` and language (`OK`);
+//! * `UNPIN name`  drops a pin not yet given: `UNPIN cleared`, or `UNPIN none` if there was none;
+//! * `PINNED`      `PINNED name...`: the contenders that hold a pinned hold now;
 //! * `COUNT`       `COUNT n`: holds begun so far;
 //! * `STOP`        the soak is over: contenders are about to be shut down, so losses caused by
 //!   closing them are not judged; holds still open are judged as if they ended now (`OK`);
@@ -28,6 +33,10 @@
 //! * stale accepted: G's operation is accepted after H's first operation;
 //! * late loss: G's LOST arrives after H's first operation;
 //! * unsignalled loss: G's END arrives after H's first operation (G never learned that it lost).
+//!
+//! A pinned hold G that ended LOST is "taken over" if a conflicting H begun after G operated
+//! before G's pinned time was up: the lock moved on while G would still have acted had it not
+//! been told, i.e. the case the late-loss figure is about did happen.
 //!
 //! Each is attributed to the party that should have stopped, the earlier holder G; figures whose
 //! offender is a `curator` holder are reported apart (Curator is a peer, not zklock).
@@ -88,6 +97,8 @@ struct Hold {
     ended: Option<(&'static str, f64)>,
     /// At most one figure of each kind per hold as offender.
     flagged: Vec<Violation>,
+    /// `PIN` label and the end of the pinned time (resource clock), for a pinned hold.
+    pin: Option<(String, f64)>,
 }
 
 impl Hold {
@@ -110,6 +121,9 @@ struct PathState {
     max_write_token: i64,
     /// Holds from the oldest still open on (in BEGIN order): every hold a check may need.
     holds: VecDeque<HoldId>,
+    /// Pinned holds that ended LOST before their pinned time was up: (seq, mode, lang, label,
+    /// pin end), until a later conflicting hold operates (taken over) or the pinned time is up.
+    pinned_lost: Vec<(u64, char, String, String, f64)>,
 }
 
 #[derive(Default)]
@@ -141,6 +155,9 @@ struct Figures {
     handoffs_total: u64,
     recoveries: Vec<(String, f64, f64)>,
     pending_marks: Vec<(String, f64)>,
+    /// Pinned holds by label, by language, by how they ended (`ended`, `lost`, `killed`,
+    /// `open_at_stop`, and `taken_over` among the `lost`).
+    pinned: BTreeMap<String, BTreeMap<String, BTreeMap<&'static str, u64>>>,
 }
 
 struct State {
@@ -152,6 +169,8 @@ struct State {
     paths: HashMap<String, PathState>,
     conns: HashMap<ConnId, Conn>,
     overlap_pairs: HashSet<(HoldId, HoldId)>,
+    /// Pins not yet given, by contender name: (ms, label).
+    pins: HashMap<String, (u64, String)>,
     fig: Figures,
     log: Option<LineWriter<File>>,
 }
@@ -229,12 +248,30 @@ impl State {
         }
     }
 
+    fn count_pinned(&mut self, label: &str, lang: &str, how: &'static str) {
+        let by_lang = self.fig.pinned.entry(label.to_string()).or_default();
+        *by_lang.entry(lang.to_string()).or_default().entry(how).or_default() += 1;
+    }
+
     /// Closes `hold` (END, LOST or connection closed).
     fn close_hold(&mut self, hold: HoldId, how: &'static str) {
         let now = self.now_ms();
         let h = self.holds.get_mut(&hold).expect("hold");
         h.open = false;
         h.ended = Some((how, now));
+        if let (Some((label, end)), false) = (h.pin.clone(), self.frozen) {
+            let (seq, mode, lang, path) = (h.seq, h.mode, h.lang.clone(), h.path.clone());
+            let key = match how {
+                "ended" => "ended",
+                "lost" => "lost",
+                _ => "killed",
+            };
+            self.count_pinned(&label, &lang, key);
+            if how == "lost" && end > now {
+                self.paths.entry(path).or_default().pinned_lost.push((seq, mode, lang, label, end));
+            }
+        }
+        let h = &self.holds[&hold];
         let key = (h.path.clone(), h.token);
         let conn = self.conns.get_mut(&h.conn).expect("conn");
         conn.open.remove(&key);
@@ -244,7 +281,15 @@ impl State {
         }
     }
 
-    fn handle(&mut self, conn: ConnId, line: &str) -> Option<&'static str> {
+    fn handle(&mut self, conn: ConnId, line: &str) -> Option<String> {
+        self.handle_message(conn, line).map(|reply| match reply {
+            Reply::Ok => "OK".to_string(),
+            Reply::Stale => "STALE".to_string(),
+            Reply::Pin(ms) => format!("OK PIN {ms}"),
+        })
+    }
+
+    fn handle_message(&mut self, conn: ConnId, line: &str) -> Option<Reply> {
         self.log(&format!("c{conn}"), line);
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
@@ -267,17 +312,19 @@ impl State {
             ["BEGIN", path, mode, token, lang, name] => {
                 let (Ok(token), Some(mode)) = (token.parse::<i64>(), parse_mode(mode)) else {
                     self.protocol_error(conn, format!("bad BEGIN {line:?}"));
-                    return Some("OK");
+                    return Some(Reply::Ok);
                 };
-                self.begin(conn, path, mode, token, lang, name);
-                Some("OK")
+                Some(match self.begin(conn, path, mode, token, lang, name) {
+                    Some(ms) => Reply::Pin(ms),
+                    None => Reply::Ok,
+                })
             }
             [op @ ("WRITE" | "READ"), path, token] => {
                 let Ok(token) = token.parse::<i64>() else {
                     self.protocol_error(conn, format!("bad token in {line:?}"));
-                    return Some("STALE");
+                    return Some(Reply::Stale);
                 };
-                Some(if self.operate(conn, path, token, *op == "WRITE") { "OK" } else { "STALE" })
+                Some(if self.operate(conn, path, token, *op == "WRITE") { Reply::Ok } else { Reply::Stale })
             }
             ["END", path, token] => {
                 match token.parse::<i64>().ok().and_then(|t| self.conns[&conn].open.get(&(path.to_string(), t))) {
@@ -290,7 +337,7 @@ impl State {
                     }
                     None => self.protocol_error(conn, format!("END of no open hold: {line:?}")),
                 }
-                Some("OK")
+                Some(Reply::Ok)
             }
             ["LOST", path, token, reason @ ..] => {
                 let reason = reason.first().copied().unwrap_or("unknown");
@@ -314,7 +361,7 @@ impl State {
                     }
                     None => self.protocol_error(conn, format!("LOST of no open hold: {line:?}")),
                 }
-                Some("OK")
+                Some(Reply::Ok)
             }
             _ => {
                 self.protocol_error(conn, format!("unknown message {line:?}"));
@@ -323,8 +370,10 @@ impl State {
         }
     }
 
-    fn begin(&mut self, conn: ConnId, path: &str, mode: char, token: i64, lang: &str, name: &str) {
+    /// Records a hold begun; `Some(ms)` if it is pinned for `ms`.
+    fn begin(&mut self, conn: ConnId, path: &str, mode: char, token: i64, lang: &str, name: &str) -> Option<u64> {
         let now = self.now_ms();
+        let pin = self.pins.remove(name);
         let id = self.next_hold;
         self.next_hold += 1;
         let seq = self.next_seq;
@@ -351,6 +400,7 @@ impl State {
                 open: true,
                 ended: None,
                 flagged: Vec::new(),
+                pin: pin.as_ref().map(|(ms, label)| (label.clone(), now + *ms as f64)),
             },
         );
         self.paths.entry(path.to_string()).or_default().holds.push_back(id);
@@ -359,6 +409,7 @@ impl State {
         for (label, at) in std::mem::take(&mut self.fig.pending_marks) {
             self.fig.recoveries.push((label, at, now - at));
         }
+        pin.map(|(ms, _)| ms)
     }
 
     /// A WRITE (`write`) or READ; true if accepted.
@@ -412,9 +463,33 @@ impl State {
         }
         let now = self.now_ms();
         let h = self.holds.get_mut(&hold).expect("hold");
+        let first = h.first_op_ms.is_none();
         h.first_op_ms.get_or_insert(now);
         h.ops += 1;
+        if first && !self.frozen {
+            self.take_over_pinned(path, hold, now);
+        }
         accepted
+    }
+
+    /// At the first operation of `hold`: pinned holds on `path` that ended LOST, began before it
+    /// and conflict with it, whose pinned time is not up, were taken over.
+    fn take_over_pinned(&mut self, path: &str, hold: HoldId, now: f64) {
+        let (seq, mode) = (self.holds[&hold].seq, self.holds[&hold].mode);
+        let mut taken = Vec::new();
+        self.paths.get_mut(path).expect("path").pinned_lost.retain(|(g_seq, g_mode, lang, label, end)| {
+            if *end <= now {
+                return false;
+            }
+            if *g_seq < seq && conflict(*g_mode, mode) {
+                taken.push((label.clone(), lang.clone()));
+                return false;
+            }
+            true
+        });
+        for (label, lang) in taken {
+            self.count_pinned(&label, &lang, "taken_over");
+        }
     }
 
     /// An END (or a hold still open when the soak stops) after a later conflicting holder acted.
@@ -441,7 +516,7 @@ impl State {
     }
 
     fn control(&mut self, line: &str) -> String {
-        if !matches!(line, "HOLDERS" | "COUNT") {
+        if !matches!(line, "HOLDERS" | "COUNT" | "PINNED") {
             self.log("ctl", line);
         }
         let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -463,11 +538,37 @@ impl State {
                 format!("HOLDERS {}", names.join(" ")).trim_end().to_string()
             }
             "COUNT" => format!("COUNT {}", self.fig.handoffs_total),
+            "PIN" => {
+                let mut words = rest.split_whitespace();
+                let (Some(name), Some(Ok(ms))) = (words.next(), words.next().map(str::parse::<u64>)) else {
+                    return format!("ERR PIN wants a contender name and milliseconds, got {rest:?}");
+                };
+                let label = words.next().unwrap_or("pinned").to_string();
+                self.pins.insert(name.to_string(), (ms, label));
+                "OK".to_string()
+            }
+            "UNPIN" => if self.pins.remove(rest.trim()).is_some() { "UNPIN cleared" } else { "UNPIN none" }.to_string(),
+            "PINNED" => {
+                let mut names: Vec<&str> = self
+                    .holds
+                    .values()
+                    .filter(|h| h.open && h.pin.is_some() && self.conns[&h.conn].alive)
+                    .map(|h| h.name.as_str())
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                format!("PINNED {}", names.join(" ")).trim_end().to_string()
+            }
             "STOP" => {
                 if !self.frozen {
                     let open: Vec<HoldId> = self.holds.iter().filter(|(_, h)| h.open).map(|(&id, _)| id).collect();
                     for hold in open {
                         self.judge_end(hold);
+                        let h = &self.holds[&hold];
+                        if let Some((label, _)) = h.pin.clone() {
+                            let lang = h.lang.clone();
+                            self.count_pinned(&label, &lang, "open_at_stop");
+                        }
                     }
                     self.frozen = true;
                 }
@@ -480,7 +581,7 @@ impl State {
                 }
                 report
             }
-            _ => format!("ERR unknown command {cmd:?} (MARK, NOTE, HOLDERS, COUNT, STOP, REPORT)"),
+            _ => format!("ERR unknown command {cmd:?} (MARK, NOTE, HOLDERS, COUNT, PIN, UNPIN, PINNED, STOP, REPORT)"),
         }
     }
 
@@ -543,10 +644,18 @@ impl State {
             "lost_after_end": self.fig.lost_after_end,
             "holds_ended_by_connection_close": self.fig.closed_holding,
             "recoveries": recoveries,
+            "pinned": self.fig.pinned,
             "unrecovered_marks": unrecovered,
             "elapsed_ms": round1(self.now_ms()),
         })
     }
+}
+
+enum Reply {
+    Ok,
+    Stale,
+    /// `OK PIN ms`: the hold just begun is pinned.
+    Pin(u64),
 }
 
 fn parse_mode(mode: &str) -> Option<char> {
@@ -630,6 +739,7 @@ fn main() {
         paths: HashMap::new(),
         conns: HashMap::new(),
         overlap_pairs: HashSet::new(),
+        pins: HashMap::new(),
         fig: Figures::default(),
         log,
     }));

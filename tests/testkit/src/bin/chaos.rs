@@ -34,10 +34,15 @@ const WARM_UP: Duration = Duration::from_secs(3);
 const RETRY_FOR: Duration = Duration::from_secs(3);
 /// A contender that exits this soon after starting, 3 times in a row, cannot run: give up.
 const QUICK_CRASH: Duration = Duration::from_secs(5);
+/// A pinned fault waits this long for its contender to begin the pinned hold, else is skipped.
+const PIN_WAIT: Duration = Duration::from_secs(10);
+/// A pinned hold lasts the fault, then the session timeout and this much more: a short fault's
+/// hold must go on holding after it (no overlap), a long fault's hold must be told lost during it.
+const PIN_MARGIN: Duration = Duration::from_millis(500);
 
 fn usage() -> &'static str {
     "usage: chaos [--minutes M] [--handoffs N] [--seed S] [--json FILE] [--contenders-per-lang K]\n\
-     \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator]\n\
+     \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator] [--pace normal|fast]\n\
      \x20            [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
 }
 
@@ -66,6 +71,9 @@ struct Options {
     commands: BTreeMap<String, Vec<String>>,
     bin_dir: PathBuf,
     run_dir: Option<PathBuf>,
+    /// `--pace fast`: contenders sleep [0, 3] ms after an operation and [0, 5] ms between
+    /// iterations instead of [0, 30] and [0, 50], for more handoffs per second.
+    fast: bool,
 }
 
 fn parse_options() -> Options {
@@ -87,6 +95,7 @@ fn parse_options() -> Options {
         commands: BTreeMap::new(),
         bin_dir,
         run_dir: None,
+        fast: false,
     };
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -134,6 +143,13 @@ fn parse_options() -> Options {
             }
             "--bin-dir" => o.bin_dir = PathBuf::from(value),
             "--dir" => o.run_dir = Some(PathBuf::from(value)),
+            "--pace" => {
+                o.fast = match value.as_str() {
+                    "normal" => false,
+                    "fast" => true,
+                    _ => fail_usage(&format!("--pace wants normal or fast, got {value:?}")),
+                }
+            }
             other => fail_usage(&format!("unknown option {other:?}")),
         }
     }
@@ -184,11 +200,20 @@ enum Kind {
     ClientServerCut,
     KillHolding,
     KillWaiting,
+    /// A contender is made to hold (PIN) across a stall of its connections shorter than the
+    /// session timeout: the hold must survive.
+    PinnedStallShort,
+    /// ... across a stall or cut longer than the session timeout: the hold must be told lost
+    /// before the next holder acts.
+    PinnedStallLong,
+    PinnedCutLong,
 }
 
 impl Kind {
     /// Relative frequency in the plan.
-    const WEIGHTS: [(Kind, u64); 8] = [
+    /// Pinned faults are ~30% of the client faults: only they make a hold outlive the time
+    /// zklock takes to declare it lost, so only they exercise the lost-lock promise.
+    const WEIGHTS: [(Kind, u64); 11] = [
         (Kind::LeaderKill, 8),
         (Kind::FollowerPause, 8),
         (Kind::EnsemblePause, 5),
@@ -197,6 +222,9 @@ impl Kind {
         (Kind::ClientServerCut, 8),
         (Kind::KillHolding, 8),
         (Kind::KillWaiting, 6),
+        (Kind::PinnedStallShort, 5),
+        (Kind::PinnedStallLong, 5),
+        (Kind::PinnedCutLong, 4),
     ];
 
     fn is_ensemble(self) -> bool {
@@ -230,9 +258,18 @@ impl Planned {
             Kind::ClientServerCut => "client_server_cut",
             Kind::KillHolding => "contender_kill_holding",
             Kind::KillWaiting => "contender_kill_waiting",
+            Kind::PinnedStallShort => PINNED_STALL_SHORT,
+            Kind::PinnedStallLong => PINNED_STALL_LONG,
+            Kind::PinnedCutLong => PINNED_CUT_LONG,
         }
     }
 }
+
+const PINNED_STALL_SHORT: &str = "pinned_stall_short";
+const PINNED_STALL_LONG: &str = "pinned_stall_long";
+const PINNED_CUT_LONG: &str = "pinned_cut_long";
+/// Pinned faults after which the hold must have been told lost.
+const PINNED_LONG: [&str; 2] = [PINNED_STALL_LONG, PINNED_CUT_LONG];
 
 fn plan(seed: u64, run: Duration, session: Duration) -> Vec<Planned> {
     let mut rng = SplitMix64::new(seed);
@@ -266,6 +303,10 @@ fn plan(seed: u64, run: Duration, session: Duration) -> Vec<Planned> {
             Kind::ClientCut | Kind::ClientStall => frac(&mut rng, 1.1, 2.0),
             Kind::ClientServerCut => frac(&mut rng, 0.2, 2.0),
             Kind::KillHolding | Kind::KillWaiting => ms(&mut rng, 100, 1500),
+            // zklock declares a loss ~0.85 x the session timeout after the connection goes
+            // silent: well before the short ones end, and well after the long ones.
+            Kind::PinnedStallShort => frac(&mut rng, 0.3, 0.6),
+            Kind::PinnedStallLong | Kind::PinnedCutLong => frac(&mut rng, 1.3, 2.0),
         };
         let pick = rng.next_u64();
         out.push(Planned { at, kind, pick, duration });
@@ -342,6 +383,10 @@ struct Slot {
     respawn_at: Option<Instant>,
     /// A client fault is under way: heal at this time.
     heal_at: Option<Instant>,
+    /// A pinned fault waits for this contender to begin its pinned hold.
+    pin: Option<PinWait>,
+    /// A pinned hold under a fault lasts until then: no other fault picks this contender.
+    pinned_until: Option<Instant>,
     started_at: Instant,
     /// Exits soon after starting, in a row: a contender that cannot run at all.
     quick_crashes: u32,
@@ -374,6 +419,9 @@ impl Slot {
         if self.lang == "curator" {
             cmd.arg("--curator-mutex-only");
         }
+        if o.fast {
+            cmd.args(["--op-sleep-ms", "3", "--idle-ms", "5"]);
+        }
         cmd.stdin(Stdio::null()).stdout(Stdio::from(log)).stderr(Stdio::from(log2));
         // Its own process group, so a wrapper's children are signalled too; and killed if this
         // process dies (the main thread spawns, and lives as long as the process).
@@ -402,6 +450,11 @@ impl Slot {
         }
     }
 
+    /// Free for a new client fault: none under way, no pin pending or pinned hold running.
+    fn free(&self, now: Instant) -> bool {
+        self.heal_at.is_none() && self.pin.is_none() && self.pinned_until.is_none_or(|t| t <= now)
+    }
+
     /// SIGKILL and reap; it starts again at `respawn_at`.
     fn kill(&mut self, respawn_at: Instant) {
         self.signal(libc::SIGKILL);
@@ -411,6 +464,16 @@ impl Slot {
         self.incarnation += 1;
         self.respawn_at = Some(respawn_at);
     }
+}
+
+/// A pinned fault that waits for its contender to hold pinned.
+struct PinWait {
+    kind: Kind,
+    key: &'static str,
+    duration: Duration,
+    pinned_for: Duration,
+    name: String,
+    give_up_at: Instant,
 }
 
 // ---------------------------------------------------------------------------- the ensemble
@@ -559,7 +622,7 @@ impl Soak {
                 self.ensemble = EnsembleFault::AllPaused { until: Instant::now() + f.duration };
             }
             Kind::ClientCut | Kind::ClientStall | Kind::ClientServerCut => {
-                let free: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].heal_at.is_none()).collect();
+                let free: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].free(now)).collect();
                 // Half of them hit a contender that holds now, if any: its hold goes on while
                 // the connection is down.
                 let holders = if f.pick & (1 << 40) == 0 { self.resource.holders() } else { BTreeSet::new() };
@@ -599,7 +662,10 @@ impl Soak {
                 let candidates: Vec<usize> = (0..self.slots.len())
                     .filter(|&i| {
                         let s = &self.slots[i];
-                        s.child.is_some() && (holders.contains(&s.name) == (f.kind == Kind::KillHolding))
+                        s.child.is_some()
+                            && s.pin.is_none()
+                            && s.pinned_until.is_none_or(|t| t <= now)
+                            && (holders.contains(&s.name) == (f.kind == Kind::KillHolding))
                     })
                     .collect();
                 if candidates.is_empty() {
@@ -610,9 +676,84 @@ impl Soak {
                 self.slots[i].kill(Instant::now() + f.duration);
                 self.log_fault(&format!("{key}: SIGKILL {name}, restart in {ms}ms"));
             }
+            Kind::PinnedStallShort | Kind::PinnedStallLong | Kind::PinnedCutLong => {
+                // Counted once applied, by step_pins.
+                let candidates: Vec<usize> = (0..self.slots.len())
+                    .filter(|&i| self.slots[i].child.is_some() && self.slots[i].free(now))
+                    .collect();
+                if candidates.is_empty() {
+                    return false;
+                }
+                let i = candidates[(f.pick % candidates.len() as u64) as usize];
+                let name = self.slots[i].name.clone();
+                let pinned_for = f.duration + session + PIN_MARGIN;
+                self.resource.command(&format!("PIN {name} {} {key}", pinned_for.as_millis()));
+                self.log_fault(&format!("{key}: PIN {name} for {}ms, then a {ms}ms fault", pinned_for.as_millis()));
+                self.slots[i].pin = Some(PinWait {
+                    kind: f.kind,
+                    key,
+                    duration: f.duration,
+                    pinned_for,
+                    name,
+                    give_up_at: now + PIN_WAIT,
+                });
+                return true;
+            }
         }
         *self.faults.entry(key).or_default() += 1;
         true
+    }
+
+    /// Pinned faults waiting: once the contender holds pinned, stall or cut it; after
+    /// [`PIN_WAIT`] without, skip the fault.
+    fn step_pins(&mut self) {
+        if self.slots.iter().all(|s| s.pin.is_none()) {
+            return;
+        }
+        let mut pinned = self.pinned();
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            let Some((name, key, give_up_at)) =
+                self.slots[i].pin.as_ref().map(|w| (w.name.clone(), w.key, w.give_up_at))
+            else {
+                continue;
+            };
+            if !pinned.contains(&name) {
+                if now < give_up_at {
+                    continue;
+                }
+                // A pin given since the last look is a hold to fault after all.
+                if self.resource.command(&format!("UNPIN {name}")) == "UNPIN cleared" || {
+                    pinned = self.pinned();
+                    !pinned.contains(&name)
+                } {
+                    self.slots[i].pin = None;
+                    *self.skipped.entry(key).or_default() += 1;
+                    self.log_fault(&format!("{key}: {name} did not hold within {}s; skipped", PIN_WAIT.as_secs()));
+                    continue;
+                }
+            }
+            let wait = self.slots[i].pin.take().expect("pin");
+            let slot = &mut self.slots[i];
+            let what = if wait.kind == Kind::PinnedCutLong {
+                slot.proxies.cut_all();
+                "cut from every server"
+            } else {
+                slot.proxies.stall_all();
+                "stalled to every server"
+            };
+            let now = Instant::now();
+            slot.heal_at = Some(now + wait.duration);
+            slot.pinned_until = Some(now + wait.pinned_for);
+            let ms = wait.duration.as_millis();
+            self.log_fault(&format!("{}: {} (holding pinned) {what} for {ms}ms", wait.key, wait.name));
+            *self.faults.entry(wait.key).or_default() += 1;
+        }
+    }
+
+    fn pinned(&mut self) -> BTreeSet<String> {
+        let reply = self.resource.command("PINNED");
+        reply.split_whitespace().skip(1).map(String::from).collect()
     }
 
     /// Ends every fault: servers running and resumed, a leader, every proxy passing.
@@ -636,6 +777,9 @@ impl Soak {
         for slot in &mut self.slots {
             slot.heal_at = None;
             slot.proxies.pass_all();
+            if let Some(wait) = slot.pin.take() {
+                self.resource.command(&format!("UNPIN {}", wait.name));
+            }
         }
         self.log_fault("healed: every server up, every proxy passing");
     }
@@ -788,6 +932,19 @@ impl Census {
 
 // ------------------------------------------------------------------------------------- report
 
+/// Pinned holds that ended normally (END) although their contender was stalled or cut longer
+/// than the session timeout while holding: the session expired, so the hold should have been
+/// told lost. Curator's (`curator`) or zklock's.
+fn long_pinned_not_lost(pinned: &Value, curator: bool) -> u64 {
+    PINNED_LONG
+        .iter()
+        .filter_map(|label| pinned[*label].as_object())
+        .flat_map(|by_lang| by_lang.iter())
+        .filter(|(lang, _)| (lang.as_str() == "curator") == curator)
+        .map(|(_, v)| get_u64(v, &["ended"]))
+        .sum()
+}
+
 fn get_u64(v: &Value, path: &[&str]) -> u64 {
     path.iter().try_fold(v, |v, k| v.get(k)).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -812,6 +969,9 @@ fn main() {
         let mut r = format!("scripts/chaos --seed {} --minutes {}", o.seed, o.minutes);
         if let Some(n) = o.handoffs {
             r += &format!(" --handoffs {n}");
+        }
+        if o.fast {
+            r += " --pace fast";
         }
         r += &format!(
             " --langs {} --contenders-per-lang {} --session-timeout-ms {}",
@@ -858,6 +1018,8 @@ fn main() {
                 name: String::new(),
                 respawn_at: None,
                 heal_at: None,
+                pin: None,
+                pinned_until: None,
                 started_at: Instant::now(),
                 quick_crashes: 0,
             });
@@ -917,6 +1079,7 @@ fn main() {
         }
         soak.reap(false);
         soak.step_ensemble();
+        soak.step_pins();
         while next < planned.len() && planned[next].at <= elapsed {
             waiting.push(planned[next].clone());
             next += 1;
@@ -934,7 +1097,8 @@ fn main() {
             true
         });
         let until_next = planned.get(next).map_or(TICK, |f| f.at.saturating_sub(soak.started.elapsed()));
-        thread::sleep(if waiting.is_empty() { until_next.min(TICK) } else { Duration::from_millis(20) });
+        let busy = !waiting.is_empty() || soak.slots.iter().any(|s| s.pin.is_some());
+        thread::sleep(if busy { Duration::from_millis(20) } else { until_next.min(TICK) });
     }
     let soak_time = soak.started.elapsed();
 
@@ -964,6 +1128,7 @@ fn main() {
         ("stale_writes_accepted", get_u64(zk, &["stale_writes_accepted"])),
         ("late_lost_signals", get_u64(zk, &["late_lost_signals"])),
         ("unsignalled_losses", get_u64(zk, &["unsignalled_losses"])),
+        ("long_pinned_not_lost", long_pinned_not_lost(&report["pinned"], false)),
         ("nodes_left", left.len() as u64),
         ("orphaned_nodes", orphans_zklock.len() as u64),
         ("protocol_errors", get_u64(&report, &["protocol_errors"])),
@@ -994,6 +1159,7 @@ fn main() {
         "stale_writes_accepted": get_u64(peer, &["stale_writes_accepted"]),
         "late_lost_signals": get_u64(peer, &["late_lost_signals"]),
         "unsignalled_losses": get_u64(peer, &["unsignalled_losses"]),
+        "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], true),
         "contender_crashes": soak.crashes.get("curator").map_or(0, Vec::len),
         "orphaned_nodes": orphans_curator.len(),
         "orphaned_nodes_detail": orphans_curator,
@@ -1003,6 +1169,8 @@ fn main() {
         "replay": replay,
         "minutes": soak.o.minutes,
         "soak_seconds": (soak_time.as_secs_f64() * 10.0).round() / 10.0,
+        "pace": if soak.o.fast { "fast" } else { "normal" },
+        "handoffs_per_second": (get_u64(&report, &["handoffs_total"]) as f64 / soak_time.as_secs_f64() * 10.0).round() / 10.0,
         "session_timeout_ms": session.as_millis() as u64,
         "contenders_per_lang": soak.o.per_lang,
         "langs": soak.o.langs,
@@ -1014,6 +1182,8 @@ fn main() {
         "stale_writes_accepted": get_u64(zk, &["stale_writes_accepted"]),
         "late_lost_signals": get_u64(zk, &["late_lost_signals"]),
         "unsignalled_losses": get_u64(zk, &["unsignalled_losses"]),
+        "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], false),
+        "pinned_holds": report["pinned"],
         "stale_writes_rejected": stale_rejected_total,
         "stale_writes_rejected_by_lang": report["stale_writes_rejected"],
         "nodes_left": left.len(),
@@ -1074,6 +1244,11 @@ fn print_table(s: &Value) {
         s["seed"], s["soak_seconds"], s["session_timeout_ms"], s["contenders_per_lang"]
     );
     println!("handoffs (holds begun)          {}   [{}]", n(&s["handoffs_total"]), map_line(&s["handoffs"]));
+    println!(
+        "handoffs per second             {}   (pace {})",
+        s["handoffs_per_second"],
+        s["pace"].as_str().unwrap_or("?")
+    );
     let faults: u64 = s["faults"].as_object().map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
     println!("faults injected                 {faults}   [{}]", map_line(&s["faults"]));
     if s["faults_skipped"].as_object().is_some_and(|m| !m.is_empty()) {
@@ -1086,6 +1261,7 @@ fn print_table(s: &Value) {
         "stale_writes_accepted",
         "late_lost_signals",
         "unsignalled_losses",
+        "long_pinned_not_lost",
         "nodes_left",
         "orphaned_nodes",
         "protocol_errors",
@@ -1102,6 +1278,7 @@ fn print_table(s: &Value) {
         "stale_writes_accepted",
         "late_lost_signals",
         "unsignalled_losses",
+        "long_pinned_not_lost",
         "orphaned_nodes",
         "contender_crashes",
     ] {
@@ -1114,6 +1291,15 @@ fn print_table(s: &Value) {
         map_line(&s["stale_writes_rejected_by_lang"])
     );
     println!("lost holds                      [{}]", map_line(&s["lost_holds"]));
+    if let Some(m) = s["pinned_holds"].as_object().filter(|m| !m.is_empty()) {
+        println!("pinned holds, by fault: how they ended (taken over: lost, and the next holder acted in time)");
+        for (label, by_lang) in m {
+            println!("  {label}");
+            for (lang, v) in by_lang.as_object().into_iter().flatten() {
+                println!("    {lang:<28}{}", map_line(v));
+            }
+        }
+    }
     let w = &s["wait_ms"]["all"];
     println!(
         "wait ms (held)                  p50 {}  p99 {}  max {}  (n {})",
