@@ -626,8 +626,6 @@ static void call_lock_new(bool rw) {
     acl_checked = true;
   }
   if (with && !open_acl) path_index = -1; /* not tracked: freed at once below */
-#else
-  int rc = rw ? zkl_rwlock_new(client, path, ap, bp) : zkl_lock_new(client, path, ap);
   check(f, rc, &e, path == NULL ? "NULL path" : path_index >= 0 ? "fuzz path" : "bad path");
   if (rc == ZKL_INVALID_ARGUMENT && e.n == 0 && random_path && !acl_checked) {
     bool named = false;
