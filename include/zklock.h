@@ -318,8 +318,17 @@ typedef void (*zkl_session_callback)(void *userdata, zkl_client *client, zkl_ses
  * "user:base64(sha1(user:password))", "ip" with "10.0.0.0/8", ...
  */
 typedef struct {
+  /**
+   * The rights granted: ZKL_PERM_* bits.
+   */
   uint32_t perms;
+  /**
+   * The auth scheme, e.g. "world", "auth", "digest", "ip" (borrowed for the call).
+   */
   const char *scheme;
+  /**
+   * The identity in that scheme, e.g. "anyone" (borrowed for the call).
+   */
   const char *id;
 } zkl_acl_entry;
 
@@ -344,6 +353,9 @@ typedef struct {
    * For ZKL_ACL_CUSTOM: acl_entry_count entries (borrowed for the call); NULL otherwise.
    */
   const zkl_acl_entry *acl_entries;
+  /**
+   * How many entries acl_entries has.
+   */
   size_t acl_entry_count;
 } zkl_lock_options;
 
@@ -359,7 +371,7 @@ typedef void (*zkl_lost_callback)(void *userdata, zkl_lock *lock, uint64_t owner
  */
 typedef struct {
   /**
-   * The child node's name, e.g. "_c_<uuid>-lock-0000000007".
+   * The child node's name, e.g. `"_c_<uuid>-lock-0000000007"`.
    */
   const char *node;
   /**
@@ -402,6 +414,9 @@ typedef struct {
    * The raw node data (Curator writes the client's IP address), `data_len` bytes.
    */
   const uint8_t *data;
+  /**
+   * How many bytes `data` has.
+   */
   size_t data_len;
   /**
    * How it takes the lock, by its node's name: "exclusive" (zkl_lock_new), "read" or "write"
@@ -419,6 +434,9 @@ typedef struct {
    * How many entries `items` has (0 for an empty list, and then `items` may be NULL).
    */
   size_t count;
+  /**
+   * The entries, `count` of them.
+   */
   const zkl_participant *items;
 } zkl_participants;
 

@@ -20,3 +20,9 @@ pub use hold::NativeHold;
 pub use lock::{new_owner, set_thread_id, Identity, NativeLock, Participant};
 pub use runtime::close_all_at_exit;
 pub use rwlock::NativeReadWriteLock;
+
+/// The version of zklock, the same for the crate, the wheel and the npm package.
+#[napi_derive::napi]
+pub fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}

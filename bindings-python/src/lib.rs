@@ -65,4 +65,9 @@ mod _native {
     const PERM_ADMIN: u32 = zklock::Perms::ADMIN.bits();
     #[pymodule_export]
     const PERM_ALL: u32 = zklock::Perms::ALL.bits();
+
+    /// The version of zklock, the same for the crate, the wheel and the npm package.
+    #[pymodule_export]
+    #[allow(non_upper_case_globals)] // Python's own name for it
+    const __version__: &str = env!("CARGO_PKG_VERSION");
 }

@@ -39,3 +39,13 @@ def test_the_native_module_is_an_abi3_build_inside_the_package():
 
     assert Path(_native.__file__).parent == Path(zklock.__file__).parent
     assert Path(_native.__file__).name == "_native.abi3.so"
+
+
+def test_version_is_the_installed_distribution_s_and_python_m_zklock_prints_it():
+    from importlib.metadata import version
+
+    assert zklock.__version__ == version("zklock")
+    printed = subprocess.run(
+        [sys.executable, "-m", "zklock", "--version"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert printed == f"zklock {zklock.__version__}\n"

@@ -42,6 +42,8 @@
 //! * `ffi` (off by default): the C ABI, `zkl_*` functions declared in `include/zklock.h` and
 //!   built into `libzklock.so`/`libzklock.a` by the root Makefile (`make install PREFIX=...`).
 
+#![warn(missing_docs)]
+
 mod acl;
 mod client;
 mod dispatch;

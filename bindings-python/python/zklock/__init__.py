@@ -65,6 +65,9 @@ __all__ = [
     "PERM_ALL",
 ]
 
+#: zklock's version: one number for the crate, the wheel and the npm package (Cargo.toml's).
+__version__: str = _native.__version__
+
 #: A lock's ``acl=``: who may queue for, delete in and read it. ``"open"`` (the default: anyone
 #: may do anything, so any client can delete a holder's node); ``"creator_all_world_read"`` (full
 #: rights for the clients authenticated as the creator, read for everyone: others see the queue

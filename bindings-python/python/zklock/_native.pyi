@@ -20,7 +20,10 @@ __all__ = [
     "PERM_DELETE",
     "PERM_ADMIN",
     "PERM_ALL",
+    "__version__",
 ]
+
+__version__: Final[str]
 
 PERM_READ: Final = 1
 PERM_WRITE: Final = 2

@@ -181,8 +181,11 @@ pub const ZKL_PERM_ALL: u32 = 31;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zkl_acl_entry {
+    /// The rights granted: ZKL_PERM_* bits.
     pub perms: u32,
+    /// The auth scheme, e.g. "world", "auth", "digest", "ip" (borrowed for the call).
     pub scheme: *const c_char,
+    /// The identity in that scheme, e.g. "anyone" (borrowed for the call).
     pub id: *const c_char,
 }
 
@@ -203,6 +206,7 @@ pub struct zkl_lock_options {
     pub acl: i32,
     /// For ZKL_ACL_CUSTOM: acl_entry_count entries (borrowed for the call); NULL otherwise.
     pub acl_entries: *const zkl_acl_entry,
+    /// How many entries acl_entries has.
     pub acl_entry_count: usize,
 }
 

@@ -2,7 +2,7 @@
 //! `include/zklock.h` (generated from this module by `scripts/gen-header`).
 //!
 //! Shaped like hyper's `src/ffi` and rustls-ffi: every entry point runs inside a panic boundary
-//! ([`ffi_result!`], [`ffi_value!`]), checks its pointers first ([`non_null!`]), and reports a
+//! (`ffi_result!`, `ffi_value!`), checks its pointers first (`non_null!`), and reports a
 //! `#[repr(C)]` [`zkl_result`] with stable numbers plus a thread-local message.
 //!
 //! Handles are not pointers to memory: they are ids, never reused in a process, that every call

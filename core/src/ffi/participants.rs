@@ -12,7 +12,7 @@ use crate::{Mode, Participant};
 #[repr(C)]
 #[derive(Debug)]
 pub struct zkl_participant {
-    /// The child node's name, e.g. "_c_<uuid>-lock-0000000007".
+    /// The child node's name, e.g. `"_c_<uuid>-lock-0000000007"`.
     pub node: *const c_char,
     /// Whether the name has a sequence suffix (then in `sequence`).
     pub has_sequence: bool,
@@ -34,6 +34,7 @@ pub struct zkl_participant {
     pub identifier: *const c_char,
     /// The raw node data (Curator writes the client's IP address), `data_len` bytes.
     pub data: *const u8,
+    /// How many bytes `data` has.
     pub data_len: usize,
     /// How it takes the lock, by its node's name: "exclusive" (zkl_lock_new), "read" or "write"
     /// (zkl_rwlock_new); NULL for a node of no lock zklock knows. A static string.
@@ -57,6 +58,7 @@ fn mode_name(mode: Option<Mode>) -> *const c_char {
 pub struct zkl_participants {
     /// How many entries `items` has (0 for an empty list, and then `items` may be NULL).
     pub count: usize,
+    /// The entries, `count` of them.
     pub items: *const zkl_participant,
 }
 
