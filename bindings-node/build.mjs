@@ -4,6 +4,7 @@
 //
 //   node build.mjs            # debug (what scripts/test-node uses)
 //   node build.mjs --release  # release (npm run build; the benchmark)
+//   node build.mjs --release --print-path  # only build, and print the library's path (scripts/package)
 import { spawnSync } from 'node:child_process'
 import { copyFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -33,5 +34,9 @@ if (!library) {
   console.error('build.mjs: cargo built no zklock_node library')
   process.exit(1)
 }
-copyFileSync(library, join(here, 'zklock.node'))
-console.error(`build.mjs: ${library} -> zklock.node`)
+if (process.argv.includes('--print-path')) {
+  console.log(library)
+} else {
+  copyFileSync(library, join(here, 'zklock.node'))
+  console.error(`build.mjs: ${library} -> zklock.node`)
+}

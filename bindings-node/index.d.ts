@@ -5,6 +5,9 @@
 /// <reference types="node" />
 /// <reference lib="esnext.disposable" />
 
+/** zklock's version: one number for the crate, the wheel and the npm package. */
+export declare const version: string
+
 /** The `code` of every error zklock rejects with: one per kind of the core's errors. */
 export declare const codes: Readonly<{
   INVALID_ARGUMENT: 'ZKLOCK_INVALID_ARGUMENT'
@@ -272,6 +275,7 @@ declare const zklock: {
   AbortError: typeof AbortError
   codes: typeof codes
   perms: typeof perms
+  version: typeof version
 }
 /** `import zklock from 'zklock'`: the same classes as the named exports. */
 export default zklock

@@ -6,12 +6,27 @@
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { threadId } = require('node:worker_threads')
 
-let native
-try {
-  native = require('./zklock.node')
-} catch (cause) {
-  throw new Error('zklock: the native addon is not built; run `npm run build` in the package directory', { cause })
+// The addon: the prebuilt one for this platform that a published package carries
+// (zklock.<platform>-<arch>[-gnu|-musl].node, napi-rs's naming), or else the one `npm run build`
+// made in a source checkout (zklock.node).
+function platformName() {
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`
+  const glibc = process.report?.getReport?.().header?.glibcVersionRuntime
+  return `linux-${process.arch}-${glibc ? 'gnu' : 'musl'}`
 }
+const PLATFORM = platformName()
+function loadNative() {
+  const { existsSync } = require('node:fs')
+  const path = require('node:path')
+  for (const file of [`zklock.${PLATFORM}.node`, 'zklock.node']) {
+    if (existsSync(path.join(__dirname, file))) return require(`./${file}`)
+  }
+  throw new Error(
+    `zklock: no native addon for ${PLATFORM} in ${__dirname}: this package carries zklock.linux-x64-gnu.node; ` +
+      'elsewhere build it from the source repository (`npm run build` in bindings-node, with a Rust toolchain)',
+  )
+}
+const native = loadNative()
 // Owner labels (in messages and lock nodes) name the worker thread as well as the async flow.
 native.setThreadId(threadId)
 
@@ -705,4 +720,7 @@ class Hold {
   }
 }
 
-module.exports = { Client, Lock, ReadWriteLock, Hold, AbortError, codes, perms }
+/** zklock's version (the native addon's): one number for the crate, the wheel and the npm package. */
+const version = native.version()
+
+module.exports = { Client, Lock, ReadWriteLock, Hold, AbortError, codes, perms, version }

@@ -19,18 +19,96 @@ test('index.d.ts compiles under tsc --strict with no lib or types settings of th
   execFileSync(process.execPath, [tsc, '-p', path.join(PKG, 'test/types/tsconfig.json')], { encoding: 'utf8' })
 })
 
-test('no undeclared member is reachable on Client, Lock, ReadWriteLock or Hold', () => {
-  const declared = {
-    Client: ['constructor', 'state', 'onStateChange', 'lock', 'readWriteLock', 'close'],
-    Lock: ['constructor', 'path', 'mode', 'isHeld', 'state', 'contenders', 'holder', 'holders', 'acquire', 'withLock', 'release'],
-    ReadWriteLock: ['constructor', 'path', 'read', 'write', 'contenders', 'holders'],
-    Hold: ['constructor', 'fencingToken', 'sequence', 'state', 'signal', 'release', 'run'],
+// What index.d.ts declares, read with the TypeScript compiler: the module's value exports, each
+// exported class's instance and static members, and the keys of each exported constant object.
+function declaredSurface() {
+  const ts = createRequire(path.join(PKG, 'package.json'))('typescript')
+  const file = path.join(PKG, 'index.d.ts')
+  const program = ts.createProgram([file], { strict: true, noEmit: true, types: [] })
+  const checker = program.getTypeChecker()
+  const moduleSymbol = checker.getSymbolAtLocation(program.getSourceFile(file))
+  // A computed member such as [Symbol.asyncDispose] is named "__@asyncDispose@<id>".
+  const nameOf = (symbol) => symbol.escapedName.startsWith('__@') ? `Symbol.${symbol.escapedName.split('@')[1]}` : symbol.name
+  // Through the checker: a computed member such as [Symbol.asyncDispose] is bound late, and only
+  // the type has it. A class's own members are those declared in its body (not Error's).
+  const ownNames = (type, classDeclaration) =>
+    type
+      .getProperties()
+      .filter((p) => p.declarations?.some((d) => d.parent === classDeclaration))
+      .map(nameOf)
+      .sort()
+  const values = {}
+  const classes = {}
+  const objects = {}
+  for (const exported of checker.getExportsOfModule(moduleSymbol)) {
+    // `export default zklock` is an alias of the declared constant.
+    const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported
+    const name = exported.name
+    if (!(symbol.flags & ts.SymbolFlags.Value)) continue
+    values[name] = true
+    if (symbol.flags & ts.SymbolFlags.Class) {
+      const body = symbol.valueDeclaration
+      const instance = ownNames(checker.getDeclaredTypeOfSymbol(symbol), body)
+      const statics = ownNames(checker.getTypeOfSymbolAtLocation(symbol, body), body)
+      classes[name] = { instance, statics }
+    } else {
+      const type = checker.getTypeOfSymbolAtLocation(symbol, symbol.valueDeclaration)
+      if (type.flags & ts.TypeFlags.Object) objects[name] = type.getProperties().map(nameOf).sort()
+    }
   }
-  for (const [name, cls] of Object.entries({ Client, Lock, ReadWriteLock, Hold })) {
-    const members = Object.getOwnPropertyNames(cls.prototype).sort()
-    assert.deepEqual(members, [...declared[name]].sort(), name)
-    assert.deepEqual(Object.getOwnPropertySymbols(cls.prototype).map(String), name === 'Hold' ? [String(Symbol.asyncDispose)] : [])
+  return { values: Object.keys(values).sort(), classes, objects }
+}
+
+// What the package exports at run time, in the same shape.
+function runtimeSurface(exported) {
+  // A well-known symbol by its name in the declarations (Node 20's Symbol.asyncDispose is its own
+  // symbol, described "nodejs.asyncDispose").
+  const symbolName = (symbol) =>
+    Object.getOwnPropertyNames(Symbol).find((name) => Symbol[name] === symbol)?.replace(/^/, 'Symbol.') ?? symbol.description
+  const own = (target, skip) =>
+    [...Object.getOwnPropertyNames(target), ...Object.getOwnPropertySymbols(target).map(symbolName)]
+      .filter((n) => !skip.includes(n))
+      .sort()
+  const classes = {}
+  const objects = {}
+  for (const [name, value] of Object.entries(exported)) {
+    if (typeof value === 'function') {
+      const instance = own(value.prototype, ['constructor'])
+      // A class users construct (AbortError) declares the fields its constructor sets; an Error's
+      // own message and stack are Error's declarations. The others refuse construction.
+      try {
+        instance.push(...own(new value('message', { cause: null }), ['message', 'stack']))
+      } catch {}
+      classes[name] = { instance: instance.sort(), statics: own(value, ['length', 'name', 'prototype']) }
+    } else if (value !== null && typeof value === 'object') {
+      objects[name] = Object.keys(value).sort()
+    }
   }
+  return { classes, objects }
+}
+
+test('index.d.ts declares exactly what the package exports: names, class members, constant keys', async () => {
+  const declared = declaredSurface()
+  const required = createRequire(path.join(PKG, 'package.json'))('zklock')
+  const imported = await import('zklock')
+  // The module's names: CommonJS, ES module (less its default export) and the declarations agree.
+  assert.deepEqual([...Object.keys(required)].sort(), declared.values.filter((n) => n !== 'default'), 'require')
+  assert.deepEqual(Object.keys(imported).filter((n) => n !== 'default').sort(), declared.values.filter((n) => n !== 'default'), 'import')
+  assert.equal(imported.default, required, 'the default export is the CommonJS module')
+  // No member is reachable that is not declared, and none is declared that is missing.
+  const runtime = runtimeSurface(required)
+  assert.deepEqual(runtime.classes, declared.classes)
+  // The constant objects (codes, perms) and the default export's keys.
+  const { default: defaultKeys, ...objects } = declared.objects
+  assert.deepEqual(runtime.objects, objects)
+  assert.deepEqual(Object.keys(required).sort(), defaultKeys)
+})
+
+test('version is the package version, from the native addon', () => {
+  const pkg = createRequire(path.join(PKG, 'package.json'))('./package.json')
+  const required = createRequire(path.join(PKG, 'package.json'))('zklock')
+  assert.match(required.version, /^\d+\.\d+\.\d+/)
+  assert.equal(required.version, pkg.version, 'Cargo.toml and package.json give one version (scripts/set-version)')
 })
 
 test("a native rejection's stack shows the caller's line", async () => {

@@ -7,6 +7,7 @@ import zklock, {
   AbortError,
   codes,
   perms,
+  version,
   type Acl,
   type AclEntry,
   type LockMode,
@@ -82,6 +83,8 @@ async function main(): Promise<void> {
   console.log(rw.path, modes, readers.length, all.length, mode, zklock.ReadWriteLock === ReadWriteLock)
   stop()
   console.log(result, state, held, zklock.codes.TIMEOUT, zklock.perms.ALL)
+  const parts: string[] = [version, zklock.version].map((v) => v.split('.')[0])
+  console.log(parts)
   await client.close()
 }
 
