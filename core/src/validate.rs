@@ -67,14 +67,19 @@ pub(crate) fn connect_string(connect: &str) -> Result<&str> {
         Some(i) => (&connect[..i], &connect[i..]),
         None => (connect, ""),
     };
+    if hosts.is_empty() {
+        return Err(fail("names no host".into()));
+    }
     if !chroot.is_empty() {
         check_znode_path(chroot, "chroot").map_err(|e| fail(format!("has a bad chroot: {}", e.message())))?;
+        // ZooKeeper allows ',' in a node's name, but the client splits the whole string at each
+        // ',' before it looks for the chroot: "h/a,b" would be hosts "h/a" and "b".
+        if chroot.contains(',') {
+            return Err(fail("has a bad chroot: a ',' in it would be read as a host separator".into()));
+        }
         if is_reserved(chroot) {
             return Err(fail("has a chroot under /zookeeper, which the server reserves for itself".into()));
         }
-    }
-    if hosts.is_empty() {
-        return Err(fail("names no host".into()));
     }
     for address in hosts.split(',') {
         let (host, port) = split_host_port(address).ok_or_else(|| fail(format!("has a bad address {address:?}")))?;
@@ -252,6 +257,8 @@ mod tests {
             ("h1:2181/zookeeper", "under /zookeeper"),
             ("[::1:2181", "bad address"),
             ("h 1:2181", "bad host"),
+            ("h1:2181/app,", "bad chroot"),
+            ("h1:2181/a,,b", "bad chroot"),
         ];
         for (connect, why) in cases {
             let err = connect_string(connect).unwrap_err();
