@@ -155,6 +155,11 @@ def _close_at_exit() -> None:
     _native._at_exit(list(_open_clients))
 
 
+async def _decided(acquired: bool) -> bool:
+    """An acquisition decided at the call, as the coroutine ``Lock.acquire_async`` always gives."""
+    return acquired
+
+
 class Lock(_native.Lock):
     """A fair, reentrant distributed mutex that behaves like ``threading.RLock``.
 
@@ -193,8 +198,9 @@ class Lock(_native.Lock):
 
         operation = self._acquire_async(owner, timeout, done)
         if isinstance(operation, bool):
-            future.set_result(operation)  # a re-entry: no network, no thread hop
-            return future
+            # Decided at once (a re-entry, or a try the core answered already): no thread hop.
+            # Still a coroutine, so that asyncio.create_task() takes it whichever way it went.
+            return _decided(operation)
         return self._finish_acquire(future, operation, owner)
 
     async def _finish_acquire(self, future: "asyncio.Future[bool]", operation: _native.AsyncOp, owner: _native.Owner) -> bool:
