@@ -277,6 +277,7 @@ def test_asyncio_readers_share_and_a_writer_waits_for_them(client, kazoo, path):
 
     async def main() -> None:
         both_in = asyncio.Event()
+        writer_queued = asyncio.Event()
         inside: list[str] = []
 
         async def reader(name: str) -> None:
@@ -285,7 +286,13 @@ def test_asyncio_readers_share_and_a_writer_waits_for_them(client, kazoo, path):
                 if len(inside) == 2:
                     both_in.set()
                 await asyncio.wait_for(both_in.wait(), DEADLINE)  # each waits for the other: shared
-                await asyncio.to_thread(wait_children, kazoo, path, 3)  # and for the writer to queue
+                # Both stay until the writer has queued. One of them watches for its node: two
+                # watchers raced, and the first to see 3 children left (taking its node) before
+                # the other looked, which then waited for 3 forever.
+                if name == "a":
+                    await asyncio.to_thread(wait_children, kazoo, path, 3)
+                    writer_queued.set()
+                await asyncio.wait_for(writer_queued.wait(), DEADLINE)
                 inside.remove(name)
 
         async def writer() -> None:
