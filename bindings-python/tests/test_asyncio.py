@@ -229,40 +229,51 @@ def acquisition_queued(loop: asyncio.AbstractEventLoop) -> threading.Event:
     return queued
 
 
-def test_a_task_cancelled_as_its_acquisition_completes_gives_the_lock_back(client, kazoo, path):
+def test_a_task_cancelled_as_its_acquisition_completes_gives_the_lock_back(client, kazoo, path, zk_connect):
     lock = client.lock(path)
 
     async def main() -> None:
+        assert holder.acquire()  # (blocking, for this task: the lock is free)
         queued = acquisition_queued(asyncio.get_running_loop())
         waiter = asyncio.create_task(lock.acquire_async())
         await asyncio.sleep(0)  # the acquisition starts on the runtime
         # Block the loop while it completes: its result waits in the loop's queue, undelivered.
+        # (Behind another holder, so that the core cannot decide it at the call.)
+        wait_children(kazoo, path, 2)
+        holder.release()
         assert queued.wait(DEADLINE), "the acquisition did not complete"
         assert len(children(kazoo, path)) == 1
         waiter.cancel()  # before the result is delivered
         with pytest.raises(asyncio.CancelledError):
             await waiter
 
-    asyncio.run(main())
+    with zklock.Client(zk_connect) as other:
+        holder = other.lock(path)
+        asyncio.run(main())
     wait_children(kazoo, path, 0)  # released in the background on the cancelled task's behalf
     assert lock.acquire(blocking=False)
     lock.release()
 
 
-def test_a_task_cancelled_after_its_result_arrived_gives_the_lock_back(client, kazoo, path):
+def test_a_task_cancelled_after_its_result_arrived_gives_the_lock_back(client, kazoo, path, zk_connect):
     lock = client.lock(path)
 
     async def main() -> None:
+        assert holder.acquire()  # (blocking, for this task: the lock is free)
         queued = acquisition_queued(asyncio.get_running_loop())
         waiter = asyncio.create_task(lock.acquire_async())
         await asyncio.sleep(0)
+        wait_children(kazoo, path, 2)  # behind another holder: not decided at the call
+        holder.release()
         assert queued.wait(DEADLINE), "the acquisition did not complete"  # its result is queued on the loop
         await asyncio.sleep(0)  # ...and delivered, but the waiter has not resumed yet
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
 
-    asyncio.run(main())
+    with zklock.Client(zk_connect) as other:
+        holder = other.lock(path)
+        asyncio.run(main())
     wait_children(kazoo, path, 0)
     assert lock.acquire(blocking=False)
     lock.release()
