@@ -11,7 +11,9 @@
 //
 // The snapshot is written without a digest; start the server with -Dzookeeper.digest.enabled=false.
 // Every server of an ensemble can be seeded with the same snapshot (same zxid, same tree).
-// Compiled and run by `scripts/zk seed-seq`; built against Debian's ZooKeeper 3.8 jars.
+// Compiled and run by `scripts/zk seed-seq`, against the jars of the server it seeds for (a cache
+// per version): Debian 12's ZooKeeper 3.8, or 3.9.3 from Debian 13 (ZK_SERVER_VERSION=3.9,
+// scripts/field). The same source compiles against both, and both read the snapshot it writes.
 
 import java.io.File;
 import java.util.Collections;
