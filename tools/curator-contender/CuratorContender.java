@@ -33,7 +33,9 @@
 // Nothing else is written to stdout: System.out is redirected to stderr, Curator's and ZooKeeper's
 // logging goes to slf4j-nop, and the JVM's own logging must be sent to stderr by the launcher
 // (-Xlog:all=warning:stderr). Built by zklock-testkit (tests/testkit/src/curator.rs) against
-// Debian's libcurator-recipes-java (Curator 5.4) and ZooKeeper 3.8 jars.
+// Debian's libcurator-recipes-java (Curator 5.4) and ZooKeeper 3.8 jars, or against Curator 5.7.1
+// and ZooKeeper 3.9.3's client from Debian 13 (CuratorVersion::V5_7, scripts/field curator 5.7):
+// the same source compiles against both.
 
 import java.io.BufferedReader;
 import java.io.FileDescriptor;

@@ -21,12 +21,29 @@
 //! ```
 //!
 //! The child runs `tools/curator-contender/CuratorContender.java` (see its header for the line
-//! protocol) against Debian's `libcurator-recipes-java` (Curator 5.4) and ZooKeeper 3.8 jars. The
-//! first use on a machine installs the packages if they are missing (`apt-get`, as root or via
-//! sudo) and compiles the program into a cache (`$ZK_TOOLS_CACHE`, default
-//! `$TMPDIR/zklock-tools-<uid>`, shared with `scripts/zk`), keyed by the source, `javac` and the
-//! jars, published atomically so concurrent test processes are safe. A contender is ready (JVM
-//! started, session established) ~0.7-1.5 s after `spawn`.
+//! protocol) against Debian's `libcurator-recipes-java` (Curator 5.4) and ZooKeeper 3.8 jars, or,
+//! with [`CuratorVersion::V5_7`], against the field version: Curator 5.7.1 with ZooKeeper 3.9.3's
+//! client and their dependencies, all from Debian 13 (trixie), which `scripts/field curator 5.7`
+//! fetches once per machine into the tools cache (nothing installed):
+//!
+//! ```no_run
+//! use zklock_testkit::{shared_connect_string, CuratorContender, CuratorLock, CuratorVersion};
+//!
+//! let connect = shared_connect_string();
+//! let mut c = CuratorContender::spawn_version(&connect, "/interop/lock2", "c", CuratorVersion::V5_7);
+//! let mut w = CuratorContender::builder(&connect, "/interop/rw", "w")
+//!     .version(CuratorVersion::V5_7)
+//!     .lock(CuratorLock::Write)
+//!     .spawn();
+//! # let _ = (&mut c, &mut w);
+//! ```
+//!
+//! The first use on a machine installs the packages if they are missing (`apt-get`, as root or
+//! via sudo; for 5.7 only a JDK, then `scripts/field`) and compiles the program into a cache
+//! (`$ZK_TOOLS_CACHE`, default `$TMPDIR/zklock-tools-<uid>`, shared with `scripts/zk`), keyed by
+//! the source, `javac`, the Curator version and the jars of its classpath, published atomically
+//! so concurrent test processes are safe. A contender is ready (JVM started, session
+//! established) ~0.7-1.5 s after `spawn`.
 //!
 //! # Timestamps
 //! `acquire`/`release` return the child's wall clock (`Instant.now()`, epoch microseconds) taken
@@ -97,6 +114,109 @@ pub fn epoch_micros() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
 }
 
+/// Which Apache Curator a [`CuratorContender`] runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CuratorVersion {
+    /// Debian 12's Curator 5.4.0 with ZooKeeper 3.8's client ([`CURATOR_JARS`] in
+    /// `/usr/share/java`, installed with apt-get if missing): the default.
+    #[default]
+    V5_4,
+    /// Curator 5.7.1, the field version, with ZooKeeper 3.9.3's client, guava 32 and the rest of
+    /// their dependencies, all from Debian 13 (`scripts/field curator 5.7`, fetched on first use).
+    V5_7,
+}
+
+impl CuratorVersion {
+    /// `"5.4"` or `"5.7"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CuratorVersion::V5_4 => "5.4",
+            CuratorVersion::V5_7 => "5.7",
+        }
+    }
+
+    /// The exact upstream version (`"5.4.0"`, `"5.7.1"`), from `scripts/field version curator`.
+    pub fn full_version(self) -> String {
+        field(&["version", "curator", self.as_str()]).trim().to_string()
+    }
+
+    /// The jars a contender of this version runs with (besides its own), in classpath order.
+    /// 5.7 fetches them first if needed.
+    pub fn jars(self) -> Vec<PathBuf> {
+        match self {
+            CuratorVersion::V5_4 => CURATOR_JARS.iter().map(|j| Path::new(JAVA_DIR).join(format!("{j}.jar"))).collect(),
+            CuratorVersion::V5_7 => field(&["curator", self.as_str()])
+                .trim()
+                .split(':')
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+                .collect(),
+        }
+    }
+}
+
+impl std::fmt::Display for CuratorVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `bash scripts/field ARGS...`'s stdout; panics with its stderr on failure.
+fn field(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/field"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("zklock-testkit: run scripts/field: {e}"));
+    if !out.status.success() {
+        panic!(
+            "zklock-testkit: scripts/field {} failed ({}):\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Options of a [`CuratorContender`] to spawn: [`CuratorContender::builder`].
+#[derive(Clone, Debug)]
+pub struct CuratorContenderBuilder {
+    connect: String,
+    path: String,
+    name: String,
+    kind: CuratorLock,
+    session_timeout: Option<Duration>,
+    version: CuratorVersion,
+}
+
+impl CuratorContenderBuilder {
+    /// Which Curator (default [`CuratorVersion::V5_4`]).
+    pub fn version(mut self, version: CuratorVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Which lock (default [`CuratorLock::Mutex`]).
+    pub fn lock(mut self, kind: CuratorLock) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The session timeout (default 10 s or `$CURATOR_SESSION_TIMEOUT_MS`; see
+    /// [`CuratorContender::spawn_with_session_timeout`]).
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = Some(timeout);
+        self
+    }
+
+    /// Starts it; returns once its session is established (see [`CuratorContender::spawn`]).
+    pub fn spawn(self) -> CuratorContender {
+        CuratorContender::start(&self.connect, &self.path, &self.name, self.kind, self.session_timeout, self.version)
+    }
+}
+
 /// Which Curator lock a [`CuratorContender`] drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CuratorLock {
@@ -128,6 +248,7 @@ pub struct CuratorContender {
     name: String,
     path: String,
     kind: CuratorLock,
+    version: CuratorVersion,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -147,6 +268,7 @@ impl std::fmt::Debug for CuratorContender {
             .field("name", &self.name)
             .field("path", &self.path)
             .field("kind", &self.kind)
+            .field("version", &self.version)
             .field("pid", &self.child.id())
             .field("session_id", &format_args!("{:#x}", self.session_id))
             .finish()
@@ -158,29 +280,48 @@ impl CuratorContender {
     /// `connect`, named `name` (no whitespace; it only labels its output), with a 10 s session
     /// timeout (or `$CURATOR_SESSION_TIMEOUT_MS`). Returns once its session is established.
     pub fn spawn(connect: &str, path: &str, name: &str) -> CuratorContender {
-        Self::start(connect, path, name, CuratorLock::Mutex, None)
+        Self::start(connect, path, name, CuratorLock::Mutex, None, CuratorVersion::V5_4)
+    }
+
+    /// [`CuratorContender::spawn`] with the given Curator version.
+    pub fn spawn_version(connect: &str, path: &str, name: &str, version: CuratorVersion) -> CuratorContender {
+        Self::start(connect, path, name, CuratorLock::Mutex, None, version)
+    }
+
+    /// Every option: `CuratorContender::builder(connect, path, name)`, then
+    /// `.version(..)`, `.lock(..)`, `.session_timeout(..)`, and `.spawn()`. Defaults as
+    /// [`CuratorContender::spawn`]: Curator 5.4, a mutex, a 10 s session timeout.
+    pub fn builder(connect: &str, path: &str, name: &str) -> CuratorContenderBuilder {
+        CuratorContenderBuilder {
+            connect: connect.to_string(),
+            path: path.to_string(),
+            name: name.to_string(),
+            kind: CuratorLock::Mutex,
+            session_timeout: None,
+            version: CuratorVersion::V5_4,
+        }
     }
 
     /// Like [`CuratorContender::spawn`], with the read side of an `InterProcessReadWriteLock` on
     /// `path`: `acquire`/`release` are its `readLock()`'s, `nodes` lists the readers and writers.
     pub fn spawn_reader(connect: &str, path: &str, name: &str) -> CuratorContender {
-        Self::start(connect, path, name, CuratorLock::Read, None)
+        Self::start(connect, path, name, CuratorLock::Read, None, CuratorVersion::V5_4)
     }
 
     /// Like [`CuratorContender::spawn_reader`], with the write side (`writeLock()`).
     pub fn spawn_writer(connect: &str, path: &str, name: &str) -> CuratorContender {
-        Self::start(connect, path, name, CuratorLock::Write, None)
+        Self::start(connect, path, name, CuratorLock::Write, None, CuratorVersion::V5_4)
     }
 
     /// [`CuratorContender::spawn`] with the given kind of lock.
     pub fn spawn_lock(connect: &str, path: &str, name: &str, kind: CuratorLock) -> CuratorContender {
-        Self::start(connect, path, name, kind, None)
+        Self::start(connect, path, name, kind, None, CuratorVersion::V5_4)
     }
 
     /// [`CuratorContender::spawn`] with the given session timeout (the server bounds it to
     /// [2, 20] ticks by default; the testkit's servers allow 2 ticks (400 ms) to 60 s).
     pub fn spawn_with_session_timeout(connect: &str, path: &str, name: &str, timeout: Duration) -> CuratorContender {
-        Self::start(connect, path, name, CuratorLock::Mutex, Some(timeout))
+        Self::start(connect, path, name, CuratorLock::Mutex, Some(timeout), CuratorVersion::V5_4)
     }
 
     fn start(
@@ -189,11 +330,12 @@ impl CuratorContender {
         name: &str,
         kind: CuratorLock,
         session_timeout: Option<Duration>,
+        version: CuratorVersion,
     ) -> CuratorContender {
         assert!(!name.is_empty() && !name.contains(char::is_whitespace), "bad contender name {name:?}");
         assert!(path.starts_with('/') && !path.ends_with('/'), "bad lock path {path:?}");
         let t0 = Instant::now();
-        let build = build();
+        let build = build(version);
         let (cds_flag, dump) = cds_for_spawn(build);
         let mut cmd = Command::new("java");
         cmd.args(JVM_FLAGS).args(cds_flag).args(["-cp", &build.classpath, MAIN_CLASS, connect, path, name, kind.arg()]);
@@ -245,6 +387,7 @@ impl CuratorContender {
             name: name.to_string(),
             path: path.to_string(),
             kind,
+            version,
             child,
             stdin,
             lines: rx,
@@ -282,6 +425,11 @@ impl CuratorContender {
     /// Which Curator lock it drives.
     pub fn kind(&self) -> CuratorLock {
         self.kind
+    }
+
+    /// Which Curator it runs.
+    pub fn version(&self) -> CuratorVersion {
+        self.version
     }
 
     /// The Curator client's ZooKeeper session id.
@@ -393,7 +541,7 @@ impl CuratorContender {
         let _ = self.child.kill();
         let status = self.child.wait();
         if let Some((tmp, archive)) = self.dump.take() {
-            publish_archive(&tmp, &archive, status.is_ok_and(|s| s.success()));
+            publish_archive(&tmp, &archive, status.is_ok_and(|s| s.success()), self.version);
         }
     }
 
@@ -459,7 +607,7 @@ impl CuratorContender {
             thread::sleep(Duration::from_millis(10));
         };
         if let Some((tmp, archive)) = self.dump.take() {
-            publish_archive(&tmp, &archive, status.success());
+            publish_archive(&tmp, &archive, status.success(), self.version);
         }
         status
     }
@@ -505,26 +653,31 @@ pub fn contender_source() -> PathBuf {
     repo_root().join("tools/curator-contender/CuratorContender.java")
 }
 
-/// How the contender runs on this machine (computed once per process).
+/// How the contender runs on this machine (computed once per process and Curator version).
 struct Build {
     /// Its compiled class (a jar if the JDK has `jar`, which class-data sharing needs) and
-    /// [`CURATOR_JARS`].
+    /// the version's jars ([`CuratorVersion::jars`]).
     classpath: String,
     /// Where its class-data-sharing archive is (or will be), if CDS is possible and wanted.
     archive: Option<PathBuf>,
 }
 
-/// Installs and compiles on first use (once per process, cached per machine).
-fn build() -> &'static Build {
-    static BUILD: OnceLock<Build> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        ensure_installed();
+/// Installs (or fetches) and compiles on first use (once per process and version, cached per
+/// machine).
+fn build(version: CuratorVersion) -> &'static Build {
+    static BUILDS: [OnceLock<Build>; 2] = [OnceLock::new(), OnceLock::new()];
+    BUILDS[version as usize].get_or_init(|| {
+        ensure_installed(version);
         sweep_cache();
-        let (dir, key) = compile_cached();
+        let jars = version.jars();
+        for j in &jars {
+            assert!(j.is_file(), "zklock-testkit: Curator {version} jar {} missing", j.display());
+        }
+        let (dir, key) = compile_cached(version, &jars);
         let jar = dir.join(JAR_NAME);
         let mut classpath = if jar.is_file() { jar.display().to_string() } else { dir.display().to_string() };
-        for j in CURATOR_JARS {
-            classpath.push_str(&format!(":{JAVA_DIR}/{j}.jar"));
+        for j in &jars {
+            classpath.push_str(&format!(":{}", j.display()));
         }
         let cds_off = std::env::var("ZK_CDS").is_ok_and(|v| v.trim() == "0");
         let archive = (jar.is_file() && !cds_off).then(|| {
@@ -563,14 +716,14 @@ fn cds_for_spawn(build: &Build) -> (Option<String>, Option<(PathBuf, PathBuf)>) 
 
 /// Moves a freshly dumped archive into place if its JVM exited normally and a JVM can really
 /// map it (a damaged archive could crash the JVMs that use it); removes it otherwise.
-fn publish_archive(tmp: &Path, archive: &Path, exited_ok: bool) {
+fn publish_archive(tmp: &Path, archive: &Path, exited_ok: bool, version: CuratorVersion) {
     let ok = exited_ok
         && tmp.is_file()
         && Command::new("java")
             .args(JVM_FLAGS)
             .arg("-Xshare:on")
             .arg(format!("-XX:SharedArchiveFile={}", tmp.display()))
-            .args(["-cp", &build().classpath, "-version"])
+            .args(["-cp", &build(version).classpath, "-version"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -589,12 +742,18 @@ fn on_path(cmd: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
 }
 
-/// Installs Curator, slf4j and a JDK with apt-get if anything is missing (as root, or via sudo).
-fn ensure_installed() {
-    if jars_present() && on_path("javac") && on_path("java") {
+/// Installs Curator, slf4j and a JDK with apt-get if anything is missing (as root, or via sudo);
+/// for Curator 5.7 only the JDK (its jars come from `scripts/field`).
+fn ensure_installed(version: CuratorVersion) {
+    let need_jars = version == CuratorVersion::V5_4;
+    if (!need_jars || jars_present()) && on_path("javac") && on_path("java") {
         return;
     }
-    let pkgs = ["libcurator-recipes-java", "libslf4j-java", "default-jdk-headless"];
+    let pkgs: &[&str] = if need_jars {
+        &["libcurator-recipes-java", "libslf4j-java", "default-jdk-headless"]
+    } else {
+        &["default-jdk-headless"]
+    };
     eprintln!("zklock-testkit: installing {} with apt-get", pkgs.join(" "));
     let root = unsafe { libc::geteuid() } == 0;
     let apt = |args: &[&str]| -> bool {
@@ -616,7 +775,7 @@ fn ensure_installed() {
     let lock_wait = ["-o", "DPkg::Lock::Timeout=300"];
     let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
     install.extend_from_slice(&lock_wait);
-    install.extend_from_slice(&pkgs);
+    install.extend_from_slice(pkgs);
     // like scripts/zk: apt-get update at most once per boot unless the install then fails
     let stamp = Path::new("/tmp/.zklock-apt-updated");
     if !stamp.exists() && apt(&["update", "-qq"]) {
@@ -626,7 +785,10 @@ fn ensure_installed() {
         apt(&["update", "-qq"]);
         assert!(apt(&install), "zklock-testkit: apt-get install {} failed", pkgs.join(" "));
     }
-    assert!(jars_present(), "zklock-testkit: Curator jars still missing in {JAVA_DIR} after apt-get install");
+    assert!(
+        !need_jars || jars_present(),
+        "zklock-testkit: Curator jars still missing in {JAVA_DIR} after apt-get install"
+    );
 }
 
 fn cache_root() -> PathBuf {
@@ -644,11 +806,12 @@ fn fnv1a(h: &mut u64, bytes: &[u8]) {
     }
 }
 
-/// Compiles the contender into `<cache>/curator-contender-<key>` (class and jar) unless a
-/// previous run did; the key (also returned) covers the source, the javac binary and the jars. Concurrency-safe: each compile
-/// goes to a private temporary directory that is renamed into place (a loser of the race
-/// discards its copy).
-fn compile_cached() -> (PathBuf, u64) {
+/// Compiles the contender against `jars` into `<cache>/curator-contender-<key>` (class and jar)
+/// unless a previous run did; the key (also returned) covers the source, the javac binary, the
+/// Curator version and the jars (paths, sizes, mtimes). Concurrency-safe: each compile goes to a
+/// private temporary directory that is renamed into place (a loser of the race discards its
+/// copy).
+fn compile_cached(version: CuratorVersion, jars: &[PathBuf]) -> (PathBuf, u64) {
     let src = contender_source();
     let source = fs::read(&src).unwrap_or_else(|e| panic!("zklock-testkit: read {}: {e}", src.display()));
     let javac = which("javac").unwrap_or_else(|| panic!("zklock-testkit: javac not found"));
@@ -656,10 +819,16 @@ fn compile_cached() -> (PathBuf, u64) {
     let mut key = 0xcbf2_9ce4_8422_2325u64;
     fnv1a(&mut key, &source);
     fnv1a(&mut key, javac.as_os_str().as_encoded_bytes());
-    for p in
-        std::iter::once(javac.clone()).chain(CURATOR_JARS.iter().map(|j| Path::new(JAVA_DIR).join(format!("{j}.jar"))))
-    {
-        fnv1a_meta(&mut key, &p);
+    fnv1a_meta(&mut key, &javac);
+    // (5.4's key stays what it was before there were versions: its cached builds stay valid)
+    if version != CuratorVersion::V5_4 {
+        fnv1a(&mut key, format!("curator {version}").as_bytes());
+    }
+    for p in jars {
+        if version != CuratorVersion::V5_4 {
+            fnv1a(&mut key, p.as_os_str().as_encoded_bytes());
+        }
+        fnv1a_meta(&mut key, p);
     }
     let root = cache_root();
     let dir = root.join(format!("curator-contender-{key:016x}"));
@@ -675,7 +844,7 @@ fn compile_cached() -> (PathBuf, u64) {
     ));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("zklock-testkit: create {}: {e}", tmp.display()));
-    let jars: Vec<String> = CURATOR_JARS.iter().map(|j| format!("{JAVA_DIR}/{j}.jar")).collect();
+    let jars: Vec<String> = jars.iter().map(|j| j.display().to_string()).collect();
     let out = Command::new(&javac)
         .args(["-nowarn", "-encoding", "UTF-8", "-d"])
         .arg(&tmp)

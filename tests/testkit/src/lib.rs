@@ -1,4 +1,5 @@
-//! Real Apache ZooKeeper servers (Debian's `zookeeper` 3.8 package) on loopback, for zklock's tests.
+//! Real Apache ZooKeeper servers (Debian's `zookeeper` 3.8 package, or 3.9.3 from Debian 13's
+//! jars: [`ZkServer`]) on loopback, for zklock's tests.
 //!
 //! Everything about installing and launching the server lives in `scripts/zk` at the repository
 //! root; this crate calls `scripts/zk config`, `scripts/zk seed-seq` and `scripts/zk exec-server`.
@@ -19,12 +20,27 @@
 //! # let _ = (connect, new_leader);
 //! ```
 //!
+//! # Server versions
+//! By default the servers are Debian 12's ZooKeeper 3.8 ([`ZkServer::V3_8`]).
+//! [`ClusterBuilder::server_version`]`(`[`ZkServer::V3_9`]`)` runs the field version, 3.9.3, from
+//! Debian 13 (trixie) jars that `scripts/field` fetches with `apt-get download` on first use
+//! (~10-15 s, once per machine, into the tools cache; nothing is installed). The environment
+//! variable `ZK_SERVER_VERSION=3.9` makes 3.9 the default of every builder (and of
+//! [`shared_connect_string`]'s server).
+//!
+//! ```no_run
+//! use zklock_testkit::{Cluster, ZkServer};
+//!
+//! let cluster = Cluster::builder().server_version(ZkServer::V3_9).servers(3).start();
+//! assert!(cluster.four_letter(0, "srvr").unwrap().contains("version: 3.9.3"));
+//! ```
+//!
 //! # Network faults and Curator
 //! * [`proxy`]: [`Proxy`], a fault-injecting TCP proxy between a client and a server (pass, cut,
 //!   stall, cut right after a given request), and [`ProxiedCluster`], one proxy per server.
 //! * [`curator`]: [`CuratorContender`], an Apache Curator `InterProcessMutex` or one side of an
 //!   `InterProcessReadWriteLock` ([`CuratorLock`]) in a child JVM, driven line by line, for
-//!   interop tests.
+//!   interop tests, against Curator 5.4 (Debian 12) or 5.7.1 (Debian 13): [`CuratorVersion`].
 //!
 //! # No server outlives the test process
 //! Every server is started with its stdin connected to a pipe whose only write end is held by
@@ -55,12 +71,13 @@
 //! * `ZK_LOG_LEVEL=info|debug`: server log level (default warn), in `<dir>/server.log`.
 //! * `ZK_TESTKIT_JVM_FLAGS`: extra JVM flags for every server started by this crate.
 //! * `ZK_CDS=0`: do not use the class-data-sharing archive.
+//! * `ZK_SERVER_VERSION=3.8|3.9`: the default [`ZkServer`] (3.8 if unset).
 
 pub mod chaos;
 pub mod curator;
 pub mod proxy;
 
-pub use curator::{CuratorContender, CuratorLock};
+pub use curator::{CuratorContender, CuratorContenderBuilder, CuratorLock, CuratorVersion};
 pub use proxy::{ProxiedCluster, Proxy, ProxyMode};
 
 use std::collections::hash_map::RandomState;
@@ -85,6 +102,68 @@ pub const DEFAULT_TICK_MS: u32 = 200;
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(50);
 const START_ATTEMPTS: usize = 4;
+
+/// Which ZooKeeper server a [`Cluster`] runs (`scripts/zk`'s `ZK_SERVER_VERSION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZkServer {
+    /// Debian 12's `zookeeper` package, 3.8.0 (`/usr/share/java`, installed with apt-get if
+    /// missing).
+    V3_8,
+    /// ZooKeeper 3.9.3, the field version: Debian 13 (trixie)'s `zookeeper`/`libzookeeper-java`
+    /// and the Java libraries they depend on, all from trixie, fetched by `scripts/field` into the
+    /// tools cache on first use (nothing installed over Debian 12's packages).
+    V3_9,
+}
+
+impl ZkServer {
+    /// `$ZK_SERVER_VERSION` (`3.8` or `3.9`; 3.8 if unset or empty). Panics on another value.
+    pub fn from_env() -> ZkServer {
+        match std::env::var("ZK_SERVER_VERSION").as_deref().map(str::trim) {
+            Err(_) | Ok("") => ZkServer::V3_8,
+            Ok(v) => {
+                ZkServer::parse(v).unwrap_or_else(|| panic!("zklock-testkit: bad ZK_SERVER_VERSION={v:?} (3.8 or 3.9)"))
+            }
+        }
+    }
+
+    /// `"3.8"` or `"3.9"` (also accepts the full versions `"3.8.0"` and `"3.9.3"`).
+    pub fn parse(s: &str) -> Option<ZkServer> {
+        match s {
+            "3.8" | "3.8.0" => Some(ZkServer::V3_8),
+            "3.9" | "3.9.3" => Some(ZkServer::V3_9),
+            _ => None,
+        }
+    }
+
+    /// `"3.8"` or `"3.9"`: the value of `ZK_SERVER_VERSION` that selects it in `scripts/zk`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZkServer::V3_8 => "3.8",
+            ZkServer::V3_9 => "3.9",
+        }
+    }
+
+    /// The exact upstream version these jars are, e.g. `"3.9.3"` (what `srvr` reports before
+    /// its `-`), from `scripts/field version zk` (which fetches the 3.9 jars if needed).
+    pub fn full_version(self) -> String {
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo_root().join("scripts/field")).args(["version", "zk", self.as_str()]);
+        run_checked(cmd, "scripts/field version").trim().to_string()
+    }
+}
+
+impl Default for ZkServer {
+    /// [`ZkServer::from_env`].
+    fn default() -> Self {
+        ZkServer::from_env()
+    }
+}
+
+impl std::fmt::Display for ZkServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The repository root (two levels above this crate).
 pub fn repo_root() -> PathBuf {
@@ -203,6 +282,7 @@ pub struct ClusterBuilder {
     jvm_flags: Vec<String>,
     extra_config: Vec<String>,
     seed: Option<(String, i32)>,
+    version: ZkServer,
 }
 
 impl Default for ClusterBuilder {
@@ -213,6 +293,7 @@ impl Default for ClusterBuilder {
             jvm_flags: Vec::new(),
             extra_config: Vec::new(),
             seed: None,
+            version: ZkServer::from_env(),
         }
     }
 }
@@ -222,6 +303,13 @@ impl ClusterBuilder {
     pub fn servers(mut self, n: usize) -> Self {
         assert!(n >= 1, "a cluster needs at least one server");
         self.servers = n;
+        self
+    }
+
+    /// Which ZooKeeper runs (default [`ZkServer::from_env`]: 3.8 unless `ZK_SERVER_VERSION`
+    /// says otherwise). [`ZkServer::V3_9`] fetches its jars on first use (see [`ZkServer`]).
+    pub fn server_version(mut self, version: ZkServer) -> Self {
+        self.version = version;
         self
     }
 
@@ -249,7 +337,8 @@ impl ClusterBuilder {
     /// the persistent znode `path` (and its ancestors) whose persisted child counter is
     /// `cversion`, so that its next sequential children are numbered `cversion`, `cversion + 1`,
     /// ... (e.g. 2147483640 to reach the 32-bit limit after 8 children). Adds
-    /// [`DIGEST_DISABLED_FLAG`].
+    /// [`DIGEST_DISABLED_FLAG`]. The snapshot is written with the chosen server version's own
+    /// classes.
     pub fn seed_lock_parent_near_sequence_limit(mut self, path: &str, cversion: i32) -> Self {
         assert!(path.starts_with('/') && !path.ends_with('/'), "bad znode path {path:?}");
         self.seed = Some((path.to_string(), cversion));
@@ -274,6 +363,7 @@ pub struct Cluster {
     base: PathBuf,
     ensemble: bool,
     jvm_flags: String,
+    version: ZkServer,
     started: Duration,
 }
 
@@ -324,6 +414,11 @@ impl Cluster {
     /// True for clusters of more than one server.
     pub fn is_ensemble(&self) -> bool {
         self.ensemble
+    }
+
+    /// Which ZooKeeper its servers run.
+    pub fn server_version(&self) -> ZkServer {
+        self.version
     }
 
     /// How long [`ClusterBuilder::start`] took until everything served.
@@ -377,7 +472,7 @@ impl Cluster {
             {
                 let mut s = self.lock(i);
                 s.kill();
-                s.child = Some(spawn_server(&s.dir, &self.jvm_flags));
+                s.child = Some(spawn_server(&s.dir, &self.jvm_flags, self.version));
             }
             match self.wait_one(i, deadline) {
                 Ok(()) => return,
@@ -396,7 +491,7 @@ impl Cluster {
     pub fn restart_without_waiting(&self, i: usize) {
         let mut s = self.lock(i);
         s.kill();
-        s.child = Some(spawn_server(&s.dir, &self.jvm_flags));
+        s.child = Some(spawn_server(&s.dir, &self.jvm_flags, self.version));
     }
 
     /// SIGKILL every server and wait for them to exit (what `Drop` does, minus removing the
@@ -497,7 +592,7 @@ impl Cluster {
 
     fn start(b: ClusterBuilder) -> Cluster {
         let t0 = Instant::now();
-        init_process();
+        init_process(b.version);
         let n = b.servers;
         let ensemble = n > 1;
         let base = new_base_dir();
@@ -531,16 +626,17 @@ impl Cluster {
                 servers.push(Server { id: i + 1, dir, client_port: port, child: None, paused: false });
             }
             if let Some((path, cversion)) = &b.seed {
-                seed(&servers, path, *cversion);
+                seed(&servers, path, *cversion, b.version);
             }
             for s in &mut servers {
-                s.child = Some(spawn_server(&s.dir, &jvm_flags));
+                s.child = Some(spawn_server(&s.dir, &jvm_flags, b.version));
             }
             let cluster = Cluster {
                 servers: servers.into_iter().map(Mutex::new).collect(),
                 base: base.clone(),
                 ensemble,
                 jvm_flags: jvm_flags.clone(),
+                version: b.version,
                 started: Duration::ZERO,
             };
             let deadline = Instant::now() + START_TIMEOUT;
@@ -735,18 +831,19 @@ fn wait_threads(pid: i32, stopped: bool) {
     }
 }
 
-/// Once per process: `scripts/zk prepare` (install if needed; build the JVM class-data-sharing
-/// archive once per machine), sweep of stale directories.
-fn init_process() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
+/// Once per process and server version: `scripts/zk prepare` (install if needed, 3.9: fetch its
+/// jars; build the JVM class-data-sharing archive once per machine), sweep of stale directories.
+fn init_process(version: ZkServer) {
+    static INIT: [Once; 2] = [Once::new(), Once::new()];
+    static SWEEP: Once = Once::new();
+    INIT[version as usize].call_once(|| {
         let script = zk_script();
         assert!(script.exists(), "zklock-testkit: {} not found", script.display());
         let mut cmd = zk_command();
-        cmd.arg("prepare");
-        run_checked(cmd, "scripts/zk prepare");
-        sweep_stale_dirs();
+        cmd.arg("prepare").env("ZK_SERVER_VERSION", version.as_str());
+        run_checked(cmd, &format!("ZK_SERVER_VERSION={version} scripts/zk prepare"));
     });
+    SWEEP.call_once(sweep_stale_dirs);
 }
 
 const DIR_PREFIX: &str = "zklock-testkit-";
@@ -786,7 +883,7 @@ fn lifeline() -> &'static (OwnedFd, OwnedFd) {
     })
 }
 
-fn spawn_server(dir: &Path, jvm_flags: &str) -> Child {
+fn spawn_server(dir: &Path, jvm_flags: &str, version: ZkServer) -> Child {
     let (read_end, _write_end) = lifeline();
     let stdin = read_end.try_clone().expect("dup lifeline pipe");
     let log = OpenOptions::new().create(true).append(true).open(dir.join("server.log")).expect("open server.log");
@@ -798,6 +895,7 @@ fn spawn_server(dir: &Path, jvm_flags: &str) -> Child {
         .env("ZK_FAST_JIT", "1")
         .env_remove("ZK_PARENT_PID")
         .env("ZK_JVM_FLAGS", jvm_flags)
+        .env("ZK_SERVER_VERSION", version.as_str())
         .stdin(Stdio::from(stdin))
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2));
@@ -824,10 +922,10 @@ fn run_checked(mut cmd: Command, what: &str) -> String {
 
 /// Seeds server 0's data dir with tools/seqsnap and copies the snapshot to the others
 /// (an ensemble starts from identical snapshots).
-fn seed(servers: &[Server], path: &str, cversion: i32) {
+fn seed(servers: &[Server], path: &str, cversion: i32, version: ZkServer) {
     let first = servers[0].dir.join("data");
     let mut cmd = zk_command();
-    cmd.arg("seed-seq").arg(&first).arg(path).arg(cversion.to_string());
+    cmd.arg("seed-seq").arg(&first).arg(path).arg(cversion.to_string()).env("ZK_SERVER_VERSION", version.as_str());
     run_checked(cmd, "scripts/zk seed-seq");
     let snap_dir = first.join("version-2");
     for s in &servers[1..] {
