@@ -18,14 +18,12 @@ use crate::hold::Hold;
 use crate::lock::{BeforeWatch, Identity, Participant};
 use crate::order;
 use crate::owners::{Owner, OwnerTable};
-use crate::policy::{Decision, Mode};
+use crate::policy::{AfterWait, Decision, Mode};
 use crate::retry::{Reply, Requests, Stop, ZkResult, REFUSED};
 use crate::session::Session;
 use crate::validate;
 
-const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
-    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-static EPHEMERAL_SEQUENTIAL_ACL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
+static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
 const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
 
 /// Which incarnation of a lock path, with which ACL: its creation zxid and ACL version, from the
@@ -125,18 +123,19 @@ pub(crate) struct Recipe {
     shared_listing: parking_lot::Mutex<Option<SharedListing>>,
 }
 
-/// A lock path's children, sorted by suffix when that gives the queue order.
+/// A lock path's children, in queue order as far as their names tell (see `order`).
 pub(crate) struct Listing {
     names: Vec<String>,
-    /// Whether `names` is in queue order; past the sequence limit it is not (see `order`).
-    ordered: bool,
+    /// How many of `names`, from the front, are in queue order: the rest are to be ordered by
+    /// creation zxid (past the sequence limit, say).
+    ordered: usize,
     /// The lock path's version at the listing, for a protected lock (whose listings ask for it).
     path: Option<PathVersion>,
 }
 
 impl Listing {
     fn of(mut names: Vec<String>, path: Option<PathVersion>) -> Listing {
-        let ordered = order::sort_by_suffix(&mut names);
+        let ordered = order::sort_by_name(&mut names);
         Listing { names, ordered, path }
     }
 }
@@ -219,12 +218,13 @@ impl Recipe {
         !self.acl.is_open()
     }
 
-    /// How lock nodes are created, and their ACL.
-    fn node_options(&self) -> (zk::CreateOptions<'_>, &[zk::Acl]) {
+    /// How lock nodes are created (EPHEMERAL_SEQUENTIAL, or EPHEMERAL for a downgrade's read
+    /// node), and their ACL.
+    fn node_options(&self, mode: zk::CreateMode) -> (zk::CreateOptions<'_>, &[zk::Acl]) {
         if self.protected() {
-            (zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::new(&self.zk_acl)), &self.zk_acl)
+            (mode.with_acls(zk::Acls::new(&self.zk_acl)), &self.zk_acl)
         } else {
-            (EPHEMERAL_SEQUENTIAL, &EPHEMERAL_SEQUENTIAL_ACL)
+            (mode.with_acls(zk::Acls::anyone_all()), &ANYONE_ALL)
         }
     }
 
@@ -255,7 +255,11 @@ impl Recipe {
         let marker_len = [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| mode.marker().len()).into_iter().max();
         let name_len = "/_c_".len() + 36 + "-".len() + marker_len.unwrap_or_default() + 10;
         let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
-        let len = validate::create_request_len(server_path_len, data_len, validate::acl_len(self.node_options().1));
+        let len = validate::create_request_len(
+            server_path_len,
+            data_len,
+            validate::acl_len(self.node_options(zk::CreateMode::EphemeralSequential).1),
+        );
         validate::request_fits(len, self.client.options.jute_maxbuffer, || {
             format!(
                 "the lock path of {} bytes, identifier of {} bytes and {}",
@@ -316,9 +320,8 @@ impl Recipe {
 
     /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
     fn conflict(&self, mode: Mode, names: &[String]) -> Option<Error> {
-        let (name, other) = names.iter().find_map(|name| {
-            Mode::of_node(name).filter(|other| !mode.shares_path_with(*other)).map(|other| (name, other))
-        })?;
+        let name = names.iter().find(|name| !mode.shares_path_with(name))?;
+        let other = Mode::of_node(name).expect("a node of no known lock shares any path");
         let (ours, theirs) = match mode {
             Mode::Exclusive => ("a mutex", "read/write lock"),
             _ => ("a read/write lock", "mutex"),
@@ -381,6 +384,86 @@ impl Recipe {
         })
     }
 
+    /// A downgrade: `owner`, holding `write`, takes the read side with a plain ephemeral read
+    /// node that carries the write node's sequence (Curator 5.5+'s form, CURATOR-621), in the
+    /// write hold's session, and holds at once. The node takes the write node's place in the
+    /// queue (see `order`), so the writers already waiting stay out until the read is released,
+    /// and readers that come once the write side is released share with it. Its fencing token
+    /// is the write hold's: the hold goes on from that place, and the writers queued behind it
+    /// hold later, with higher tokens. As for any attempt, its node is removed on every way out
+    /// but success. `Ok(None)`: not made by the deadline.
+    pub(crate) async fn downgrade(&self, owner: &Owner, write: &Hold, wait: Wait) -> Result<Option<Hold>> {
+        let data = self.node_data(owner);
+        self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        let lost = || crate::owners::write_lost(owner, &self.path);
+        let session = match write.inner.session.upgrade() {
+            Some(session) if !write.inner.is_lost() => session,
+            _ => return Err(lost()),
+        };
+        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
+        let requests = Requests::new(&self.client, &session, deadline);
+        let name = format!("_c_{}-{}{:010}", self.client.attempt_ids.next(), Mode::Read.marker(), write.sequence());
+        let mut attempt = Attempt {
+            client: self.client.clone(),
+            session: session.clone(),
+            path: self.path.clone(),
+            name_prefix: name.clone(),
+            node: None,
+            armed: true,
+        };
+        let (options, _) = self.node_options(zk::CreateMode::Ephemeral);
+        let made = loop {
+            let create = requests.send(session.zk.create(&self.child_path(&name), &data, &options)).await;
+            match create {
+                Ok(Reply::Answered(Ok(_))) => break Ok(()),
+                // The write node's path is gone, and the write node with it.
+                Ok(Reply::Answered(Err(zk::Error::NoNode))) => break Err(lost()),
+                Ok(Reply::Answered(Err(err))) => break Err(self.zk_error(err, "creating the read node of a downgrade")),
+                // Made or not: find it rather than make a second one.
+                Ok(Reply::Reconnected) => match find_mine(&requests, &self.path, &name).await {
+                    Ok(Ok(Some(_))) => break Ok(()),
+                    Ok(Ok(None)) => continue,
+                    Ok(Err(err)) => break Err(self.zk_error(err, "finding the read node of a downgrade")),
+                    Err(stop) => break Err(self.downgrade_stopped(&session, stop, owner)),
+                },
+                Err(stop) => break Err(self.downgrade_stopped(&session, stop, owner)),
+            }
+        };
+        match made {
+            Ok(()) => {
+                attempt.armed = false;
+                let hold = Hold::new(
+                    &session,
+                    &self.client.closed,
+                    self.child_path(&name),
+                    write.sequence(),
+                    write.fencing_token(),
+                );
+                self.client.node_watcher.add(&hold);
+                Ok(Some(hold))
+            }
+            Err(err) if err.kind() == ErrorKind::Timeout && !wait.only_try => {
+                attempt.remove().await;
+                Ok(None)
+            }
+            Err(err) => {
+                attempt.remove().await;
+                Err(err)
+            }
+        }
+    }
+
+    /// The error for a downgrade's step stopped before its answer: the end of the session is the
+    /// loss of the write hold it reads under.
+    fn downgrade_stopped(&self, session: &Session, stop: Stop, owner: &Owner) -> Error {
+        match stop {
+            Stop::SessionOver => crate::owners::write_lost(owner, &self.path),
+            stop => self.stopped(session, stop, || {
+                self.error(ErrorKind::Timeout, "no answer from ZooKeeper making the read node of a downgrade")
+            }),
+        }
+    }
+
     async fn queue_and_wait(
         &self,
         mode: Mode,
@@ -418,7 +501,8 @@ impl Recipe {
                     // Pipelined: ZooKeeper answers a session's requests in order, so the listing
                     // sent right behind the create already contains the new node. One round trip.
                     attempt.armed = true;
-                    let create = zk.create(&node_prefix, &data, &self.node_options().0);
+                    let create =
+                        zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
                     let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
                     // Uncontended, the listing goes right behind the create; while another is on
                     // its way, this attempt takes the next one, sent behind more creates.
@@ -502,15 +586,17 @@ impl Recipe {
                 attempt.node = None;
                 continue;
             };
-            let (ahead, only_blocker) = match mode.decide(&queue.names, position, |name| Mode::of_node(name)) {
+            let names: Vec<&str> = queue.names.iter().map(String::as_str).collect();
+            let (ahead, then) = match mode.decide(&names, position, mode != Mode::Exclusive) {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
                     self.client.node_watcher.add(&hold);
                     return Ok(Ok(Some(hold)));
                 }
-                Decision::WaitFor { node, only_blocker } => (self.child_path(&queue.names[node]), only_blocker),
+                Decision::WaitFor { node, then } => (self.child_path(names[node]), then),
             };
+            drop(names);
             if only_try {
                 return Ok(Ok(None));
             }
@@ -546,8 +632,14 @@ impl Recipe {
                     _ => continue,
                 }
             }
-            if !only_blocker && !self.client.released.contains(&ahead) {
-                // Someone ahead may have given up with others still ahead of it: look again.
+            let holds = match then {
+                AfterWait::Holds => true,
+                AfterWait::HoldsIfReleasedHere => self.client.released.contains(&ahead),
+                AfterWait::LooksAgain => false,
+            };
+            if !holds {
+                // Someone ahead may have given up with others still ahead of it, or a downgrade's
+                // read node may have taken its place: look again.
                 continue;
             }
             // The handoff without a listing. While our node exists the lock path cannot have been
@@ -666,8 +758,10 @@ impl Recipe {
         )))
     }
 
-    /// Every child of the path in queue order (creation zxid), with the identity in its node.
-    pub(crate) async fn participants(&self) -> Result<Vec<Participant>> {
+    /// Every child of the path in queue order, with the identity in its node. `read_write`: the
+    /// lock is a read/write lock, so kazoo's `__lock__` nodes are writers (they are too when the
+    /// path holds read/write nodes).
+    pub(crate) async fn participants(&self, read_write: bool) -> Result<Vec<Participant>> {
         let session = &self.client.session(&self.path).await?;
         let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
         let stopped = |stop| {
@@ -675,25 +769,31 @@ impl Recipe {
                 self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders")
             })
         };
-        let names = match requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(stopped)? {
+        let mut names = match requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(stopped)? {
             Ok(names) => names,
             Err(zk::Error::NoNode) => return Ok(Vec::new()),
             Err(err) => return Err(self.zk_error(err, "listing the contenders")),
         };
+        let ordered = order::sort_by_name(&mut names);
+        let read_write =
+            read_write || names.iter().any(|name| matches!(Mode::of_node(name), Some(Mode::Read | Mode::Write)));
         let reads = read_children(&requests, &self.path, &names)
             .await
             .map_err(stopped)?
             .map_err(|err| self.zk_error(err, "reading the contenders"))?;
-        // Creation zxid order is queue order, whatever the suffixes say.
+        // Children gone since the listing are left out: count those in order that are kept.
+        let mut kept_in_order = 0;
         let mut participants: Vec<Participant> = names
             .into_iter()
             .zip(reads)
-            .filter_map(|(node, read)| {
+            .enumerate()
+            .filter_map(|(i, (node, read))| {
                 let (data, stat) = read?;
+                kept_in_order += usize::from(i < ordered);
                 Some(Participant {
                     sequence: order::suffix(&node).map(i64::from),
                     identity: serde_json::from_slice(&data).ok(),
-                    mode: Mode::of_node(&node),
+                    mode: Mode::of_node_in(&node, read_write),
                     node,
                     fencing_token: stat.czxid,
                     session_id: stat.ephemeral_owner,
@@ -702,7 +802,7 @@ impl Recipe {
                 })
             })
             .collect();
-        participants.sort_unstable_by_key(|p| p.fencing_token);
+        order::sort_by_zxid(&mut participants[kept_in_order..], |p| p.fencing_token);
         Ok(participants)
     }
 
@@ -753,25 +853,27 @@ enum Failed {
     Stopped(Stop),
 }
 
-/// The children in queue order: the listing itself when its suffixes gave that order, else
-/// ordered by creation zxid from multi-reads of their stats (children gone meanwhile left out).
+/// The children in queue order: the listing itself when their names gave that order, else with
+/// the rest ordered by creation zxid, from multi-reads of their stats (children gone meanwhile
+/// left out).
 async fn in_queue_order(
     requests: &Requests<'_>,
     path: &str,
     listing: Arc<Listing>,
 ) -> std::result::Result<ZkResult<Arc<Listing>>, Stop> {
-    if listing.ordered {
+    if listing.ordered == listing.names.len() {
         return Ok(Ok(listing));
     }
-    let stats = match read_children(requests, path, &listing.names).await? {
+    let (ordered, rest) = listing.names.split_at(listing.ordered);
+    let stats = match read_children(requests, path, rest).await? {
         Ok(stats) => stats,
         Err(err) => return Ok(Err(err)),
     };
-    let mut keyed: Vec<(i64, &String)> =
-        listing.names.iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
-    keyed.sort_unstable_by_key(|(czxid, _)| *czxid);
-    let names = keyed.into_iter().map(|(_, name)| name.clone()).collect();
-    Ok(Ok(Arc::new(Listing { names, ordered: true, path: listing.path })))
+    let mut rest: Vec<(i64, &String)> =
+        rest.iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
+    order::sort_by_zxid(&mut rest, |(czxid, _)| *czxid);
+    let names: Vec<String> = ordered.iter().chain(rest.into_iter().map(|(_, name)| name)).cloned().collect();
+    Ok(Ok(Arc::new(Listing { ordered: names.len(), names, path: listing.path })))
 }
 
 /// Data and stat of each child, `None` for a child that is already gone: multi-reads, each

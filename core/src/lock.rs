@@ -173,8 +173,8 @@ impl Lock {
     }
 
     /// Releases one level of `owner`'s hold; at zero the lock node is deleted, and this returns
-    /// only once the server confirmed the delete. (The write holder's read, taken on its write
-    /// node, keeps that node until the read is released too.)
+    /// only once the server confirmed the delete. (Past the sequence limit the write holder's
+    /// read, taken on its write node, keeps that node until the read is released too.)
     ///
     /// # Notable errors
     /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock; nothing is changed.
@@ -210,7 +210,7 @@ impl Lock {
     /// Every participant under the lock path, holders first, in queue order, each with its
     /// [`Mode`] and the identity recorded in its node.
     pub async fn contenders(&self) -> Result<Vec<Participant>> {
-        self.recipe.participants().await
+        self.recipe.participants(self.mode != Mode::Exclusive).await
     }
 
     /// The first holder, if any.
@@ -221,7 +221,7 @@ impl Lock {
     /// Every participant that holds the lock now, in queue order: the one holder of a mutex or
     /// of the write side, or the readers that hold together.
     pub async fn holders(&self) -> Result<Vec<Participant>> {
-        Ok(holding(self.recipe.participants().await?))
+        Ok(holding(self.recipe.participants(self.mode != Mode::Exclusive).await?))
     }
 
     /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
@@ -234,12 +234,12 @@ impl Lock {
         let wait = Wait::from_timeout(timeout);
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
-            Ok(Some(hold)) => Acquire::done(Ok(Some(hold))),
-            Ok(None) => {
+            Ok(Entered::Counted(hold)) => Acquire::done(Ok(Some(hold))),
+            Ok(entered) => {
                 let lock = self.clone();
                 let owner = owner.clone();
                 let mut future: BoxFuture<'static, Result<Option<Hold>>> =
-                    Box::pin(async move { lock.acquire_claimed(&owner, wait).await });
+                    Box::pin(async move { lock.acquire_claimed(&owner, wait, entered).await });
                 // One poll now, with the runtime's context for its timers: it runs up to the
                 // create's reply (or to its place in the send-order queue).
                 let _context = self.recipe.client.runtime.enter();
@@ -253,8 +253,8 @@ impl Lock {
 
     /// Re-enters at once if `owner` holds the lock: `Some(Ok(hold))` counted up, `Some(Err(_))`
     /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
-    /// write side; `None` if it must contend. The write holder reads at once, on its write node.
-    /// No ZooKeeper traffic; every binding's reentrant fast path.
+    /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
+    /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
     pub fn try_reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
         if self.recipe.client.is_closed() && self.hold_of(owner).is_some() {
             // Closing lost the hold: say so, as for any other loss.
@@ -296,31 +296,31 @@ impl Lock {
     }
 
     /// The reentrant fast path: counts up an existing hold, or marks the owner as acquiring
-    /// (`Ok(None)`: contend).
-    fn enter(&self, owner: &Owner) -> Result<Option<Hold>> {
+    /// (to contend, or to downgrade).
+    fn enter(&self, owner: &Owner) -> Result<Entered> {
         if self.recipe.client.is_closed() {
             return Err(self.recipe.closed_error());
         }
-        match self.recipe.owners.enter(owner, self.mode, self.path())? {
-            Entered::Counted(hold) => Ok(Some(hold)),
-            Entered::Claimed => Ok(None),
-        }
+        self.recipe.owners.enter(owner, self.mode, self.path())
     }
 
     async fn acquire_hold(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
-        if let Some(hold) = self.enter(owner)? {
-            return Ok(Some(hold));
+        match self.enter(owner)? {
+            Entered::Counted(hold) => Ok(Some(hold)),
+            entered => self.acquire_claimed(owner, wait, entered).await,
         }
-        self.acquire_claimed(owner, wait).await
     }
 
-    /// Contends for an owner whose slot says "acquiring".
-    async fn acquire_claimed(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+    /// Contends (or downgrades) for an owner whose slot says "acquiring".
+    async fn acquire_claimed(&self, owner: &Owner, wait: Wait, entered: Entered) -> Result<Option<Hold>> {
         // The owner's slot says "acquiring"; this guard clears it unless the acquisition
         // succeeds, including when the future is dropped.
         let mut claim = Claim { lock: self, owner: owner.id(), done: false };
-        // Boxed so the reentrant path above does not carry this large state machine.
-        let result = Box::pin(self.recipe.contend(self.mode, owner, wait)).await;
+        // Boxed so the reentrant path above does not carry these large state machines.
+        let result = match entered {
+            Entered::Downgrade(write) => Box::pin(self.recipe.downgrade(owner, &write, wait)).await,
+            _ => Box::pin(self.recipe.contend(self.mode, owner, wait)).await,
+        };
         if let Ok(Some(hold)) = &result {
             claim.done = true;
             self.recipe.owners.settle(owner.id(), self.mode, hold);
@@ -338,7 +338,7 @@ impl Participant {
     /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
     /// queue from one listing.
     pub fn holders_in(queue: &[Participant]) -> Vec<usize> {
-        crate::policy::holders(queue, |p| p.mode)
+        crate::policy::holders(queue, |p| p.mode, |p| p.sequence)
     }
 }
 

@@ -1,12 +1,30 @@
 //! Queue order of a lock's children.
 //!
-//! Every child of the lock path is a contender. Normally the order is the numeric sequence after
-//! the node's mode marker (`lock-`, `__READ__` or `__WRIT__`, as Curator orders them). ZooKeeper's sequence is a signed 32-bit counter:
-//! at its limit Debian's 3.8.0 hands out negatives to creates in flight together and then repeats
-//! 2147483647 forever, so past the limit the suffix no longer says who came first. The creation
-//! zxid always does (unique, strictly increasing), so the order falls back to it whenever the
-//! suffixes are not distinct, not all parsable, or any is negative or at the maximum. Both orders
-//! are creation order wherever the suffixes are trustworthy, so contenders using either agree.
+//! Every child of the lock path is a contender. The order is the numeric sequence after the
+//! node's marker (`lock-`, `__READ__`, `__WRIT__`, kazoo's `__lock__` and `__rlock__`), as Curator
+//! and kazoo order them, with two exceptions:
+//!
+//! * **Downgrades.** A write holder of Curator 5.5+ (CURATOR-621) or zklock downgrades by making a
+//!   plain ephemeral read node that carries its write node's sequence, then deleting the write
+//!   node. That read node takes the write node's place: right behind it while both exist, and
+//!   the same place once the write node is gone, so the writers that were waiting stay behind it.
+//!   A repeated sequence is taken for a downgrade only in that form: one `__WRIT__` node and
+//!   read nodes (or read nodes alone, their write node gone).
+//! * **The sequence limit.** ZooKeeper's sequence is a signed 32-bit counter: at its limit
+//!   Debian's 3.8 hands out negatives to creates in flight together and then repeats 2147483647
+//!   forever, so past the limit the suffix no longer says who came first. The creation zxid
+//!   always does (unique, strictly increasing). Nodes whose suffix is negative, at the maximum, or
+//!   not a 10-digit number at all (children of no lock zklock knows) come after the others, in
+//!   creation zxid order: every node with a good suffix was made before the counter reached its
+//!   limit, so before every node past it. Peers sort unknown names last too.
+//!
+//! Where the two meet: a downgrade of a write node whose own sequence is past the limit cannot
+//! carry a sequence that says where it belongs, so zklock does not make one there (its write
+//! holder reads on its write node), and another client's such read node is ordered by creation
+//! zxid, behind the writers that were waiting. A repeated good suffix in any other form than a
+//! downgrade's cannot come from the counter, so then every child is ordered by creation zxid.
+
+use std::cmp::Ordering;
 
 use crate::policy::Mode;
 
@@ -21,23 +39,46 @@ pub(crate) fn suffix(name: &str) -> Option<i32> {
     digits.parse().ok()
 }
 
-/// Sorts `names` by suffix if the suffixes can be trusted to give creation order; otherwise
-/// returns `false` and leaves `names` alone, and the caller orders by creation zxid.
-pub(crate) fn sort_by_suffix(names: &mut [String]) -> bool {
-    let mut keyed = Vec::with_capacity(names.len());
-    for name in names.iter() {
-        match suffix(name) {
-            Some(s) if (0..i32::MAX).contains(&s) => keyed.push(s),
-            _ => return false,
-        }
+/// A suffix that says where its node belongs: below the counter's limit.
+pub(crate) fn good_suffix(name: &str) -> Option<i32> {
+    suffix(name).filter(|s| good_sequence(i64::from(*s)))
+}
+
+/// Whether a node's sequence says where it belongs in the queue: below the counter's limit.
+pub(crate) fn good_sequence(sequence: i64) -> bool {
+    (0..i64::from(i32::MAX)).contains(&sequence)
+}
+
+/// Sorts `names` into queue order as far as their names tell, and returns how many at the front
+/// are in order. The rest (from that index on) are to be ordered by creation zxid, among
+/// themselves, behind those.
+pub(crate) fn sort_by_name(names: &mut [String]) -> usize {
+    // Nodes with good suffixes first, by suffix; a write node before the read nodes of its
+    // downgrade.
+    let key = |name: &String| good_suffix(name).map(|s| (s, Mode::of_node(name) == Some(Mode::Read)));
+    names.sort_unstable_by(|a, b| match (key(a), key(b)) {
+        (Some(a), Some(b)) => a.cmp(&b),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    });
+    let ordered = names.iter().take_while(|name| key(name).is_some()).count();
+    let repeated_only_by_downgrades = names[..ordered].chunk_by(|a, b| good_suffix(a) == good_suffix(b)).all(|same| {
+        let writes = same.iter().filter(|name| Mode::of_node(name) != Some(Mode::Read)).count();
+        same.len() == 1
+            || writes == 0
+            || (writes == 1 && Mode::of_node(&same[0]) == Some(Mode::Write) && same[0].contains(Mode::Write.marker()))
+    });
+    if repeated_only_by_downgrades {
+        ordered
+    } else {
+        0
     }
-    let mut sorted = keyed.clone();
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return false;
-    }
-    names.sort_unstable_by_key(|name| suffix(name).unwrap_or_default());
-    true
+}
+
+/// Orders `rest` (the children [`sort_by_name`] left out of order) by creation zxid.
+pub(crate) fn sort_by_zxid<T>(rest: &mut [T], czxid: impl Fn(&T) -> i64) {
+    rest.sort_by_key(czxid);
 }
 
 #[cfg(test)]
@@ -57,28 +98,64 @@ mod tests {
         assert_eq!(suffix("_c_x-lock-12"), None);
         assert_eq!(suffix("_c_x-__READ__0000000007"), Some(7));
         assert_eq!(suffix("_c_x-__WRIT__-0000000007"), Some(-7));
+        assert_eq!(suffix("0abad91753a64ed9bfac3327be0d1234__lock__0000000042"), Some(42));
+        assert_eq!(suffix("0abad91753a64ed9bfac3327be0d1234__rlock__0000000043"), Some(43));
         assert_eq!(suffix("stray"), None);
+        assert_eq!(good_suffix("_c_x-lock-2147483647"), None);
+        assert_eq!(good_suffix("_c_x-lock-2147483646"), Some(i32::MAX - 1));
     }
 
     #[test]
-    fn numeric_not_lexicographic() {
-        // Lexicographic order would put 1000000000 before 999999999 if widths differed; with
-        // ZooKeeper's padding they don't, but negatives would sort before positives as strings.
-        let mut v = names(&["b-lock-0000000010", "a-lock-0000000009", "c-lock-0000000100"]);
-        assert!(sort_by_suffix(&mut v));
-        assert_eq!(v, names(&["a-lock-0000000009", "b-lock-0000000010", "c-lock-0000000100"]));
+    fn numeric_not_lexicographic_and_across_clients() {
+        let mut v = names(&["b-lock-0000000010", "a-lock-0000000009", "c-lock-0000000100", "k__lock__0000000011"]);
+        assert_eq!(sort_by_name(&mut v), 4);
+        assert_eq!(v, names(&["a-lock-0000000009", "b-lock-0000000010", "k__lock__0000000011", "c-lock-0000000100"]));
     }
 
     #[test]
-    fn falls_back_past_the_limit() {
+    fn a_downgrade_takes_its_write_nodes_place() {
+        // Both there: the write node, then its downgrade's read node, then the rest.
+        let mut v =
+            names(&["c-__WRIT__0000000006", "b-__READ__0000000005", "a-__WRIT__0000000005", "d-__READ__0000000007"]);
+        assert_eq!(sort_by_name(&mut v), 4);
+        assert_eq!(
+            v,
+            names(&["a-__WRIT__0000000005", "b-__READ__0000000005", "c-__WRIT__0000000006", "d-__READ__0000000007"])
+        );
+        // The write node gone: the read node keeps its place.
+        let mut v = names(&["c-__WRIT__0000000006", "b-__READ__0000000005"]);
+        assert_eq!(sort_by_name(&mut v), 2);
+        assert_eq!(v, names(&["b-__READ__0000000005", "c-__WRIT__0000000006"]));
+        // Two read nodes of one write node (the first one's delete still on its way).
+        let mut v = names(&["c-__WRIT__0000000006", "b-__READ__0000000005", "a-__READ__0000000005"]);
+        assert_eq!(sort_by_name(&mut v), 3);
+        assert_eq!(v[2], "c-__WRIT__0000000006");
+    }
+
+    #[test]
+    fn past_the_limit_and_unknown_names_come_last_by_zxid() {
+        let mut v =
+            names(&["z-lock-2147483647", "stray", "b-lock-2147483646", "y-lock--2147483648", "a-lock-0000000005"]);
+        assert_eq!(sort_by_name(&mut v), 2);
+        assert_eq!(v[..2], names(&["a-lock-0000000005", "b-lock-2147483646"]));
+        // A downgrade of a write node past the limit: no good suffix, so by zxid.
+        let mut v = names(&["r-__READ__2147483647", "w-__WRIT__2147483647", "a-__WRIT__0000000009"]);
+        assert_eq!(sort_by_name(&mut v), 1);
+        let czxid = |name: &String| if name.starts_with('w') { 10 } else { 20 };
+        sort_by_zxid(&mut v[1..], czxid);
+        assert_eq!(v, names(&["a-__WRIT__0000000009", "w-__WRIT__2147483647", "r-__READ__2147483647"]));
+    }
+
+    #[test]
+    fn a_repeated_suffix_that_is_no_downgrade_orders_everything_by_zxid() {
         for case in [
-            &["a-lock-2147483646", "b-lock-2147483647"][..],
-            &["a-lock-2147483646", "b-lock--2147483648"][..],
             &["a-lock-0000000005", "b-lock-0000000005"][..],
-            &["a-lock-0000000005", "stray"][..],
+            &["a-__WRIT__0000000005", "b-__WRIT__0000000005", "c-__READ__0000000005"][..],
+            &["a-k__lock__0000000005", "b-__READ__0000000005"][..],
+            &["a-__READ__0000000004", "b-lock-0000000005", "c-__READ__0000000005"][..],
         ] {
             let mut v = names(case);
-            assert!(!sort_by_suffix(&mut v), "{case:?}");
+            assert_eq!(sort_by_name(&mut v), 0, "{case:?}");
         }
     }
 }

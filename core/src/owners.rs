@@ -83,12 +83,15 @@ struct Held {
 
 /// What [`OwnerTable::enter`] decided.
 pub(crate) enum Entered {
-    /// The owner held already: counted up (or, for a read by the write holder, the write node
-    /// now also carries its read hold).
+    /// The owner held already: counted up (or, for a read by the write holder past the sequence
+    /// limit, the write node now also carries its read hold).
     Counted(Hold),
     /// The owner is marked as acquiring; it must contend, then [`OwnerTable::settle`] or
     /// [`OwnerTable::unclaim`].
     Claimed,
+    /// The owner holds this write hold and asks for the read side: it is marked as acquiring,
+    /// and makes its downgrade's read node (see `Recipe::downgrade`), then settles or unclaims.
+    Downgrade(Hold),
 }
 
 /// Few owners per lock, so a vector beats a map for the reentrant path.
@@ -101,8 +104,13 @@ impl OwnerTable {
     /// for this owner (InvalidArgument), a reader asking for the write lock (Deadlock).
     pub(crate) fn enter(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Entered> {
         let mut slots = self.0.lock();
-        if let Some(hold) = Self::known(&mut slots, owner, mode, path) {
-            return hold.map(Entered::Counted);
+        match Self::known(&mut slots, owner, mode, path) {
+            Some(Known::Counted(hold)) => return hold.map(Entered::Counted),
+            Some(Known::Downgrade(write)) => {
+                slots.push(Slot { owner: owner.id, mode, held: None });
+                return Ok(Entered::Downgrade(write));
+            }
+            None => {}
         }
         if slots.iter().any(|slot| slot.owner == owner.id && slot.held.is_none()) {
             return Err(Error::new(
@@ -115,15 +123,19 @@ impl OwnerTable {
         Ok(Entered::Claimed)
     }
 
-    /// Counts up `owner`'s hold in `mode`, if it has one (or, for a read, if it holds the write
-    /// lock); `None` if it holds nothing that lets it in without contending.
+    /// Counts up `owner`'s hold in `mode`, if it has one (or, for a read past the sequence
+    /// limit, if it holds the write lock); `None` if it holds nothing that lets it in without
+    /// a request (a downgrade makes a node).
     pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
-        Self::known(&mut self.0.lock(), owner, mode, path)
+        match Self::known(&mut self.0.lock(), owner, mode, path)? {
+            Known::Counted(hold) => Some(hold),
+            Known::Downgrade(_) => None,
+        }
     }
 
-    fn known(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
+    fn known(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
         if slots.iter().any(|s| s.owner == owner.id && s.mode == mode) {
-            Self::count_up(slots, owner, mode, path)
+            Self::count_up(slots, owner, mode, path).map(Known::Counted)
         } else {
             Self::cross_mode(slots, owner, mode, path)
         }
@@ -152,10 +164,11 @@ impl OwnerTable {
     }
 
     /// With no slot in `mode`: what the owner's holds in the other mode of a read/write lock mean.
-    /// The write holder reads on its write node (a downgrade keeps out the writers already
-    /// waiting, which a fresh read node would sort behind: CURATOR-621). A reader asking for the
-    /// write lock would wait for itself forever.
-    fn cross_mode(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
+    /// The write holder downgrades: a read node with its write node's sequence, which keeps its
+    /// place in the queue (CURATOR-621); past the sequence limit no sequence says that place,
+    /// so there it reads on its write node. A reader asking for the write lock would wait for
+    /// itself forever.
+    fn cross_mode(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
         let other = match mode {
             Mode::Read => Mode::Write,
             Mode::Write => Mode::Read,
@@ -163,7 +176,7 @@ impl OwnerTable {
         };
         let held = slots.iter().find(|s| s.owner == owner.id && s.mode == other)?.held.as_ref()?;
         if mode == Mode::Write {
-            return Some(Err(Error::new(
+            return Some(Known::Counted(Err(Error::new(
                 ErrorKind::Deadlock,
                 format!(
                     "owner {} holds the read lock and asked for the write lock: it would wait for itself forever; \
@@ -171,18 +184,17 @@ impl OwnerTable {
                     owner.label()
                 ),
             )
-            .with_path(path)));
+            .with_path(path))));
         }
         if held.hold.inner.is_lost() {
-            return Some(Err(Error::new(
-                ErrorKind::LockLost,
-                format!("owner {}'s write hold is lost, so it cannot read under it; release it", owner.label()),
-            )
-            .with_path(path)));
+            return Some(Known::Counted(Err(write_lost(owner, path))));
         }
         let hold = held.hold.clone();
+        if crate::order::good_sequence(hold.sequence()) {
+            return Some(Known::Downgrade(hold));
+        }
         slots.push(Slot { owner: owner.id, mode, held: Some(Held { count: 1, hold: hold.clone() }) });
-        Some(Ok(hold))
+        Some(Known::Counted(Ok(hold)))
     }
 
     /// The claimed acquisition succeeded.
@@ -251,6 +263,23 @@ impl OwnerTable {
     pub(crate) fn holders(&self, mode: Mode) -> Vec<u64> {
         self.0.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()
     }
+}
+
+/// What the owner table knows of an owner that asks for a mode.
+enum Known {
+    /// Counted up (or refused).
+    Counted(Result<Hold>),
+    /// The write holder asks for the read side.
+    Downgrade(Hold),
+}
+
+/// The error for a downgrade under a lost write hold.
+pub(crate) fn write_lost(owner: &Owner, path: &str) -> Error {
+    Error::new(
+        ErrorKind::LockLost,
+        format!("owner {}'s write hold is lost, so it cannot read under it; release it", owner.label()),
+    )
+    .with_path(path)
 }
 
 /// " in read mode" and the like, for messages about one side of a read/write lock.

@@ -17,41 +17,88 @@ pub enum Mode {
     Write,
 }
 
-/// The marker before the sequence in each mode's node names. Curator's read/write markers have
-/// the same length on purpose (its LockInternals depends on it).
-const MARKERS: [(Mode, &str); 3] = [(Mode::Read, "__READ__"), (Mode::Write, "__WRIT__"), (Mode::Exclusive, "lock-")];
+/// The markers before the sequence in lock node names, and the mode of each in a mutex. Curator's
+/// (which zklock writes): its read/write markers have the same length on purpose (its
+/// LockInternals depends on it). kazoo's: `__lock__` is both its Lock and its WriteLock, so it
+/// is exclusive beside a mutex and a writer in a read/write lock (see [`Mode::of_node_in`]).
+const MARKERS: [(&str, Mode); 5] = [
+    ("__READ__", Mode::Read),
+    ("__WRIT__", Mode::Write),
+    ("lock-", Mode::Exclusive),
+    ("__rlock__", Mode::Read),
+    (KAZOO_LOCK, Mode::Exclusive),
+];
+
+/// kazoo's Lock and WriteLock node marker.
+const KAZOO_LOCK: &str = "__lock__";
 
 /// What a participant does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decision {
     /// It holds the lock.
     Holds,
-    /// It waits until the node at index `node` of the queue is gone. If that node is its only
-    /// `blocker`, it then holds without listing again (see `engine` for why that is safe);
-    /// otherwise it looks again.
-    WaitFor { node: usize, only_blocker: bool },
+    /// It waits until the node at index `node` of the queue is gone, then does what `then` says.
+    WaitFor { node: usize, then: AfterWait },
+}
+
+/// What a waiter does once the node it waited for is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AfterWait {
+    /// It holds without listing again: that node was its only blocker (see `engine` for why
+    /// that is safe).
+    Holds,
+    /// It holds without listing again if this client released that node after holding it
+    /// (nothing was ahead of it then); otherwise it looks again.
+    HoldsIfReleasedHere,
+    /// It looks again: its place may have been taken by a node made since (the read node of a
+    /// downgrade, made before the write node goes).
+    LooksAgain,
 }
 
 impl Mode {
     /// The marker this mode's node names carry before their sequence.
+    /// (zklock writes Curator's names.)
     pub(crate) fn marker(self) -> &'static str {
-        MARKERS.iter().find(|(mode, _)| *mode == self).map(|(_, marker)| *marker).expect("every mode has a marker")
+        MARKERS.iter().find(|(_, mode)| *mode == self).map(|(marker, _)| *marker).expect("every mode has a marker")
     }
 
-    /// The mode of a child of a lock path, by its name; `None` for a node of no lock we know.
+    /// The mode of a child of a lock path, by its name, as it counts in a mutex; `None` for a
+    /// node of no lock zklock knows. Curator's and zklock's nodes, and kazoo's: `__rlock__` is a
+    /// reader, `__lock__` (kazoo's Lock and WriteLock) exclusive, and a writer in a read/write lock
+    /// ([`Mode::of_node_in`]).
     pub fn of_node(name: &str) -> Option<Mode> {
-        MARKERS.iter().find(|(_, marker)| name.contains(marker)).map(|(mode, _)| *mode)
+        MARKERS.iter().find(|(marker, _)| name.contains(marker)).map(|(_, mode)| *mode)
+    }
+
+    /// The mode of a child as it counts in a read/write lock (`read_write`) or in a mutex.
+    pub(crate) fn of_node_in(name: &str, read_write: bool) -> Option<Mode> {
+        match Mode::of_node(name) {
+            Some(Mode::Exclusive) if read_write && name.contains(KAZOO_LOCK) => Some(Mode::Write),
+            mode => mode,
+        }
     }
 
     /// The position of the marker in `name` and the marker itself, if it has one.
     pub(crate) fn find_marker(name: &str) -> Option<(usize, &'static str)> {
-        MARKERS.iter().find_map(|(_, marker)| name.rfind(marker).map(|at| (at, *marker)))
+        MARKERS.iter().find_map(|(marker, _)| name.rfind(marker).map(|at| (at, *marker)))
     }
 
-    /// Whether nodes of this mode and of `other` may share a lock path. The mutex and the
-    /// read/write lock are different recipes: each would ignore the other's rules.
-    pub(crate) fn shares_path_with(self, other: Mode) -> bool {
-        (self == Mode::Exclusive) == (other == Mode::Exclusive)
+    /// Whether a child named `name` may be under the path of a lock of this mode. The mutex and
+    /// the read/write lock are different recipes, each ignoring the other's rules; kazoo's
+    /// `__lock__` node is both its mutex and its write lock, so it fits either.
+    pub(crate) fn shares_path_with(self, name: &str) -> bool {
+        match Mode::of_node(name) {
+            None => true,
+            Some(_) if name.contains(KAZOO_LOCK) => true,
+            Some(other) => (self == Mode::Exclusive) == (other == Mode::Exclusive),
+        }
+    }
+
+    /// Whether a node named `name` may, once gone, have been replaced by a node of the same
+    /// place in the queue: a write node of Curator's form, whose holder downgrades by making a
+    /// read node with its sequence before it deletes its write node (Curator 5.5+, zklock).
+    fn may_hand_its_place_on(name: &str) -> bool {
+        name.contains(Mode::Write.marker())
     }
 
     /// The lowercase name used in messages and by the bindings: `exclusive`, `read`, `write`.
@@ -71,19 +118,39 @@ impl Mode {
     ///   (whatever it is), so one release wakes one waiter.
     /// * Read: holds when no write node is ahead of it; otherwise waits for the nearest write
     ///   node ahead (Curator waits for the first one, and wakes more often). A reader behind a
-    ///   waiting writer waits too, so writers are not starved.
-    pub(crate) fn decide<T>(self, queue: &[T], position: usize, mode_of: impl Fn(&T) -> Option<Mode>) -> Decision {
+    ///   waiting writer waits too, so writers are not starved. Nodes of no known lock do not
+    ///   hold a reader back (as in Curator and kazoo).
+    ///
+    /// A writer that waits for a write node looks again once it is gone: the read node of a
+    /// downgrade may have taken its place. A reader need not: that read node shares with it.
+    pub(crate) fn decide(self, queue: &[&str], position: usize, read_write: bool) -> Decision {
+        let mode_of = |name: &str| Mode::of_node_in(name, read_write);
         match self {
             Mode::Exclusive | Mode::Write => match position {
                 0 => Decision::Holds,
-                _ => Decision::WaitFor { node: position - 1, only_blocker: position == 1 },
+                _ => {
+                    let ahead = queue[position - 1];
+                    let then = if Mode::may_hand_its_place_on(ahead) {
+                        AfterWait::LooksAgain
+                    } else if position == 1 {
+                        AfterWait::Holds
+                    } else {
+                        AfterWait::HoldsIfReleasedHere
+                    };
+                    Decision::WaitFor { node: position - 1, then }
+                }
             },
             Mode::Read => {
-                let is_writer = |node: &T| mode_of(node) == Some(Mode::Write);
+                let is_writer = |name: &&str| matches!(mode_of(name), Some(Mode::Write | Mode::Exclusive));
                 match queue[..position].iter().rposition(is_writer) {
                     None => Decision::Holds,
                     Some(writer) => {
-                        Decision::WaitFor { node: writer, only_blocker: !queue[..writer].iter().any(is_writer) }
+                        let then = if queue[..writer].iter().any(is_writer) {
+                            AfterWait::HoldsIfReleasedHere
+                        } else {
+                            AfterWait::Holds
+                        };
+                        Decision::WaitFor { node: writer, then }
                     }
                 }
             }
@@ -92,15 +159,23 @@ impl Mode {
 }
 
 /// The positions in `queue` of the nodes that hold now, in one pass: the first node if it is an
-/// exclusive or write node, else the readers ahead of the first such node. The same answer as
-/// asking [`Mode::decide`] for every node, without its cost for a long queue of readers.
-pub(crate) fn holders<T>(queue: &[T], mode_of: impl Fn(&T) -> Option<Mode>) -> Vec<usize> {
+/// exclusive or write node (with the read nodes of its downgrade right behind it, which carry its
+/// sequence), else the readers ahead of the first such node. The same answer as asking
+/// [`Mode::decide`] for every node, without its cost for a long queue of readers.
+pub(crate) fn holders<T>(
+    queue: &[T],
+    mode_of: impl Fn(&T) -> Option<Mode>,
+    sequence_of: impl Fn(&T) -> Option<i64>,
+) -> Vec<usize> {
     let mut holders = Vec::new();
     for (i, node) in queue.iter().enumerate() {
         match mode_of(node) {
             Some(Mode::Exclusive | Mode::Write) => {
                 if i == 0 {
                     holders.push(0);
+                    let downgraded =
+                        |other: &T| mode_of(other) == Some(Mode::Read) && sequence_of(other) == sequence_of(node);
+                    holders.extend((1..queue.len()).take_while(|&j| downgraded(&queue[j])));
                 }
                 break;
             }
@@ -122,33 +197,69 @@ mod tests {
     use super::*;
     use Mode::*;
 
+    const R: &str = "_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__READ__";
+    const W: &str = "_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__WRIT__";
+
+    fn node(marker: &str, sequence: i32) -> String {
+        format!("{marker}{sequence:010}")
+    }
+
+    fn decide(mode: Mode, queue: &[String], position: usize) -> Decision {
+        let names: Vec<&str> = queue.iter().map(String::as_str).collect();
+        mode.decide(&names, position, true)
+    }
+
     #[test]
     fn modes_of_node_names() {
         assert_eq!(Mode::of_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-lock-0000000001"), Some(Exclusive));
         assert_eq!(Mode::of_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__READ__0000000001"), Some(Read));
         assert_eq!(Mode::of_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__WRIT__0000000001"), Some(Write));
-        assert_eq!(Mode::of_node("0abad91753a64ed9__rlock__0000000001"), None);
+        // kazoo's: ReadLock, and Lock/WriteLock (one form for both).
+        assert_eq!(Mode::of_node("0abad91753a64ed9bfac3327be0d1234__rlock__0000000001"), Some(Read));
+        assert_eq!(Mode::of_node("0abad91753a64ed9bfac3327be0d1234__lock__0000000001"), Some(Exclusive));
+        assert_eq!(Mode::of_node_in("0abad91753a64ed9bfac3327be0d1234__lock__0000000001", true), Some(Write));
+        assert_eq!(Mode::of_node_in("_c_x-lock-0000000001", true), Some(Exclusive));
+        assert_eq!(Mode::of_node("lease-0000000001"), None);
     }
 
     #[test]
     fn exclusive_and_write_wait_for_their_predecessor() {
-        let queue = [Some(Read), Some(Write), Some(Read), None];
-        assert_eq!(Write.decide(&queue, 0, |m| *m), Decision::Holds);
-        assert_eq!(Write.decide(&queue, 1, |m| *m), Decision::WaitFor { node: 0, only_blocker: true });
-        assert_eq!(Write.decide(&queue, 3, |m| *m), Decision::WaitFor { node: 2, only_blocker: false });
-        let mutex = [Some(Exclusive), None, Some(Exclusive)];
-        assert_eq!(Exclusive.decide(&mutex, 2, |m| *m), Decision::WaitFor { node: 1, only_blocker: false });
+        let queue = [node(R, 1), node("kazoo__lock__", 2), node(R, 3), "stray".to_owned()];
+        assert_eq!(decide(Write, &queue, 0), Decision::Holds);
+        assert_eq!(decide(Write, &queue, 1), Decision::WaitFor { node: 0, then: AfterWait::Holds });
+        assert_eq!(decide(Write, &queue, 3), Decision::WaitFor { node: 2, then: AfterWait::HoldsIfReleasedHere });
+        let mutex = [node("_c_x-lock-", 1), "stray".to_owned(), node("_c_y-lock-", 3)];
+        let names: Vec<&str> = mutex.iter().map(String::as_str).collect();
+        assert_eq!(
+            Exclusive.decide(&names, 2, false),
+            Decision::WaitFor { node: 1, then: AfterWait::HoldsIfReleasedHere }
+        );
+    }
+
+    #[test]
+    fn a_writer_behind_a_write_node_looks_again_when_it_goes() {
+        // The write node's holder may be downgrading: its read node, with the same sequence,
+        // takes its place before the write node goes.
+        let queue = [node(W, 1), node(W, 2)];
+        assert_eq!(decide(Write, &queue, 1), Decision::WaitFor { node: 0, then: AfterWait::LooksAgain });
+        // A reader shares with that read node: it need not look again.
+        let queue = [node(W, 1), node(R, 2)];
+        assert_eq!(decide(Read, &queue, 1), Decision::WaitFor { node: 0, then: AfterWait::Holds });
+        // kazoo's write lock does not downgrade.
+        let queue = [node("kazoo__lock__", 1), node(W, 2)];
+        assert_eq!(decide(Write, &queue, 1), Decision::WaitFor { node: 0, then: AfterWait::Holds });
     }
 
     #[test]
     fn readers_share_until_a_writer_and_then_wait_for_the_nearest() {
-        let queue = [Some(Read), Some(Read), Some(Write), Some(Read), Some(Write), Some(Read)];
-        assert_eq!(Read.decide(&queue, 0, |m| *m), Decision::Holds);
-        assert_eq!(Read.decide(&queue, 1, |m| *m), Decision::Holds);
-        assert_eq!(Read.decide(&queue, 3, |m| *m), Decision::WaitFor { node: 2, only_blocker: true });
-        assert_eq!(Read.decide(&queue, 5, |m| *m), Decision::WaitFor { node: 4, only_blocker: false });
+        let queue = [node(R, 1), node(R, 2), node(W, 3), node(R, 4), node("kazoo__lock__", 5), node(R, 6)];
+        assert_eq!(decide(Read, &queue, 0), Decision::Holds);
+        assert_eq!(decide(Read, &queue, 1), Decision::Holds);
+        assert_eq!(decide(Read, &queue, 3), Decision::WaitFor { node: 2, then: AfterWait::Holds });
+        // kazoo's write lock is a writer too.
+        assert_eq!(decide(Read, &queue, 5), Decision::WaitFor { node: 4, then: AfterWait::HoldsIfReleasedHere });
         // Nodes of no known lock do not hold readers back.
-        assert_eq!(Read.decide(&[None, Some(Read)], 1, |m| *m), Decision::Holds);
+        assert_eq!(decide(Read, &["stray".to_owned(), node(R, 2)], 1), Decision::Holds);
     }
 
     #[test]
@@ -161,19 +272,37 @@ mod tests {
             &[None, Some(Write), Some(Read)],
             &[Some(Read), Some(Read), Some(Read)],
         ];
+        let marker = |mode: &Option<Mode>| mode.map_or("stray-", Mode::marker);
         for queue in queues {
+            // Distinct sequences: no downgrade here.
+            let names: Vec<String> = queue.iter().enumerate().map(|(i, m)| node(marker(m), i as i32)).collect();
             let deciding: Vec<usize> = (0..queue.len())
-                .filter(|&i| queue[i].is_some_and(|mode| mode.decide(queue, i, |m| *m) == Decision::Holds))
+                .filter(|&i| queue[i].is_some_and(|mode| decide(mode, &names, i) == Decision::Holds))
                 .collect();
-            assert_eq!(holders(queue, |m| *m), deciding, "{queue:?}");
+            let sequence = |i: &usize| Some(*i as i64);
+            let indexes: Vec<usize> = (0..queue.len()).collect();
+            assert_eq!(holders(&indexes, |i| queue[*i], sequence), deciding, "{queue:?}");
         }
     }
 
     #[test]
+    fn a_downgraded_reader_holds_beside_its_write_node() {
+        let queue = [(Some(Write), 5), (Some(Read), 5), (Some(Write), 6), (Some(Read), 7)];
+        assert_eq!(holders(&queue, |n| n.0, |n| Some(n.1)), vec![0, 1]);
+        let queue = [(Some(Read), 5), (Some(Write), 6), (Some(Read), 7)];
+        assert_eq!(holders(&queue, |n| n.0, |n| Some(n.1)), vec![0]);
+    }
+
+    #[test]
     fn the_mutex_and_the_read_write_lock_do_not_share_a_path() {
-        assert!(Read.shares_path_with(Write));
-        assert!(Exclusive.shares_path_with(Exclusive));
-        assert!(!Exclusive.shares_path_with(Read));
-        assert!(!Write.shares_path_with(Exclusive));
+        assert!(Read.shares_path_with(&node(W, 1)));
+        assert!(Exclusive.shares_path_with(&node("_c_x-lock-", 1)));
+        assert!(!Exclusive.shares_path_with(&node(R, 1)));
+        assert!(!Write.shares_path_with(&node("_c_x-lock-", 1)));
+        // kazoo's Lock/WriteLock node fits either; its ReadLock's only the read/write lock.
+        assert!(Exclusive.shares_path_with(&node("k__lock__", 1)));
+        assert!(Read.shares_path_with(&node("k__lock__", 1)));
+        assert!(!Exclusive.shares_path_with(&node("k__rlock__", 1)));
+        assert!(Exclusive.shares_path_with("stray"));
     }
 }

@@ -29,7 +29,14 @@ fn server_config() -> Config {
     Config { cases: (base.cases / 8).max(8), ..base }
 }
 
-const MARKERS: [(&str, Mode); 3] = [("__READ__", Mode::Read), ("__WRIT__", Mode::Write), ("lock-", Mode::Exclusive)];
+/// Curator's (and zklock's) markers, then kazoo's.
+const MARKERS: [(&str, Mode); 5] = [
+    ("__READ__", Mode::Read),
+    ("__WRIT__", Mode::Write),
+    ("lock-", Mode::Exclusive),
+    ("__rlock__", Mode::Read),
+    ("__lock__", Mode::Exclusive),
+];
 
 // ------------------------------------------------------------------ generators
 
@@ -296,7 +303,7 @@ proptest! {
     #[test]
     fn node_names_give_their_mode(
         uuid in "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-        marker in 0..3usize,
+        marker in 0..MARKERS.len(),
         sequence in any::<i32>(),
         stray in any_text(),
     ) {
@@ -361,11 +368,11 @@ fn plain_name() -> impl Strategy<Value = String> {
 fn node_name() -> impl Strategy<Value = (String, Option<i64>)> {
     prop_oneof![
         // As ZooKeeper writes a sequence: "%010d".
-        (plain_name(), 0..3usize, any::<i32>()).prop_map(|(prefix, marker, sequence)| {
+        (plain_name(), 0..MARKERS.len(), any::<i32>()).prop_map(|(prefix, marker, sequence)| {
             (format!("{prefix}-{}{sequence:010}", MARKERS[marker].0), Some(i64::from(sequence)))
         }),
         // Too short to be the server's counter, or not a number.
-        (plain_name(), 0..3usize, "[0-9]{0,9}|[0-9]{3}[a-z+ ][0-9]{6}|\\+[0-9]{9}|[0-9]{11,14}").prop_map(
+        (plain_name(), 0..MARKERS.len(), "[0-9]{0,9}|[0-9]{3}[a-z+ ][0-9]{6}|\\+[0-9]{9}|[0-9]{11,14}").prop_map(
             |(prefix, marker, digits)| {
                 let sequence = (digits.len() >= 10 && !digits.starts_with('+'))
                     .then(|| digits.parse::<i32>().ok().map(i64::from))
@@ -433,12 +440,19 @@ proptest! {
             remove_tree(&server.observer, &path).await;
             let contenders = contenders.map_err(|err| TestCaseError::fail(err.to_string()))?;
             prop_assert_eq!(contenders.len(), made.len());
+            // kazoo's `__lock__` is its mutex and its write lock: a writer where the path holds
+            // read/write nodes.
+            let read_write = made.iter().any(|(name, ..)| matches!(Mode::of_node(name), Some(Mode::Read | Mode::Write)));
             for (name, sequence, data) in made {
                 let found = contenders.iter().find(|p| p.node == name);
                 prop_assert!(found.is_some(), "{:?} not among the contenders", name);
                 let found = found.unwrap();
                 prop_assert_eq!(found.sequence, sequence, "{:?}", name);
-                prop_assert_eq!(found.mode, Mode::of_node(&name));
+                let mode = match Mode::of_node(&name) {
+                    Some(Mode::Exclusive) if read_write && name.contains("__lock__") => Some(Mode::Write),
+                    mode => mode,
+                };
+                prop_assert_eq!(found.mode, mode);
                 prop_assert_eq!(&found.data, &data);
                 let identity: Option<zklock::Identity> = serde_json::from_slice(&data).ok();
                 prop_assert_eq!(&found.identity, &identity);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::*;
 use zklock::{Client, ClientOptions, ErrorKind, HoldState, LostReason, Mode, Owner, ReadWriteLock};
 use zklock_testkit::{Cluster, Proxy};
+use zookeeper_client as zk;
 
 fn modes(participants: &[zklock::Participant]) -> Vec<Option<Mode>> {
     participants.iter().map(|p| p.mode).collect()
@@ -88,9 +89,10 @@ async fn a_late_reader_waits_behind_a_waiting_writer() {
     client.close().await;
 }
 
-/// Downgrade: the write holder takes the read side (on its write node), releases the write
-/// side and goes on reading; a writer already waiting stays out until the read is released,
-/// while the read is shared as any read (CURATOR-621).
+/// Downgrade, in Curator 5.5+'s form: the write holder takes the read side with a read node of
+/// its own that carries its write node's sequence, releases the write side and goes on reading;
+/// a writer already waiting (here one that watched the write node itself, so that its release
+/// would have handed it the lock) stays out until the read is released (CURATOR-621).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downgrade_keeps_waiting_writers_out_until_the_read_goes() {
     let path = unique_path("rw-downgrade");
@@ -104,24 +106,184 @@ async fn downgrade_keeps_waiting_writers_out_until_the_read_goes() {
     wait_children(&observer, &path, 2).await;
 
     let read = rw.read().acquire(&me).await.unwrap();
-    assert_eq!(children(&observer, &path).await.len(), 2, "the read takes no node of its own");
-    assert_eq!(read.fencing_token(), write.fencing_token());
+    let nodes = children(&observer, &path).await;
+    assert_eq!(nodes.len(), 3, "the read has a node of its own: {nodes:?}");
+    let read_node = read.hold().node_path().rsplit('/').next().unwrap().to_owned();
+    assert!(
+        read_node.ends_with(&format!("-__READ__{:010}", write.hold().sequence())),
+        "a plain read node with the write node's sequence: {read_node}"
+    );
+    assert_eq!(read.hold().sequence(), write.hold().sequence());
+    assert_eq!(read.fencing_token(), write.fencing_token(), "the read goes on from the write's place");
+    let queue = rw.contenders().await.unwrap();
+    assert_eq!(modes(&queue), [Some(Mode::Write), Some(Mode::Read), Some(Mode::Write)]);
+    let holders: Vec<String> = rw.holders().await.unwrap().into_iter().map(|p| p.node).collect();
+    assert_eq!(holders, [queue[0].node.clone(), read_node.clone()], "the write holder and its read");
+
     write.release().await.unwrap();
     assert!(rw.read().is_held_by(&me) && !rw.write().is_held_by(&me));
     assert_eq!(read.hold().state(), HoldState::Held);
-    assert_eq!(children(&observer, &path).await.len(), 2, "the write node stays while the read holds");
-    // The writer that was waiting is still out; nothing about it changes until the read goes.
-    assert!(!waiting_writer.is_finished());
+    assert_eq!(children(&observer, &path).await.len(), 2, "the read node and the waiting writer's");
+    // The writer that was waiting is still out, and a try gets nothing.
     assert!(other.write().try_acquire(&Owner::new(3)).await.unwrap().is_none());
+    assert!(!waiting_writer.is_finished());
+    let holders: Vec<String> = rw.holders().await.unwrap().into_iter().map(|p| p.node).collect();
+    assert_eq!(holders, [read_node], "the downgraded reader holds, first in the queue");
 
+    // Re-entry counts up on the read node; the last release deletes it.
+    let again = rw.read().acquire(&me).await.unwrap();
+    assert_eq!(again.hold(), read.hold());
+    again.release().await.unwrap();
     let read_token = read.fencing_token();
     read.release().await.unwrap();
     let w = waiting_writer.await.unwrap();
-    assert!(w.fencing_token() > read_token);
+    assert!(w.fencing_token() > read_token, "the next writer's token is above the downgraded read's");
     w.release().await.unwrap();
-    assert!(children(&observer, &path).await.is_empty());
+    wait_children(&observer, &path, 0).await;
     a.close().await;
     b.close().await;
+}
+
+/// After a downgrade, a reader that comes once the write side is released shares with the
+/// downgraded reader (as in Curator 5.5+ and java.util.concurrent's ReentrantReadWriteLock),
+/// while one that came before waits as behind any writer; a try of the read side by the write
+/// holder downgrades too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_after_the_downgrade_shares_with_it() {
+    let path = unique_path("rw-downgrade-share");
+    let observer = observer().await;
+    let (a, b) = (client().await, client().await);
+    let rw = a.read_write_lock(&path).unwrap();
+    let other = b.read_write_lock(&path).unwrap();
+    let me = Owner::new(1);
+    let write = rw.write().acquire(&me).await.unwrap();
+    // A reader that came while the write was held waits for it.
+    let early_reader = spawn_acquire(other.read(), Owner::new(2));
+    wait_children(&observer, &path, 2).await;
+    let read = rw.read().try_acquire(&me).await.unwrap().expect("the write holder reads at once");
+    write.release().await.unwrap();
+    // The early reader now shares with the downgraded reader...
+    let early = tokio::time::timeout(Duration::from_secs(20), early_reader)
+        .await
+        .expect("the early reader shares with the downgraded reader")
+        .unwrap();
+    // ... and so does one that comes after.
+    let late = other.read().acquire_timeout(&Owner::new(3), Duration::from_secs(20)).await.unwrap();
+    assert_eq!(rw.holders().await.unwrap().len(), 3);
+    // A writer now waits for all three.
+    assert!(other.write().try_acquire(&Owner::new(4)).await.unwrap().is_none());
+    for guard in [read, early, late] {
+        guard.release().await.unwrap();
+    }
+    wait_children(&observer, &path, 0).await;
+    a.close().await;
+    b.close().await;
+}
+
+/// A downgrade's read is a hold like any other: lost with its session (and reported so on
+/// release, deleting nothing), and refused under a write hold that is already lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgraded_read_is_lost_with_its_session() {
+    let path = "/locks/rw-downgrade-lost";
+    let cluster = Cluster::standalone();
+    let observer = observer_at(&cluster.connect_string()).await;
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let options = ClientOptions { session_timeout: Duration::from_secs(2), ..Default::default() };
+    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let rw = client.read_write_lock(path).unwrap();
+    let me = Owner::new(1);
+    let write = rw.write().acquire(&me).await.unwrap();
+    let read = rw.read().acquire(&me).await.unwrap();
+    write.release().await.unwrap();
+    let lost = read.hold().clone();
+    proxy.stall();
+    let reason = tokio::time::timeout(Duration::from_secs(20), lost.lost()).await.expect("lost is signalled");
+    assert!(matches!(reason, Some(LostReason::SessionExpired | LostReason::DisconnectedTooLong)), "{reason:?}");
+    proxy.pass();
+    assert_eq!(read.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    wait_children(&observer, path, 0).await;
+    // A new write hold, lost: no read under it.
+    let write = rw.write().acquire(&me).await.unwrap();
+    proxy.stall();
+    tokio::time::timeout(Duration::from_secs(20), write.hold().lost()).await.expect("lost is signalled");
+    proxy.pass();
+    assert_eq!(rw.read().acquire(&me).await.err().map(|e| e.kind()), Some(ErrorKind::LockLost));
+    assert_eq!(write.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    client.close().await;
+}
+
+/// The read node of another client's downgrade in Curator 5.5+'s form (here made by hand, as
+/// Curator 5.7.1 makes it: a plain ephemeral `_c_<uuid>-__READ__<write sequence>`, then the write
+/// node deleted) keeps the write node's place: the writer that was waiting stays out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_downgrade_keeps_the_write_nodes_place() {
+    let path = unique_path("rw-foreign-downgrade");
+    let observer = observer().await;
+    let client = client().await;
+    let rw = client.read_write_lock(&path).unwrap();
+    let ephemeral_sequential = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    observer.mkdir(&path, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    let uuid = "_c_0abad917-53a6-4ed9-bfac-3327be0d1234-";
+    let (_, sequence) = observer.create(&format!("{path}/{uuid}__WRIT__"), b"", &ephemeral_sequential).await.unwrap();
+    let waiting_writer = spawn_acquire(rw.write(), Owner::new(1));
+    wait_children(&observer, &path, 2).await;
+    let read_node = format!("{path}/_c_1bad0917-53a6-4ed9-bfac-3327be0d1234-__READ__{sequence}");
+    observer.create(&read_node, b"", &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    observer.delete(&format!("{path}/{uuid}__WRIT__{sequence}"), None).await.unwrap();
+    assert!(rw.write().try_acquire(&Owner::new(2)).await.unwrap().is_none());
+    assert!(rw.read().try_acquire(&Owner::new(3)).await.unwrap().is_none(), "a reader behind the waiting writer waits");
+    assert!(!waiting_writer.is_finished(), "the waiting writer stays out while the downgraded read holds");
+    let holders: Vec<String> = rw.holders().await.unwrap().into_iter().map(|p| p.node).collect();
+    assert_eq!(holders, [read_node.rsplit('/').next().unwrap()]);
+    observer.delete(&read_node, None).await.unwrap();
+    waiting_writer.await.unwrap().release().await.unwrap();
+    wait_children(&observer, &path, 0).await;
+    client.close().await;
+}
+
+/// kazoo's nodes are contenders of their own mode: `__lock__` (its Lock and WriteLock) a writer
+/// and `__rlock__` a reader in the read/write lock, and `__lock__` exclusive in the mutex.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoos_nodes_are_contenders_of_their_mode() {
+    let path = unique_path("rw-kazoo");
+    let observer = observer().await;
+    let client = client().await;
+    let rw = client.read_write_lock(&path).unwrap();
+    let ephemeral_sequential = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    observer.mkdir(&path, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    let (_, seq) = observer
+        .create(&format!("{path}/0abad91753a64ed9bfac3327be0d1234__lock__"), b"", &ephemeral_sequential)
+        .await
+        .unwrap();
+    let kazoo_writer = format!("{path}/0abad91753a64ed9bfac3327be0d1234__lock__{seq}");
+    assert!(rw.read().try_acquire(&Owner::new(1)).await.unwrap().is_none(), "no reader beside kazoo's writer");
+    assert!(rw.write().try_acquire(&Owner::new(2)).await.unwrap().is_none());
+    assert_eq!(modes(&rw.contenders().await.unwrap()), [Some(Mode::Write)]);
+    observer.delete(&kazoo_writer, None).await.unwrap();
+    // kazoo's reader shares with ours, and keeps writers out.
+    let (_, seq) = observer
+        .create(&format!("{path}/1abad91753a64ed9bfac3327be0d1234__rlock__"), b"", &ephemeral_sequential)
+        .await
+        .unwrap();
+    let reading = rw.read().try_acquire(&Owner::new(1)).await.unwrap().expect("readers share");
+    assert!(rw.write().try_acquire(&Owner::new(2)).await.unwrap().is_none());
+    assert_eq!(rw.holders().await.unwrap().len(), 2);
+    reading.release().await.unwrap();
+    // A mutex refuses the path of kazoo's read nodes, and queues behind kazoo's Lock.
+    let mutex = client.lock(&path).unwrap();
+    let refused = mutex.try_acquire(&Owner::new(3)).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+    observer.delete(&format!("{path}/1abad91753a64ed9bfac3327be0d1234__rlock__{seq}"), None).await.unwrap();
+    let mutex = client.lock(&path).unwrap();
+    let (_, seq) = observer
+        .create(&format!("{path}/2abad91753a64ed9bfac3327be0d1234__lock__"), b"", &ephemeral_sequential)
+        .await
+        .unwrap();
+    assert!(mutex.try_acquire(&Owner::new(3)).await.unwrap().is_none());
+    assert_eq!(modes(&mutex.contenders().await.unwrap()), [Some(Mode::Exclusive)]);
+    observer.delete(&format!("{path}/2abad91753a64ed9bfac3327be0d1234__lock__{seq}"), None).await.unwrap();
+    mutex.try_acquire(&Owner::new(3)).await.unwrap().expect("free").release().await.unwrap();
+    client.close().await;
 }
 
 /// Upgrade: a reader asking for the write side is refused at once with its own kind, rather
@@ -261,6 +423,42 @@ async fn a_write_hold_is_lost_for_a_downgrade_as_soon_as_close_begins() {
     assert_eq!(rw.read().acquire(&me).await.err().map(|e| e.kind()), Some(ErrorKind::Closed));
     assert_eq!(write.release().await.unwrap_err().kind(), ErrorKind::LockLost);
     client.close().await;
+}
+
+/// Past the sequence limit no sequence says where a downgrade's read node belongs, so there the
+/// write holder reads on its write node: the writer that was waiting stays out until the read is
+/// released too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downgrade_past_the_sequence_limit_reads_on_the_write_node() {
+    const PATH: &str = "/locks/rw-downgrade-overflow";
+    let cluster = Cluster::builder().seed_lock_parent_near_sequence_limit(PATH, 2_147_483_646).start();
+    let connect = cluster.connect_string();
+    let observer = observer_at(&connect).await;
+    let (a, b) = (client_at(&connect).await, client_at(&connect).await);
+    let rw = a.read_write_lock(PATH).unwrap();
+    let other = b.read_write_lock(PATH).unwrap();
+    let me = Owner::new(1);
+    let gate = rw.write().acquire(&Owner::new(9)).await.unwrap();
+    // Queued behind the gate, so that it gets the limit's sequence.
+    let mine = spawn_acquire(rw.write(), me.clone());
+    wait_children(&observer, PATH, 2).await;
+    gate.release().await.unwrap();
+    let write = mine.await.unwrap();
+    assert_eq!(write.hold().sequence(), i64::from(i32::MAX));
+    let waiting_writer = spawn_acquire(other.write(), Owner::new(2));
+    wait_children(&observer, PATH, 2).await;
+    let read = rw.read().acquire(&me).await.unwrap();
+    assert_eq!(read.hold(), write.hold(), "the read is on the write node");
+    assert_eq!(children(&observer, PATH).await.len(), 2, "no read node of its own");
+    write.release().await.unwrap();
+    assert_eq!(children(&observer, PATH).await.len(), 2, "the write node stays while the read holds");
+    assert!(other.write().try_acquire(&Owner::new(3)).await.unwrap().is_none());
+    assert!(!waiting_writer.is_finished());
+    read.release().await.unwrap();
+    waiting_writer.await.unwrap().release().await.unwrap();
+    wait_children(&observer, PATH, 0).await;
+    a.close().await;
+    b.close().await;
 }
 
 /// Past ZooKeeper's 32-bit sequence limit the queue is ordered by creation zxid: readers and
