@@ -162,6 +162,8 @@ enum Identity {
     Zklock { host: String, pid: u32, label: String, language: String, identifier: Option<String> },
     /// Curator, which writes the client's IP address.
     Curator { address: String },
+    /// kazoo, which writes the contender's identifier.
+    Kazoo { identifier: String },
     /// Anything else: the node's data, as text.
     Unknown { data: String },
 }
@@ -178,6 +180,9 @@ impl Identity {
             };
         }
         let data = String::from_utf8_lossy(&participant.data).into_owned();
+        if participant.is_kazoos() {
+            return Identity::Kazoo { identifier: data };
+        }
         match data.trim().parse::<IpAddr>() {
             Ok(address) => Identity::Curator { address: address.to_string() },
             Err(_) => Identity::Unknown { data },
@@ -191,6 +196,12 @@ impl Identity {
                 format!("{label} (host {host}, pid {pid}, {language}{identifier})")
             }
             Identity::Curator { address } => format!("Curator at {address}"),
+            Identity::Kazoo { identifier } if identifier.is_empty() => "kazoo (no identifier)".to_owned(),
+            Identity::Kazoo { identifier } => {
+                let shown: String = identifier.chars().take(40).collect();
+                let cut = if shown.len() < identifier.len() { "..." } else { "" };
+                format!("kazoo ({shown:?}{cut})")
+            }
             Identity::Unknown { data } if data.is_empty() => "unknown (no data)".to_owned(),
             Identity::Unknown { data } => {
                 let shown: String = data.chars().take(40).collect();

@@ -1,6 +1,6 @@
 //! `zklock status` against a real server: the holder and the queue of a mutex and of a
 //! read/write lock (text and JSON), a free path, a path that is not a lock, a bad path, Curator's
-//! nodes, and a server that cannot be reached.
+//! nodes, kazoo's, and a server that cannot be reached.
 
 use std::net::TcpListener;
 use std::process::{Command, Output};
@@ -211,6 +211,38 @@ fn readers_sharing_with_a_writer_waiting() {
     rt.block_on(rt.block_on(late).unwrap().release()).unwrap();
     rt.block_on(readers.close());
     rt.block_on(writer.close());
+}
+
+/// kazoo's nodes are contenders of their mode: `__lock__` a writer beside read/write nodes,
+/// `__rlock__` a reader, each shown with its identifier.
+#[test]
+fn kazoos_nodes_with_their_modes() {
+    let rt = runtime();
+    let client = connect(&rt);
+    let path = unique("kazoo");
+    let read = client.read_write_lock(&path).unwrap().read().clone();
+    let reading = rt.block_on(read.acquire(&Owner::with_label(1, "zk-reader"))).unwrap();
+    let observer = rt.block_on(zookeeper_client::Client::connect(&shared_connect_string())).unwrap();
+    let ephemeral_sequential =
+        zookeeper_client::CreateMode::EphemeralSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    for (name, identifier) in [
+        ("0abad91753a64ed9bfac3327be0d1234__rlock__", "kazoo-reader"),
+        ("1abad91753a64ed9bfac3327be0d1234__lock__", "kazoo-writer"),
+    ] {
+        rt.block_on(observer.create(&format!("{path}/{name}"), identifier.as_bytes(), &ephemeral_sequential)).unwrap();
+    }
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "held: exit 0; stderr: {err}");
+    assert!(table.starts_with(&format!("{path}: held (read) by 2; 1 waiting\n")), "{table}");
+    let line =
+        |who: &str| table.lines().find(|line| line.contains(who)).unwrap_or_else(|| panic!("no {who} in:\n{table}"));
+    assert!(line("kazoo (\"kazoo-reader\")").starts_with("holding  read "), "{table}");
+    assert!(line("kazoo (\"kazoo-writer\")").starts_with("waiting  write "), "{table}");
+    let (_, json) = status_json(&path);
+    assert_eq!(json["queue"][0]["identity"], serde_json::json!({"kind": "kazoo", "identifier": "kazoo-writer"}));
+    drop(observer);
+    rt.block_on(reading.release()).unwrap();
+    rt.block_on(client.close());
 }
 
 #[test]

@@ -334,6 +334,12 @@ impl Lock {
 }
 
 impl Participant {
+    /// Whether the node is kazoo's (its `Lock`, `WriteLock` or `ReadLock`), whose data is the
+    /// contender's identifier.
+    pub fn is_kazoos(&self) -> bool {
+        Mode::is_kazoos(&self.node)
+    }
+
     /// The positions of the participants in `queue` (in queue order, as [`Lock::contenders`]
     /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
     /// queue from one listing.

@@ -83,6 +83,11 @@ impl Mode {
         MARKERS.iter().find_map(|(marker, _)| name.rfind(marker).map(|at| (at, *marker)))
     }
 
+    /// Whether a child named `name` is kazoo's (its Lock, WriteLock or ReadLock node).
+    pub(crate) fn is_kazoos(name: &str) -> bool {
+        name.contains(KAZOO_LOCK) || name.contains("__rlock__")
+    }
+
     /// Whether a child named `name` may be under the path of a lock of this mode. The mutex and
     /// the read/write lock are different recipes, each ignoring the other's rules; kazoo's
     /// `__lock__` node is both its mutex and its write lock, so it fits either.
