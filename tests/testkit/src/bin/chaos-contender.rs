@@ -13,6 +13,15 @@
 //! iterations uniform [0, `--idle-ms`] (default 50) ms. A BEGIN answered `OK PIN ms` makes the
 //! hold last `ms` from that reply, one operation every 100 ms: the orchestrator stalls or cuts
 //! this contender meanwhile, so the hold lives through the fault (or is told lost during it).
+//!
+//! Downgrades: one write hold (of `/chaos/rw`) in 3 that is not pinned, after its writes, takes
+//! the read side with the same owner (zklock's downgrade: a read node with the write node's
+//! sequence, the same fencing token), says `DOWNGRADE`, releases the write side, READs once or
+//! twice and ENDs. Zombies: one write hold in 10 (one pinned write hold in 2) ignores its loss:
+//! it says LOST as soon as zklock does (the promise judged), then waits out the fault (the rest
+//! of its pinned time, or a session timeout) and writes anyway with its old token
+//! (`ZOMBIE-WRITE`, once or twice), which the fenced resource must refuse if anyone else has
+//! begun since.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -161,10 +170,13 @@ struct Contender {
     /// The longest sleep after an operation, and between iterations.
     op_sleep_ms: u64,
     idle_ms: u64,
+    session_timeout: Duration,
 }
 
 /// A pinned hold operates this often.
 const PINNED_OP_EVERY: Duration = Duration::from_millis(100);
+/// How long the read side of a downgrade may take.
+const DOWNGRADE_WAIT: Duration = Duration::from_secs(3);
 
 impl Contender {
     async fn sleep_ms(&mut self, lo: u64, hi: u64) {
@@ -224,7 +236,7 @@ impl Contender {
         let waited = started.elapsed().as_millis();
         self.wire.lock().await.send(&format!("WAIT {path} {mode} {waited} {outcome}")).await;
         match guard {
-            Some(guard) => self.hold(guard, path, mode).await,
+            Some(guard) => self.hold(guard, target, path, mode).await,
             None if outcome.starts_with("error:") => tokio::time::sleep(Duration::from_millis(100)).await,
             None => {}
         }
@@ -232,7 +244,7 @@ impl Contender {
         true
     }
 
-    async fn hold(&mut self, guard: LockGuard, path: &'static str, mode: &str) {
+    async fn hold(&mut self, guard: LockGuard, target: usize, path: &'static str, mode: &str) {
         let hold = guard.hold().clone();
         let token = hold.fencing_token();
         let told = Arc::new(Told::default());
@@ -241,15 +253,20 @@ impl Contender {
             .strip_prefix("OK PIN ")
             .and_then(|ms| ms.parse::<u64>().ok())
             .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let (downgrade_roll, zombie_roll) = (self.rng.below(3), self.rng.below(10));
+        let downgrade = mode == "w" && pinned_until.is_none() && downgrade_roll == 0;
+        let zombie = mode != "r" && if pinned_until.is_some() { zombie_roll < 5 } else { zombie_roll == 0 };
         // Say LOST as soon as zklock does, whatever the loop is doing.
-        let watcher = {
-            let (wire, told, hold) = (self.wire.clone(), told.clone(), hold.clone());
+        let wire = self.wire.clone();
+        let watch = |hold: &Hold| {
+            let (wire, told, hold) = (wire.clone(), told.clone(), hold.clone());
             tokio::spawn(async move {
                 if hold.lost().await.is_some() {
                     tell_lost(&mut *wire.lock().await, &told, path, &hold).await;
                 }
             })
         };
+        let mut watcher = watch(&hold);
         let op = format!("{} {path} {token}", if mode == "r" { "READ" } else { "WRITE" });
         let mut held = true;
         match pinned_until {
@@ -271,6 +288,58 @@ impl Contender {
                         break;
                     }
                     self.sleep_ms(0, self.op_sleep_ms).await;
+                }
+            }
+        }
+        if !held && zombie {
+            // Lost, and said so: a zombie waits out the fault and writes anyway, with its old token.
+            let resume = pinned_until.unwrap_or_else(|| Instant::now() + self.session_timeout);
+            tokio::time::sleep_until(resume.into()).await;
+            for _ in 0..self.rng.between(1, 2) {
+                self.wire.lock().await.request(&format!("ZOMBIE-WRITE {path} {token}")).await;
+                self.sleep_ms(0, self.op_sleep_ms).await;
+            }
+        }
+        // The downgrade: the read side with the same owner, then DOWNGRADE, then the write side
+        // released; the hold goes on as a read on the read node.
+        let (mut guard, mut hold) = (guard, hold);
+        if held && downgrade {
+            let read_lock = self.targets[target - 1].lock.clone();
+            match read_lock.acquire_timeout(&self.owner, DOWNGRADE_WAIT).await {
+                Ok(read) => {
+                    let read_hold = read.hold().clone();
+                    if read_hold.fencing_token() != token {
+                        let line = format!("ERROR downgrade-token:{}!={token}", read_hold.fencing_token());
+                        self.wire.lock().await.send(&line).await;
+                    }
+                    let mut wire = self.wire.lock().await;
+                    held = still_held(&mut wire, &told, path, &hold).await;
+                    if held {
+                        wire.request(&format!("DOWNGRADE {path} {token}")).await;
+                    }
+                    drop(wire);
+                    watcher.abort();
+                    watcher = watch(&read_hold);
+                    let write = std::mem::replace(&mut guard, read);
+                    if let Err(e) = write.release().await {
+                        if held {
+                            self.wire.lock().await.send(&format!("ERROR release-write:{}", kind_name(e.kind()))).await;
+                        }
+                    }
+                    hold = read_hold;
+                    if held {
+                        let op = format!("READ {path} {token}");
+                        for _ in 0..self.rng.between(1, 2) {
+                            if !self.operate(&op, &told, path, &hold).await {
+                                held = false;
+                                break;
+                            }
+                            self.sleep_ms(0, self.op_sleep_ms).await;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.wire.lock().await.send(&format!("ERROR downgrade:{}", kind_name(e.kind()))).await;
                 }
             }
         }
@@ -361,6 +430,7 @@ async fn run(args: Args) {
         stop: stop.clone(),
         op_sleep_ms: args.op_sleep_ms,
         idle_ms: args.idle_ms,
+        session_timeout: args.session_timeout,
     };
     while !*stop.borrow() {
         if !contender.iteration().await {

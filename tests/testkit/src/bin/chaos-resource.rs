@@ -7,8 +7,27 @@
 //! It listens on a free `127.0.0.1` port and prints `LISTEN 127.0.0.1:PORT`. Contenders connect
 //! and speak the protocol of the soak (one line per message, see `scripts/chaos`):
 //! `WAIT path mode ms outcome`, `BEGIN path mode token lang name` (reply `OK`), `WRITE path
-//! token` / `READ path token` (reply `OK` or `STALE`), `END path token` (reply `OK`), `LOST path
-//! token reason` (reply `OK`), `ERROR kind`. A connection that closes ends its open holds.
+//! token` / `READ path token` (reply `OK` or `STALE`), `DOWNGRADE path token` (reply `OK`), `END
+//! path token` (reply `OK`), `LOST path token reason` (reply `OK`), `ZOMBIE-WRITE path token`
+//! (reply `OK` or `STALE`), `ERROR kind`. A connection that closes ends its open holds.
+//!
+//! * `DOWNGRADE`: a write hold (mode `w`) took the read side and is about to release the write
+//!   side (Curator 5.5+'s and zklock's downgrade): from this message on the hold is judged as a
+//!   read (mode `r`) with the same token, so it may only READ; a writer that operates while it is
+//!   open overlaps it, a reader does not. Sent before the write side is released, as END is.
+//! * `ZOMBIE-WRITE`: a hold this connection reported LOST writes anyway with its old token, as a
+//!   process that missed (or ignored) its loss would after a pause. It is the test of the fence:
+//!   it must be answered STALE if any hold on the path has begun since the zombie's did. It is
+//!   not an operation of an open hold, so it takes part in no overlap or loss figure; only a
+//!   write (`w`/`x`) hold may do it, and only after its LOST.
+//!
+//! # Fencing
+//! Per path the resource keeps the highest token seen (every BEGIN's and every accepted write's)
+//! and the highest writer token seen (BEGINs of `w`/`x` holds and accepted writes). A WRITE or
+//! ZOMBIE-WRITE is accepted only with a token at least the highest seen, a READ only with one at
+//! least the highest writer token (readers that share have unordered tokens). A write is a stale
+//! write attempted if its token is below the highest seen or a hold on its path has begun since
+//! its hold did (superseded); "stale writes accepted" (must be 0) counts those let through.
 //!
 //! The orchestrator drives it on stdin, one command per line, one reply line each:
 //! * `MARK label`  a leader was killed now: the time to the next BEGIN is a recovery time (`OK`);
@@ -30,7 +49,8 @@
 //! For holds G and H on one path whose modes conflict (not both `r`), H begun after G:
 //! * overlap: at an operation by one of them, the other is open (not ended, not lost, its
 //!   connection alive) and has already operated;
-//! * stale accepted: G's operation is accepted after H's first operation;
+//! * stale accepted: G's operation is accepted after H's first operation, or G's WRITE (or
+//!   zombie write) is accepted after H began;
 //! * late loss: G's LOST arrives after H's first operation;
 //! * unsignalled loss: G's END arrives after H's first operation (G never learned that it lost).
 //!
@@ -38,8 +58,14 @@
 //! before G's pinned time was up: the lock moved on while G would still have acted had it not
 //! been told, i.e. the case the late-loss figure is about did happen.
 //!
+//! A hold's mode is the one it had at the operation judged: a downgraded hold (`DOWNGRADE`) is a
+//! writer up to that message and a reader from then on, so a reader H that first operated after
+//! G's downgrade does not conflict with G.
+//!
 //! Each is attributed to the party that should have stopped, the earlier holder G; figures whose
-//! offender is a `curator` holder are reported apart (Curator is a peer, not zklock).
+//! offender is a peer's holder (`curator`, `curator57`, `kazoo`: not zklock) are reported apart,
+//! by language. A zombie write accepted after another hold began on its path is counted apart
+//! too (`zombie_writes_accepted_superseded`), whoever the zombie is: it is the fence that failed.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
@@ -82,7 +108,14 @@ impl Violation {
 struct Hold {
     conn: ConnId,
     path: String,
+    /// The mode now: `r` once downgraded.
     mode: char,
+    /// The mode it began with.
+    began_mode: char,
+    /// The event (message receipt number) of its DOWNGRADE.
+    downgraded_ev: Option<u64>,
+    /// The event of its first operation.
+    first_op_ev: Option<u64>,
     token: i64,
     lang: String,
     name: String,
@@ -102,12 +135,22 @@ struct Hold {
 }
 
 impl Hold {
+    /// Its mode at event `ev`.
+    fn mode_at(&self, ev: u64) -> char {
+        if self.downgraded_ev.is_some_and(|d| d < ev) {
+            'r'
+        } else {
+            self.began_mode
+        }
+    }
+
     fn describe(&self) -> String {
         let first = self.first_op_ms.map_or("none".to_string(), |t| format!("{t:.1}ms"));
         let ended = self.ended.map_or("open".to_string(), |(how, t)| format!("{how} at {t:.1}ms"));
+        let mode = if self.downgraded_ev.is_some() { "w->r" } else { &self.mode.to_string() };
         format!(
-            "{} ({}) {} mode {} token {} began {:.1}ms first op {} ops {} {}",
-            self.name, self.lang, self.path, self.mode, self.token, self.began_ms, first, self.ops, ended
+            "{} ({}) {} mode {mode} token {} began {:.1}ms first op {} ops {} {}",
+            self.name, self.lang, self.path, self.token, self.began_ms, first, self.ops, ended
         )
     }
 }
@@ -116,9 +159,26 @@ fn conflict(a: char, b: char) -> bool {
     !(a == 'r' && b == 'r')
 }
 
+/// zklock's languages; every other is a peer's, whose figures are reported apart.
+const ZKLOCK_LANGS: [&str; 4] = ["rust", "c", "python", "node"];
+
+/// The class a holder's violations count in: "zklock", or the peer's language.
+fn class_of(lang: &str) -> &str {
+    if ZKLOCK_LANGS.contains(&lang) {
+        "zklock"
+    } else {
+        lang
+    }
+}
+
 #[derive(Default)]
 struct PathState {
+    /// The highest token of a BEGIN or an accepted write: a WRITE needs at least this.
+    max_token: i64,
+    /// The highest token of a writer's (`w`/`x`) BEGIN or an accepted write: a READ needs this.
     max_write_token: i64,
+    /// The `seq` of the last hold begun on the path.
+    last_seq: Option<u64>,
     /// Holds from the oldest still open on (in BEGIN order): every hold a check may need.
     holds: VecDeque<HoldId>,
     /// Pinned holds that ended LOST before their pinned time was up: (seq, mode, lang, label,
@@ -134,21 +194,30 @@ struct Conn {
     open: HashMap<(String, i64), HoldId>,
     /// Recently ended holds, to tell a LOST after END from a protocol error.
     ended: VecDeque<(String, i64)>,
+    /// Recently lost holds, for their zombie writes: (path, token), seq, mode.
+    lost_holds: VecDeque<((String, i64), u64, char)>,
     outcomes: BTreeMap<String, u64>,
     errors: BTreeMap<String, u64>,
     lost: BTreeMap<String, u64>,
     waits_ms: Vec<f64>,
-    stale_rejected: u64,
+    stale_writes_rejected: u64,
+    stale_reads_rejected: u64,
+    stale_writes_attempted: u64,
     accepted: u64,
+    downgrades: u64,
+    zombie_writes: u64,
+    zombie_writes_rejected: u64,
 }
 
 #[derive(Default)]
 struct Figures {
-    /// by class ("zklock" or "curator"), by violation
-    violations: BTreeMap<&'static str, BTreeMap<&'static str, u64>>,
+    /// by class ("zklock", or a peer's language), by violation
+    violations: BTreeMap<String, BTreeMap<&'static str, u64>>,
     details: Vec<String>,
     protocol_errors: u64,
     protocol_error_examples: Vec<String>,
+    /// Zombie writes accepted although a hold on the path had begun since (must be 0).
+    zombie_accepted_superseded: u64,
     lost_after_end: u64,
     closed_holding: u64,
     handoffs: BTreeMap<String, u64>,
@@ -165,6 +234,8 @@ struct State {
     frozen: bool,
     next_hold: HoldId,
     next_seq: u64,
+    /// Messages received so far: the receipt order the judging rules go by.
+    ev: u64,
     holds: HashMap<HoldId, Hold>,
     paths: HashMap<String, PathState>,
     conns: HashMap<ConnId, Conn>,
@@ -200,7 +271,7 @@ impl State {
         let (class, text) = {
             let g = &self.holds[&offender];
             let h = &self.holds[&other];
-            let class = if g.lang == "curator" { "curator" } else { "zklock" };
+            let class = class_of(&g.lang).to_string();
             let text = format!(
                 "{} at {:.1}ms ({at}): offender {} | other {}",
                 v.key(),
@@ -210,7 +281,7 @@ impl State {
             );
             (class, text)
         };
-        *self.fig.violations.entry(class).or_default().entry(v.key()).or_default() += 1;
+        *self.fig.violations.entry(class.clone()).or_default().entry(v.key()).or_default() += 1;
         self.log("VIOLATION", &format!("[{class}] {text}"));
         if self.fig.details.len() < DETAILS_KEPT {
             self.fig.details.push(format!("[{class}] {text}"));
@@ -223,7 +294,7 @@ impl State {
         let gh = &self.holds[&g];
         self.paths[&gh.path].holds.iter().copied().find(|&h| {
             let hh = &self.holds[&h];
-            h != g && hh.seq > gh.seq && conflict(hh.mode, gh.mode) && hh.first_op_ms.is_some()
+            h != g && hh.seq > gh.seq && hh.first_op_ev.is_some_and(|ev| conflict(hh.mode_at(ev), gh.mode_at(ev)))
         })
     }
 
@@ -273,8 +344,15 @@ impl State {
         }
         let h = &self.holds[&hold];
         let key = (h.path.clone(), h.token);
+        let (seq, mode) = (h.seq, h.mode);
         let conn = self.conns.get_mut(&h.conn).expect("conn");
         conn.open.remove(&key);
+        if how == "lost" {
+            conn.lost_holds.push_back((key.clone(), seq, mode));
+            if conn.lost_holds.len() > 16 {
+                conn.lost_holds.pop_front();
+            }
+        }
         conn.ended.push_back(key);
         if conn.ended.len() > 16 {
             conn.ended.pop_front();
@@ -291,6 +369,7 @@ impl State {
 
     fn handle_message(&mut self, conn: ConnId, line: &str) -> Option<Reply> {
         self.log(&format!("c{conn}"), line);
+        self.ev += 1;
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["WAIT", _path, _mode, ms, outcome] => {
@@ -325,6 +404,28 @@ impl State {
                     return Some(Reply::Stale);
                 };
                 Some(if self.operate(conn, path, token, *op == "WRITE") { Reply::Ok } else { Reply::Stale })
+            }
+            ["ZOMBIE-WRITE", path, token] => {
+                let Ok(token) = token.parse::<i64>() else {
+                    self.protocol_error(conn, format!("bad token in {line:?}"));
+                    return Some(Reply::Stale);
+                };
+                Some(if self.zombie_write(conn, path, token) { Reply::Ok } else { Reply::Stale })
+            }
+            ["DOWNGRADE", path, token] => {
+                let hold = token.parse::<i64>().ok().and_then(|t| self.conns[&conn].open.get(&(path.to_string(), t)));
+                match hold.copied() {
+                    Some(hold) if self.holds[&hold].mode == 'w' => {
+                        let ev = self.ev;
+                        let h = self.holds.get_mut(&hold).expect("hold");
+                        h.mode = 'r';
+                        h.downgraded_ev = Some(ev);
+                        self.conns.get_mut(&conn).expect("conn").downgrades += 1;
+                    }
+                    Some(_) => self.protocol_error(conn, format!("DOWNGRADE of a hold not of mode w: {line:?}")),
+                    None => self.protocol_error(conn, format!("DOWNGRADE of no open hold: {line:?}")),
+                }
+                Some(Reply::Ok)
             }
             ["END", path, token] => {
                 match token.parse::<i64>().ok().and_then(|t| self.conns[&conn].open.get(&(path.to_string(), t))) {
@@ -390,6 +491,9 @@ impl State {
                 conn,
                 path: path.to_string(),
                 mode,
+                began_mode: mode,
+                downgraded_ev: None,
+                first_op_ev: None,
                 token,
                 lang: lang.to_string(),
                 name: name.to_string(),
@@ -403,7 +507,15 @@ impl State {
                 pin: pin.as_ref().map(|(ms, label)| (label.clone(), now + *ms as f64)),
             },
         );
-        self.paths.entry(path.to_string()).or_default().holds.push_back(id);
+        let ps = self.paths.entry(path.to_string()).or_default();
+        ps.holds.push_back(id);
+        ps.last_seq = Some(seq);
+        // The fence learns the new holder's token now: from here on an older holder's write
+        // (a zombie's above all) is refused, whether or not the new holder has written yet.
+        ps.max_token = ps.max_token.max(token);
+        if mode != 'r' {
+            ps.max_write_token = ps.max_write_token.max(token);
+        }
         *self.fig.handoffs.entry(lang.to_string()).or_default() += 1;
         self.fig.handoffs_total += 1;
         for (label, at) in std::mem::take(&mut self.fig.pending_marks) {
@@ -415,16 +527,26 @@ impl State {
     /// A WRITE (`write`) or READ; true if accepted.
     fn operate(&mut self, conn: ConnId, path: &str, token: i64, write: bool) -> bool {
         let hold = self.conns[&conn].open.get(&(path.to_string(), token)).copied();
+        let seq = hold.map(|h| self.holds[&h].seq);
         let ps = self.paths.entry(path.to_string()).or_default();
-        let accepted = token >= ps.max_write_token;
+        // A write is stale if its token is below the highest seen, or a hold began after its own.
+        let superseded = seq.is_some_and(|seq| ps.last_seq.is_some_and(|last| last > seq));
+        let stale = write && (token < ps.max_token || superseded);
+        let accepted = if write { token >= ps.max_token } else { token >= ps.max_write_token };
         if accepted && write {
-            ps.max_write_token = token;
+            ps.max_token = token;
+            ps.max_write_token = ps.max_write_token.max(token);
         }
         let c = self.conns.get_mut(&conn).expect("conn");
         if accepted {
             c.accepted += 1;
+        } else if write {
+            c.stale_writes_rejected += 1;
         } else {
-            c.stale_rejected += 1;
+            c.stale_reads_rejected += 1;
+        }
+        if stale {
+            c.stale_writes_attempted += 1;
         }
         let Some(hold) = hold else {
             self.protocol_error(conn, format!("operation without an open hold on {path} token {token}"));
@@ -458,16 +580,73 @@ impl State {
                     if self.flag_once(hold, Violation::StaleAccepted) {
                         self.violation(Violation::StaleAccepted, hold, h, "accepted operation");
                     }
+                } else if stale {
+                    let later =
+                        self.paths[path].holds.iter().copied().find(|&h| self.holds[&h].seq > self.holds[&hold].seq);
+                    if self.flag_once(hold, Violation::StaleAccepted) {
+                        self.violation(
+                            Violation::StaleAccepted,
+                            hold,
+                            later.unwrap_or(hold),
+                            "write accepted after a later hold began",
+                        );
+                    }
                 }
             }
         }
-        let now = self.now_ms();
+        let (now, ev) = (self.now_ms(), self.ev);
         let h = self.holds.get_mut(&hold).expect("hold");
         let first = h.first_op_ms.is_none();
         h.first_op_ms.get_or_insert(now);
+        h.first_op_ev.get_or_insert(ev);
         h.ops += 1;
         if first && !self.frozen {
             self.take_over_pinned(path, hold, now);
+        }
+        accepted
+    }
+
+    /// A zombie write: a hold this connection reported LOST writes with its old token. True if
+    /// accepted (the fence lets it through only if no hold has begun on the path since).
+    fn zombie_write(&mut self, conn: ConnId, path: &str, token: i64) -> bool {
+        let key = (path.to_string(), token);
+        let lost = self.conns[&conn].lost_holds.iter().find(|(k, _, _)| *k == key).map(|(_, seq, mode)| (*seq, *mode));
+        let ps = self.paths.entry(path.to_string()).or_default();
+        let superseded = lost.is_some_and(|(seq, _)| ps.last_seq.is_some_and(|last| last > seq));
+        let stale = token < ps.max_token || superseded;
+        let accepted = token >= ps.max_token;
+        if accepted {
+            ps.max_token = token;
+            ps.max_write_token = ps.max_write_token.max(token);
+        }
+        let c = self.conns.get_mut(&conn).expect("conn");
+        c.zombie_writes += 1;
+        if accepted {
+            c.accepted += 1;
+        } else {
+            c.stale_writes_rejected += 1;
+            c.zombie_writes_rejected += 1;
+        }
+        if stale {
+            c.stale_writes_attempted += 1;
+        }
+        let who = format!("{} ({})", c.name.clone().unwrap_or_default(), c.lang.clone().unwrap_or_default());
+        match lost {
+            None => self.protocol_error(conn, format!("ZOMBIE-WRITE of no hold reported LOST: {path} token {token}")),
+            Some((_, 'r')) => self.protocol_error(conn, format!("ZOMBIE-WRITE by a read hold: {path} token {token}")),
+            Some(_) if accepted && superseded && !self.frozen => {
+                self.fig.zombie_accepted_superseded += 1;
+                let text = format!(
+                    "zombie write accepted after a later hold began at {:.1}ms: {who} {path} token {token}",
+                    self.now_ms()
+                );
+                self.log("VIOLATION", &text);
+                eprintln!("chaos-resource: VIOLATION {text}");
+                if self.fig.details.len() < DETAILS_KEPT {
+                    self.fig.details.push(text);
+                }
+            }
+            Some(_) => {}
         }
         accepted
     }
@@ -592,9 +771,16 @@ impl State {
         let mut lost: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
         let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut stale_rejected: BTreeMap<String, u64> = BTreeMap::new();
+        let mut stale_reads_rejected: BTreeMap<String, u64> = BTreeMap::new();
+        let mut stale_attempted: BTreeMap<String, u64> = BTreeMap::new();
+        let mut downgrades: BTreeMap<String, u64> = BTreeMap::new();
+        let mut zombie_writes: BTreeMap<String, u64> = BTreeMap::new();
+        let mut zombie_rejected: BTreeMap<String, u64> = BTreeMap::new();
         let mut accepted: BTreeMap<String, u64> = BTreeMap::new();
         for c in self.conns.values() {
-            let said_nothing = c.outcomes.is_empty() && c.errors.is_empty() && c.accepted + c.stale_rejected == 0;
+            let said_nothing = c.outcomes.is_empty()
+                && c.errors.is_empty()
+                && c.accepted + c.stale_writes_rejected + c.stale_reads_rejected == 0;
             if c.lang.is_none() && said_nothing {
                 continue;
             }
@@ -603,7 +789,12 @@ impl State {
             merge(errors.entry(lang.clone()).or_default(), &c.errors);
             merge(lost.entry(lang.clone()).or_default(), &c.lost);
             waits.entry(lang.clone()).or_default().extend(&c.waits_ms);
-            *stale_rejected.entry(lang.clone()).or_default() += c.stale_rejected;
+            *stale_rejected.entry(lang.clone()).or_default() += c.stale_writes_rejected;
+            *stale_reads_rejected.entry(lang.clone()).or_default() += c.stale_reads_rejected;
+            *stale_attempted.entry(lang.clone()).or_default() += c.stale_writes_attempted;
+            *downgrades.entry(lang.clone()).or_default() += c.downgrades;
+            *zombie_writes.entry(lang.clone()).or_default() += c.zombie_writes;
+            *zombie_rejected.entry(lang.clone()).or_default() += c.zombie_writes_rejected;
             *accepted.entry(lang).or_default() += c.accepted;
         }
         let all: Vec<f64> = waits.values().flatten().copied().collect();
@@ -613,7 +804,14 @@ impl State {
             wait_ms.insert(lang, percentiles(w));
         }
         let mut violations = Map::new();
-        for class in ["zklock", "curator"] {
+        let mut classes: Vec<&str> = vec!["zklock"];
+        for lang in self.fig.handoffs.keys().chain(self.fig.violations.keys()) {
+            let class = class_of(lang);
+            if !classes.contains(&class) {
+                classes.push(class);
+            }
+        }
+        for class in classes {
             let mut m = Map::new();
             for v in Violation::ALL {
                 let n = self.fig.violations.get(class).and_then(|m| m.get(v.key())).copied().unwrap_or(0);
@@ -637,6 +835,12 @@ impl State {
             "wait_ms": wait_ms,
             "operations_accepted": accepted,
             "stale_writes_rejected": stale_rejected,
+            "stale_reads_rejected": stale_reads_rejected,
+            "stale_writes_attempted": stale_attempted,
+            "downgrades": downgrades,
+            "zombie_writes": zombie_writes,
+            "zombie_writes_rejected": zombie_rejected,
+            "zombie_writes_accepted_superseded": self.fig.zombie_accepted_superseded,
             "violations": violations,
             "violation_details": self.fig.details,
             "protocol_errors": self.fig.protocol_errors,
@@ -735,6 +939,7 @@ fn main() {
         frozen: false,
         next_hold: 0,
         next_seq: 0,
+        ev: 0,
         holds: HashMap::new(),
         paths: HashMap::new(),
         conns: HashMap::new(),

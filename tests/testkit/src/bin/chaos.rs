@@ -22,7 +22,14 @@ use serde_json::{json, Value};
 use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH};
 use zklock_testkit::{Cluster, ProxiedCluster};
 
-const LANGS: [&str; 5] = ["rust", "c", "python", "node", "curator"];
+const LANGS: [&str; 7] = ["rust", "c", "python", "node", "curator", "curator57", "kazoo"];
+/// The peers' languages (Curator 5.4, Curator 5.7.1, kazoo): their figures are reported apart and
+/// do not fail the soak (a zombie write let through by the fence does, whoever wrote it).
+const PEERS: [&str; 3] = ["curator", "curator57", "kazoo"];
+
+fn is_peer(lang: &str) -> bool {
+    PEERS.contains(&lang)
+}
 /// Contenders get this long to exit after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(10);
 /// The main loop's longest nap between looking at contenders, faults and the clock.
@@ -42,7 +49,7 @@ const PIN_MARGIN: Duration = Duration::from_millis(500);
 
 fn usage() -> &'static str {
     "usage: chaos [--minutes M] [--handoffs N] [--seed S] [--json FILE] [--contenders-per-lang K]\n\
-     \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator] [--pace normal|fast]\n\
+     \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator,curator57,kazoo] [--pace normal|fast]\n\
      \x20            [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
 }
 
@@ -416,6 +423,7 @@ impl Slot {
             .arg(seed.to_string())
             .arg("--session-timeout-ms")
             .arg(o.session_timeout.as_millis().to_string());
+        // Curator 5.4 contends for the mutex only (its downgrade is CURATOR-621's bug).
         if self.lang == "curator" {
             cmd.arg("--curator-mutex-only");
         }
@@ -838,8 +846,8 @@ fn describe(status: ExitStatus) -> String {
 struct Node {
     czxid: i64,
     session: i64,
-    /// `lang` from a zklock identity in the node's data; `curator` otherwise (Curator writes the
-    /// client's address).
+    /// `lang` from the JSON in the node's data (zklock's identity; the chaos contenders of Curator
+    /// and kazoo write one too); else `kazoo` for kazoo's node names, `curator` otherwise.
     lang: String,
 }
 
@@ -890,7 +898,10 @@ impl Census {
                     let lang = serde_json::from_slice::<Value>(&data)
                         .ok()
                         .and_then(|v| v["lang"].as_str().map(String::from))
-                        .unwrap_or_else(|| "curator".to_string());
+                        .unwrap_or_else(|| {
+                            if child.contains("__lock__") || child.contains("__rlock__") { "kazoo" } else { "curator" }
+                                .to_string()
+                        });
                     nodes.insert(node, Node { czxid: stat.czxid, session: stat.ephemeral_owner, lang });
                 }
             }
@@ -934,13 +945,16 @@ impl Census {
 
 /// Pinned holds that ended normally (END) although their contender was stalled or cut longer
 /// than the session timeout while holding: the session expired, so the hold should have been
-/// told lost. Curator's (`curator`) or zklock's.
-fn long_pinned_not_lost(pinned: &Value, curator: bool) -> u64 {
+/// told lost. A peer's (`Some(lang)`) or zklock's (`None`).
+fn long_pinned_not_lost(pinned: &Value, peer: Option<&str>) -> u64 {
     PINNED_LONG
         .iter()
         .filter_map(|label| pinned[*label].as_object())
         .flat_map(|by_lang| by_lang.iter())
-        .filter(|(lang, _)| (lang.as_str() == "curator") == curator)
+        .filter(|(lang, _)| match peer {
+            Some(peer) => lang.as_str() == peer,
+            None => !is_peer(lang),
+        })
         .map(|(_, v)| get_u64(v, &["ended"]))
         .sum()
 }
@@ -1113,8 +1127,7 @@ fn main() {
     soak.resource.command("STOP");
     let (forced, failed_exits) = soak.shut_down_contenders();
     let left = census.left(Instant::now() + session * 2 + Duration::from_secs(10));
-    let orphans_zklock: Vec<&String> = orphans.iter().filter(|(l, _)| l != "curator").map(|(_, d)| d).collect();
-    let orphans_curator: Vec<&String> = orphans.iter().filter(|(l, _)| l == "curator").map(|(_, d)| d).collect();
+    let orphans_zklock: Vec<&String> = orphans.iter().filter(|(l, _)| !is_peer(l)).map(|(_, d)| d).collect();
     let report: Value = serde_json::from_str(&soak.resource.command("REPORT"))
         .unwrap_or_else(|e| fatal(&format!("the resource's report is not JSON: {e}")));
     let _ = fs::write(run_dir.join("resource-report.json"), report.to_string());
@@ -1122,17 +1135,17 @@ fn main() {
     // Figures.
     let mut failures = Vec::new();
     let zk = &report["violations"]["zklock"];
-    let peer = &report["violations"]["curator"];
     let must_be_zero = [
         ("overlaps", get_u64(zk, &["overlaps"])),
         ("stale_writes_accepted", get_u64(zk, &["stale_writes_accepted"])),
         ("late_lost_signals", get_u64(zk, &["late_lost_signals"])),
         ("unsignalled_losses", get_u64(zk, &["unsignalled_losses"])),
-        ("long_pinned_not_lost", long_pinned_not_lost(&report["pinned"], false)),
+        ("long_pinned_not_lost", long_pinned_not_lost(&report["pinned"], None)),
         ("nodes_left", left.len() as u64),
         ("orphaned_nodes", orphans_zklock.len() as u64),
+        ("zombie_writes_accepted_superseded", get_u64(&report, &["zombie_writes_accepted_superseded"])),
         ("protocol_errors", get_u64(&report, &["protocol_errors"])),
-        ("contender_crashes", soak.crashes.iter().filter(|(l, _)| *l != "curator").map(|(_, v)| v.len() as u64).sum()),
+        ("contender_crashes", soak.crashes.iter().filter(|(l, _)| !is_peer(l)).map(|(_, v)| v.len() as u64).sum()),
     ];
     for (name, n) in must_be_zero {
         if n != 0 {
@@ -1153,16 +1166,27 @@ fn main() {
         .unwrap_or_default();
     let stale_rejected_total = sum_values(report.get("stale_writes_rejected"));
     let crashes: BTreeMap<&String, usize> = soak.crashes.iter().map(|(k, v)| (k, v.len())).collect();
-    let peer_curator = json!({
-        "note": "Curator is a peer: violations whose late or offending party is a Curator holder are counted here and do not fail the soak",
-        "overlaps": get_u64(peer, &["overlaps"]),
-        "stale_writes_accepted": get_u64(peer, &["stale_writes_accepted"]),
-        "late_lost_signals": get_u64(peer, &["late_lost_signals"]),
-        "unsignalled_losses": get_u64(peer, &["unsignalled_losses"]),
-        "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], true),
-        "contender_crashes": soak.crashes.get("curator").map_or(0, Vec::len),
-        "orphaned_nodes": orphans_curator.len(),
-        "orphaned_nodes_detail": orphans_curator,
+    let mut peers = serde_json::Map::new();
+    for lang in soak.o.langs.iter().filter(|l| is_peer(l)) {
+        let peer = &report["violations"][lang.as_str()];
+        let orphans: Vec<&String> = orphans.iter().filter(|(l, _)| l == lang).map(|(_, d)| d).collect();
+        peers.insert(
+            lang.clone(),
+            json!({
+                "overlaps": get_u64(peer, &["overlaps"]),
+                "stale_writes_accepted": get_u64(peer, &["stale_writes_accepted"]),
+                "late_lost_signals": get_u64(peer, &["late_lost_signals"]),
+                "unsignalled_losses": get_u64(peer, &["unsignalled_losses"]),
+                "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], Some(lang)),
+                "contender_crashes": soak.crashes.get(lang).map_or(0, Vec::len),
+                "orphaned_nodes": orphans.len(),
+                "orphaned_nodes_detail": orphans,
+            }),
+        );
+    }
+    let peers = json!({
+        "note": "peers (Curator 5.4, Curator 5.7.1, kazoo): violations whose late or offending party is a peer's holder are counted here, by language, and do not fail the soak",
+        "by_lang": peers,
     });
     let mut summary = json!({
         "seed": soak.o.seed,
@@ -1182,10 +1206,20 @@ fn main() {
         "stale_writes_accepted": get_u64(zk, &["stale_writes_accepted"]),
         "late_lost_signals": get_u64(zk, &["late_lost_signals"]),
         "unsignalled_losses": get_u64(zk, &["unsignalled_losses"]),
-        "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], false),
+        "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], None),
+        "zombie_writes_accepted_superseded": report["zombie_writes_accepted_superseded"],
         "pinned_holds": report["pinned"],
+        "stale_writes_attempted": sum_values(report.get("stale_writes_attempted")),
+        "stale_writes_attempted_by_lang": report["stale_writes_attempted"],
         "stale_writes_rejected": stale_rejected_total,
         "stale_writes_rejected_by_lang": report["stale_writes_rejected"],
+        "stale_reads_rejected_by_lang": report["stale_reads_rejected"],
+        "zombie_writes": sum_values(report.get("zombie_writes")),
+        "zombie_writes_by_lang": report["zombie_writes"],
+        "zombie_writes_rejected": sum_values(report.get("zombie_writes_rejected")),
+        "zombie_writes_rejected_by_lang": report["zombie_writes_rejected"],
+        "downgrades": sum_values(report.get("downgrades")),
+        "downgrades_by_lang": report["downgrades"],
         "nodes_left": left.len(),
         "nodes_left_detail": left,
         "orphaned_nodes": orphans_zklock.len(),
@@ -1202,7 +1236,7 @@ fn main() {
         "lost_reasons": report["lost"],
         "holds_ended_by_kill": report["holds_ended_by_connection_close"],
         "lost_after_end": report["lost_after_end"],
-        "peer_curator": peer_curator,
+        "peers": peers,
         "contender_crashes": crashes,
         "contender_crash_detail": soak.crashes,
         "contenders_killed_at_shutdown": forced,
@@ -1270,26 +1304,47 @@ fn print_table(s: &Value) {
     }
     let crashes: u64 = s["contender_crashes"]
         .as_object()
-        .map_or(0, |m| m.iter().filter(|(k, _)| *k != "curator").filter_map(|(_, v)| v.as_u64()).sum());
+        .map_or(0, |m| m.iter().filter(|(k, _)| !is_peer(k)).filter_map(|(_, v)| v.as_u64()).sum());
     println!("  {:<30}{crashes}", "contender crashes");
-    println!("Curator (peer; reported, does not fail the soak)");
-    for key in [
-        "overlaps",
-        "stale_writes_accepted",
-        "late_lost_signals",
-        "unsignalled_losses",
-        "long_pinned_not_lost",
-        "orphaned_nodes",
-        "contender_crashes",
-    ] {
-        println!("  {:<30}{}", key.replace('_', " "), n(&s["peer_curator"][key]));
+    println!("MUST BE 0 (the fence, any language)");
+    println!("  {:<30}{}", "zombie writes accepted late", n(&s["zombie_writes_accepted_superseded"]));
+    if let Some(peers) = s["peers"]["by_lang"].as_object().filter(|m| !m.is_empty()) {
+        let names: Vec<&String> = peers.keys().collect();
+        println!(
+            "Peers (reported, do not fail the soak)  {}",
+            names.iter().map(|k| format!("{k:>10}")).collect::<String>()
+        );
+        for key in [
+            "overlaps",
+            "stale_writes_accepted",
+            "late_lost_signals",
+            "unsignalled_losses",
+            "long_pinned_not_lost",
+            "orphaned_nodes",
+            "contender_crashes",
+        ] {
+            let row: String = peers.values().map(|p| format!("{:>10}", n(&p[key]))).collect();
+            println!("  {:<38}{row}", key.replace('_', " "));
+        }
     }
     println!("--------------------------------------------------------------------");
+    println!(
+        "stale writes attempted          {}   [{}]",
+        n(&s["stale_writes_attempted"]),
+        map_line(&s["stale_writes_attempted_by_lang"])
+    );
     println!(
         "stale writes rejected (fenced)  {}   [{}]",
         n(&s["stale_writes_rejected"]),
         map_line(&s["stale_writes_rejected_by_lang"])
     );
+    println!(
+        "zombie writes (after LOST)      {} attempted, {} rejected   [attempted: {}]",
+        n(&s["zombie_writes"]),
+        n(&s["zombie_writes_rejected"]),
+        map_line(&s["zombie_writes_by_lang"])
+    );
+    println!("downgrades (w -> r, held on)    {}   [{}]", n(&s["downgrades"]), map_line(&s["downgrades_by_lang"]));
     println!("lost holds                      [{}]", map_line(&s["lost_holds"]));
     if let Some(m) = s["pinned_holds"].as_object().filter(|m| !m.is_empty()) {
         println!("pinned holds, by fault: how they ended (taken over: lost, and the next holder acted in time)");
@@ -1351,10 +1406,12 @@ fn print_table(s: &Value) {
             }
         }
     }
-    if let Some(a) = s["peer_curator"]["orphaned_nodes_detail"].as_array().filter(|a| !a.is_empty()) {
-        println!("orphaned nodes (Curator):");
-        for x in a {
-            println!("  {}", x.as_str().unwrap_or_default());
+    for (lang, p) in s["peers"]["by_lang"].as_object().into_iter().flatten() {
+        if let Some(a) = p["orphaned_nodes_detail"].as_array().filter(|a| !a.is_empty()) {
+            println!("orphaned nodes ({lang}):");
+            for x in a {
+                println!("  {}", x.as_str().unwrap_or_default());
+            }
         }
     }
     if let Some(m) = s["contender_crash_detail"].as_object().filter(|m| !m.is_empty()) {
