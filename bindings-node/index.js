@@ -458,7 +458,7 @@ class Lock {
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(native.newOwner(), timeoutMs, signal, callSite)
+    return this.#contend(this.#acquiringOwner(), timeoutMs, signal, callSite)
   }
 
   /**
@@ -481,7 +481,7 @@ class Lock {
     }
     let owner = this.#flows.getStore()
     if (hold === null) {
-      owner = native.newOwner()
+      owner = this.#acquiringOwner()
       hold = await this.#contend(owner, timeoutMs, signal, callSite)
       if (hold === false) {
         throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)
@@ -531,6 +531,13 @@ class Lock {
     })
   }
 
+  // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
+  // decides the acquisition (the write holder's read is a downgrade), else a new owner.
+  #acquiringOwner() {
+    const owner = this.#flows.getStore()
+    return owner !== undefined && this.#native.holdsEitherSide(owner) ? owner : native.newOwner()
+  }
+
   // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core
   // refuses: a lost hold (ZKLOCK_LOCK_LOST), a reader asking for the write side (ZKLOCK_DEADLOCK).
   #reenter() {
@@ -538,7 +545,7 @@ class Lock {
     if (owner === undefined || !this.#native.reenter(owner)) return null
     let nativeHold = this.#owners.get(owner)
     if (nativeHold === undefined) {
-      // The write holder's first read (a downgrade), on its write node.
+      // The write holder's first read past the sequence limit (a downgrade), on its write node.
       nativeHold = this.#native.holdOf(owner)
       this.#owners.set(owner, nativeHold)
     }

@@ -383,7 +383,8 @@ typedef struct {
    */
   int64_t sequence;
   /**
-   * The node's creation zxid: its holder's fencing token.
+   * The node's creation zxid: its holder's fencing token (but for a downgrade's read node, whose
+   * holder goes on with its write hold's token).
    */
   int64_t fencing_token;
   /**

@@ -156,6 +156,13 @@ impl NativeLock {
         self.lock.state_of(&owner(owner_id)).map(hold::state_name)
     }
 
+    /// Whether `owner` holds this lock or the other side of its read/write lock: its next
+    /// acquisition here must be its own (a re-entry, a downgrade, a refused upgrade).
+    #[napi]
+    pub fn holds_either_side(&self, owner_id: i64) -> bool {
+        self.lock.holds_either_side(&owner(owner_id))
+    }
+
     /// `owner`'s hold, if it holds the lock.
     #[napi]
     pub fn hold_of(&self, owner_id: i64) -> Option<NativeHold> {

@@ -104,25 +104,28 @@ test('a reader that comes after a waiting writer waits behind it', async () => {
   await nodesBecome(path, 0)
 })
 
-test('downgrade: the writer reads on its node, lets the write side go, and a waiting writer stays out until the read goes', async () => {
+test('downgrade: the writer takes a read node in its place, lets the write side go, and a waiting writer stays out until the read goes', async () => {
   const path = uniquePath('downgrade')
   const rw = client.readWriteLock(path)
   const rwOther = other.readWriteLock(path)
   const write = await rw.write.acquire()
-  // The read side re-enters in the writer's flow: no new node, the write node's token.
-  const read = await within(write.run(() => rw.read.acquire()), 5000, "the read's re-entry in the writer's flow")
+  // The read side in the writer's flow: a read node with the write node's sequence, and the
+  // write hold's token.
+  const read = await within(write.run(() => rw.read.acquire()), 5000, "the downgrade in the writer's flow")
   assert.equal(read.fencingToken, write.fencingToken)
-  assert.equal((await ephemeralsUnder(path)).length, 1)
+  assert.equal(read.sequence, write.sequence)
+  assert.equal((await ephemeralsUnder(path)).length, 2)
   const waitingWriter = rwOther.write.acquire()
-  await nodesBecome(path, 2)
+  await nodesBecome(path, 3)
   await write.release()
   assert.equal(rw.write.isHeld, false)
   assert.equal(rw.read.isHeld, true)
   assert.equal(rw.read.state, 'held')
-  assert.equal((await ephemeralsUnder(path)).length, 2, 'the write node stays for the read')
+  assert.equal((await ephemeralsUnder(path)).length, 2, "the read node and the waiting writer's")
   const holders = await rw.holders()
   assert.equal(holders.length, 1)
-  assert.equal(holders[0].fencingToken, read.fencingToken, 'the downgraded read still holds')
+  assert.equal(holders[0].mode, 'read', 'the downgraded read holds')
+  assert.equal(holders[0].sequence, read.sequence, "in the write node's place")
   assert.equal(await settledYet(waitingWriter), 'pending', 'the writer that was waiting stays out')
   await read.release()
   const next = await waitingWriter

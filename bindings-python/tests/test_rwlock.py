@@ -177,12 +177,13 @@ def test_downgrade_keeps_out_the_writer_already_waiting_until_the_read_is_releas
     wait_children(kazoo, path, 2)
 
     assert rw.read.acquire(blocking=False), "the write holder reads at once"
-    assert len(children(kazoo, path)) == 2, "it reads on its write node: no new node"
+    [read_node] = [node for node in children(kazoo, path) if "__READ__" in node]
+    assert read_node.endswith(mine[-10:]), "a read node of its own, with the write node's sequence"
     assert rw.read.is_held and rw.write.is_held and rw.read.fencing_token == token
 
     rw.write.release()
     assert not rw.write.is_held and rw.read.is_held and rw.read.state == "held"
-    assert kazoo.exists(f"{path}/{mine}"), "the node stays while the read is held"
+    assert not kazoo.exists(f"{path}/{mine}") and kazoo.exists(f"{path}/{read_node}")
     assert owners(rw.holders()) == [f"thread:{threading.current_thread().name}"]
     assert not waiting.acquired.is_set(), "the writer already waiting stays out"
     assert rw.read.acquire(), "a re-entry of the read"
@@ -191,7 +192,7 @@ def test_downgrade_keeps_out_the_writer_already_waiting_until_the_read_is_releas
 
     rw.read.release()
     waiting.wait_acquired()
-    assert not kazoo.exists(f"{path}/{mine}") and not rw.read.is_held
+    assert not kazoo.exists(f"{path}/{read_node}") and not rw.read.is_held
     waiting.release()
     wait_children(kazoo, path, 0)
 
@@ -228,8 +229,8 @@ def test_upgrade_raises_deadlock_error_in_asyncio_too(client, kazoo, path):
             assert await rw.read.acquire_async()
             await rw.read.release_async()
         async with rw.write:
-            async with rw.read:
-                assert len(children(kazoo, path)) == 1
+            async with rw.read:  # a downgrade: a read node of its own
+                assert len(children(kazoo, path)) == 2
 
     asyncio.run(main())
     wait_children(kazoo, path, 0)
@@ -347,8 +348,9 @@ def test_session_expiry_loses_both_sides(kazoo, path, proxy: Proxy):
 
         rw.read.on_lost(on_lost("read"))
         rw.write.on_lost(on_lost("write"))
-        assert rw.write.acquire() and rw.read.acquire()  # a downgrade: both on the write node
-        [node] = children(kazoo, path)
+        assert rw.write.acquire() and rw.read.acquire()  # a downgrade: a write node and a read node
+        nodes = children(kazoo, path)
+        assert len(nodes) == 2
 
         proxy.command("stall")  # the client hears nothing; the server expires the session
         assert both_lost.wait(timeout=15), f"on_lost did not fire for both sides: {lost}"
@@ -360,7 +362,7 @@ def test_session_expiry_loses_both_sides(kazoo, path, proxy: Proxy):
                 side.sequence
         with pytest.raises(zklock.LockLostError):
             rw.read.acquire()  # no re-entry into a lost hold
-        wait_until(lambda: node not in children(kazoo, path), "the server to expire the session")
+        wait_until(lambda: not set(nodes) & set(children(kazoo, path)), "the server to expire the session")
         for side in (rw.read, rw.write):
             with pytest.raises(zklock.LockLostError, match=path):
                 side.release()

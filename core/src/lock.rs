@@ -70,7 +70,8 @@ pub struct Participant {
     pub sequence: Option<i64>,
     /// How it takes the lock, by its node's name; `None` for a node of no lock zklock knows.
     pub mode: Option<Mode>,
-    /// The node's creation zxid, which is also its holder's fencing token.
+    /// The node's creation zxid, which is also its holder's fencing token (but for a downgrade's
+    /// read node, whose holder goes on with its write hold's token).
     pub fencing_token: i64,
     /// The session that owns the (ephemeral) node.
     pub session_id: i64,
@@ -205,6 +206,14 @@ impl Lock {
     /// `owner`'s hold and reentrancy count, if it holds the lock.
     pub fn hold_of(&self, owner: &Owner) -> Option<(Hold, u64)> {
         self.recipe.owners.hold_of(owner, self.mode)
+    }
+
+    /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
+    /// its next acquisition here is not a new contender's but follows from that hold (a
+    /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
+    /// acquire as fresh owners unless they already hold.
+    pub fn holds_either_side(&self, owner: &Owner) -> bool {
+        self.recipe.owners.holds_any(owner)
     }
 
     /// Every participant under the lock path, holders first, in queue order, each with its

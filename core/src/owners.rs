@@ -259,6 +259,11 @@ impl OwnerTable {
         Some((held.hold.clone(), held.count))
     }
 
+    /// Whether `owner` holds anything in this table (either side of a read/write lock).
+    pub(crate) fn holds_any(&self, owner: &Owner) -> bool {
+        self.0.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
+    }
+
     /// The owners holding in `mode`.
     pub(crate) fn holders(&self, mode: Mode) -> Vec<u64> {
         self.0.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()

@@ -165,7 +165,8 @@ impl Mode {
 
 /// The positions in `queue` of the nodes that hold now, in one pass: the first node if it is an
 /// exclusive or write node (with the read nodes of its downgrade right behind it, which carry its
-/// sequence), else the readers ahead of the first such node. The same answer as asking
+/// sequence, a good one: past the limit sequences repeat), else the readers ahead of the first
+/// such node. The same answer as asking
 /// [`Mode::decide`] for every node, without its cost for a long queue of readers.
 pub(crate) fn holders<T>(
     queue: &[T],
@@ -178,8 +179,10 @@ pub(crate) fn holders<T>(
             Some(Mode::Exclusive | Mode::Write) => {
                 if i == 0 {
                     holders.push(0);
-                    let downgraded =
-                        |other: &T| mode_of(other) == Some(Mode::Read) && sequence_of(other) == sequence_of(node);
+                    let sequence = sequence_of(node).filter(|s| crate::order::good_sequence(*s));
+                    let downgraded = |other: &T| {
+                        mode_of(other) == Some(Mode::Read) && sequence.is_some() && sequence_of(other) == sequence
+                    };
                     holders.extend((1..queue.len()).take_while(|&j| downgraded(&queue[j])));
                 }
                 break;
@@ -295,6 +298,9 @@ mod tests {
         let queue = [(Some(Write), 5), (Some(Read), 5), (Some(Write), 6), (Some(Read), 7)];
         assert_eq!(holders(&queue, |n| n.0, |n| Some(n.1)), vec![0, 1]);
         let queue = [(Some(Read), 5), (Some(Write), 6), (Some(Read), 7)];
+        assert_eq!(holders(&queue, |n| n.0, |n| Some(n.1)), vec![0]);
+        // Past the limit sequences repeat: a reader behind the writer is no downgrade.
+        let queue = [(Some(Write), i64::from(i32::MAX)), (Some(Read), i64::from(i32::MAX))];
         assert_eq!(holders(&queue, |n| n.0, |n| Some(n.1)), vec![0]);
     }
 

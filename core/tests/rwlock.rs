@@ -212,6 +212,40 @@ async fn a_downgraded_read_is_lost_with_its_session() {
     client.close().await;
 }
 
+/// A downgrade whose create is not answered in time gives up, and its read node (made once the
+/// connection flows again) is removed: nothing is left behind; the write hold goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_that_times_out_leaves_no_node() {
+    let path = "/locks/rw-downgrade-timeout";
+    let cluster = Cluster::standalone();
+    let observer = observer_at(&cluster.connect_string()).await;
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let options = ClientOptions { session_timeout: Duration::from_secs(6), ..Default::default() };
+    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let rw = client.read_write_lock(path).unwrap();
+    let me = Owner::new(1);
+    let write = rw.write().acquire(&me).await.unwrap();
+    let (_, before) = observer.get_children(path).await.unwrap();
+    proxy.stall();
+    let timed_out = rw.read().acquire_timeout(&me, Duration::from_millis(300)).await.unwrap_err();
+    assert_eq!(timed_out.kind(), ErrorKind::Timeout, "{timed_out}");
+    assert!(!rw.read().is_held_by(&me));
+    proxy.pass();
+    // The read node made once the create got through, then deleted: two changes of the children.
+    wait_until("the late read node made and removed", Duration::from_secs(20), || async {
+        observer.get_children(path).await.unwrap().1.cversion == before.cversion + 2
+    })
+    .await;
+    assert_eq!(children(&observer, path).await, [write.hold().node_path().rsplit('/').next().unwrap()]);
+    assert_eq!(write.hold().state(), HoldState::Held);
+    // And it can downgrade after all.
+    let read = rw.read().acquire(&me).await.unwrap();
+    write.release().await.unwrap();
+    read.release().await.unwrap();
+    wait_children(&observer, path, 0).await;
+    client.close().await;
+}
+
 /// The read node of another client's downgrade in Curator 5.5+'s form (here made by hand, as
 /// Curator 5.7.1 makes it: a plain ephemeral `_c_<uuid>-__READ__<write sequence>`, then the write
 /// node deleted) keeps the write node's place: the writer that was waiting stays out.

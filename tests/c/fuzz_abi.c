@@ -186,7 +186,6 @@ typedef struct {
   long count[OWNERS];
   /* The owner's read is on its own write node (taken while holding the write side): to other
    * contenders it is a writer. */
-  bool on_write_node[OWNERS];
 } lock_slot;
 
 typedef struct {
@@ -235,8 +234,8 @@ static bool others_hold(int i, int o) {
     if (locks[j].path != path || locks[j].client_closed) continue;
     for (int k = 0; k < OWNERS; k++) {
       if (!locks[j].count[k] || (j == i && k == o)) continue;
-      /* Readers share; the owner's own write node counts for its read (downgrade). */
-      if (locks[i].kind == READ && locks[j].kind == READ && !locks[j].on_write_node[k]) continue;
+      /* Readers share (a downgrade's read too: a read node of its own). */
+      if (locks[i].kind == READ && locks[j].kind == READ) continue;
       if (locks[i].kind == READ && j == locks[i].partner && k == o) continue;
       return true;
     }
@@ -706,7 +705,6 @@ static void call_acquire(void) {
   int f = who.as ? F_lock_acquire_as : F_lock_acquire;
   if (e.n == 0 && who.model == -1) return; /* a fresh owner's hold would be untracked */
   int o = who.model;
-  bool cross_mode = false;
   if (e.n == 0) {
     lock_slot *l = &locks[i];
     int partner = l->partner;
@@ -717,7 +715,6 @@ static void call_acquire(void) {
       e.allowed = l->count[o] ? BIT(ZKL_LOCK_LOST) : BIT(ZKL_CLOSED);
       if (!l->count[o] && partner >= 0 && locks[partner].count[o]) {
         e.allowed |= BIT(ZKL_LOCK_LOST) | BIT(ZKL_DEADLOCK);
-        cross_mode = l->kind == READ;
       }
       /* The holds of a freed other side are released in the background, soon but not at once. */
       if (dirty) e.allowed |= BIT(ZKL_DEADLOCK) | BIT(ZKL_LOCK_LOST);
@@ -726,8 +723,9 @@ static void call_acquire(void) {
     } else if (l->kind == WRITE && partner >= 0 && locks[partner].count[o]) {
       e.allowed = BIT(ZKL_DEADLOCK);
     } else if (l->kind == READ && partner >= 0 && locks[partner].count[o] && !locks[partner].client_closed) {
-      e.allowed = BIT(ZKL_OK); /* the write holder reads on its write node */
-      cross_mode = true;
+      /* A downgrade: one create of a read node with the write node's sequence, which a timeout
+       * of a few ms may not see answered. */
+      e.allowed = BIT(ZKL_OK) | (timeout > 0 ? BIT(ZKL_TIMEOUT) : 0);
     } else {
       if (may_wait) timeout = 0; /* never wait for ever where someone may hold */
       /* A free path gives the lock to a try (timeout 0: one round trip); a timeout of a few ms
@@ -744,9 +742,7 @@ static void call_acquire(void) {
             : "lock, owner, timeout");
   if (rc == ZKL_INVALID_ARGUMENT && e.n == 0 && !strstr(zkl_last_error_message(), "cannot use this path"))
     fail("acquire: ZKL_INVALID_ARGUMENT for valid input: \"%s\"", zkl_last_error_message());
-  if (rc == ZKL_OK && e.n == 0) {
-    if (locks[i].count[o]++ == 0) locks[i].on_write_node[o] = cross_mode;
-  }
+  if (rc == ZKL_OK && e.n == 0) locks[i].count[o]++;
 }
 
 static void call_release(void) {
@@ -765,19 +761,12 @@ static void call_release(void) {
   }
   int rc = who.as ? zkl_lock_release_as(lock, who.id) : zkl_lock_release(lock);
   if (trace && e.n == 0)
-    printf("# release lock %d (kind %d, partner %d, closed %d) owner %d: count %ld, partner's %ld, on write node %d: %s\n", i,
+    printf("# release lock %d (kind %d, partner %d, closed %d) owner %d: count %ld, partner's %ld: %s\n", i,
            locks[i].kind, locks[i].partner, locks[i].client_closed, who.model, who.model >= 0 ? locks[i].count[who.model] : -1,
-           who.model >= 0 && locks[i].partner >= 0 ? locks[locks[i].partner].count[who.model] : -1,
-           who.model >= 0 ? locks[i].on_write_node[who.model] : -1, code_name(rc));
-  check(f, rc, &e,
-        e.n == 0 && who.model >= 0 && locks[i].client_closed &&
-                (locks[i].on_write_node[who.model] ||
-                 (locks[i].partner >= 0 && locks[locks[i].partner].on_write_node[who.model]))
-            ? "a side whose node the owner's other side shares (write, and read under it), after zkl_client_close"
-            : "lock, owner");
-  if ((rc == ZKL_OK || rc == ZKL_LOCK_LOST) && e.n == 0 && who.model >= 0 && locks[i].count[who.model]) {
-    if (--locks[i].count[who.model] == 0) locks[i].on_write_node[who.model] = false;
-  }
+           who.model >= 0 && locks[i].partner >= 0 ? locks[locks[i].partner].count[who.model] : -1, code_name(rc));
+  check(f, rc, &e, "lock, owner");
+  if ((rc == ZKL_OK || rc == ZKL_LOCK_LOST) && e.n == 0 && who.model >= 0 && locks[i].count[who.model])
+    locks[i].count[who.model]--;
 }
 
 static void call_query(int kind) { /* 0 is_held, 1 state, 2 fencing token, 3 sequence */

@@ -264,8 +264,9 @@ static void test_writer_not_starved(zkl_client *a, zkl_client *b) {
   zkl_lock_free(write_b);
 }
 
-/* The write holder reads on its write node, releases the write side and goes on reading; a
- * writer already waiting gets in only once the read is released. */
+/* The write holder takes the read side (a read node of its own that carries the write node's
+ * sequence, Curator 5.5+'s form), releases the write side and goes on reading; a writer already
+ * waiting gets in only once the read is released. */
 static void test_downgrade(zkl_client *a, zkl_client *b) {
   char path[200];
   h_unique_path(path, sizeof path, "rwlock-downgrade");
@@ -277,25 +278,29 @@ static void test_downgrade(zkl_client *a, zkl_client *b) {
   int64_t write_token = 0, read_token = -1;
   zkl_lock_fencing_token(write_a, &write_token);
   CHECK_RC(zkl_lock_acquire(read_a, 0), ZKL_OK, "downgrade: the write holder acquires the read side (a try suffices)");
-  CHECK(h_contenders(read_a) == 1, "downgrade: it reads on its write node (no second node)");
+  CHECK(h_contenders(read_a) == 2, "downgrade: the read has a node of its own");
   zkl_lock_fencing_token(read_a, &read_token);
-  CHECK(read_token == write_token, "downgrade: the read hold's fencing token is the write node's");
+  CHECK(read_token == write_token, "downgrade: the read hold's fencing token is the write hold's");
+  int64_t write_sequence = -1, read_sequence = -2;
+  zkl_lock_sequence(write_a, &write_sequence);
+  zkl_lock_sequence(read_a, &read_sequence);
+  CHECK(read_sequence == write_sequence, "downgrade: the read node carries the write node's sequence");
   contender writer;
   contender_start(&writer, 0, write_b, 1, -1);
-  CHECK(h_wait_contenders(read_a, 2, 20000), "downgrade: a writer of another client waits");
+  CHECK(h_wait_contenders(read_a, 3, 20000), "downgrade: a writer of another client waits");
   CHECK_RC(zkl_lock_release(write_a), ZKL_OK, "downgrade: the thread releases the write side");
   CHECK(!is_held(write_a), "downgrade: the write side is no longer held");
   zkl_hold_state state = ZKL_HOLD_NONE;
   zkl_lock_state(read_a, &state);
   CHECK(is_held(read_a) && state == ZKL_HOLD_HELD, "downgrade: the thread goes on reading");
-  CHECK(h_contenders(read_a) == 2, "downgrade: its node stays, ahead of the waiting writer");
+  CHECK(h_contenders(read_a) == 2, "downgrade: the read node stays, ahead of the waiting writer");
   zkl_participants *list = NULL;
   if (zkl_lock_holders(read_a, &list) == ZKL_OK) {
-    CHECK(list->count == 1 && list->items[0].fencing_token == write_token,
-          "downgrade: the holder is still the downgraded node");
+    CHECK(list->count == 1 && list->items[0].sequence == write_sequence && strcmp(list->items[0].mode, "read") == 0,
+          "downgrade: the holder is the downgraded read");
     zkl_participants_free(list);
   }
-  /* The writer's node is behind ours and ours stays: it cannot be told to get in. */
+  /* The writer's node is behind the read node, which took the write node's place. */
   CHECK(!contender_entered(&writer, 300), "downgrade: the waiting writer has not got in");
   CHECK_RC(zkl_lock_acquire(read_a, 0), ZKL_OK, "downgrade: the reader re-enters (counts up)");
   CHECK_RC(zkl_lock_release(read_a), ZKL_OK, "downgrade: and counts down");

@@ -18,7 +18,8 @@ pub struct zkl_participant {
     pub has_sequence: bool,
     /// The sequence suffix (past ZooKeeper's 32-bit limit it repeats or goes negative).
     pub sequence: i64,
-    /// The node's creation zxid: its holder's fencing token.
+    /// The node's creation zxid: its holder's fencing token (but for a downgrade's read node, whose
+    /// holder goes on with its write hold's token).
     pub fencing_token: i64,
     /// The session that owns the (ephemeral) node.
     pub session_id: i64,
