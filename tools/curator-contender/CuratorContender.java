@@ -1,6 +1,6 @@
-// CuratorContender: one Apache Curator lock (an InterProcessMutex, or one side of an
-// InterProcessReadWriteLock), driven line by line over stdin/stdout, so zklock's interop tests can
-// make Curator and zklock contend for the same lock.
+// CuratorContender: one Apache Curator lock (an InterProcessMutex, or an InterProcessReadWriteLock),
+// driven line by line over stdin/stdout, so zklock's interop tests can make Curator and zklock
+// contend for the same lock.
 //
 // Usage: java -cp <curator classpath>:<dir of CuratorContender.class> CuratorContender \
 //            <connectString> <lockPath> <name> [mutex|read|write]
@@ -8,8 +8,8 @@
 // One CuratorFramework (session timeout $CURATOR_SESSION_TIMEOUT_MS, default 10000 ms; connection
 // timeout $CURATOR_CONNECTION_TIMEOUT_MS, default 15000 ms; ExponentialBackoffRetry(100 ms, 10
 // retries, at most 2 s apart)) and one lock on <lockPath>: an InterProcessMutex (mutex, the
-// default), or the readLock() (read) or writeLock() (write) of an InterProcessReadWriteLock. Once
-// connected it prints
+// default), or one InterProcessReadWriteLock (read or write: which of its sides the plain
+// acquire and release take; both sides are there, for a downgrade). Once connected it prints
 //   READY <name> <sessionIdHex>
 // then reads commands, one per line, and answers each with exactly one line on stdout (flushed):
 //   acquire  -> lock.acquire() (blocks; reentrant), then  ACQUIRED <name> <epochMicros>
@@ -18,17 +18,25 @@
 //               before release() was called: the critical section in between, so the intervals
 //               of contenders that exclude each other never overlap; RELEASED is printed once
 //               release() has returned, i.e. the server has deleted the node)
+//   acquire read, acquire write, release read, release write
+//            -> the same on that side of the read/write lock (a read/write contender only)
+//   downgrade -> (a read/write contender holding the write side) readLock().acquire(), then
+//               writeLock().release(), then  DOWNGRADED <name> <epochMicros>  (the time taken
+//               right before the write side's release(): the end of the exclusive section; the
+//               read side is held from before it). Curator 5.4 makes a fresh sequential read
+//               node for that read; Curator 5.5+ (CURATOR-621) a plain one with the write node's
+//               sequence. End the read with release read.
 //   nodes    -> NODES <comma-separated participant nodes>  (full paths, in queue order, the
 //               holder first; empty if <lockPath> does not exist): getParticipantNodes() of the
 //               mutex; for read/write, that of both sides (Curator gives each side's own nodes
 //               only) merged in sequence order
 //   quit     -> closes the client (its session: its lock nodes vanish) and exits 0
 // stdin EOF (the test process is gone) does the same as quit. Any exception: one line
-//   ERROR <command>: <exception>
-// and it goes on. acquire and release run in order on one worker thread (Curator's locks belong
-// to the thread that acquired them), so a release sent while an acquire blocks waits for it;
-// nodes and quit are handled at once, even while an acquire blocks (so a NODES line can come
-// before the ACQUIRED line of an earlier acquire).
+//   ERROR <acquire|release|downgrade|nodes|...>: <exception>
+// (the command's first word) and it goes on. acquire, release and downgrade run in order on one
+// worker thread (Curator's locks belong to the thread that acquired them), so a release sent
+// while an acquire blocks waits for it; nodes and quit are handled at once, even while an
+// acquire blocks (so a NODES line can come before the ACQUIRED line of an earlier acquire).
 //
 // Nothing else is written to stdout: System.out is redirected to stderr, Curator's and ZooKeeper's
 // logging goes to slf4j-nop, and the JVM's own logging must be sent to stderr by the launcher
@@ -108,14 +116,34 @@ public final class CuratorContender {
             if (cmd.isEmpty()) {
                 continue;
             }
-            switch (cmd) {
+            final String[] words = cmd.split("\\s+");
+            final String verb = words[0];
+            if (words.length > 2 || (words.length == 2 && !List.of("acquire", "release").contains(verb))) {
+                say("ERROR " + verb + ": bad command '" + cmd + "'");
+                continue;
+            }
+            final InterProcessMutex side;
+            if (words.length == 1) {
+                side = lock;
+            } else if (readWrite == null) {
+                say("ERROR " + verb + ": '" + cmd + "' needs a read/write contender");
+                continue;
+            } else if (words[1].equals("read")) {
+                side = readWrite.readLock();
+            } else if (words[1].equals("write")) {
+                side = readWrite.writeLock();
+            } else {
+                say("ERROR " + verb + ": no side '" + words[1] + "' (read, write)");
+                continue;
+            }
+            switch (verb) {
                 case "acquire":
                     worker.execute(() -> {
                         try {
-                            lock.acquire();
+                            side.acquire();
                             say("ACQUIRED " + name + " " + epochMicros());
                         } catch (Throwable e) {
-                            error(cmd, e);
+                            error(verb, e);
                         }
                     });
                     break;
@@ -123,10 +151,28 @@ public final class CuratorContender {
                     worker.execute(() -> {
                         try {
                             long leaving = epochMicros(); // the critical section ends here
-                            lock.release();
+                            side.release();
                             say("RELEASED " + name + " " + leaving);
                         } catch (Throwable e) {
-                            error(cmd, e);
+                            error(verb, e);
+                        }
+                    });
+                    break;
+                case "downgrade":
+                    worker.execute(() -> {
+                        try {
+                            if (readWrite == null) {
+                                throw new IllegalStateException("not a read/write contender");
+                            }
+                            if (!readWrite.writeLock().isOwnedByCurrentThread()) {
+                                throw new IllegalMonitorStateException("the write side is not held");
+                            }
+                            readWrite.readLock().acquire(); // under the write hold: at once
+                            long leaving = epochMicros(); // the exclusive section ends here
+                            readWrite.writeLock().release();
+                            say("DOWNGRADED " + name + " " + leaving);
+                        } catch (Throwable e) {
+                            error(verb, e);
                         }
                     });
                     break;
@@ -140,14 +186,14 @@ public final class CuratorContender {
                         }
                         say("NODES " + String.join(",", nodes));
                     } catch (Throwable e) {
-                        error(cmd, e);
+                        error(verb, e);
                     }
                     break;
                 case "quit":
                     halt(client, 0);
                     break;
                 default:
-                    say("ERROR " + cmd + ": unknown command (acquire, release, nodes, quit)");
+                    say("ERROR " + verb + ": unknown command (acquire, release, downgrade, nodes, quit)");
             }
         }
         halt(client, 0); // stdin EOF: whoever drove us is gone

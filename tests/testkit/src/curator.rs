@@ -1,7 +1,9 @@
 //! An Apache Curator lock in a child JVM, driven from a test, so that Curator and zklock can
 //! contend for the same lock (the interop tests): an `InterProcessMutex`
-//! ([`CuratorContender::spawn`]), or the read or write side of an `InterProcessReadWriteLock`
-//! ([`CuratorContender::spawn_reader`], [`CuratorContender::spawn_writer`]).
+//! ([`CuratorContender::spawn`]), or an `InterProcessReadWriteLock` whose read or write side
+//! `acquire`/`release` take ([`CuratorContender::spawn_reader`], [`CuratorContender::spawn_writer`]);
+//! both its sides are there ([`CuratorContender::acquire_side`], [`CuratorContender::release_side`]),
+//! and a write holder can downgrade ([`CuratorContender::downgrade`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -222,9 +224,11 @@ impl CuratorContenderBuilder {
 pub enum CuratorLock {
     /// `InterProcessMutex`.
     Mutex,
-    /// `InterProcessReadWriteLock.readLock()`: shared with other readers.
+    /// `InterProcessReadWriteLock.readLock()`: shared with other readers. (As a contender's
+    /// lock: an `InterProcessReadWriteLock` whose plain `acquire`/`release` take the read side.)
     Read,
-    /// `InterProcessReadWriteLock.writeLock()`: exclusive.
+    /// `InterProcessReadWriteLock.writeLock()`: exclusive. (As a contender's lock: the same, the
+    /// plain `acquire`/`release` taking the write side.)
     Write,
 }
 
@@ -489,6 +493,61 @@ impl CuratorContender {
         self.wait_acquired(timeout)
     }
 
+    /// Like [`CuratorContender::acquire_async`], on the given side ([`CuratorLock::Read`] or
+    /// [`CuratorLock::Write`]) of a read/write contender's `InterProcessReadWriteLock`, whichever
+    /// side it was spawned with: e.g. the read side under a write hold (a downgrade step by step).
+    pub fn acquire_side_async(&mut self, side: CuratorLock) {
+        let cmd = self.side_command("acquire", side);
+        self.send(&cmd);
+        self.outstanding_acquires += 1;
+    }
+
+    /// `acquire_side_async` + `wait_acquired`.
+    pub fn acquire_side(&mut self, side: CuratorLock, timeout: Duration) -> u128 {
+        self.acquire_side_async(side);
+        self.wait_acquired(timeout)
+    }
+
+    /// Like [`CuratorContender::release`], on the given side of a read/write contender's lock.
+    pub fn release_side(&mut self, side: CuratorLock) -> u128 {
+        match self.try_release_side(side) {
+            Ok(t) => t,
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// Like [`CuratorContender::try_release`], on the given side of a read/write contender's lock.
+    pub fn try_release_side(&mut self, side: CuratorLock) -> Result<u128, String> {
+        let cmd = self.side_command("release", side);
+        self.release_command(&cmd)
+    }
+
+    /// Curator's downgrade, on a read/write contender holding the write side: `readLock().acquire()`
+    /// (at once, under the write hold), then `writeLock().release()`. Returns once both returned,
+    /// with the epoch-µs time taken just before the write side's release (the end of the exclusive
+    /// section). Curator 5.4 makes a fresh sequential read node for that read, which sorts behind
+    /// the writers already waiting (CURATOR-621); 5.5+ a plain one carrying the write node's
+    /// sequence, in the write node's place. End the read with
+    /// `release_side(CuratorLock::Read)`. Panics on `ERROR` (e.g. the write side not held).
+    pub fn downgrade(&mut self) -> u128 {
+        assert_eq!(self.outstanding_acquires, 0, "contender {}: downgrade while an acquire is outstanding", self.name);
+        assert!(self.kind != CuratorLock::Mutex, "contender {}: a mutex has no downgrade", self.name);
+        self.send("downgrade");
+        match self.wait_line(REPLY_TIMEOUT, |l| l.starts_with("DOWNGRADED ") || l.starts_with("ERROR downgrade:")) {
+            Ok(l) if l.starts_with("DOWNGRADED ") => self.timestamp(&l),
+            Ok(l) => self.fail(&l),
+            Err(e) => self.fail(&format!("waiting for DOWNGRADED: {e}")),
+        }
+    }
+
+    fn side_command(&self, verb: &str, side: CuratorLock) -> String {
+        assert!(self.kind != CuratorLock::Mutex, "contender {}: a mutex has no sides", self.name);
+        match side {
+            CuratorLock::Read | CuratorLock::Write => format!("{verb} {}", side.arg()),
+            CuratorLock::Mutex => panic!("contender {}: side {side:?} (Read or Write)", self.name),
+        }
+    }
+
     /// Curator's `release()` (one level of reentrancy); returns once it returned, with the
     /// epoch-µs time taken just before it was called (the end of the critical section). Panics
     /// on `ERROR` (e.g. not holding the lock).
@@ -502,8 +561,12 @@ impl CuratorContender {
     /// Like [`CuratorContender::release`], but returns Curator's error (`ERROR release: ...`
     /// line) instead of panicking on it.
     pub fn try_release(&mut self) -> Result<u128, String> {
+        self.release_command("release")
+    }
+
+    fn release_command(&mut self, cmd: &str) -> Result<u128, String> {
         assert_eq!(self.outstanding_acquires, 0, "contender {}: release while an acquire is outstanding", self.name);
-        self.send("release");
+        self.send(cmd);
         match self.wait_line(REPLY_TIMEOUT, |l| l.starts_with("RELEASED ") || l.starts_with("ERROR release:")) {
             Ok(l) if l.starts_with("RELEASED ") => Ok(self.timestamp(&l)),
             Ok(l) => Err(l),
