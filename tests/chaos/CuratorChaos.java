@@ -1,9 +1,18 @@
-// Chaos soak contender on Apache Curator 5.4 (the orchestrator's fixed contender protocol): an
-// InterProcessMutex on /chaos/mutex only, next to zklock's contenders.
+// Chaos soak contender on Apache Curator (the orchestrator's fixed contender protocol), next to
+// zklock's contenders: an InterProcessMutex on /chaos/mutex and, unless --curator-mutex-only, an
+// InterProcessReadWriteLock on /chaos/rw (picked as the other contenders pick: mutex 1/2, read
+// 1/4, write 1/4). Built against Curator 5.4 (language "curator", mutex only) and 5.7.1
+// ("curator57", --lang curator57 --downgrade) by tests/chaos/prepare.
 //
 //   java -cp <curator classpath>:<dir of CuratorChaos.class> CuratorChaos \
 //       --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS [--curator-mutex-only]
-//       [--op-sleep-ms N] [--idle-ms N]
+//       [--lang LANG] [--downgrade] [--op-sleep-ms N] [--idle-ms N]
+//
+// --downgrade (Curator 5.5+, CURATOR-621): one write hold in 3 that is not pinned, after its
+// writes, acquires the read lock while holding the write lock (a plain read node with the write
+// node's sequence), says DOWNGRADE, releases the write lock, READs once or twice and ENDs; the
+// hold keeps the write node's czxid as its token. (5.4 must not: its read node would queue behind
+// the writers waiting, which could then take the lock while the read goes on.)
 //
 // One CuratorFramework (one session), one TCP connection to the fenced resource; loops until
 // SIGTERM (then: close the client so its nodes go, exit 0). Exit 3 if the resource connection
@@ -28,13 +37,16 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.data.Stat;
 
 public final class CuratorChaos {
-    private static final String PATH = "/chaos/mutex";
+    private static final String MUTEX_PATH = "/chaos/mutex";
+    private static final String RW_PATH = "/chaos/rw";
     private static final long PINNED_OP_INTERVAL_MS = 100;
+    private static String lang = "curator";
 
     /** The sleep after an operation is uniform in [0, opSleepMs]; between iterations, in [0, idleMs]. */
     private static long opSleepMs = 30;
@@ -67,8 +79,30 @@ public final class CuratorChaos {
         }
     }
 
+    /** The read/write lock's sides, with the path of this thread's own lock node visible. */
+    private static final class WriteSide extends InterProcessReadWriteLock.WriteLock {
+        WriteSide(CuratorFramework client, String path, byte[] data) {
+            super(client, path, data);
+        }
+
+        String ownNode() {
+            return getLockPath();
+        }
+    }
+
+    private static final class ReadSide extends InterProcessReadWriteLock.ReadLock {
+        ReadSide(CuratorFramework client, String path, byte[] data, WriteSide write) {
+            super(client, path, data, write);
+        }
+
+        String ownNode() {
+            return getLockPath();
+        }
+    }
+
     /** One hold's reporting state: LOST at most once, only after BEGIN, never after END. */
     private static final class Hold {
+        final String path;
         final long token;
         final int suspensionsAtAcquire;
         boolean begun;
@@ -76,7 +110,8 @@ public final class CuratorChaos {
         boolean lostSent;
         String lostReason;
 
-        Hold(long token, int suspensionsAtAcquire) {
+        Hold(String path, long token, int suspensionsAtAcquire) {
+            this.path = path;
             this.token = token;
             this.suspensionsAtAcquire = suspensionsAtAcquire;
         }
@@ -96,7 +131,7 @@ public final class CuratorChaos {
                 return;
             }
             lostSent = true;
-            ask("LOST " + PATH + " " + token + " " + lostReason);
+            ask("LOST " + path + " " + token + " " + lostReason);
         }
     }
 
@@ -115,9 +150,16 @@ public final class CuratorChaos {
         String name = null;
         Long seed = null;
         int sessionMs = 0;
+        boolean mutexOnly = false;
+        boolean downgrade = false;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (a.equals("--curator-mutex-only")) {
+                mutexOnly = true;
+                continue;
+            }
+            if (a.equals("--downgrade")) {
+                downgrade = true;
                 continue;
             }
             if (i + 1 >= args.length) {
@@ -132,6 +174,7 @@ public final class CuratorChaos {
                 case "--session-timeout-ms": sessionMs = Integer.parseInt(v); break;
                 case "--op-sleep-ms": opSleepMs = Long.parseLong(v); break;
                 case "--idle-ms": idleMs = Long.parseLong(v); break;
+                case "--lang": lang = v; break;
                 default: usage("unknown argument " + a);
             }
         }
@@ -166,6 +209,8 @@ public final class CuratorChaos {
                 .sessionTimeoutMs(sessionMs)
                 .connectionTimeoutMs(Math.min(sessionMs, 5_000))
                 .retryPolicy(new ExponentialBackoffRetry(100, 3))
+                // the node data, as zklock's identity: the soak's census tells the nodes apart by it
+                .defaultData(nodeData())
                 .build();
         client.getConnectionStateListenable().addListener((c, state) -> {
             synchronized (STATE) {
@@ -189,10 +234,12 @@ public final class CuratorChaos {
             connected = client.getZookeeperClient().isConnected();
         }
 
-        Mutex mutex = new Mutex(client, PATH);
+        Mutex mutex = new Mutex(client, MUTEX_PATH);
+        WriteSide write = new WriteSide(client, RW_PATH, nodeData());
+        ReadSide read = new ReadSide(client, RW_PATH, nodeData(), write);
         SplittableRandom rng = new SplittableRandom(seed);
         while (!stop) {
-            iteration(client, mutex, rng, name);
+            iteration(client, new Sides(mutex, read, write, mutexOnly, downgrade), rng, name);
         }
         try {
             client.close(); // ends the session: the server deletes its nodes at once
@@ -208,8 +255,34 @@ public final class CuratorChaos {
         }
     }
 
-    private static void iteration(CuratorFramework client, Mutex mutex, SplittableRandom rng, String name) {
-        // 1. the mutex only. 2. how to wait: Curator's acquire(time) is its only way to give up.
+    /** The locks of this contender. */
+    private static final class Sides {
+        final Mutex mutex;
+        final ReadSide read;
+        final WriteSide write;
+        final boolean mutexOnly;
+        final boolean downgrade;
+
+        Sides(Mutex mutex, ReadSide read, WriteSide write, boolean mutexOnly, boolean downgrade) {
+            this.mutex = mutex;
+            this.read = read;
+            this.write = write;
+            this.mutexOnly = mutexOnly;
+            this.downgrade = downgrade;
+        }
+    }
+
+    private static byte[] nodeData() {
+        return ("{\"lang\":\"" + lang + "\"}").getBytes(StandardCharsets.UTF_8);
+    }
+
+    private static void iteration(CuratorFramework client, Sides sides, SplittableRandom rng, String name) {
+        // 1. the target, as the other contenders pick it.
+        int pick = sides.mutexOnly ? 0 : rng.nextInt(100);
+        String mode = pick < 50 ? "x" : pick < 75 ? "r" : "w";
+        String path = mode.equals("x") ? MUTEX_PATH : RW_PATH;
+        InterProcessMutex lock = mode.equals("x") ? sides.mutex : mode.equals("r") ? sides.read : sides.write;
+        // 2. how to wait: Curator's acquire(time) is its only way to give up.
         int how = rng.nextInt(100);
         long waitMs = how < 70 ? uniform(rng, 200, 3000) : how < 85 ? uniform(rng, 0, 1000) : 0;
         String outcome;
@@ -217,7 +290,7 @@ public final class CuratorChaos {
         long started = System.nanoTime();
         try {
             inAcquire = true;
-            held = !stop && mutex.acquire(waitMs, TimeUnit.MILLISECONDS);
+            held = !stop && lock.acquire(waitMs, TimeUnit.MILLISECONDS);
             outcome = held ? "held" : stop ? "cancelled" : waitMs == 0 ? "busy" : "timeout";
         } catch (InterruptedException e) {
             outcome = "cancelled";
@@ -235,16 +308,23 @@ public final class CuratorChaos {
             connectedAtAcquire = connected;
         }
         long waited = (System.nanoTime() - started) / 1_000_000;
-        say("WAIT " + PATH + " x " + waited + " " + outcome);
+        say("WAIT " + path + " " + mode + " " + waited + " " + outcome);
 
         if (held) {
-            // 4. the token: czxid of the first participant, which must be this holder's own node
+            // 4. the token: czxid of this holder's own node (for the mutex, the first participant)
             long token = -1;
             try {
-                Collection<String> nodes = mutex.getParticipantNodes();
-                String first = nodes.isEmpty() ? null : nodes.iterator().next();
-                if (first != null && first.equals(mutex.ownNode())) {
-                    Stat stat = client.checkExists().forPath(first);
+                String own = mode.equals("x") ? sides.mutex.ownNode()
+                        : mode.equals("r") ? sides.read.ownNode() : sides.write.ownNode();
+                if (mode.equals("x")) {
+                    Collection<String> nodes = sides.mutex.getParticipantNodes();
+                    String first = nodes.isEmpty() ? null : nodes.iterator().next();
+                    if (first == null || !first.equals(own)) {
+                        own = null;
+                    }
+                }
+                if (own != null) {
+                    Stat stat = client.checkExists().forPath(own);
                     if (stat != null) {
                         token = stat.getCzxid();
                     }
@@ -262,17 +342,19 @@ public final class CuratorChaos {
                 String reply;
                 long begunAt;
                 synchronized (STATE) {
-                    hold = new Hold(token, suspensionsAtAcquire);
+                    hold = new Hold(path, token, suspensionsAtAcquire);
                     if (!connectedAtAcquire) {
                         hold.lostReason = "SUSPENDED";
                     }
-                    reply = ask("BEGIN " + PATH + " x " + token + " curator " + name);
+                    reply = ask("BEGIN " + path + " " + mode + " " + token + " " + lang + " " + name);
                     begunAt = System.nanoTime();
                     hold.begun = true;
                     current = hold;
                     hold.checkLost(); // lost before BEGIN was acknowledged
                 }
+                String op = (mode.equals("r") ? "READ " : "WRITE ") + path + " " + token;
                 long pinMs = pinMs(reply);
+                boolean downgrade = sides.downgrade && mode.equals("w") && pinMs == 0 && rng.nextInt(3) == 0;
                 if (pinMs > 0) {
                     // Pinned: hold for pinMs from the reply, one operation every 100 ms (the
                     // orchestrator stalls or cuts this contender meanwhile). The state listener
@@ -284,7 +366,7 @@ public final class CuratorChaos {
                                 break;
                             }
                         }
-                        ask("WRITE " + PATH + " " + token);
+                        ask(op);
                         nextOp += PINNED_OP_INTERVAL_MS * 1_000_000;
                         long wake = nextOp - until < 0 ? nextOp : until;
                         nap((wake - System.nanoTime()) / 1_000_000);
@@ -297,36 +379,81 @@ public final class CuratorChaos {
                                 break;
                             }
                         }
-                        ask("WRITE " + PATH + " " + token);
+                        ask(op);
                         nap(uniform(rng, 0, opSleepMs));
                     }
+                }
+                if (downgrade && !stop) {
+                    lock = downgrade(sides, hold, rng);
                 }
                 synchronized (STATE) {
                     if (!hold.checkLost()) {
                         hold.ended = true;
-                        ask("END " + PATH + " " + token);
+                        ask("END " + path + " " + token);
                     }
                     current = null;
                 }
             }
             // After END (or LOST): give the lock back. Errors are expected once lost.
-            try {
-                mutex.release();
-            } catch (Exception e) {
-                boolean lost;
-                synchronized (STATE) {
-                    lost = hold == null || hold.lostReason != null;
-                }
-                if (!lost) {
-                    say("ERROR " + kind(e));
-                    nap(100);
-                }
-            }
+            release(lock, hold);
         } else if (outcome.startsWith("error:")) {
             nap(100);
         }
         // 6.
         nap(uniform(rng, 0, idleMs));
+    }
+
+    /**
+     * The downgrade of a write hold (Curator 5.5+): the read lock while holding the write lock,
+     * DOWNGRADE, the write lock released, a READ or two. Returns the lock still held.
+     */
+    private static InterProcessMutex downgrade(Sides sides, Hold hold, SplittableRandom rng) {
+        boolean got;
+        try {
+            got = sides.read.acquire(3, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            say("ERROR downgrade:" + kind(e));
+            return sides.write;
+        } finally {
+            Thread.interrupted();
+        }
+        if (!got) {
+            say("ERROR downgrade:timeout");
+            return sides.write;
+        }
+        synchronized (STATE) {
+            if (!hold.checkLost()) {
+                ask("DOWNGRADE " + hold.path + " " + hold.token);
+            }
+        }
+        release(sides.write, hold);
+        int ops = (int) uniform(rng, 1, 2);
+        for (int i = 0; i < ops && !stop; i++) {
+            synchronized (STATE) {
+                if (hold.checkLost()) {
+                    break;
+                }
+            }
+            ask("READ " + hold.path + " " + hold.token);
+            nap(uniform(rng, 0, opSleepMs));
+        }
+        return sides.read;
+    }
+
+    /** Releases one level of `lock`; an error is reported unless the hold is known lost. */
+    private static void release(InterProcessMutex lock, Hold hold) {
+        try {
+            lock.release();
+        } catch (Exception e) {
+            boolean lost;
+            synchronized (STATE) {
+                lost = hold == null || hold.lostReason != null;
+            }
+            if (!lost) {
+                say("ERROR " + kind(e));
+                nap(100);
+            }
+        }
     }
 
     /** The ms of a BEGIN reply "OK PIN <ms>", or 0 for a plain "OK". */
@@ -394,7 +521,7 @@ public final class CuratorChaos {
 
     private static void usage(String why) {
         System.err.println("CuratorChaos: " + why + "\nusage: CuratorChaos --zk CONNECT --resource HOST:PORT --name NAME "
-                + "--seed N --session-timeout-ms MS [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]");
+                + "--seed N --session-timeout-ms MS [--curator-mutex-only] [--lang LANG] [--downgrade] [--op-sleep-ms N] [--idle-ms N]");
         System.exit(2);
     }
 }
