@@ -6,6 +6,10 @@
 // One zklock client, one TCP connection to the fenced resource; loops until SIGTERM (then: close
 // the client so its nodes go, exit 0). Exit 3 if the resource connection drops. Cancel is an
 // AbortSignal; a loss is the hold's signal aborting (its reason a LockLostError).
+//
+// Downgrades: one write hold in 3 that is not pinned, after its writes, takes the read side in the
+// write holder's flow (writeHold.run(() => rw.read.acquire())): a read node with the write node's
+// sequence and the same token; then DOWNGRADE, the write side released, a READ or two, END.
 import net from 'node:net'
 import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -154,10 +158,11 @@ async function iteration(client) {
   const mode = pick < 50 ? 'x' : pick < 75 ? 'r' : 'w'
   const path = mode === 'x' ? MUTEX_PATH : RW_PATH
   let lock
+  let rw = null
   try {
     if (mode === 'x') lock = client.lock(path)
     else {
-      const rw = client.readWriteLock(path)
+      rw = client.readWriteLock(path)
       lock = mode === 'r' ? rw.read : rw.write
     }
   } catch (e) {
@@ -204,6 +209,7 @@ async function iteration(client) {
     report.report() // lost before BEGIN was acknowledged
     const verb = mode === 'r' ? 'READ' : 'WRITE'
     const pin = /^OK PIN (\d+)$/.exec(reply)
+    const downgrade = uniform(0, 2) === 0 && mode === 'w' && !(pin && Number(pin[1]) > 0)
     if (pin && Number(pin[1]) > 0) {
       // Pinned: hold for the given ms from the reply, one operation every 100 ms (the orchestrator
       // stalls or cuts this contender meanwhile). A loss is reported by the signal's listener even
@@ -231,12 +237,16 @@ async function iteration(client) {
         await nap(uniform(0, opSleepMs))
       }
     }
+    if (downgrade && report.lostReason === null && !stopping) {
+      hold = await downgradeHold(rw, hold, report, onLost)
+    }
     if (hold.state === 'lost') report.lost('state_lost')
     if (report.lostReason === null) {
       report.ended = true // set before the await: a later loss sends no LOST
       await send(`END ${path} ${report.token}`)
     }
     hold.signal.removeEventListener('abort', onLost)
+    if (hold.onLost) hold.signal.removeEventListener('abort', hold.onLost)
     try {
       await hold.release()
     } catch (e) {
@@ -251,6 +261,43 @@ async function iteration(client) {
   }
   // 6.
   await nap(uniform(0, idleMs))
+}
+
+// zklock's downgrade of a write hold: the read side in the write holder's flow, DOWNGRADE, the
+// write side released, a READ or two. Returns the hold still held (the read, or the write if the
+// read could not be had).
+async function downgradeHold(rw, write, report, onWriteLost) {
+  let read
+  try {
+    read = await write.run(() => rw.read.acquire({ timeoutMs: 3000 }))
+  } catch (e) {
+    send(`ERROR downgrade:${e.code ?? e.name}`, false)
+    return write
+  }
+  if (!read) {
+    send('ERROR downgrade:timeout', false)
+    return write
+  }
+  read.onLost = () => report.lost(read.signal.reason?.lostReason ?? 'lost')
+  if (read.signal.aborted) report.lost(read.signal.reason?.lostReason ?? 'lost')
+  else read.signal.addEventListener('abort', read.onLost, { once: true })
+  if (read.fencingToken !== report.token) send(`ERROR downgrade-token:${read.fencingToken}!=${report.token}`, false)
+  if (write.state === 'lost') report.lost('state_lost')
+  if (report.lostReason === null) await send(`DOWNGRADE ${report.path} ${report.token}`)
+  write.signal.removeEventListener('abort', onWriteLost)
+  try {
+    await write.release()
+  } catch (e) {
+    if (report.lostReason === null) send(`ERROR release-write:${e.code ?? e.name}`, false)
+  }
+  const ops = uniform(1, 2)
+  for (let i = 0; i < ops && !stopping; i++) {
+    if (read.state === 'lost') report.lost('state_lost')
+    if (report.lostReason !== null) break
+    await send(`READ ${report.path} ${report.token}`)
+    await nap(uniform(0, opSleepMs))
+  }
+  return read
 }
 
 let client = null
