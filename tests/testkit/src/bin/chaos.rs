@@ -1184,9 +1184,15 @@ fn main() {
             }),
         );
     }
+    // Between Curator's and kazoo's holders: Curator does not see kazoo's nodes in their place.
+    let mut between = serde_json::Map::new();
+    for (class, v) in report["violations"].as_object().into_iter().flatten().filter(|(k, _)| k.contains('~')) {
+        between.insert(class.clone(), v.clone());
+    }
     let peers = json!({
-        "note": "peers (Curator 5.4, Curator 5.7.1, kazoo): violations whose late or offending party is a peer's holder are counted here, by language, and do not fail the soak",
+        "note": "peers (Curator 5.4, Curator 5.7.1, kazoo): violations whose late or offending party is a peer's holder are counted here, by language, and do not fail the soak; those between a Curator holder and a kazoo holder apart (between), as Curator orders a lock's children by the sequence after its own markers and kazoo's __lock__/__rlock__ nodes have none",
         "by_lang": peers,
+        "between": between,
     });
     let mut summary = json!({
         "seed": soak.o.seed,
@@ -1326,6 +1332,10 @@ fn print_table(s: &Value) {
             let row: String = peers.values().map(|p| format!("{:>10}", n(&p[key]))).collect();
             println!("  {:<38}{row}", key.replace('_', " "));
         }
+    }
+    for (pair, v) in s["peers"]["between"].as_object().into_iter().flatten() {
+        println!("Between peers {pair} (Curator does not see kazoo's __lock__/__rlock__ nodes in their place)");
+        println!("  {}", map_line(v));
     }
     println!("--------------------------------------------------------------------");
     println!(
