@@ -248,6 +248,14 @@ async fn a_downgrade_that_times_out_leaves_no_node() {
     client.close().await;
 }
 
+/// Another client's node under `path` (made if missing), EPHEMERAL_SEQUENTIAL: its full path.
+async fn foreign_node(observer: &zk::Client, path: &str, prefix: &str) -> String {
+    let _ = observer.mkdir(path, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await;
+    let ephemeral_sequential = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let (_, sequence) = observer.create(&format!("{path}/{prefix}"), b"", &ephemeral_sequential).await.unwrap();
+    format!("{path}/{prefix}{sequence}")
+}
+
 /// The read node of another client's downgrade in Curator 5.5+'s form (here made by hand, as
 /// Curator 5.7.1 makes it: a plain ephemeral `_c_<uuid>-__READ__<write sequence>`, then the write
 /// node deleted) keeps the write node's place: the writer that was waiting stays out.
@@ -257,15 +265,13 @@ async fn another_clients_downgrade_keeps_the_write_nodes_place() {
     let observer = observer().await;
     let client = client().await;
     let rw = client.read_write_lock(&path).unwrap();
-    let ephemeral_sequential = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-    observer.mkdir(&path, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
-    let uuid = "_c_0abad917-53a6-4ed9-bfac-3327be0d1234-";
-    let (_, sequence) = observer.create(&format!("{path}/{uuid}__WRIT__"), b"", &ephemeral_sequential).await.unwrap();
+    let write_node = foreign_node(&observer, &path, "_c_0abad917-53a6-4ed9-bfac-3327be0d1234-__WRIT__").await;
     let waiting_writer = spawn_acquire(rw.write(), Owner::new(1));
     wait_children(&observer, &path, 2).await;
+    let sequence = &write_node[write_node.len() - 10..];
     let read_node = format!("{path}/_c_1bad0917-53a6-4ed9-bfac-3327be0d1234-__READ__{sequence}");
     observer.create(&read_node, b"", &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all())).await.unwrap();
-    observer.delete(&format!("{path}/{uuid}__WRIT__{sequence}"), None).await.unwrap();
+    observer.delete(&write_node, None).await.unwrap();
     assert!(rw.write().try_acquire(&Owner::new(2)).await.unwrap().is_none());
     assert!(rw.read().try_acquire(&Owner::new(3)).await.unwrap().is_none(), "a reader behind the waiting writer waits");
     assert!(!waiting_writer.is_finished(), "the waiting writer stays out while the downgraded read holds");
@@ -285,22 +291,13 @@ async fn kazoos_nodes_are_contenders_of_their_mode() {
     let observer = observer().await;
     let client = client().await;
     let rw = client.read_write_lock(&path).unwrap();
-    let ephemeral_sequential = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-    observer.mkdir(&path, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
-    let (_, seq) = observer
-        .create(&format!("{path}/0abad91753a64ed9bfac3327be0d1234__lock__"), b"", &ephemeral_sequential)
-        .await
-        .unwrap();
-    let kazoo_writer = format!("{path}/0abad91753a64ed9bfac3327be0d1234__lock__{seq}");
+    let kazoo_writer = foreign_node(&observer, &path, "0abad91753a64ed9bfac3327be0d1234__lock__").await;
     assert!(rw.read().try_acquire(&Owner::new(1)).await.unwrap().is_none(), "no reader beside kazoo's writer");
     assert!(rw.write().try_acquire(&Owner::new(2)).await.unwrap().is_none());
     assert_eq!(modes(&rw.contenders().await.unwrap()), [Some(Mode::Write)]);
     observer.delete(&kazoo_writer, None).await.unwrap();
     // kazoo's reader shares with ours, and keeps writers out.
-    let (_, seq) = observer
-        .create(&format!("{path}/1abad91753a64ed9bfac3327be0d1234__rlock__"), b"", &ephemeral_sequential)
-        .await
-        .unwrap();
+    let kazoo_reader = foreign_node(&observer, &path, "1abad91753a64ed9bfac3327be0d1234__rlock__").await;
     let reading = rw.read().try_acquire(&Owner::new(1)).await.unwrap().expect("readers share");
     assert!(rw.write().try_acquire(&Owner::new(2)).await.unwrap().is_none());
     assert_eq!(rw.holders().await.unwrap().len(), 2);
@@ -309,15 +306,12 @@ async fn kazoos_nodes_are_contenders_of_their_mode() {
     let mutex = client.lock(&path).unwrap();
     let refused = mutex.try_acquire(&Owner::new(3)).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
-    observer.delete(&format!("{path}/1abad91753a64ed9bfac3327be0d1234__rlock__{seq}"), None).await.unwrap();
+    observer.delete(&kazoo_reader, None).await.unwrap();
     let mutex = client.lock(&path).unwrap();
-    let (_, seq) = observer
-        .create(&format!("{path}/2abad91753a64ed9bfac3327be0d1234__lock__"), b"", &ephemeral_sequential)
-        .await
-        .unwrap();
+    let kazoo_lock = foreign_node(&observer, &path, "2abad91753a64ed9bfac3327be0d1234__lock__").await;
     assert!(mutex.try_acquire(&Owner::new(3)).await.unwrap().is_none());
     assert_eq!(modes(&mutex.contenders().await.unwrap()), [Some(Mode::Exclusive)]);
-    observer.delete(&format!("{path}/2abad91753a64ed9bfac3327be0d1234__lock__{seq}"), None).await.unwrap();
+    observer.delete(&kazoo_lock, None).await.unwrap();
     mutex.try_acquire(&Owner::new(3)).await.unwrap().expect("free").release().await.unwrap();
     client.close().await;
 }

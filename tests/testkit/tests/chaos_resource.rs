@@ -97,10 +97,10 @@ fn a_clean_handoff_has_no_violation_and_a_recovery_time() {
     assert_eq!(b.request("READ /chaos/rw 21"), "OK");
     assert_eq!(resource.command("COUNT"), "COUNT 4");
     let report = resource.report();
-    for class in ["zklock", "curator"] {
-        for key in ["overlaps", "stale_writes_accepted", "late_lost_signals", "unsignalled_losses"] {
-            assert_eq!(figure(&report, class, key), 0, "{class} {key}: {report}");
-        }
+    // zklock's languages only: no peer's figures.
+    assert_eq!(report["violations"].as_object().unwrap().keys().collect::<Vec<_>>(), ["zklock"], "{report}");
+    for key in ["overlaps", "stale_writes_accepted", "late_lost_signals", "unsignalled_losses"] {
+        assert_eq!(figure(&report, "zklock", key), 0, "{key}: {report}");
     }
     assert_eq!(report["protocol_errors"], 0, "{report}");
     assert_eq!(report["handoffs"]["rust"], 2);
@@ -128,18 +128,20 @@ fn an_overlap_a_fenced_write_and_a_late_lost_signal_are_counted() {
 }
 
 #[test]
-fn a_write_accepted_after_a_later_reader_and_an_end_never_told_lost_are_counted() {
+fn a_write_after_a_later_reader_began_is_fenced_and_an_end_never_told_lost_is_counted() {
     let mut resource = Resource::start();
     let (mut g, mut h) = (Holder::connect(&resource), Holder::connect(&resource));
     assert_eq!(g.request("BEGIN /chaos/rw w 30 python g"), "OK");
     assert_eq!(g.request("WRITE /chaos/rw 30"), "OK");
     assert_eq!(h.request("BEGIN /chaos/rw r 31 rust h"), "OK");
     assert_eq!(h.request("READ /chaos/rw 31"), "OK");
-    // A reader does not raise the fence, so g's write goes through: a stale write accepted.
-    assert_eq!(g.request("WRITE /chaos/rw 30"), "OK");
+    // The fence learns every BEGIN's token, a reader's too: g's write is refused.
+    assert_eq!(g.request("WRITE /chaos/rw 30"), "STALE");
     assert_eq!(g.request("END /chaos/rw 30"), "OK");
     let report = resource.report();
-    assert_eq!(figure(&report, "zklock", "stale_writes_accepted"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "stale_writes_accepted"), 0, "{report}");
+    assert_eq!(report["stale_writes_attempted"]["python"], 1, "{report}");
+    assert_eq!(report["stale_writes_rejected"]["python"], 1, "{report}");
     assert_eq!(figure(&report, "zklock", "unsignalled_losses"), 1, "{report}");
     assert_eq!(figure(&report, "zklock", "overlaps"), 1, "{report}");
 }
@@ -254,5 +256,40 @@ fn a_pinned_hold_lost_and_taken_over_in_time_is_no_violation_and_is_counted() {
     for key in ["overlaps", "stale_writes_accepted", "late_lost_signals", "unsignalled_losses"] {
         assert_eq!(figure(&report, "zklock", key), 0, "{key}: {report}");
     }
+    assert_eq!(report["protocol_errors"], 0, "{report}");
+}
+
+/// A downgrade's hold is judged as a read from its DOWNGRADE on: a reader beside it is no
+/// overlap, a writer is. A zombie's write after its own LOST is refused once another hold began,
+/// and counted apart from the violations.
+#[test]
+fn a_downgraded_hold_is_a_read_and_a_zombies_write_is_fenced() {
+    let mut resource = Resource::start();
+    let (mut g, mut h, mut k) = (Holder::connect(&resource), Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(g.request("BEGIN /chaos/rw w 40 rust g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/rw 40"), "OK");
+    assert_eq!(g.request("DOWNGRADE /chaos/rw 40"), "OK");
+    assert_eq!(g.request("READ /chaos/rw 40"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/rw r 41 node h"), "OK");
+    assert_eq!(h.request("READ /chaos/rw 41"), "OK");
+    let report = resource.report();
+    assert_eq!(figure(&report, "zklock", "overlaps"), 0, "readers share with a downgraded read: {report}");
+    assert_eq!(report["downgrades"]["rust"], 1, "{report}");
+    // A writer that acts while the downgraded read is open overlaps it.
+    assert_eq!(k.request("BEGIN /chaos/rw w 42 python k"), "OK");
+    assert_eq!(k.request("WRITE /chaos/rw 42"), "OK");
+    assert_eq!(figure(&resource.report(), "zklock", "overlaps"), 2, "g's and h's reads were open");
+    // g, told lost, writes anyway with its old token: the fence refuses it.
+    assert_eq!(g.request("LOST /chaos/rw 40 SessionExpired"), "OK");
+    let mut z = Holder::connect(&resource);
+    assert_eq!(z.request("BEGIN /chaos/mutex x 50 rust z"), "OK");
+    assert_eq!(z.request("WRITE /chaos/mutex 50"), "OK");
+    assert_eq!(z.request("LOST /chaos/mutex 50 SessionExpired"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/mutex x 51 node h2"), "OK");
+    assert_eq!(z.request("ZOMBIE-WRITE /chaos/mutex 50"), "STALE");
+    let report = resource.report();
+    assert_eq!(report["zombie_writes"]["rust"], 1, "{report}");
+    assert_eq!(report["zombie_writes_rejected"]["rust"], 1, "{report}");
+    assert_eq!(report["zombie_writes_accepted_superseded"], 0, "{report}");
     assert_eq!(report["protocol_errors"], 0, "{report}");
 }
