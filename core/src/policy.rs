@@ -64,8 +64,8 @@ impl Mode {
 
     /// The mode of a child of a lock path, by its name, as it counts in a mutex; `None` for a
     /// node of no lock zklock knows. Curator's and zklock's nodes, and kazoo's: `__rlock__` is a
-    /// reader, `__lock__` (kazoo's Lock and WriteLock) exclusive, and a writer in a read/write lock
-    /// (see `Mode::decide`).
+    /// reader, `__lock__` (kazoo's Lock and WriteLock) exclusive, and a writer where the path holds
+    /// read/write nodes (as [`crate::Lock::contenders`] reports it).
     pub fn of_node(name: &str) -> Option<Mode> {
         MARKERS.iter().find(|(marker, _)| name.contains(marker)).map(|(_, mode)| *mode)
     }
