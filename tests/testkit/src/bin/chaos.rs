@@ -1120,6 +1120,12 @@ fn main() {
     println!("chaos: {:.0}s of faults done; healing and shutting down", soak_time.as_secs_f64());
     soak.reap(true);
     soak.heal_all();
+    // A hold pinned when the faults ended goes on until its pin runs out (its fault healed early,
+    // its session may have lived): it is no orphan, so the look for orphans begins after it.
+    let pins_end = soak.slots.iter().filter_map(|s| s.pinned_until).max();
+    if let Some(wait) = pins_end.map(|end| end.saturating_duration_since(Instant::now())) {
+        thread::sleep(wait + PIN_MARGIN);
+    }
     let census = Census::connect(&soak.cluster.connect_string());
     let orphan_window = session + Duration::from_secs(4);
     println!("chaos: looking for orphaned lock nodes over {:.0}s", orphan_window.as_secs_f64());
