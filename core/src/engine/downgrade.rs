@@ -1,0 +1,95 @@
+//! The downgrade: the write holder's read, a read node in its write node's place.
+
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use super::attempt::{find_mine, Attempt};
+use super::{Recipe, Wait};
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::owners::Owner;
+use crate::policy::Mode;
+use crate::retry::{Reply, Requests, Stop};
+use crate::session::Session;
+
+impl Recipe {
+    /// A downgrade: `owner`, holding `write`, takes the read side with a plain ephemeral read
+    /// node that carries the write node's sequence (Curator 5.5+'s form, CURATOR-621), in the
+    /// write hold's session, and holds at once. The node takes the write node's place in the
+    /// queue (see `order`), so the writers already waiting stay out until the read is released,
+    /// and readers that come once the write side is released share with it. Its fencing token
+    /// is the write hold's: the hold goes on from that place, and the writers queued behind it
+    /// hold later, with higher tokens. As for any attempt, its node is removed on every way out
+    /// but success. `Ok(None)`: not made by the deadline.
+    pub(crate) async fn downgrade(&self, owner: &Owner, write: &Hold, wait: Wait) -> Result<Option<Hold>> {
+        let data = self.node_data(owner);
+        self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        let lost = || crate::owners::write_lost(owner, &self.path);
+        let session = match write.inner.session.upgrade() {
+            Some(session) if !write.inner.is_lost() => session,
+            _ => return Err(lost()),
+        };
+        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
+        let requests = Requests::new(&self.client, &session, deadline);
+        let name = format!("_c_{}-{}{:010}", self.client.attempt_ids.next(), Mode::Read.marker(), write.sequence());
+        let mut attempt = Attempt {
+            client: self.client.clone(),
+            session: session.clone(),
+            path: self.path.clone(),
+            name_prefix: name.clone(),
+            node: None,
+            armed: true,
+        };
+        let (options, _) = self.node_options(zk::CreateMode::Ephemeral);
+        let made = loop {
+            let create = requests.send(session.zk.create(&self.child_path(&name), &data, &options)).await;
+            match create {
+                Ok(Reply::Answered(Ok(_))) => break Ok(()),
+                // The write node's path is gone, and the write node with it.
+                Ok(Reply::Answered(Err(zk::Error::NoNode))) => break Err(lost()),
+                Ok(Reply::Answered(Err(err))) => break Err(self.zk_error(err, "creating the read node of a downgrade")),
+                // Made or not: find it rather than make a second one.
+                Ok(Reply::Reconnected) => match find_mine(&requests, &self.path, &name).await {
+                    Ok(Ok(Some(_))) => break Ok(()),
+                    Ok(Ok(None)) => continue,
+                    Ok(Err(err)) => break Err(self.zk_error(err, "finding the read node of a downgrade")),
+                    Err(stop) => break Err(self.downgrade_stopped(&session, stop, owner)),
+                },
+                Err(stop) => break Err(self.downgrade_stopped(&session, stop, owner)),
+            }
+        };
+        match made {
+            Ok(()) => {
+                attempt.armed = false;
+                let hold = Hold::new(
+                    &session,
+                    &self.client.closed,
+                    self.child_path(&name),
+                    write.sequence(),
+                    write.fencing_token(),
+                );
+                self.client.node_watcher.add(&hold);
+                Ok(Some(hold))
+            }
+            Err(err) if err.kind() == ErrorKind::Timeout && !wait.only_try => {
+                attempt.remove().await;
+                Ok(None)
+            }
+            Err(err) => {
+                attempt.remove().await;
+                Err(err)
+            }
+        }
+    }
+
+    /// The error for a downgrade's step stopped before its answer: the end of the session is the
+    /// loss of the write hold it reads under.
+    pub(super) fn downgrade_stopped(&self, session: &Session, stop: Stop, owner: &Owner) -> Error {
+        match stop {
+            Stop::SessionOver => crate::owners::write_lost(owner, &self.path),
+            stop => self.stopped(session, stop, || {
+                self.error(ErrorKind::Timeout, "no answer from ZooKeeper making the read node of a downgrade")
+            }),
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! The recipe engine: the contend loop, written once for every kind of lock. An attempt creates
+//! its uuid-marked EPHEMERAL_SEQUENTIAL node (finding it again after a connection loss instead
+//! of making a second), lists the queue, asks its [`Mode`] whether it holds or which node to
+//! wait for, watches that node and looks again when it goes; on a timeout, a cancel or an error
+//! its node is removed.
+//!
+//! Around the loop, one module per concept: `attempt` (an attempt's node, found again and
+//! removed), `listing` (the shared listing and queue order), `path` (the lock path: made, its
+//! ACL checked, the recipe it holds), `released` (nodes this client released after holding),
+//! `downgrade`, `release` and `participants`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::acl::Acl;
+use crate::client::ClientInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::lock::{BeforeWatch, Identity};
+use crate::owners::{Owner, OwnerTable};
+use crate::policy::{AfterWait, Decision, Mode};
+use crate::retry::{Reply, Requests, Stop, REFUSED};
+use crate::session::Session;
+use crate::validate;
+
+mod attempt;
+mod downgrade;
+mod listing;
+mod participants;
+mod path;
+mod release;
+mod released;
+
+use attempt::{find_mine, Attempt, OurNode};
+use listing::{in_queue_order, list, SharedListing};
+use path::PathVersion;
+pub(crate) use released::ReleasedNodes;
+
+static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
+
+/// How long an acquisition may wait: one value, fixed when the acquisition begins.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wait {
+    /// `None`: as long as it takes.
+    pub(crate) deadline: Option<Instant>,
+    /// Only try: one create and one listing, then give up if the lock is not had.
+    pub(crate) only_try: bool,
+}
+
+impl Wait {
+    /// From the bindings' form: `None` waits forever, `Some(ZERO)` only tries.
+    pub(crate) fn from_timeout(timeout: Option<Duration>) -> Wait {
+        match timeout {
+            None => Wait { deadline: None, only_try: false },
+            Some(timeout) if timeout.is_zero() => Wait { deadline: None, only_try: true },
+            // Past what an Instant holds is forever, for all practical purposes.
+            Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false },
+        }
+    }
+}
+
+/// A lock path as this process uses it: the mutex, or both sides of a read/write lock, sharing
+/// one owner table.
+pub(crate) struct Recipe {
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) path: String,
+    identifier: Option<String>,
+    before_watch: Option<BeforeWatch>,
+    /// The lock's ACL and, unless open, its entries as sent.
+    acl: Acl,
+    zk_acl: Vec<zk::Acl>,
+    /// The lock path (incarnation and ACL version) whose ACL was found to be the lock's: a
+    /// protected lock decides only by listings of that path (see `check_path_acl`).
+    acl_checked: parking_lot::Mutex<Option<PathVersion>>,
+    pub(crate) owners: OwnerTable,
+    /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
+    /// then an attempt keeps the client's send turn until its create is answered, so that
+    /// attempts whose creates failed for want of the path send them again in their order.
+    path_known: AtomicBool,
+    /// Whether a listing showed no node of another recipe under the path. Until then an attempt
+    /// lists before it creates, so a conflict is told before any node is made.
+    kinds_checked: AtomicBool,
+    /// Creates sent under the path, counted right after each is sent (in the client's send turn):
+    /// an attempt's ticket is the count after its own.
+    creates_sent: AtomicU64,
+    /// The last listing sent to decide by, shared by every attempt whose create it covers (see
+    /// `listing_after`). Kept until the next replaces it: one listing per lock object.
+    shared_listing: parking_lot::Mutex<Option<SharedListing>>,
+}
+
+impl Recipe {
+    /// Refuses a path and identifier that could not fit in a request, whoever the owner.
+    pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Recipe> {
+        options.acl.check(client.options.digest_auth.as_deref()).map_err(|err| err.with_path(&path))?;
+        let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
+        let recipe = Recipe {
+            client,
+            path,
+            identifier: options.identifier,
+            before_watch: options.before_watch,
+            acl: options.acl,
+            zk_acl,
+            acl_checked: parking_lot::Mutex::new(None),
+            owners: OwnerTable::default(),
+            path_known: AtomicBool::new(false),
+            kinds_checked: AtomicBool::new(false),
+            creates_sent: AtomicU64::new(0),
+            shared_listing: parking_lot::Mutex::new(None),
+        };
+        recipe.check_fits(recipe.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
+        Ok(recipe)
+    }
+
+    pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
+        Error::new(kind, message).with_path(&self.path)
+    }
+
+    fn zk_error(&self, err: zk::Error, doing: &str) -> Error {
+        Error::from_zk(err, &self.path, doing)
+    }
+
+    pub(crate) fn closed_error(&self) -> Error {
+        self.error(ErrorKind::Closed, "the client was closed")
+    }
+
+    fn session_over_error(&self, session: &Session) -> Error {
+        let reason = session.lost_reason().unwrap_or(crate::LostReason::SessionExpired);
+        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
+    }
+
+    /// The error for a step stopped before its answer; `deadline` says what a passed deadline
+    /// means to the caller.
+    fn stopped(&self, session: &Session, stop: Stop, deadline: impl FnOnce() -> Error) -> Error {
+        match stop {
+            Stop::Closed => self.closed_error(),
+            Stop::SessionOver => self.session_over_error(session),
+            Stop::Deadline => deadline(),
+            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
+        }
+    }
+
+    fn protected(&self) -> bool {
+        !self.acl.is_open()
+    }
+
+    /// How lock nodes are created (EPHEMERAL_SEQUENTIAL, or EPHEMERAL for a downgrade's read
+    /// node), and their ACL.
+    fn node_options(&self, mode: zk::CreateMode) -> (zk::CreateOptions<'_>, &[zk::Acl]) {
+        if self.protected() {
+            (mode.with_acls(zk::Acls::new(&self.zk_acl)), &self.zk_acl)
+        } else {
+            (mode.with_acls(zk::Acls::anyone_all()), &ANYONE_ALL)
+        }
+    }
+
+    fn child_path(&self, name: &str) -> String {
+        format!("{}/{}", self.path, name)
+    }
+
+    pub(crate) fn node_data(&self, owner: &Owner) -> Vec<u8> {
+        self.node_data_labelled(owner.label())
+    }
+
+    fn node_data_labelled(&self, owner: String) -> Vec<u8> {
+        let host = &self.client.identity;
+        let identity = Identity {
+            host: host.host.clone(),
+            pid: host.pid,
+            owner,
+            lang: host.language.clone(),
+            identifier: self.identifier.clone(),
+        };
+        serde_json::to_vec(&identity).expect("identity serializes")
+    }
+
+    /// Refuses, before sending, a create the server would refuse by dropping the connection.
+    pub(crate) fn check_fits(&self, data_len: usize, what_else: impl FnOnce() -> String) -> Result<()> {
+        // The node's full path on the server: chroot, lock path, `/_c_<uuid>-<marker><10 digits>`
+        // with the longest marker.
+        let marker_len = [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| mode.marker().len()).into_iter().max();
+        let name_len = "/_c_".len() + 36 + "-".len() + marker_len.unwrap_or_default() + 10;
+        let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
+        let len = validate::create_request_len(
+            server_path_len,
+            data_len,
+            validate::acl_len(self.node_options(zk::CreateMode::EphemeralSequential).1),
+        );
+        validate::request_fits(len, self.client.options.jute_maxbuffer, || {
+            format!(
+                "the lock path of {} bytes, identifier of {} bytes and {}",
+                self.path.len(),
+                self.identifier.as_ref().map_or(0, String::len),
+                what_else()
+            )
+        })
+        .map_err(|err| err.with_path(&self.path))
+    }
+
+    /// One acquisition attempt in `mode`, with its node removed on every way out but success.
+    /// `Ok(None)`: not had by the deadline (or, only trying, held by others).
+    pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        let data = self.node_data(owner);
+        self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        let send_turn = match wait.deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, self.client.send_order.lock()).await {
+                Ok(turn) => turn,
+                // Acquisitions begun earlier are still establishing a session or creating the path.
+                Err(_) => return Ok(None),
+            },
+            None => self.client.send_order.lock().await,
+        };
+        let session = self.client.session(&self.path).await?;
+        // Trying still completes its one round trip, unless the session is stuck.
+        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
+        let requests = Requests::new(&self.client, &session, deadline);
+        let mut attempt = Attempt {
+            client: self.client.clone(),
+            session: session.clone(),
+            path: self.path.clone(),
+            name_prefix: format!("_c_{}-{}", self.client.attempt_ids.next(), mode.marker()),
+            node: None,
+            armed: false,
+        };
+        let result = match self.queue_and_wait(mode, &requests, data, wait.only_try, &mut attempt, send_turn).await {
+            // With a deadline, a stop at it is no error: the lock was not had in time.
+            Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            result => result,
+        };
+        if !matches!(result, Ok(Some(_))) {
+            self.finish_abandoned_listing();
+        }
+        match &result {
+            Ok(Some(_)) => attempt.armed = false,
+            // The session is gone, and its ephemeral nodes with it.
+            Err(Failed::Stopped(Stop::Closed | Stop::SessionOver)) => attempt.armed = false,
+            _ => attempt.remove().await,
+        }
+        result.map_err(|failed| match failed {
+            Failed::Error(err) => err,
+            Failed::Stopped(stop) => self.stopped(&session, stop, || {
+                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the lock")
+            }),
+        })
+    }
+
+    async fn queue_and_wait(
+        &self,
+        mode: Mode,
+        requests: &Requests<'_>,
+        data: Vec<u8>,
+        only_try: bool,
+        attempt: &mut Attempt,
+        send_turn: tokio::sync::MutexGuard<'_, ()>,
+    ) -> std::result::Result<Option<Hold>, Failed> {
+        let mut send_turn = Some(send_turn);
+        let zk = requests.zk();
+        let session = requests.session;
+        let node_prefix = self.child_path(&attempt.name_prefix);
+        let mut mine: Option<OurNode> = None;
+        if !self.kinds_checked.load(Ordering::Acquire) {
+            match requests.retry(|| list(zk, &self.path, self.protected())).await? {
+                Ok(listing) => {
+                    // A protected lock checks an existing path's ACL before it creates anything.
+                    self.check_path_acl(requests, listing.path).await?;
+                    match self.conflict(mode, &listing.names) {
+                        Some(err) => return Err(Failed::Error(err)),
+                        None => self.kinds_checked.store(true, Ordering::Release),
+                    }
+                }
+                Err(zk::Error::NoNode) => {}
+                Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+            }
+        }
+        loop {
+            let children = match &mine {
+                None => {
+                    // Pipelined: ZooKeeper answers a session's requests in order, so the listing
+                    // sent right behind the create already contains the new node. One round trip.
+                    attempt.armed = true;
+                    let create =
+                        zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
+                    let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
+                    // Uncontended, the listing goes right behind the create; while another is on
+                    // its way, this attempt takes the next one, sent behind more creates.
+                    let listing = (!self.listing_in_flight()).then(|| self.send_listing(zk));
+                    if self.path_known.load(Ordering::Acquire) {
+                        // Sent: later acquisitions of this client may send theirs.
+                        drop(send_turn.take());
+                    }
+                    match requests.send(create).await? {
+                        Reply::Answered(Ok((stat, sequence))) => {
+                            requests.progressed();
+                            self.path_known.store(true, Ordering::Release);
+                            drop(send_turn.take());
+                            let name = format!("{}{}", attempt.name_prefix, sequence);
+                            attempt.node = Some(self.child_path(&name));
+                            mine = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
+                        }
+                        Reply::Answered(Err(zk::Error::NoNode)) => {
+                            self.path_known.store(false, Ordering::Release);
+                            self.make_parents(requests).await?;
+                            continue;
+                        }
+                        Reply::Answered(Err(err)) => {
+                            return Err(Failed::Error(self.zk_error(err, "creating the lock node")))
+                        }
+                        Reply::Reconnected => {
+                            // The create may or may not have happened: find it by our uuid rather
+                            // than make a second node.
+                            mine = match find_mine(requests, &self.path, &attempt.name_prefix).await? {
+                                Ok(found) => found,
+                                Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lock node"))),
+                            };
+                            attempt.node = mine.as_ref().map(|ours| self.child_path(&ours.name));
+                            continue;
+                        }
+                    }
+                    let listing = listing.unwrap_or_else(|| self.listing_after(ticket, zk));
+                    match requests.send(listing).await? {
+                        Reply::Answered(Ok(children)) => {
+                            requests.progressed();
+                            children
+                        }
+                        Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => continue,
+                        Reply::Answered(Err(err)) => {
+                            return Err(Failed::Error(self.zk_error(err, "listing the contenders")))
+                        }
+                    }
+                }
+                Some(_) => match requests.retry(|| list(zk, &self.path, self.protected())).await? {
+                    Ok(children) => {
+                        requests.progressed();
+                        Arc::new(children)
+                    }
+                    // The lock path vanished, and our node with it: queue again (kazoo #563).
+                    Err(zk::Error::NoNode) => {
+                        self.path_known.store(false, Ordering::Release);
+                        mine = None;
+                        continue;
+                    }
+                    Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+                },
+            };
+            if let Some(err) = self.conflict(mode, &children.names) {
+                return Err(Failed::Error(err));
+            }
+            // Our node is in this listing, so the path cannot go (or be made anew) while we wait
+            // or hold: its ACL, checked here, stays the one our place in the queue is under.
+            self.check_path_acl(requests, children.path).await?;
+            let OurNode { name, sequence, czxid } = mine.clone().expect("created above");
+            let queue = match in_queue_order(requests, &self.path, children).await? {
+                Ok(queue) => queue,
+                Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
+            };
+            let Some(position) = queue.names.iter().position(|child| *child == name) else {
+                // Our node is gone (the path was removed, or someone deleted it): queue again.
+                mine = None;
+                attempt.node = None;
+                continue;
+            };
+            let names: Vec<&str> = queue.names.iter().map(String::as_str).collect();
+            let (ahead, then) = match mode.decide(&names, position, mode != Mode::Exclusive) {
+                Decision::Holds => {
+                    let node_path = attempt.node.clone().expect("set with mine");
+                    let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
+                    self.client.node_watcher.add(&hold);
+                    return Ok(Some(hold));
+                }
+                Decision::WaitFor { node, then } => (self.child_path(names[node]), then),
+            };
+            drop(names);
+            if only_try {
+                return Ok(None);
+            }
+            // Nothing of the listing survives into the wait: a waiter keeps O(1) memory.
+            drop(queue);
+            if let Some(hook) = &self.before_watch {
+                hook(ahead.clone()).await;
+            }
+            // getData sets no watch on a missing node, so NoNode leaves nothing behind.
+            let watcher = match requests.send(zk.get_and_watch_data(&ahead)).await? {
+                Reply::Answered(Ok((_, _, watcher))) => {
+                    requests.progressed();
+                    Some(watcher)
+                }
+                Reply::Answered(Err(zk::Error::NoNode)) => None,
+                Reply::Reconnected => continue,
+                Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "watching the node ahead"))),
+            };
+            if let Some(watcher) = watcher {
+                let event = requests.bounded(watcher.changed()).await?;
+                match (event.event_type, event.session_state) {
+                    (zk::EventType::NodeDeleted, _) => {}
+                    (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
+                    (zk::EventType::Session, zk::SessionState::Closed) => return Err(Stop::Closed.into()),
+                    (zk::EventType::Session, zk::SessionState::AuthFailed) => {
+                        return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting").into())
+                    }
+                    // Anything else (a change of its data, a disconnection): look again.
+                    _ => continue,
+                }
+            }
+            let holds = match then {
+                AfterWait::Holds => true,
+                AfterWait::HoldsIfReleasedHere => self.client.released.contains(&ahead),
+                AfterWait::LooksAgain => false,
+            };
+            if !holds {
+                // Someone ahead may have given up with others still ahead of it, or a downgrade's
+                // read node may have taken its place: look again.
+                continue;
+            }
+            // The handoff without a listing. While our node exists the lock path cannot have been
+            // deleted and made again (it has a child), and every node made after ours sorts
+            // after ours (a higher sequence, or past the sequence limit a higher creation zxid),
+            // so the set of nodes ahead of us only shrinks. The node we watched was the only one
+            // in it that kept us out, or it was an exclusive or write node that held (released
+            // by this client: see `ReleasedNodes`), so nothing was ahead of it, and nothing is
+            // between it and us that keeps us out (it was our predecessor, or for a reader the
+            // nearest writer ahead). It is gone, so we hold, once we know our node is still there
+            // and still this session's (someone may have deleted it meanwhile).
+            let own = attempt.node.clone().expect("set with mine");
+            match requests.send(zk.check_stat(&own)).await? {
+                Reply::Answered(Ok(Some(stat))) if stat.ephemeral_owner == session.id => {
+                    requests.progressed();
+                    let hold = Hold::new(session, &self.client.closed, own, sequence, czxid);
+                    self.client.node_watcher.add(&hold);
+                    return Ok(Some(hold));
+                }
+                // Our node is gone: queue again.
+                Reply::Answered(Ok(_)) => {
+                    mine = None;
+                    attempt.node = None;
+                }
+                Reply::Reconnected => {}
+                Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "checking our lock node"))),
+            }
+        }
+    }
+}
+
+/// Why an attempt ended without the lock: an error to report as it is, or a stopped step.
+pub(super) enum Failed {
+    Error(Error),
+    Stopped(Stop),
+}
+
+impl From<Stop> for Failed {
+    fn from(stop: Stop) -> Failed {
+        Failed::Stopped(stop)
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(err: Error) -> Failed {
+        Failed::Error(err)
+    }
+}

@@ -1,0 +1,62 @@
+//! Who holds and who waits: every child of the lock path with the identity in its node.
+
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use super::listing::read_children;
+use super::Recipe;
+use crate::error::{ErrorKind, Result};
+use crate::lock::Participant;
+use crate::order;
+use crate::policy::Mode;
+use crate::retry::Requests;
+
+impl Recipe {
+    /// Every child of the path in queue order, with the identity in its node. `read_write`: the
+    /// lock is a read/write lock, so kazoo's `__lock__` nodes are writers (they are too when the
+    /// path holds read/write nodes).
+    pub(crate) async fn participants(&self, read_write: bool) -> Result<Vec<Participant>> {
+        let session = &self.client.session(&self.path).await?;
+        let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
+        let stopped = |stop| {
+            self.stopped(session, stop, || {
+                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders")
+            })
+        };
+        let mut names = match requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(stopped)? {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(err) => return Err(self.zk_error(err, "listing the contenders")),
+        };
+        let ordered = order::sort_by_name(&mut names);
+        let read_write =
+            read_write || names.iter().any(|name| matches!(Mode::of_node(name), Some(Mode::Read | Mode::Write)));
+        let reads = read_children(&requests, &self.path, &names)
+            .await
+            .map_err(stopped)?
+            .map_err(|err| self.zk_error(err, "reading the contenders"))?;
+        // Children gone since the listing are left out: count those in order that are kept.
+        let mut kept_in_order = 0;
+        let mut participants: Vec<Participant> = names
+            .into_iter()
+            .zip(reads)
+            .enumerate()
+            .filter_map(|(i, (node, read))| {
+                let (data, stat) = read?;
+                kept_in_order += usize::from(i < ordered);
+                Some(Participant {
+                    sequence: order::suffix(&node).map(i64::from),
+                    identity: serde_json::from_slice(&data).ok(),
+                    mode: Mode::of_node_in(&node, read_write),
+                    node,
+                    fencing_token: stat.czxid,
+                    session_id: stat.ephemeral_owner,
+                    created_ms: stat.ctime,
+                    data,
+                })
+            })
+            .collect();
+        order::sort_by_zxid(&mut participants[kept_in_order..], |p| p.fencing_token);
+        Ok(participants)
+    }
+}

@@ -1,0 +1,124 @@
+//! The lock path itself: made when missing (a container, or persistent with the lock's ACL), its
+//! ACL checked before a protected lock queues under it, and the recipe a path already holds.
+
+use zookeeper_client as zk;
+
+use super::{Failed, Recipe};
+use crate::error::{Error, ErrorKind};
+use crate::policy::Mode;
+use crate::retry::{Reply, Requests};
+
+pub(super) const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+
+/// Which incarnation of a lock path, with which ACL: its creation zxid and ACL version, from the
+/// stat of a listing or of a getACL.
+pub(super) type PathVersion = (i64, i32);
+
+pub(super) fn path_version(stat: &zk::Stat) -> PathVersion {
+    (stat.czxid, stat.aversion)
+}
+
+impl Recipe {
+    /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
+    pub(super) fn conflict(&self, mode: Mode, names: &[String]) -> Option<Error> {
+        let name = names.iter().find(|name| !mode.shares_path_with(name))?;
+        let other = Mode::of_node(name).expect("a node of no known lock shares any path");
+        let (ours, theirs) = match mode {
+            Mode::Exclusive => ("a mutex", "read/write lock"),
+            _ => ("a read/write lock", "mutex"),
+        };
+        Some(self.error(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{ours} cannot use this path: it holds {theirs} nodes ({other} node {name}); the two recipes \
+                 would ignore each other's rules, so use another path"
+            ),
+        ))
+    }
+
+    /// Creates the lock path and its missing ancestors as containers, which the server removes
+    /// once they are empty again. A protected lock's path is persistent instead, with the lock's
+    /// ACL: a container would go whenever the queue is empty, and anyone could make it again,
+    /// open. Its ancestors stay open containers.
+    pub(super) async fn make_parents(&self, requests: &Requests<'_>) -> std::result::Result<(), Failed> {
+        let zk = requests.zk();
+        if !self.protected() {
+            return match requests.send(zk.mkdir(&self.path, &CONTAINER)).await? {
+                Reply::Answered(Err(err)) => Err(Failed::Error(self.zk_error(err, "creating the lock path"))),
+                _ => Ok(()),
+            };
+        }
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&self.zk_acl));
+        let parent = &self.path[..self.path.rfind('/').unwrap_or_default()];
+        // Twice at most: once more after making the parents. (The attempt's loop comes back here
+        // if the parents are gone again.)
+        for _ in 0..2 {
+            match requests.send(zk.create(&self.path, &[], &options)).await? {
+                Reply::Answered(Ok((stat, _))) => {
+                    // Made by us with the lock's ACL: nothing to check.
+                    *self.acl_checked.lock() = Some(path_version(&stat));
+                    return Ok(());
+                }
+                // Someone else's (or ours, after a lost reply): its ACL is checked at the listing.
+                Reply::Answered(Err(zk::Error::NodeExists)) | Reply::Reconnected => return Ok(()),
+                Reply::Answered(Err(zk::Error::NoNode)) if !parent.is_empty() => {
+                    if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
+                        return Err(Failed::Error(self.zk_error(err, "creating the lock path's parents")));
+                    }
+                }
+                Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "creating the lock path"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// For a protected lock: refuses to go on under a lock path whose ACL grants others more
+    /// than the lock's ACL (made open by someone else, or by a zklock without an ACL, say), as
+    /// its nodes would not be protected. `listed` is the path's version at the listing; its
+    /// ACL is read only when that is not the version already checked.
+    pub(super) async fn check_path_acl(
+        &self,
+        requests: &Requests<'_>,
+        listed: Option<PathVersion>,
+    ) -> std::result::Result<(), Failed> {
+        if !self.protected() || listed.is_none() || listed == *self.acl_checked.lock() {
+            return Ok(());
+        }
+        let (acl, stat) = match requests.retry(|| requests.zk().get_acl(&self.path)).await? {
+            Ok(found) => found,
+            // Gone since the listing: the next listing says what is there now.
+            Err(zk::Error::NoNode) => return Ok(()),
+            Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the lock path's ACL"))),
+        };
+        let digest_auth = self.client.options.digest_auth.as_deref();
+        if let Some(missing) = crate::acl::missing_rights(&acl, digest_auth) {
+            let who = digest_auth.map_or("an unauthenticated client".to_owned(), |auth| {
+                format!("digest user {}", auth.split(':').next().unwrap_or_default())
+            });
+            return Err(Failed::Error(self.error(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the lock path's ACL ({}) does not grant this client ({who}) {missing}, which a contender \
+                     needs: connect with digest auth as a user the ACL names, or use another path",
+                    crate::acl::describe(&acl)
+                ),
+            )));
+        }
+        let excess = self.acl.excess(&acl, digest_auth);
+        if excess.is_empty() {
+            *self.acl_checked.lock() = Some(path_version(&stat));
+            return Ok(());
+        }
+        let excess: Vec<String> = excess.iter().map(ToString::to_string).collect();
+        Err(Failed::Error(self.error(
+            ErrorKind::PermissionDenied,
+            format!(
+                "the lock path's ACL grants more than this lock's ACL ({}) allows: {}; lock nodes under it would \
+                 not be protected (anyone it grants could delete a holder's node or queue). Use another path, or \
+                 delete this one while it is empty, or set its ACL to the lock's",
+                self.acl,
+                excess.join(", ")
+            ),
+        )))
+    }
+}

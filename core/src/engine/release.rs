@@ -1,0 +1,51 @@
+//! Releasing a hold: its node deleted, or the loss reported.
+
+use zookeeper_client as zk;
+
+use super::attempt::remove_node;
+use super::Recipe;
+use crate::error::{ErrorKind, Result};
+use crate::hold::Hold;
+use crate::retry::{Requests, Stop, REFUSED};
+
+impl Recipe {
+    /// Deletes a held node and reports how the release went. On connection loss the delete
+    /// goes on in the background, until the node is gone or its session is over.
+    pub(crate) async fn delete_held(&self, hold: &Hold) -> Result<()> {
+        let lost = |why: &str| self.error(ErrorKind::LockLost, format!("{why}; nothing was deleted"));
+        if let Some(reason) = hold.inner.finish() {
+            return Err(lost(reason.describe()));
+        }
+        let session = match hold.inner.session.upgrade() {
+            Some(session) if !session.is_over() => session,
+            gone => {
+                let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::LostReason::SessionExpired);
+                return Err(lost(reason.describe()));
+            }
+        };
+        let requests = Requests::new(&self.client, &session, None);
+        // Before the delete is sent, so a waiter of this client that sees the node go knows.
+        self.client.released.remember(hold.node_path());
+        match requests.bounded(session.zk.delete(hold.node_path(), None)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted.describe())),
+            Ok(Err(zk::Error::SessionExpired)) | Err(Stop::SessionOver) => {
+                Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired).describe()))
+            }
+            Err(Stop::Closed) => Err(lost(crate::LostReason::Closed.describe())),
+            Ok(Err(err)) if crate::retry::connection_lost(&err) => {
+                let removal = remove_node(self.client.clone(), session.clone(), self.path.clone(), String::new(), {
+                    Some(hold.node_path().to_owned())
+                });
+                self.client.runtime.spawn(removal);
+                Err(self.error(
+                    ErrorKind::ConnectionLoss,
+                    "the connection dropped before the server confirmed the release; the lock node is deleted \
+                     in the background once reconnected, or goes with the session",
+                ))
+            }
+            Err(stop) => Err(self.stopped(&session, stop, || self.error(ErrorKind::ConnectionLoss, REFUSED))),
+            Ok(Err(err)) => Err(self.zk_error(err, "deleting the lock node")),
+        }
+    }
+}
