@@ -160,27 +160,31 @@ enum Side {
     Write,
 }
 
-/// Which recipes have nodes at a path: the mutex and the read/write lock refuse to share one.
-struct Recipes {
-    mutex: bool,
-    read_write: bool,
+impl Side {
+    fn mode(self) -> Mode {
+        match self {
+            Side::Mutex => Mode::Exclusive,
+            Side::Read => Mode::Read,
+            Side::Write => Mode::Write,
+        }
+    }
 }
+
+/// The nodes at a path now, as far as which recipe may use it: the core says which fit.
+struct Recipes(Vec<Participant>);
 
 impl Recipes {
     /// Whether `side` may use the path now.
     fn fit(&self, side: Side) -> bool {
-        match side {
-            Side::Mutex => !self.read_write,
-            Side::Read | Side::Write => !self.mutex,
-        }
+        self.0.iter().all(|p| p.fits_with(side.mode()))
     }
 
     /// The side a plain exec takes: the write side on a read/write lock's path, else the mutex.
     fn plain_side(&self) -> Side {
-        if self.read_write {
-            Side::Write
-        } else {
+        if self.fit(Side::Mutex) {
             Side::Mutex
+        } else {
+            Side::Write
         }
     }
 }
@@ -315,7 +319,7 @@ impl Exec {
                 // The core refuses a recipe on a path holding the other's nodes: one came
                 // between our look at the path and our node. A plain exec then takes the write
                 // side for good: the path is in use as a read/write lock.
-                Err(err) if err.kind() == ErrorKind::InvalidArgument => {
+                Err(err) if err.is_recipe_conflict() => {
                     if plain {
                         side = Side::Write;
                     }
@@ -388,8 +392,7 @@ impl Exec {
             contenders = probe.contenders() => contenders.map_err(|err| failure(&err))?,
             Some(signal) = self.signals.recv() => return Err(Exit::quiet(codes::killed_by(signal))),
         };
-        let has = |modes: &[Mode]| contenders.iter().any(|p| p.mode.is_some_and(|mode| modes.contains(&mode)));
-        Ok(Recipes { mutex: has(&[Mode::Exclusive]), read_write: has(&[Mode::Read, Mode::Write]) })
+        Ok(Recipes(contenders))
     }
 
     /// Runs COMMAND under `hold`, until it exits; terminates it if the hold is lost.

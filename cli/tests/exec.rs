@@ -323,6 +323,30 @@ fn a_held_lock_gives_the_conflict_code_with_nonblock_and_wait() {
     assert!(observer.contenders(&scratch.path).is_empty());
 }
 
+/// A kazoo `Lock`/`WriteLock` node fits either recipe (core decides, `Participant::fits_with`):
+/// a `--shared` exec waits behind it as behind a writer, rather than refusing the path.
+#[test]
+fn a_shared_exec_waits_behind_kazoos_write_lock() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("kazoo");
+    let zk = observer.runtime.block_on(zookeeper_client::Client::connect(&connect)).unwrap();
+    let persistent = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let _ = observer.runtime.block_on(zk.mkdir(&scratch.path, &persistent));
+    let ephemeral_sequential =
+        zookeeper_client::CreateMode::EphemeralSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    let prefix = format!("{}/0abad91753a64ed9bfac3327be0d1234__lock__", scratch.path);
+    let (_, sequence) = observer.runtime.block_on(zk.create(&prefix, b"kazoo", &ephemeral_sequential)).unwrap();
+    let ran = r#"touch "$D/ran""#;
+    let (status, stderr) = run(exec(&connect, &["-n", "--shared"], &scratch.path, &scratch.dir, ran));
+    assert_eq!(status.code(), Some(1), "held by kazoo's writer: the conflict code, not a usage error: {stderr}");
+    assert!(!scratch.file("ran").exists());
+    observer.runtime.block_on(zk.delete(&format!("{prefix}{sequence}"), None)).unwrap();
+    let (status, stderr) = run(exec(&connect, &["-n", "--shared"], &scratch.path, &scratch.dir, ran));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(scratch.file("ran").exists());
+}
+
 #[test]
 fn a_signal_while_waiting_stops_zklock_and_leaves_no_node() {
     let connect = shared_connect_string();

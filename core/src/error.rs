@@ -82,6 +82,8 @@ struct Inner {
     path: Option<String>,
     message: Cow<'static, str>,
     source: Option<zookeeper_client::Error>,
+    /// An invalid argument because the path holds nodes of the other recipe.
+    recipe_conflict: bool,
 }
 
 impl fmt::Debug for Error {
@@ -91,6 +93,7 @@ impl fmt::Debug for Error {
             .field("path", &self.inner.path)
             .field("message", &self.inner.message)
             .field("source", &self.inner.source)
+            .field("recipe_conflict", &self.inner.recipe_conflict)
             .finish()
     }
 }
@@ -102,7 +105,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
-        Error { inner: Box::new(Inner { kind, path: None, message: message.into(), source: None }) }
+        Error {
+            inner: Box::new(Inner { kind, path: None, message: message.into(), source: None, recipe_conflict: false }),
+        }
+    }
+
+    /// The invalid argument of a lock whose path holds nodes of the other recipe.
+    pub(crate) fn recipe_conflict(message: impl Into<Cow<'static, str>>) -> Self {
+        let mut err = Error::invalid(message);
+        err.inner.recipe_conflict = true;
+        err
     }
 
     pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
@@ -134,13 +146,29 @@ impl Error {
             _ => format!("{doing}: {err}"),
         }
         .into();
-        Error { inner: Box::new(Inner { kind, path: Some(shown(path)), message, source: Some(err) }) }
+        Error {
+            inner: Box::new(Inner {
+                kind,
+                path: Some(shown(path)),
+                message,
+                source: Some(err),
+                recipe_conflict: false,
+            }),
+        }
     }
 
     /// An error the server reported, explained in `message`.
     pub(crate) fn zookeeper(err: zookeeper_client::Error, message: impl Into<Cow<'static, str>>) -> Self {
         let message = message.into();
-        Error { inner: Box::new(Inner { kind: ErrorKind::ZooKeeper, path: None, message, source: Some(err) }) }
+        Error {
+            inner: Box::new(Inner {
+                kind: ErrorKind::ZooKeeper,
+                path: None,
+                message,
+                source: Some(err),
+                recipe_conflict: false,
+            }),
+        }
     }
 
     /// The stable kind of this error.
@@ -157,6 +185,13 @@ impl Error {
     /// What happened, without the kind and path.
     pub fn message(&self) -> &str {
         &self.inner.message
+    }
+
+    /// Whether this is the [`ErrorKind::InvalidArgument`] of an acquisition on a path that holds
+    /// nodes of the other recipe (a mutex on a read/write lock's path, or the reverse): it may
+    /// succeed once those nodes are gone, unlike other invalid arguments.
+    pub fn is_recipe_conflict(&self) -> bool {
+        self.inner.recipe_conflict
     }
 
     /// The ZooKeeper error code (as in the Java client's `KeeperException.Code`), when the error

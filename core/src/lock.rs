@@ -343,6 +343,13 @@ impl Lock {
 }
 
 impl Participant {
+    /// Whether a lock of `mode` may share the path with this participant's node: the mutex and
+    /// the read/write lock never share a path (kazoo's `__lock__` node fits either; a node of no
+    /// known lock fits both).
+    pub fn fits_with(&self, mode: Mode) -> bool {
+        mode.shares_path_with(&self.node)
+    }
+
     /// Whether the node is kazoo's (its `Lock`, `WriteLock` or `ReadLock`), whose data is the
     /// contender's identifier.
     pub fn is_kazoos(&self) -> bool {

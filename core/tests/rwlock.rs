@@ -305,7 +305,11 @@ async fn kazoos_nodes_are_contenders_of_their_mode() {
     // A mutex refuses the path of kazoo's read nodes, and queues behind kazoo's Lock.
     let mutex = client.lock(&path).unwrap();
     let refused = mutex.try_acquire(&Owner::new(3)).await.unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+    assert!(refused.is_recipe_conflict(), "{refused}");
+    let kazoo_nodes = mutex.contenders().await.unwrap();
+    // kazoo's Lock/WriteLock node fits either recipe, its ReadLock's only the read/write lock.
+    let fits = |p: &zklock::Participant| (p.fits_with(Mode::Exclusive), p.fits_with(Mode::Write));
+    assert_eq!(kazoo_nodes.iter().map(fits).collect::<Vec<_>>(), [(false, true)]);
     observer.delete(&kazoo_reader, None).await.unwrap();
     let mutex = client.lock(&path).unwrap();
     let kazoo_lock = foreign_node(&observer, &path, "2abad91753a64ed9bfac3327be0d1234__lock__").await;
@@ -387,10 +391,15 @@ async fn a_mutex_and_a_read_write_lock_refuse_to_share_a_path() {
     let holder = a.lock(&mutex_path).unwrap().acquire(&Owner::new(1)).await.unwrap();
     let err = b.read_write_lock(&mutex_path).unwrap().read().acquire(&Owner::new(2)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.is_recipe_conflict(), "told apart from other invalid arguments: {err}");
     assert!(
         err.message().contains("a read/write lock cannot use this path") && err.message().contains("-lock-"),
         "{err}"
     );
+    let nodes = b.lock(&mutex_path).unwrap().contenders().await.unwrap();
+    assert!(nodes[0].fits_with(Mode::Exclusive) && !nodes[0].fits_with(Mode::Read) && !nodes[0].fits_with(Mode::Write));
+    let other_invalid = b.lock(&mutex_path).unwrap().acquire(&Owner::with_label(3, "x".repeat(2 << 20))).await;
+    assert!(!other_invalid.unwrap_err().is_recipe_conflict());
     assert_eq!(children(&observer, &mutex_path).await.len(), 1);
     holder.release().await.unwrap();
 

@@ -27,13 +27,11 @@ impl Recipe {
             Mode::Exclusive => ("a mutex", "read/write lock"),
             _ => ("a read/write lock", "mutex"),
         };
-        Some(self.error(
-            ErrorKind::InvalidArgument,
-            format!(
-                "{ours} cannot use this path: it holds {theirs} nodes ({other} node {name}); the two recipes \
-                 would ignore each other's rules, so use another path"
-            ),
-        ))
+        let message = format!(
+            "{ours} cannot use this path: it holds {theirs} nodes ({other} node {name}); the two recipes would \
+             ignore each other's rules, so use another path"
+        );
+        Some(Error::recipe_conflict(message).with_path(&self.path))
     }
 
     /// Creates the lock path and its missing ancestors as containers, which the server removes
