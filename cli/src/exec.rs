@@ -1,32 +1,24 @@
-//! `zklock exec PATH -- COMMAND [ARGS...]`: run COMMAND while holding the lock at PATH.
+//! `zklock exec PATH -- COMMAND [ARGS...]`: run COMMAND while holding the lock at PATH. Its
+//! process (spawning, the terminal, signals, waiting) is `child`, the line drawn while waiting
+//! `status_line`.
 //!
 //! COMMAND runs as a child in its own process group, so that zklock can signal everything it
 //! started at once when the lock is lost. zklock stays its parent the whole time: it forwards
 //! signals, watches the hold, and releases the lock once the child has exited.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::{self, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::ExitStatus;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use zklock::{Client, ErrorKind, Hold, HoldState, HoldStateChanges, Lock, Mode, Owner, Participant};
 
+use crate::child::{
+    foreground_terminal, forwarded_signals, give_terminal, group_alive, signal_group, spawn, status_code,
+    stop_with_command, wait_in_thread, ChildEvent,
+};
 use crate::codes;
-
-/// The signals zklock forwards to COMMAND (and that stop zklock while it waits for the lock).
-const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-/// The signal COMMAND gets when zklock dies without releasing (killed with SIGKILL, say). The
-/// session, and so the lock, outlives zklock by up to --session-timeout: time for COMMAND to stop
-/// cleanly while nobody else can have the lock yet.
-const PARENT_DEATH_SIGNAL: libc::c_int = libc::SIGTERM;
-
-/// An uncontended acquisition is usually done by then: no status line flashes by.
-const STATUS_LINE_DELAY: Duration = Duration::from_millis(250);
-const STATUS_LINE_INTERVAL: Duration = Duration::from_secs(1);
+use crate::status_line::show_status;
 
 /// When the core refuses a recipe because the path holds the other's nodes (a race to an empty
 /// path, or a contender that just left), exec looks at the path again after 50 ms, then 100 ms,
@@ -526,286 +518,6 @@ fn default_label(command: &[OsString]) -> String {
     program.file_name().unwrap_or(program.as_os_str()).to_string_lossy().into_owned()
 }
 
-/// Starts COMMAND in its own process group, with the lock's facts in its environment.
-/// With `terminal`, COMMAND also takes the terminal on stdin, as a shell gives it to a job.
-fn spawn(
-    command: &[OsString],
-    path: &str,
-    hold: &Hold,
-    session_id: i64,
-    terminal: bool,
-) -> io::Result<std::process::Child> {
-    let parent = std::process::id();
-    let mut child = std::process::Command::new(&command[0]);
-    child
-        .args(&command[1..])
-        .env("ZKLOCK_PATH", path)
-        .env("ZKLOCK_NODE", hold.node_path())
-        .env("ZKLOCK_FENCING_TOKEN", hold.fencing_token().to_string())
-        .env("ZKLOCK_SESSION_ID", format!("0x{session_id:x}"))
-        .process_group(0);
-    // SAFETY: only async-signal-safe calls between fork and exec, and no allocation.
-    unsafe {
-        child.pre_exec(move || {
-            let empty = {
-                let mut set = std::mem::zeroed::<libc::sigset_t>();
-                libc::sigemptyset(&mut set);
-                set
-            };
-            // zklock blocks the signals it forwards; COMMAND must get them.
-            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL as libc::c_ulong, 0, 0, 0) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // zklock may have died before the prctl: then no signal will come.
-            if libc::getppid() as u32 != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            // Before the exec, so that COMMAND never reads the terminal from the background
-            // (which would stop it, with SIGTTIN).
-            if terminal {
-                give_terminal(libc::getpid());
-            }
-            Ok(())
-        });
-    }
-    child.spawn()
-}
-
-/// Whether zklock is in the foreground of the terminal on its stdin. COMMAND, in a process group
-/// of its own, then needs the terminal handed over: to read it, and to get the terminal's Ctrl-C.
-fn foreground_terminal() -> bool {
-    // SAFETY: these only inspect the descriptor and the process.
-    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
-}
-
-/// Makes `group` the foreground of the terminal on stdin. The caller may be in the background
-/// (zklock taking the terminal back), which takes SIGTTOU blocked. Async-signal-safe.
-fn give_terminal(group: libc::pid_t) {
-    // SAFETY: signal mask changes of the calling thread, restored; tcsetpgrp on stdin.
-    unsafe {
-        let mut ttou = std::mem::zeroed::<libc::sigset_t>();
-        let mut before = std::mem::zeroed::<libc::sigset_t>();
-        libc::sigemptyset(&mut ttou);
-        libc::sigaddset(&mut ttou, libc::SIGTTOU);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, &mut before);
-        libc::tcsetpgrp(0, group);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-    }
-}
-
-/// What the thread that waits for COMMAND reports.
-enum ChildEvent {
-    /// Stopped by this signal (Ctrl-Z on its terminal, say).
-    Stopped(libc::c_int),
-    Exited(io::Result<ExitStatus>),
-}
-
-/// Waits for the child on a thread of its own, reporting its stops and its exit.
-fn wait_in_thread(child: std::process::Child) -> UnboundedReceiver<ChildEvent> {
-    let pid = child.id() as libc::pid_t;
-    // Reaped with waitpid rather than through `child`, to hear of stops too.
-    drop(child);
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::Builder::new()
-        .name("zklock-wait".into())
-        .spawn(move || loop {
-            let mut status = 0;
-            // SAFETY: waitpid writes the status to a local.
-            if unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) } == -1 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                let _ = sender.send(ChildEvent::Exited(Err(err)));
-                return;
-            }
-            if libc::WIFSTOPPED(status) {
-                if sender.send(ChildEvent::Stopped(libc::WSTOPSIG(status))).is_err() {
-                    return;
-                }
-                continue;
-            }
-            let _ = sender.send(ChildEvent::Exited(Ok(ExitStatus::from_raw(status))));
-            return;
-        })
-        .expect("start the thread that waits for COMMAND");
-    receiver
-}
-
-/// COMMAND was stopped from its terminal (Ctrl-Z): zklock stops too, so that the shell sees its
-/// job stopped and takes the terminal back, rather than wait for a job that cannot go on. On `fg`
-/// (or `bg`) zklock continues, and COMMAND with it. (A stop long enough loses the lock: then
-/// COMMAND is terminated as it continues.)
-fn stop_with_command(group: libc::pid_t, signal: libc::c_int) {
-    if !matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
-        return;
-    }
-    // SAFETY: getpgrp and kill have no memory effects; SIGSTOP to ourselves is delivered before
-    // kill returns, so it returns once zklock is continued.
-    unsafe {
-        give_terminal(libc::getpgrp());
-        libc::kill(libc::getpid(), libc::SIGSTOP);
-        // `fg` gave zklock the terminal; `bg` did not, and then COMMAND goes on in the background.
-        if libc::tcgetpgrp(0) == libc::getpgrp() {
-            give_terminal(group);
-        }
-    }
-    signal_group(group, libc::SIGCONT);
-}
-
-fn signal_group(group: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill has no memory effects; ESRCH (the group is gone) is fine.
-    unsafe { libc::kill(-group, signal) };
-}
-
-fn group_alive(group: libc::pid_t) -> bool {
-    // SAFETY: as above; signal 0 only checks.
-    unsafe { libc::kill(-group, 0) == 0 }
-}
-
-/// The shell's convention: the exit code, or 128+N for death by signal N.
-fn status_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => codes::killed_by(signal),
-        (None, None) => codes::SOFTWARE,
-    }
-}
-
-/// Blocks the forwarded signals in this thread (and so in every thread started after) and
-/// delivers them, as they come, from a thread that waits for nothing else.
-fn forwarded_signals() -> io::Result<UnboundedReceiver<libc::c_int>> {
-    // SAFETY: plain sigset manipulation on a local set.
-    let set = unsafe {
-        let mut set = std::mem::zeroed::<libc::sigset_t>();
-        libc::sigemptyset(&mut set);
-        for signal in FORWARDED_SIGNALS {
-            libc::sigaddset(&mut set, signal);
-        }
-        set
-    };
-    // SAFETY: as above.
-    let result = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if result != 0 {
-        return Err(io::Error::from_raw_os_error(result));
-    }
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::Builder::new().name("zklock-signals".into()).spawn(move || loop {
-        let mut signal: libc::c_int = 0;
-        // SAFETY: sigwait writes the signal number to a local.
-        if unsafe { libc::sigwait(&set, &mut signal) } == 0 && sender.send(signal).is_err() {
-            return;
-        }
-    })?;
-    Ok(receiver)
-}
-
-/// Draws the status line while waiting, about once a second; never returns.
-async fn show_status(lock: &Lock, client: &Client, enabled: bool) {
-    if !enabled {
-        return std::future::pending().await;
-    }
-    tokio::time::sleep(STATUS_LINE_DELAY).await;
-    let mut queue_line = QueueLine::default();
-    loop {
-        if let (Ok(queue), Ok(holders)) = (lock.contenders().await, lock.holders().await) {
-            let line = queue_line.describe(lock.path(), client.session_id(), &queue, &holders, now_ms());
-            eprint!("\r\x1b[K{}", fit_terminal(&line));
-            let _ = io::stderr().flush();
-        }
-        tokio::time::sleep(STATUS_LINE_INTERVAL).await;
-    }
-}
-
-/// What the status line says, and what it remembers between two looks at the queue.
-#[derive(Default)]
-struct QueueLine {
-    /// Each node seen waiting, then holding: when we first saw it hold (ms since the epoch).
-    /// ZooKeeper records when a node was made, not when it came to hold.
-    holding_since: HashMap<String, i64>,
-    seen_waiting: std::collections::HashSet<String>,
-}
-
-impl QueueLine {
-    fn describe(
-        &mut self,
-        path: &str,
-        session: Option<i64>,
-        queue: &[Participant],
-        holders: &[Participant],
-        now_ms: i64,
-    ) -> String {
-        let ahead = queue.iter().position(|p| Some(p.session_id) == session).unwrap_or(queue.len());
-        for p in queue {
-            let holding = holders.iter().any(|h| h.node == p.node);
-            if !holding {
-                self.seen_waiting.insert(p.node.clone());
-            } else if !self.holding_since.contains_key(&p.node) {
-                let since = if self.seen_waiting.contains(&p.node) { now_ms } else { p.created_ms };
-                self.holding_since.insert(p.node.clone(), since);
-            }
-        }
-        let mut line = format!("zklock: waiting for {path}: {ahead} ahead");
-        let held = |p: &Participant| {
-            let since = self.holding_since.get(&p.node).copied().unwrap_or(p.created_ms);
-            format!("{} for {}", who(p), duration((now_ms - since).max(0)))
-        };
-        match holders {
-            [] => {}
-            [holder] => line += &format!("; held by {}", held(holder)),
-            [first, rest @ ..] => {
-                line += &format!("; held by {} readers: {} and {} more", holders.len(), held(first), rest.len())
-            }
-        }
-        line
-    }
-}
-
-/// A participant as people would name it: label, pid and host, or what its node says.
-fn who(p: &Participant) -> String {
-    match &p.identity {
-        Some(identity) => format!("{} (pid {} on {})", identity.owner, identity.pid, identity.host),
-        None => match std::str::from_utf8(&p.data) {
-            // Curator writes the client's address.
-            Ok(data) if !data.is_empty() && data.len() <= 64 && !data.contains(char::is_control) => {
-                format!("session 0x{:x} ({data})", p.session_id)
-            }
-            _ => format!("session 0x{:x}", p.session_id),
-        },
-    }
-}
-
-fn duration(ms: i64) -> String {
-    let secs = ms / 1000;
-    match secs {
-        0..=59 => format!("{secs}s"),
-        60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
-        _ => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
-    }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The line cut to the terminal's width: a line that wraps cannot be redrawn in place.
-fn fit_terminal(line: &str) -> String {
-    // SAFETY: TIOCGWINSZ fills a winsize.
-    let columns = unsafe {
-        let mut size = std::mem::zeroed::<libc::winsize>();
-        if libc::ioctl(2, libc::TIOCGWINSZ, &mut size) == 0 {
-            usize::from(size.ws_col)
-        } else {
-            0
-        }
-    };
-    match columns {
-        0 => line.to_owned(),
-        columns => line.chars().take(columns - 1).collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,12 +529,5 @@ mod tests {
         assert!(seconds("-1").is_err());
         assert!(seconds("soon").is_err());
         assert!(seconds("inf").is_err());
-    }
-
-    #[test]
-    fn durations_read_as_people_say_them() {
-        assert_eq!(duration(0), "0s");
-        assert_eq!(duration(61_000), "1m01s");
-        assert_eq!(duration(3_723_000), "1h02m");
     }
 }

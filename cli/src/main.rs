@@ -2,10 +2,13 @@
 //! waits (`zklock status`). Built on the zklock core, so it queues fairly with zklock in any
 //! language and with Curator.
 
+mod child;
 mod codes;
 mod connection;
 mod exec;
+mod human;
 mod status;
+mod status_line;
 
 use clap::{Parser, Subcommand};
 
