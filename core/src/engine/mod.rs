@@ -417,7 +417,10 @@ impl Recipe {
             // The handoff without a listing. While our node exists the lock path cannot have been
             // deleted and made again (it has a child), and every node made after ours sorts
             // after ours (a higher sequence, or past the sequence limit a higher creation zxid),
-            // so the set of nodes ahead of us only shrinks. The node we watched was the only one
+            // but a downgrade's read node, which takes the place of its write node (see `order`):
+            // a writer that watched a write node looks again (`AfterWait::LooksAgain`), and such
+            // a read node keeps no reader out. So the set of nodes ahead of us that keep us out
+            // only shrinks. The node we watched was the only one
             // in it that kept us out, or it was an exclusive or write node that held (released
             // by this client: see `ReleasedNodes`), so nothing was ahead of it, and nothing is
             // between it and us that keeps us out (it was our predecessor, or for a reader the
