@@ -180,7 +180,8 @@ impl Lock {
     /// # Notable errors
     /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock; nothing is changed.
     /// * [`ErrorKind::LockLost`] if the hold was lost (session expired, client closed, or node
-    ///   deleted by someone else); the hold is dropped and nothing is deleted.
+    ///   deleted by someone else): the level is counted down all the same, as in every binding,
+    ///   and at the last one the hold is dropped and nothing is deleted.
     /// * [`ErrorKind::ConnectionLoss`] if the connection dropped before the server confirmed the
     ///   delete. The hold is gone from this process, and the delete goes on in the background
     ///   until the node is gone or the session is over: the node is never left behind.
@@ -293,12 +294,10 @@ impl Lock {
         let lock = self.clone();
         self.recipe.client.runtime.spawn(async move {
             for owner in owners.into_iter().map(Owner::new) {
-                // An error means the hold is gone anyway (lost, or deleted in the background
-                // after a connection loss).
+                // Each release counts a level down, whatever it reports (a lost hold, or a delete
+                // going on in the background after a connection loss).
                 while lock.hold_of(&owner).is_some() {
-                    if lock.release(&owner).await.is_err() {
-                        break;
-                    }
+                    let _ = lock.release(&owner).await;
                 }
             }
         });

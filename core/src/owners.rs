@@ -211,8 +211,9 @@ impl OwnerTable {
     }
 
     /// Counts down `owner`'s hold in `mode`. Returns the hold whose node to delete when the last
-    /// level went and no other hold of the owner shares the node (a downgrade's read); a lost
-    /// hold goes whole (re-entered levels have nothing left to protect).
+    /// level went and no other hold of the owner shares the node (past the sequence limit, a
+    /// downgrade's read). A lost hold is counted down level by level like any other, each level
+    /// but the last reporting the loss (the last is reported by the release of its node).
     pub(crate) fn count_down(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Option<Hold>> {
         let mut slots = self.0.lock();
         let Some(i) = slots.iter().position(|s| s.owner == owner.id && s.mode == mode && s.held.is_some()) else {
@@ -223,33 +224,33 @@ impl OwnerTable {
             .with_path(path));
         };
         let held = slots[i].held.as_mut().expect("position() checked it is held");
-        let lost = held.hold.inner.is_lost();
-        if held.count > 1 && !lost {
-            held.count -= 1;
-            return Ok(None);
+        if held.count > 1 {
+            return Self::nested_level(held, owner, path).map(|()| None);
         }
         let hold = slots.swap_remove(i).held.expect("checked above").hold;
         let shared = slots.iter().any(|s| s.held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.hold.inner, &hold.inner)));
-        Ok(if shared && !lost { None } else { Some(hold) })
+        Ok(if shared && !hold.inner.is_lost() { None } else { Some(hold) })
     }
 
-    /// Releases one nested level at once if `owner` holds more than one in `mode` (see
-    /// [`crate::Lock::release_nested`]).
+    /// Releases one nested level at once if `owner` holds more than one in `mode`, by the rule
+    /// of [`OwnerTable::count_down`] (see [`crate::Lock::release_nested`]).
     pub(crate) fn release_nested(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<()>> {
         let mut slots = self.0.lock();
         let held = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_mut()?;
-        if held.count < 2 {
-            return None;
-        }
+        (held.count > 1).then(|| Self::nested_level(held, owner, path))
+    }
+
+    /// One nested level of `held` counted down: an error if the hold is lost.
+    fn nested_level(held: &mut Held, owner: &Owner, path: &str) -> Result<()> {
         held.count -= 1;
-        Some(match held.hold.lost_reason() {
+        match held.hold.lost_reason() {
             None => Ok(()),
             Some(reason) => Err(Error::new(
                 ErrorKind::LockLost,
                 format!("owner {}'s hold is lost: {}; release it", owner.label(), reason.describe()),
             )
             .with_path(path)),
-        })
+        }
     }
 
     /// `owner`'s hold in `mode` and its count, if it holds one.

@@ -38,6 +38,33 @@ async fn an_outsider_deleting_the_node_makes_the_holder_lost() {
     again.release().await.unwrap();
 }
 
+/// A lost hold of several levels is released level by level, as in every binding: each release
+/// reports the loss and counts one level down (`release` and `release_nested` alike); the last
+/// one drops the hold and deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_nested_hold_is_released_level_by_level() {
+    let path = unique_path("lost-nested");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let me = Owner::new(1);
+    let hold = lock.acquire_for(&me, None).await.unwrap().unwrap();
+    for _ in 0..2 {
+        lock.acquire_for(&me, None).await.unwrap().unwrap();
+    }
+    observer.delete(hold.node_path(), None).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), hold.lost()).await.expect("Lost is signalled");
+    assert_eq!(lock.release(&me).await.unwrap_err().kind(), ErrorKind::LockLost);
+    assert_eq!(lock.hold_of(&me).map(|(_, count)| count), Some(2));
+    assert_eq!(lock.release_nested(&me).unwrap().unwrap_err().kind(), ErrorKind::LockLost);
+    assert_eq!(lock.hold_of(&me).map(|(_, count)| count), Some(1));
+    assert!(lock.release_nested(&me).is_none(), "the last level is release's");
+    assert_eq!(lock.release(&me).await.unwrap_err().kind(), ErrorKind::LockLost);
+    assert!(lock.hold_of(&me).is_none());
+    assert_eq!(lock.release(&me).await.unwrap_err().kind(), ErrorKind::NotOwner);
+    client.close().await;
+}
+
 /// Closing the client loses its holds at once, and a release afterwards deletes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_the_client_loses_its_holds() {
