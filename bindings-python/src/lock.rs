@@ -148,10 +148,10 @@ fn lost_reason_name(reason: LostReason) -> &'static str {
 struct LostCallbacks(Mutex<Vec<Callback>>);
 
 impl LostCallbacks {
-    /// After `owner` acquired `hold`: a fresh hold (count 1) gets one watcher for the callbacks
-    /// registered by now; its re-entries share it.
+    /// After `owner` acquired `hold`: a new hold gets one watcher for the callbacks registered by
+    /// now; its re-entries share it.
     fn watch_fresh(&self, lock: &zklock::Lock, owner: &zklock::Owner, hold: &Hold) {
-        if lock.hold_of(owner).is_some_and(|(_, count)| count == 1) {
+        if lock.holds_first_level(owner) {
             watch(lock, hold.clone(), self.0.lock().clone());
         }
     }
@@ -208,15 +208,14 @@ impl Lock {
 
     fn acquire_as(&self, py: Python<'_>, owner: &zklock::Owner, wait: Option<Duration>) -> PyResult<bool> {
         let lock = self.core(py)?;
-        // A re-entry (or the write holder's read) is counted here, with the GIL held: no thread
-        // switch, no runtime.
-        let hold = match lock.try_reenter(owner) {
-            Some(reentered) => reentered.py(py)?,
-            None => match runtime::block_on(py, lock.acquire_for(owner, wait))?.py(py)? {
-                Some(hold) => hold,
-                None => return Ok(false),
-            },
+        // Begun here, with the GIL held: a re-entry is counted at once, with no thread switch
+        // and no runtime; otherwise the attempt's create is sent, and this waits for it.
+        let mut begun = lock.begin_acquire(owner, wait);
+        let acquired = match begun.take_now() {
+            Some(result) => result,
+            None => runtime::block_on(py, begun)?,
         };
+        let Some(hold) = acquired.py(py)? else { return Ok(false) };
         self.lost.watch_fresh(lock, owner, &hold);
         Ok(true)
     }
@@ -367,8 +366,8 @@ impl Lock {
         Ok(self.live_hold_of(py, owner)?.map(|hold| hold.sequence()))
     }
 
-    /// Acquires for `owner` without blocking, begun here and now: a re-entry (counted by core's
-    /// `try_reenter`), or an error known at once, gives its outcome directly, with no thread switch; otherwise the attempt's create
+    /// Acquires for `owner` without blocking, begun here and now: a re-entry, or an error known
+    /// at once, gives its outcome directly, with no thread switch; otherwise the attempt's create
     /// is sent before this returns, so one client's acquisitions queue in the order they were
     /// made. It goes on on the runtime, and `done(ok, value)` is called on a runtime thread with
     /// the GIL: `(True, acquired: bool)` or `(False, exception)`; the returned operation's
@@ -382,10 +381,6 @@ impl Lock {
     ) -> PyResult<Started> {
         let wait = wait_for(py, &self.path, timeout)?;
         let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
-        if let Some(reentered) = lock.try_reenter(&owner) {
-            lost.watch_fresh(&lock, &owner, &reentered.py(py)?);
-            return Ok(Started::Done(true));
-        }
         let mut begun = lock.begin_acquire(&owner, wait);
         if let Some(result) = begun.take_now() {
             if let Ok(Some(hold)) = &result {

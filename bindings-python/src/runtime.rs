@@ -144,7 +144,7 @@ fn unless_exiting<T>(output: T) -> T {
 /// pending signals are handled: if a handler raises (KeyboardInterrupt), the future is dropped,
 /// which cancels it (core removes an acquisition attempt's node when its future is dropped).
 /// Calls that never wait (a re-entry, an inner release) do not come here: core answers them
-/// synchronously (`Lock::try_reenter`, `Lock::release_nested`), with the GIL held.
+/// synchronously (`Lock::begin_acquire`, `Lock::release_nested`), with the GIL held.
 pub(crate) fn block_on<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
 where
     F: Future + Send,

@@ -209,6 +209,13 @@ impl Lock {
         self.recipe.owners.hold_of(owner, self.mode)
     }
 
+    /// Whether `owner`'s hold here is at its first level: a new hold, not a re-entry. A binding
+    /// that signals losses per lock starts watching a hold once, at its first level; its
+    /// re-entries share that watch.
+    pub fn holds_first_level(&self, owner: &Owner) -> bool {
+        self.hold_of(owner).is_some_and(|(_, count)| count == 1)
+    }
+
     /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
     /// its next acquisition here is not a new contender's but follows from that hold (a
     /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
@@ -241,11 +248,11 @@ impl Lock {
     /// its acquisitions began, whichever threads later drive them. `timeout` as in
     /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
     pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
-        let wait = Wait::from_timeout(timeout);
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
             Ok(Entered::Counted(hold)) => Acquire::done(Ok(Some(hold))),
             Ok(entered) => {
+                let wait = Wait::from_timeout(timeout);
                 let lock = self.clone();
                 let owner = owner.clone();
                 let mut future: BoxFuture<'static, Result<Option<Hold>>> =
@@ -266,14 +273,11 @@ impl Lock {
     /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
     /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
     pub fn try_reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
-        if self.recipe.client.is_closed() && self.hold_of(owner).is_some() {
-            // Closing lost the hold: say so, as for any other loss.
-            let why = crate::LostReason::Closed.describe();
-            return Some(Err(self
-                .recipe
-                .error(ErrorKind::LockLost, format!("owner {} cannot re-enter: {why}; release it", owner.label()))));
+        match self.entry(owner, false) {
+            Ok(Some(Entered::Counted(hold))) => Some(Ok(hold)),
+            Ok(_) => None,
+            Err(err) => Some(Err(err)),
         }
-        self.recipe.owners.reenter(owner, self.mode, self.path())
     }
 
     /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
@@ -306,10 +310,22 @@ impl Lock {
     /// The reentrant fast path: counts up an existing hold, or marks the owner as acquiring
     /// (to contend, or to downgrade).
     fn enter(&self, owner: &Owner) -> Result<Entered> {
-        if self.recipe.client.is_closed() {
+        Ok(self.entry(owner, true)?.expect("an entry that claims always decides"))
+    }
+
+    /// The one way in, for [`Lock::enter`] (`claim`: mark the owner as acquiring if it must) and
+    /// [`Lock::try_reenter`] (`None` if it must acquire). An owner that holds here (or the other
+    /// side of a read/write lock) re-enters, or learns its hold is lost (a closed client's too);
+    /// any other owner of a closed client is refused as closed.
+    fn entry(&self, owner: &Owner, claim: bool) -> Result<Option<Entered>> {
+        let path = self.path();
+        if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
         }
-        self.recipe.owners.enter(owner, self.mode, self.path())
+        if claim {
+            return self.recipe.owners.enter(owner, self.mode, path).map(Some);
+        }
+        self.recipe.owners.reenter(owner, self.mode, path).transpose().map(|hold| hold.map(Entered::Counted))
     }
 
     async fn acquire_hold(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {

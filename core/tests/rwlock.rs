@@ -454,12 +454,18 @@ async fn a_write_hold_is_lost_for_a_downgrade_as_soon_as_close_begins() {
     // Only close's first step: it marks the client closed, then would wait for the server.
     let _ = tokio::time::timeout(Duration::ZERO, client.close()).await;
     assert_eq!(write.hold().state(), HoldState::Lost);
-    // The bindings re-enter without the runtime (try_reenter); acquire says the client is closed.
+    // Re-entry without the runtime (try_reenter, the bindings' fast path) and acquire are one
+    // path: both say the hold is lost.
     let read = rw.read().try_reenter(&me).map(|r| r.map(|_| ()).map_err(|e| e.kind()));
     assert_eq!(read, Some(Err(ErrorKind::LockLost)), "no read under a lost write hold");
     let again = rw.write().try_reenter(&me).map(|r| r.map(|_| ()).map_err(|e| e.kind()));
     assert_eq!(again, Some(Err(ErrorKind::LockLost)), "no re-entry of a lost hold");
-    assert_eq!(rw.read().acquire(&me).await.err().map(|e| e.kind()), Some(ErrorKind::Closed));
+    assert_eq!(rw.read().acquire(&me).await.err().map(|e| e.kind()), Some(ErrorKind::LockLost));
+    assert_eq!(rw.write().acquire(&me).await.err().map(|e| e.kind()), Some(ErrorKind::LockLost));
+    // An owner that holds nothing here is told the client is closed, either way.
+    let stranger = Owner::new(2);
+    assert_eq!(rw.read().try_reenter(&stranger).map(|r| r.err().map(|e| e.kind())), Some(Some(ErrorKind::Closed)));
+    assert_eq!(rw.read().acquire(&stranger).await.err().map(|e| e.kind()), Some(ErrorKind::Closed));
     assert_eq!(write.release().await.unwrap_err().kind(), ErrorKind::LockLost);
     client.close().await;
 }

@@ -367,24 +367,24 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     let handle = handles::lock(lock, "lock")?;
     let owner = owner?;
     runtime::check_may_block()?;
-    // Re-entry is counted at once, with no ZooKeeper traffic and no trip through the runtime.
-    let hold = match handle.lock.try_reenter(&owner) {
-        Some(reentered) => reentered?,
-        None => match runtime::block_on(handle.lock.acquire_for(&owner, wait))?? {
-            Some(hold) => hold,
-            None => {
-                let why = match timeout_ms {
-                    0 => "held by another contender (tried once: timeout 0)".to_owned(),
-                    ms => format!("not acquired within {ms} ms"),
-                };
-                return Err(Failure::new(
-                    zkl_result::ZKL_TIMEOUT,
-                    format!("timed out on {}: {why}", handle.lock.path()),
-                ));
-            }
-        },
+    // Re-entry is counted at once, with no ZooKeeper traffic and no trip through the runtime;
+    // otherwise the attempt's create is sent, and this waits for it.
+    let mut begun = handle.lock.begin_acquire(&owner, wait);
+    let acquired = match begun.take_now() {
+        Some(result) => result,
+        None => runtime::block_on(begun)?,
     };
-    if !handle.lock.hold_of(&owner).is_some_and(|(_, count)| count == 1) {
+    let hold = match acquired? {
+        Some(hold) => hold,
+        None => {
+            let why = match timeout_ms {
+                0 => "held by another contender (tried once: timeout 0)".to_owned(),
+                ms => format!("not acquired within {ms} ms"),
+            };
+            return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
+        }
+    };
+    if !handle.lock.holds_first_level(&owner) {
         return Ok(());
     }
     // A fresh hold (the write holder's read included).
