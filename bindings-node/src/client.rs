@@ -89,7 +89,7 @@ pub struct NativeClient {
 impl NativeClient {
     /// `connected`, `disconnected`, `expired`, `authFailed` or `closed`.
     #[napi(getter)]
-    pub fn state(&self) -> &'static str {
+    pub fn state(&self) -> String {
         state_name(self.shared.client.state())
     }
 
@@ -155,7 +155,7 @@ impl NativeClient {
                 tokio::select! {
                     change = changes.next() => match change {
                         Some(state) => {
-                            notify.call(state_name(state).to_owned(), ThreadsafeFunctionCallMode::NonBlocking);
+                            notify.call(state_name(state), ThreadsafeFunctionCallMode::NonBlocking);
                         }
                         None => return,
                     },
@@ -180,13 +180,6 @@ impl NativeStateWatch {
     }
 }
 
-fn state_name(state: SessionState) -> &'static str {
-    match state {
-        SessionState::Connected => "connected",
-        SessionState::Disconnected => "disconnected",
-        SessionState::Expired => "expired",
-        SessionState::AuthFailed => "authFailed",
-        SessionState::Closed => "closed",
-        _ => "disconnected",
-    }
+fn state_name(state: SessionState) -> String {
+    crate::hold::camel_case(state.as_str())
 }

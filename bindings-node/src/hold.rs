@@ -72,25 +72,22 @@ pub struct Lost {
 
 impl From<LostReason> for Lost {
     fn from(reason: LostReason) -> Lost {
-        Lost { reason: reason_name(reason).to_owned(), description: reason.describe().to_owned() }
+        Lost { reason: camel_case(reason.as_str()), description: reason.describe().to_owned() }
     }
 }
 
 pub(crate) fn state_name(state: HoldState) -> &'static str {
-    match state {
-        HoldState::Held => "held",
-        HoldState::Suspended => "suspended",
-        HoldState::Lost => "lost",
-        HoldState::Released => "released",
-    }
+    state.as_str()
 }
 
-fn reason_name(reason: LostReason) -> &'static str {
-    match reason {
-        LostReason::SessionExpired => "sessionExpired",
-        LostReason::DisconnectedTooLong => "disconnectedTooLong",
-        LostReason::Closed => "closed",
-        LostReason::NodeDeleted => "nodeDeleted",
-        LostReason::AuthFailed => "authFailed",
-    }
+/// Core's snake_case names (`session_expired`) as JavaScript spells them (`sessionExpired`).
+pub(crate) fn camel_case(name: &str) -> String {
+    let mut words = name.split('_');
+    let first = words.next().unwrap_or_default().to_owned();
+    words.fold(first, |mut camel, word| {
+        let mut chars = word.chars();
+        camel.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+        camel.push_str(chars.as_str());
+        camel
+    })
 }

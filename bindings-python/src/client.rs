@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-use zklock::{ClientOptions, SessionState};
+use zklock::ClientOptions;
 
 use crate::callbacks::{self, Callback};
 use crate::error::{invalid_argument, IntoPyResult};
@@ -45,17 +45,6 @@ fn digest_auth(py: Python<'_>, hosts: &str, auth: Option<&Bound<'_, PyAny>>) -> 
         }
     }
     Err(invalid_argument(py, hosts, "auth must be \"user:password\" or a (user, password) tuple of str"))
-}
-
-pub(crate) fn state_name(state: SessionState) -> &'static str {
-    match state {
-        SessionState::Connected => "connected",
-        SessionState::Disconnected => "disconnected",
-        SessionState::Expired => "expired",
-        SessionState::AuthFailed => "auth_failed",
-        SessionState::Closed => "closed",
-        _ => "unknown",
-    }
 }
 
 #[pymethods]
@@ -101,7 +90,7 @@ impl Client {
     /// child process forked after this client was made, where it is unusable).
     #[getter]
     fn state(&self, py: Python<'_>) -> &'static str {
-        self.core(py).map_or("closed", |client| state_name(client.state()))
+        self.core(py).map_or("closed", |client| client.state().as_str())
     }
 
     /// The current session id, or None (closed, or expired and not yet renewed).
@@ -144,7 +133,7 @@ impl Client {
                 if !runtime::python_alive() {
                     return;
                 }
-                let name = state_name(state);
+                let name = state.as_str();
                 callbacks::dispatch(&client, callback.clone(), move |callback| callback.call1((name,)).map(drop));
             }
         });
@@ -161,7 +150,7 @@ impl Client {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let state = self.core(py).map(|c| state_name(c.state())).unwrap_or("forked");
+        let state = self.core(py).map(|c| c.state().as_str()).unwrap_or("forked");
         format!("<zklock.Client hosts={:?} state={state}>", self.hosts)
     }
 }

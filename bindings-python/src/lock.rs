@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
-use zklock::{Hold, HoldState, LockOptions, LostReason, Participant as CoreParticipant};
+use zklock::{Hold, LockOptions, LostReason, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
@@ -124,25 +124,6 @@ fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option
     Ok(Duration::try_from_secs_f64(seconds).ok())
 }
 
-fn hold_state_name(state: HoldState) -> &'static str {
-    match state {
-        HoldState::Held => "held",
-        HoldState::Suspended => "suspended",
-        HoldState::Lost => "lost",
-        HoldState::Released => "released",
-    }
-}
-
-fn lost_reason_name(reason: LostReason) -> &'static str {
-    match reason {
-        LostReason::SessionExpired => "session_expired",
-        LostReason::DisconnectedTooLong => "disconnected_too_long",
-        LostReason::Closed => "closed",
-        LostReason::NodeDeleted => "node_deleted",
-        LostReason::AuthFailed => "auth_failed",
-    }
-}
-
 /// The `on_lost` callbacks of one `Lock`.
 #[derive(Default)]
 struct LostCallbacks(Mutex<Vec<Callback>>);
@@ -166,7 +147,7 @@ fn watch(lock: &zklock::Lock, hold: Hold, callbacks: Vec<Callback>) {
     let client = lock.client();
     runtime::handle().spawn(async move {
         let Some(reason) = hold.lost().await else { return };
-        let reason = lost_reason_name(reason);
+        let reason = reason.as_str();
         for callback in callbacks {
             callbacks::dispatch(&client, callback, move |callback| callback.call1((reason,)).map(drop));
         }
@@ -351,7 +332,7 @@ impl Lock {
     fn _hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<(&'static str, i64, i64, u64)>> {
         let lock = self.core(py)?;
         let Some((hold, count)) = lock.hold_of(&owner.inner) else { return Ok(None) };
-        let state = if lock.is_held_by(&owner.inner) { hold_state_name(hold.state()) } else { "lost" };
+        let state = if lock.is_held_by(&owner.inner) { hold.state().as_str() } else { "lost" };
         Ok(Some((state, hold.fencing_token(), hold.sequence(), count)))
     }
 

@@ -66,6 +66,18 @@ pub enum SessionState {
 }
 
 impl SessionState {
+    /// The state's stable snake_case name: `connected`, `disconnected`, `expired`,
+    /// `auth_failed`, `closed` (each binding shows these, in its own case style).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Connected => "connected",
+            SessionState::Disconnected => "disconnected",
+            SessionState::Expired => "expired",
+            SessionState::AuthFailed => "auth_failed",
+            SessionState::Closed => "closed",
+        }
+    }
+
     /// Whether the session in this state is over (a client may go on with a new one, unless
     /// closed).
     pub fn is_terminal(self) -> bool {

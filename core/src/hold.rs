@@ -36,6 +36,17 @@ pub enum HoldState {
 }
 
 impl HoldState {
+    /// The state's stable lowercase name: `held`, `suspended`, `lost`, `released` (each binding
+    /// shows these, in its own case style).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HoldState::Held => "held",
+            HoldState::Suspended => "suspended",
+            HoldState::Lost => "lost",
+            HoldState::Released => "released",
+        }
+    }
+
     fn is_final(self) -> bool {
         matches!(self, HoldState::Lost | HoldState::Released)
     }

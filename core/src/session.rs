@@ -29,6 +29,18 @@ pub enum LostReason {
 }
 
 impl LostReason {
+    /// The reason's stable snake_case name: `session_expired`, `disconnected_too_long`,
+    /// `closed`, `node_deleted`, `auth_failed` (each binding shows these, in its own case style).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LostReason::SessionExpired => "session_expired",
+            LostReason::DisconnectedTooLong => "disconnected_too_long",
+            LostReason::Closed => "closed",
+            LostReason::NodeDeleted => "node_deleted",
+            LostReason::AuthFailed => "auth_failed",
+        }
+    }
+
     /// What happened, as a sentence fragment (`"the session expired"`), for messages in every
     /// language.
     pub fn describe(self) -> &'static str {
