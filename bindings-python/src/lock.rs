@@ -326,6 +326,21 @@ impl Lock {
         self.release_as(py, &owner.inner)
     }
 
+    /// Releases every level of `owner`'s hold at once (blocking, not interruptible) and returns
+    /// how many there were: `threading.Condition`'s `_release_save`.
+    fn _release_every_level(&self, py: Python<'_>, owner: &Owner) -> PyResult<u64> {
+        let lock = self.core(py)?;
+        runtime::block_on_uninterrupted(py, lock.release_every_level(&owner.inner)).py(py)
+    }
+
+    /// Acquires for `owner` (blocking) and restores `levels` levels in all: `threading.Condition`'s
+    /// `_acquire_restore`.
+    fn _acquire_levels(&self, py: Python<'_>, owner: &Owner, levels: u64) -> PyResult<()> {
+        let lock = self.core(py)?;
+        self.acquire_as(py, &owner.inner, None)?;
+        lock.add_levels(&owner.inner, levels.saturating_sub(1)).py(py)
+    }
+
     /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None. The state is core's,
     /// except that a hold core no longer counts as held is `"lost"` at once: "held" means the
     /// same here as in `is_held_by`.

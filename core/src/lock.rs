@@ -280,6 +280,28 @@ impl Lock {
         }
     }
 
+    /// Releases every level of `owner`'s hold at once (the node deleted, as at the last level)
+    /// and returns how many there were: for a condition variable's wait (Python's
+    /// `threading.Condition`), which gives the lock up whole, and after acquiring it again
+    /// restores the levels with [`Lock::add_levels`]. Errors as [`Lock::release`]'s; a lost hold
+    /// is dropped whole.
+    pub async fn release_every_level(&self, owner: &Owner) -> Result<u64> {
+        let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
+        self.release(owner).await.map(|()| levels)
+    }
+
+    /// Adds `levels` to `owner`'s hold, as that many re-entries would, with no ZooKeeper
+    /// traffic (see [`Lock::release_every_level`]).
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock.
+    pub fn add_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
+        if self.recipe.owners.add_levels(owner, self.mode, levels) {
+            return Ok(());
+        }
+        Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))
+    }
+
     /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
     /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
     /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the

@@ -232,6 +232,34 @@ impl OwnerTable {
         Ok(if shared && !hold.inner.is_lost() { None } else { Some(hold) })
     }
 
+    /// Folds `owner`'s levels in `mode` into one, for a release of every level at once; returns
+    /// how many there were.
+    pub(crate) fn fold_levels(&self, owner: &Owner, mode: Mode, path: &str) -> Result<u64> {
+        let mut slots = self.0.lock();
+        let held = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode).and_then(|s| s.held.as_mut());
+        let Some(held) = held else {
+            return Err(Error::new(
+                ErrorKind::NotOwner,
+                format!("owner {} does not hold this lock{}", owner.label(), mode_words(mode)),
+            )
+            .with_path(path));
+        };
+        Ok(std::mem::replace(&mut held.count, 1))
+    }
+
+    /// Adds `levels` to `owner`'s hold in `mode`, as that many re-entries would: `false` if it
+    /// holds nothing there.
+    pub(crate) fn add_levels(&self, owner: &Owner, mode: Mode, levels: u64) -> bool {
+        let mut slots = self.0.lock();
+        match slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode).and_then(|s| s.held.as_mut()) {
+            Some(held) => {
+                held.count += levels;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Releases one nested level at once if `owner` holds more than one in `mode`, by the rule
     /// of [`OwnerTable::count_down`] (see [`crate::Lock::release_nested`]).
     pub(crate) fn release_nested(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<()>> {

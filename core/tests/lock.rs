@@ -492,3 +492,27 @@ async fn session_state_value_and_stream() {
     assert_eq!(changes.next().await, None);
     assert_eq!(client.state(), zklock::SessionState::Closed);
 }
+
+/// A condition variable's wait (Python's `threading.Condition`) gives up every level at once and
+/// restores them after acquiring again: one call each way, with the node gone in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_level_released_at_once_and_restored() {
+    let path = unique_path("every-level");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let me = Owner::new(1);
+    for _ in 0..3 {
+        lock.acquire_for(&me, None).await.unwrap().unwrap();
+    }
+    assert_eq!(lock.release_every_level(&me).await.unwrap(), 3);
+    assert!(lock.hold_of(&me).is_none());
+    wait_children(&observer, &path, 0).await;
+    assert_eq!(lock.add_levels(&me, 2).unwrap_err().kind(), zklock::ErrorKind::NotOwner);
+    lock.acquire_for(&me, None).await.unwrap().unwrap();
+    lock.add_levels(&me, 2).unwrap();
+    assert_eq!(lock.hold_of(&me).map(|(_, count)| count), Some(3));
+    assert_eq!(lock.release_every_level(&me).await.unwrap(), 3);
+    assert_eq!(lock.release_every_level(&me).await.unwrap_err().kind(), zklock::ErrorKind::NotOwner);
+    client.close().await;
+}

@@ -325,19 +325,13 @@ class Lock(_native.Lock):
         """Releases every level of the calling thread's hold (``Condition.wait``); returns the
         count for ``_acquire_restore``."""
         owner = _native.Owner.current_thread()
-        held = self._hold_of(owner)
-        if held is None:
+        if self._hold_of(owner) is None:
             raise RuntimeError("cannot wait on un-acquired lock")
-        count = held[3]
-        for _ in range(count):
-            self._release_for(owner)
-        return count
+        return self._release_every_level(owner)
 
     def _acquire_restore(self, count: int) -> None:
-        """Acquires again, as often as ``_release_save`` released."""
-        owner = _native.Owner.current_thread()
-        for _ in range(count):
-            self._acquire_for(owner)
+        """Acquires again, with as many levels as ``_release_save`` released."""
+        self._acquire_levels(_native.Owner.current_thread(), count)
 
     def on_lost(self, callback: Callable[[str], Any]) -> None:
         """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
