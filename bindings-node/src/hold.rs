@@ -21,8 +21,8 @@ impl NativeHold {
     /// The lock node's creation zxid, as a BigInt: zxids are 64-bit, and a fencing token that
     /// rounded could compare equal to its successor's.
     #[napi(getter)]
-    pub fn fencing_token(&self) -> BigInt {
-        BigInt::from(self.hold.fencing_token())
+    pub fn fencing_token(&self, env: &napi::Env) -> napi::Result<BigInt> {
+        self.hold.live_fencing_token().map(BigInt::from).map_err(|err| crate::error::to_js(env, &err))
     }
 
     #[napi(getter)]

@@ -19,6 +19,7 @@ test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are los
     const path = uniquePath('expiry')
     const lock = client.lock(path)
     const hold = await lock.acquire()
+    const token = hold.fencingToken
     // A second lock of the same session, waiting behind another client's hold.
     const busyPath = uniquePath('expiry-busy')
     const busy = await observer.lock(busyPath).acquire()
@@ -43,6 +44,8 @@ test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are los
     assert.ok(['sessionExpired', 'disconnectedTooLong'].includes(signal.reason.lostReason), signal.reason.lostReason)
     assert.equal(hold.state, 'lost')
     assert.equal(lock.state, 'lost')
+    // A lost hold has no fencing token (as in C and Python): a resource must not take it.
+    assert.throws(() => hold.fencingToken, { code: codes.LOCK_LOST })
     await waiterRejects
     await workRejects
     // The server expires the stalled session, and its nodes with it.
@@ -57,7 +60,7 @@ test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are los
     // The next acquisition establishes a new session.
     const again = await lock.acquire()
     assert.equal(client.state, 'connected')
-    assert.ok(again.fencingToken > hold.fencingToken)
+    assert.ok(again.fencingToken > token)
     await again.release()
   } finally {
     stopListening()

@@ -79,13 +79,6 @@ pub(crate) fn invalid_argument(py: Python<'_>, subject: &str, what: impl std::fm
     instance(invalid_argument_class(py), (message, subject))
 }
 
-/// A question about a hold that was lost (its fencing token, say), worded as core words a loss:
-/// `lock lost on <path>: <what>`.
-pub(crate) fn lock_lost(py: Python<'_>, path: &str, what: impl std::fmt::Display) -> PyErr {
-    let message = format!("lock lost on {path}: {what}");
-    instance(lock_lost_class(py), (message, path))
-}
-
 /// A client used in a process other than the one that made it (after `fork()`).
 pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
     let message = format!(

@@ -9,11 +9,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
-use zklock::{Hold, LockOptions, LostReason, Participant as CoreParticipant};
+use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
-use crate::error::{invalid_argument, lock_lost, to_py, IntoPyResult};
+use crate::error::{invalid_argument, to_py, IntoPyResult};
 use crate::runtime::{self, ForkSafe};
 use crate::rwlock::ReadWriteLock;
 
@@ -213,13 +213,7 @@ impl Lock {
     /// `owner`'s hold, if it has one; `LockLostError` if that hold was lost (a lost hold is not
     /// held, so its numbers must not pass for a holder's).
     fn live_hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<Hold>> {
-        let lock = self.core(py)?;
-        let Some((hold, _)) = lock.hold_of(&owner.inner) else { return Ok(None) };
-        if lock.is_held_by(&owner.inner) {
-            return Ok(Some(hold));
-        }
-        let why = hold.lost_reason().map_or("it was lost", LostReason::describe);
-        Err(lock_lost(py, &self.path, format!("owner {}'s hold is lost ({why}); release it", owner.label)))
+        self.core(py)?.live_hold_of(&owner.inner).py(py)
     }
 }
 

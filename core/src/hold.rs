@@ -185,6 +185,26 @@ impl Hold {
         self.inner.fencing_token
     }
 
+    /// The fencing token, unless the hold is lost: a lost hold's token must not pass for a
+    /// holder's, or a resource would take a stale holder's write. Every binding's token goes
+    /// through here (or through [`crate::Lock::live_hold_of`]).
+    ///
+    /// # Notable errors
+    /// * [`crate::ErrorKind::LockLost`], saying why it was lost.
+    pub fn live_fencing_token(&self) -> crate::Result<i64> {
+        match self.lost_reason() {
+            None => Ok(self.inner.fencing_token),
+            Some(reason) => {
+                let path = self.inner.node_path.rsplit_once('/').map_or("/", |(parent, _)| parent);
+                Err(crate::Error::new(
+                    crate::ErrorKind::LockLost,
+                    format!("the hold is lost ({}): a lost hold has no fencing token", reason.describe()),
+                )
+                .with_path(path))
+            }
+        }
+    }
+
     /// The current state.
     pub fn state(&self) -> HoldState {
         self.inner.status().0

@@ -209,6 +209,22 @@ impl Lock {
         self.recipe.owners.hold_of(owner, self.mode)
     }
 
+    /// `owner`'s hold, if it holds the lock and the hold is not lost: a lost hold is not held, so
+    /// its numbers (fencing token, sequence) must not pass for a holder's.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::LockLost`] if `owner`'s hold was lost, saying why (release it).
+    pub fn live_hold_of(&self, owner: &Owner) -> Result<Option<Hold>> {
+        let Some((hold, _)) = self.hold_of(owner) else { return Ok(None) };
+        match hold.lost_reason() {
+            None => Ok(Some(hold)),
+            Some(reason) => Err(self.recipe.error(
+                ErrorKind::LockLost,
+                format!("owner {}'s hold is lost ({}); release it", owner.label(), reason.describe()),
+            )),
+        }
+    }
+
     /// Whether `owner`'s hold here is at its first level: a new hold, not a re-entry. A binding
     /// that signals losses per lock starts watching a hold once, at its first level; its
     /// re-entries share that watch.

@@ -26,6 +26,10 @@ async fn an_outsider_deleting_the_node_makes_the_holder_lost() {
     assert_eq!(changes.next().await, Some(HoldState::Lost));
     assert_eq!(changes.next().await, None);
     assert_eq!(lock.state_of(&me), Some(HoldState::Lost));
+    // A lost hold has no fencing token (the bindings' tokens come through these).
+    assert_eq!(hold.live_fencing_token().unwrap_err().kind(), ErrorKind::LockLost);
+    assert_eq!(lock.live_hold_of(&me).unwrap_err().kind(), ErrorKind::LockLost);
+    assert!(lock.live_hold_of(&Owner::new(2)).unwrap().is_none());
 
     // Re-entering a lost lock fails; releasing reports the loss and frees the owner.
     assert_eq!(lock.acquire(&me).await.unwrap_err().kind(), ErrorKind::LockLost);

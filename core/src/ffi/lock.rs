@@ -547,24 +547,12 @@ fn hold_number(
     non_null!(out, "out");
     let handle = handles::lock(lock, "lock")?;
     let owner = owner?;
-    let Some((hold, _)) = handle.lock.hold_of(&owner) else {
+    let Some(hold) = handle.lock.live_hold_of(&owner)? else {
         return Err(Failure::new(
             zkl_result::ZKL_NOT_OWNER,
             format!("not owner on {}: owner {} holds nothing", handle.lock.path(), owner.label()),
         ));
     };
-    // A lost hold is not held: its token must not pass for a holder's.
-    if let Some(reason) = hold.lost_reason() {
-        return Err(Failure::new(
-            zkl_result::ZKL_LOCK_LOST,
-            format!(
-                "lock lost on {}: owner {}'s hold is lost ({}); release it",
-                handle.lock.path(),
-                owner.label(),
-                reason.describe()
-            ),
-        ));
-    }
     write_out!(out, if sequence { hold.sequence() } else { hold.fencing_token() });
     Ok(())
 }
