@@ -308,18 +308,6 @@ impl Lock {
         self.release_as(py, &thread_owner(py))
     }
 
-    /// Acquires for `owner` (blocking); `timeout` None waits forever, 0 only tries.
-    #[pyo3(signature = (owner, timeout = None))]
-    fn _acquire_for(&self, py: Python<'_>, owner: &Owner, timeout: Option<f64>) -> PyResult<bool> {
-        let wait = wait_for(py, &self.path, timeout)?;
-        self.acquire_as(py, &owner.inner, wait)
-    }
-
-    /// Releases one level for `owner` (blocking, not interruptible).
-    fn _release_for(&self, py: Python<'_>, owner: &Owner) -> PyResult<()> {
-        self.release_as(py, &owner.inner)
-    }
-
     /// Releases every level of `owner`'s hold at once (blocking, not interruptible) and returns
     /// how many there were: `threading.Condition`'s `_release_save`.
     fn _release_every_level(&self, py: Python<'_>, owner: &Owner) -> PyResult<u64> {
