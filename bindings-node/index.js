@@ -1,7 +1,8 @@
 'use strict'
 // zklock for Node: the JavaScript layer over the native addon (zklock.node, built by build.mjs).
-// The addon runs the Rust core; this layer validates arguments, decides ownership (which async
-// flow holds what, through AsyncLocalStorage) and shapes holds, signals and errors.
+// The addon runs the Rust core, whose owner table says who holds what; this layer validates
+// arguments, names owners (each async flow is one, through AsyncLocalStorage) and shapes holds,
+// signals and errors.
 
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { threadId } = require('node:worker_threads')
@@ -131,6 +132,7 @@ function onAbort(signal, callback) {
 // ----------------------------------------------------------------------------- validation
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1 // as setTimeout's: about 24.8 days
+const ACQUIRE_OPTIONS = Object.freeze(['timeoutMs', 'signal'])
 
 function checkOptions(options, allowed, what) {
   if (options === undefined || options === null) return {}
@@ -201,6 +203,15 @@ function checkSignal(signal) {
   if (signal === undefined || signal === null) return undefined
   if (!(signal instanceof AbortSignal)) throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`)
   return signal
+}
+
+// The native lock's arguments for `client.lock` and `client.readWriteLock` (named by `what`).
+function lockArguments(path, options, what) {
+  checkString(path, 'path')
+  const opts = checkOptions(options, ['identifier', 'acl'], what)
+  const identifier = checkString(opts.identifier, 'identifier', { optional: true })
+  const [acl, aclEntries] = checkAcl(opts.acl)
+  return [path, identifier, acl, aclEntries]
 }
 
 function describe(value) {
@@ -304,11 +315,7 @@ class Client {
    * is sent to ZooKeeper until the first acquisition.
    */
   lock(path, options) {
-    checkString(path, 'path')
-    const opts = checkOptions(options, ['identifier', 'acl'], 'client.lock')
-    const identifier = checkString(opts.identifier, 'identifier', { optional: true })
-    const [acl, aclEntries] = checkAcl(opts.acl)
-    return new Lock(CONSTRUCT, this.#native.lock(path, identifier, acl, aclEntries), this.#signals)
+    return new Lock(CONSTRUCT, this.#native.lock(...lockArguments(path, options, 'client.lock')), this.#signals)
   }
 
   /**
@@ -317,11 +324,8 @@ class Client {
    * the first acquisition.
    */
   readWriteLock(path, options) {
-    checkString(path, 'path')
-    const opts = checkOptions(options, ['identifier', 'acl'], 'client.readWriteLock')
-    const identifier = checkString(opts.identifier, 'identifier', { optional: true })
-    const [acl, aclEntries] = checkAcl(opts.acl)
-    return new ReadWriteLock(CONSTRUCT, this.#native.readWriteLock(path, identifier, acl, aclEntries), this.#signals)
+    const nativeLock = this.#native.readWriteLock(...lockArguments(path, options, 'client.readWriteLock'))
+    return new ReadWriteLock(CONSTRUCT, nativeLock, this.#signals)
   }
 
   /** Ends the session at once: its lock nodes go, pending acquisitions reject. Idempotent. */
@@ -347,22 +351,24 @@ let runAs, releaseOwner, signalsOfClient
 
 class Lock {
   #native
+  #key
   #path
   #mode
+  // A memo of native hold handles by owner, so that a re-entry makes no native object (that
+  // costs more than the re-entry): it decides nothing, as the core's owner table says who holds
+  // what and each entry is used only while its id is the hold the core names. Pruned at each
+  // owner's last release.
+  #handles = new Map()
   // The owner id of the current async flow, for this lock (shared by both sides of a read/write
   // lock: the core's owner table is, and a flow must be one owner on both for the downgrade).
   #flows
-  // The owners that obtained a hold through this Lock object and have not released it, with
-  // the native hold their nested levels share: one for a mutex or a writer (a lost hold may
-  // linger beside it until released), any number of readers.
-  #owners = new Map()
   // The client's set of hold signals that may still abort.
   #signals
 
   static {
     // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
     runAs = (lock, owner, fn, ...args) => lock.#flows.run(owner, fn, ...args)
-    releaseOwner = (lock, owner, callSite) => lock.#releaseOwner(owner, callSite)
+    releaseOwner = (lock, owner, caller) => lock.#releaseOwner(owner, caller)
     // Where a hold's signal registers, so that close() can deliver the loss at once.
     signalsOfClient = (lock) => lock.#signals
   }
@@ -370,6 +376,7 @@ class Lock {
   constructor(token, nativeLock, signals, flows = new AsyncLocalStorage()) {
     if (token !== CONSTRUCT) throw invalid('use `client.lock(path)` to make a Lock')
     this.#native = nativeLock
+    this.#key = nativeLock.key
     this.#path = nativeLock.path
     this.#mode = nativeLock.mode
     this.#signals = signals
@@ -390,10 +397,7 @@ class Lock {
    * lost, though `state` says `'lost'` until its last level is released.
    */
   get isHeld() {
-    for (const owner of this.#unreleased()) {
-      if (this.#native.isHeldBy(owner)) return true
-    }
-    return false
+    return this.#native.isHeld
   }
 
   /**
@@ -401,14 +405,7 @@ class Lock {
    * current flow's, if it holds this lock, or else that of the latest hold not yet released.
    */
   get state() {
-    const current = this.#flows.getStore()
-    let latest = null
-    for (const owner of this.#unreleased()) {
-      const state = this.#native.stateOf(owner)
-      if (owner === current) return state
-      latest = state
-    }
-    return latest
+    return this.#native.statePreferring(this.#flows.getStore()) ?? null
   }
 
   /** Every contender, holder first, in queue order, with the identity recorded in its node. */
@@ -426,15 +423,6 @@ class Lock {
     return fromCaller(this.#native.holders(), callSiteOf(this.holders))
   }
 
-  // The owners of #owners that the core still counts as holding (held, suspended or lost);
-  // the others released and are forgotten.
-  *#unreleased() {
-    for (const owner of [...this.#owners.keys()]) {
-      if ((this.#native.stateOf(owner) ?? null) === null) this.#owners.delete(owner)
-      else yield owner
-    }
-  }
-
   /**
    * Acquires the lock and resolves to a Hold, or to `false` when `timeoutMs` passed first (`0`:
    * only tries). Inside `withLock` (or `hold.run`) of this lock, re-enters at once, with no
@@ -443,22 +431,23 @@ class Lock {
    * them with `hold.run(fn)`.
    */
   acquire(options) {
-    const callSite = callSiteOf(this.acquire)
     let timeoutMs, signal
     try {
-      const opts = checkOptions(options, ['timeoutMs', 'signal'], 'lock.acquire')
+      const opts = checkOptions(options, ACQUIRE_OPTIONS, 'lock.acquire')
       timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
       signal = checkSignal(opts.signal)
       if (signal?.aborted) throw abortError(signal)
       const nested = this.#reenter()
       if (nested !== null) return Promise.resolve(nested)
     } catch (error) {
-      return Promise.reject(atCaller(error, callSite))
+      // Still synchronous, so the stack is the caller's: captured only when needed, as it costs
+      // more than the whole re-entry.
+      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
     }
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(this.#acquiringOwner(), timeoutMs, signal, callSite)
+    return this.#contend(this.#acquiringOwner(), timeoutMs, signal, callSiteOf(this.acquire))
   }
 
   /**
@@ -469,7 +458,7 @@ class Lock {
   async withLock(fn, options) {
     const callSite = callSiteOf(this.withLock)
     if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`)
-    const opts = checkOptions(options, ['timeoutMs', 'signal'], 'lock.withLock')
+    const opts = checkOptions(options, ACQUIRE_OPTIONS, 'lock.withLock')
     const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
     const signal = checkSignal(opts.signal)
     if (signal?.aborted) throw abortError(signal)
@@ -515,20 +504,19 @@ class Lock {
     if (owner === undefined) {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this async flow does not hold the lock', this.#path))
     }
-    return this.#releaseOwner(owner, callSiteOf(this.release))
+    return this.#releaseOwner(owner, this.release)
   }
 
   // One level of `owner`'s hold: nested levels at once (a lost hold throws), the last one with
-  // the delete.
-  #releaseOwner(owner, callSite) {
+  // the delete. `caller` is the public method called, whose caller's stack errors carry.
+  #releaseOwner(owner, caller) {
     try {
-      if (this.#native.releaseNested(owner)) return Promise.resolve()
+      if (native.releaseNested(this.#key, owner)) return Promise.resolve()
     } catch (error) {
-      return Promise.reject(atCaller(error, callSite))
+      return Promise.reject(atCaller(error, callSiteOf(caller)))
     }
-    return fromCaller(this.#native.release(owner), callSite).finally(() => {
-      if ((this.#native.stateOf(owner) ?? null) === null) this.#owners.delete(owner)
-    })
+    this.#handles.delete(owner)
+    return fromCaller(this.#native.release(owner), callSiteOf(caller))
   }
 
   // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
@@ -542,19 +530,23 @@ class Lock {
   // refuses: a lost hold (ZKLOCK_LOCK_LOST), a reader asking for the write side (ZKLOCK_DEADLOCK).
   #reenter() {
     const owner = this.#flows.getStore()
-    if (owner === undefined || !this.#native.reenter(owner)) return null
-    let nativeHold = this.#owners.get(owner)
-    if (nativeHold === undefined) {
-      // The write holder's first read past the sequence limit (a downgrade), on its write node.
-      nativeHold = this.#native.holdOf(owner)
-      this.#owners.set(owner, nativeHold)
-    }
-    return new Hold(CONSTRUCT, this, owner, nativeHold)
+    if (owner === undefined) return null
+    const holdId = native.reenter(this.#key, owner)
+    if (holdId === 0) return null
+    let handle = this.#handles.get(owner)
+    if (handle?.id !== holdId) handle = this.#remember(owner, this.#native.holdOf(owner))
+    return new Hold(CONSTRUCT, this, owner, handle.hold)
   }
 
   #held(owner, nativeHold) {
-    this.#owners.set(owner, nativeHold)
-    return new Hold(CONSTRUCT, this, owner, nativeHold)
+    return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold).hold)
+  }
+
+  // The id read once: a native getter costs as much as the re-entry.
+  #remember(owner, nativeHold) {
+    const handle = { id: nativeHold.id, hold: nativeHold }
+    this.#handles.set(owner, handle)
+    return handle
   }
 
   // Sends the attempt's create before its first await (the native acquire begins at once), so
@@ -709,7 +701,7 @@ class Hold {
     }
     this.#released = true
     if (this.#signalEntry !== null) signalsOfClient(this.#lock).delete(this.#signalEntry)
-    return releaseOwner(this.#lock, this.#owner, callSiteOf(this.release))
+    return releaseOwner(this.#lock, this.#owner, this.release)
   }
 
   /**

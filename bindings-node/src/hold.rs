@@ -3,7 +3,7 @@
 use napi::bindgen_prelude::{BigInt, Function};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
-use zklock::{HoldState, LostReason};
+use zklock::LostReason;
 
 #[napi]
 pub struct NativeHold {
@@ -25,6 +25,13 @@ impl NativeHold {
         self.hold.live_fencing_token().map(BigInt::from).map_err(|err| crate::error::to_js(env, &err))
     }
 
+    /// The hold's id ([`zklock::Hold::id`]): the JavaScript layer's memo of this handle is
+    /// still the owner's hold while the ids match.
+    #[napi(getter)]
+    pub fn id(&self) -> f64 {
+        self.hold.id() as f64
+    }
+
     #[napi(getter)]
     pub fn sequence(&self) -> i64 {
         self.hold.sequence()
@@ -38,7 +45,7 @@ impl NativeHold {
     /// `held`, `suspended`, `lost` or `released`.
     #[napi(getter)]
     pub fn state(&self) -> &'static str {
-        state_name(self.hold.state())
+        self.hold.state().as_str()
     }
 
     /// Why the hold was lost, once it is.
@@ -74,10 +81,6 @@ impl From<LostReason> for Lost {
     fn from(reason: LostReason) -> Lost {
         Lost { reason: camel_case(reason.as_str()), description: reason.describe().to_owned() }
     }
-}
-
-pub(crate) fn state_name(state: HoldState) -> &'static str {
-    state.as_str()
 }
 
 /// Core's snake_case names (`session_expired`) as JavaScript spells them (`sessionExpired`).

@@ -1,6 +1,7 @@
 //! Node binding of zklock: a napi-rs addon. This native part only translates types, errors and
-//! promises, and runs the core on napi's tokio runtime; ownership (which async flow holds what)
-//! is decided by the JavaScript layer in `index.js`, which passes owner ids down.
+//! promises, and runs the core on napi's tokio runtime. The JavaScript layer in `index.js` names
+//! the owners (an async flow is one) and passes their ids down; the core's owner table decides
+//! what each holds.
 //!
 //! Nothing here keeps the process alive: promises keep the event loop alive only while they
 //! are pending (napi's own behaviour), and the callbacks for state changes and lost holds are
@@ -17,7 +18,7 @@ mod rwlock;
 
 pub use client::{connect, NativeClient, NativeStateWatch};
 pub use hold::NativeHold;
-pub use lock::{new_owner, set_thread_id, Identity, NativeLock, Participant};
+pub use lock::{new_owner, reenter, release_nested, set_thread_id, Identity, NativeLock, Participant};
 pub use runtime::close_all_at_exit;
 pub use rwlock::NativeReadWriteLock;
 

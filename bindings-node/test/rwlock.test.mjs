@@ -149,6 +149,28 @@ test('downgrade: the writer takes a read node in its place, lets the write side 
   assert.equal(rw.read.isHeld, false)
 })
 
+test("a flow's second downgrade is a hold of its own: its re-entries are of it, not of the first", async () => {
+  const path = uniquePath('downgrade-twice')
+  const rw = client.readWriteLock(path)
+  await rw.write.withLock(async (write) => {
+    const first = await rw.read.acquire()
+    const firstAgain = await rw.read.acquire()
+    await firstAgain.release()
+    await first.release()
+    assert.equal(first.state, 'released')
+    const second = await rw.read.acquire()
+    const nested = await rw.read.acquire()
+    assert.equal(nested.state, 'held', "the re-entry is the second read hold's level")
+    assert.equal(first.state, 'released', 'the first stays released')
+    assert.equal(nested.fencingToken, write.fencingToken)
+    await nested.release()
+    assert.equal(second.state, 'held', 'a nested release leaves the hold')
+    await second.release()
+    assert.equal(second.state, 'released')
+  })
+  await nodesBecome(path, 0)
+})
+
 test('upgrade is refused at once with ZKLOCK_DEADLOCK, with no ZooKeeper traffic and the caller\'s stack', async () => {
   const proxy = await startProxy()
   const viaProxy = await Client.connect(proxy.address, { sessionTimeoutMs: 10000 })

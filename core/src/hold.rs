@@ -144,6 +144,14 @@ impl HoldInfo {
 }
 
 impl Hold {
+    /// This hold's identity in this process: equal for its clones (every level of one owner's
+    /// hold, and past the sequence limit the downgraded read on its write node). Another hold
+    /// may have it only once every clone of this one is gone, so a binding that keeps a clone
+    /// beside the id can tell its handle is still the owner's hold.
+    pub fn id(&self) -> u64 {
+        Arc::as_ptr(&self.inner) as usize as u64
+    }
+
     /// A new hold on `node_path`; the client's [`NodeWatcher`] starts watching the node shortly.
     pub(crate) fn new(
         session: &Arc<Session>,

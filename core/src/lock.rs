@@ -199,6 +199,20 @@ impl Lock {
         self.hold_of(owner).is_some_and(|(hold, _)| hold.state() != crate::HoldState::Lost)
     }
 
+    /// Whether some owner holds the lock through this lock or its clones (as far as this process
+    /// knows; a lost hold is not held): for a binding whose lock object answers for all its
+    /// owners.
+    pub fn is_held_by_any(&self) -> bool {
+        self.recipe.owners.any_live(self.mode)
+    }
+
+    /// The state of `owner`'s hold if it holds the lock, or else that of the latest hold taken
+    /// through this lock or its clones and not yet released (lost holds included): for a binding
+    /// whose lock object answers for all its owners, the caller's first.
+    pub fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::HoldState> {
+        self.recipe.owners.state_preferring(owner, self.mode)
+    }
+
     /// The state of `owner`'s hold, if it holds the lock.
     pub fn state_of(&self, owner: &Owner) -> Option<crate::HoldState> {
         self.hold_of(owner).map(|(hold, _)| hold.state())

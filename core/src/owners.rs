@@ -227,7 +227,9 @@ impl OwnerTable {
         if held.count > 1 {
             return Self::nested_level(held, owner, path).map(|()| None);
         }
-        let hold = slots.swap_remove(i).held.expect("checked above").hold;
+        // `remove`, not `swap_remove`: the table keeps the order holds were asked for (see
+        // `state_preferring`).
+        let hold = slots.remove(i).held.expect("checked above").hold;
         let shared = slots.iter().any(|s| s.held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.hold.inner, &hold.inner)));
         Ok(if shared && !hold.inner.is_lost() { None } else { Some(hold) })
     }
@@ -271,6 +273,10 @@ impl OwnerTable {
     /// One nested level of `held` counted down: an error if the hold is lost.
     fn nested_level(held: &mut Held, owner: &Owner, path: &str) -> Result<()> {
         held.count -= 1;
+        // `is_lost` first: three atomic loads, where the reason reads the session's lease.
+        if !held.hold.inner.is_lost() {
+            return Ok(());
+        }
         match held.hold.lost_reason() {
             None => Ok(()),
             Some(reason) => Err(Error::new(
@@ -291,6 +297,20 @@ impl OwnerTable {
     /// Whether `owner` holds anything in this table (either side of a read/write lock).
     pub(crate) fn holds_any(&self, owner: &Owner) -> bool {
         self.0.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
+    }
+
+    /// Whether some owner holds in `mode`, its hold not lost.
+    pub(crate) fn any_live(&self, mode: Mode) -> bool {
+        self.0.lock().iter().any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| !h.hold.inner.is_lost()))
+    }
+
+    /// The state of `owner`'s hold in `mode` if it has one, or else that of the hold in `mode`
+    /// asked for last.
+    pub(crate) fn state_preferring(&self, owner: Option<&Owner>, mode: Mode) -> Option<crate::HoldState> {
+        let slots = self.0.lock();
+        let mut held = slots.iter().filter(|s| s.mode == mode).filter_map(|s| Some((s.owner, s.held.as_ref()?)));
+        let preferred = owner.and_then(|owner| held.clone().find(|(id, _)| *id == owner.id));
+        preferred.or_else(|| held.next_back()).map(|(_, h)| h.hold.state())
     }
 
     /// The owners holding in `mode`.
