@@ -29,8 +29,9 @@ fn new_owner(label: String) -> zklock::Owner {
     zklock::Owner::unique_labelled(|_| label)
 }
 
-fn thread_owner(py: Python<'_>) -> zklock::Owner {
-    THREAD_OWNER.with(|cell| init_thread_owner(py, cell).0.clone())
+/// `f` of the calling thread's owner, borrowed: the reentrant path skips a clone's atomic count.
+fn with_thread_owner<R>(py: Python<'_>, f: impl FnOnce(&zklock::Owner) -> R) -> R {
+    THREAD_OWNER.with(|cell| f(&init_thread_owner(py, cell).0))
 }
 
 fn init_thread_owner<'a>(py: Python<'_>, cell: &'a OnceCell<(zklock::Owner, String)>) -> &'a (zklock::Owner, String) {
@@ -129,12 +130,10 @@ fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option
 struct LostCallbacks(Mutex<Vec<Callback>>);
 
 impl LostCallbacks {
-    /// After `owner` acquired `hold`: a new hold gets one watcher for the callbacks registered by
-    /// now; its re-entries share it.
-    fn watch_fresh(&self, lock: &zklock::Lock, owner: &zklock::Owner, hold: &Hold) {
-        if lock.holds_first_level(owner) {
-            watch(lock, hold.clone(), self.0.lock().clone());
-        }
+    /// A new hold (not a re-entry: see `zklock::Acquire::is_reentry`) gets one watcher for the
+    /// callbacks registered by now; its re-entries share it.
+    fn watch(&self, lock: &zklock::Lock, hold: &Hold) {
+        watch(lock, hold.clone(), self.0.lock().clone());
     }
 }
 
@@ -192,12 +191,15 @@ impl Lock {
         // Begun here, with the GIL held: a re-entry is counted at once, with no thread switch
         // and no runtime; otherwise the attempt's create is sent, and this waits for it.
         let mut begun = lock.begin_acquire(owner, wait);
+        let reentry = begun.is_reentry();
         let acquired = match begun.take_now() {
             Some(result) => result,
             None => runtime::block_on(py, begun)?,
         };
         let Some(hold) = acquired.py(py)? else { return Ok(false) };
-        self.lost.watch_fresh(lock, owner, &hold);
+        if !reentry {
+            self.lost.watch(lock, &hold);
+        }
         Ok(true)
     }
 
@@ -291,21 +293,21 @@ impl Lock {
     #[pyo3(signature = (blocking = Truthy(true), timeout = -1.0), text_signature = "(self, /, blocking=True, timeout=-1)")]
     fn acquire(&self, py: Python<'_>, blocking: Truthy, timeout: f64) -> PyResult<bool> {
         let wait = rlock_wait(py, &self.path, blocking.0, timeout)?;
-        self.acquire_as(py, &thread_owner(py), wait)
+        with_thread_owner(py, |owner| self.acquire_as(py, owner, wait))
     }
 
     /// Releases one level of the calling thread's hold; `NotOwnerError` if it holds none.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        self.release_as(py, &thread_owner(py))
+        with_thread_owner(py, |owner| self.release_as(py, owner))
     }
 
     fn __enter__(&self, py: Python<'_>) -> PyResult<bool> {
-        self.acquire_as(py, &thread_owner(py), None)
+        with_thread_owner(py, |owner| self.acquire_as(py, owner, None))
     }
 
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
-        self.release_as(py, &thread_owner(py))
+        with_thread_owner(py, |owner| self.release_as(py, owner))
     }
 
     /// Releases every level of `owner`'s hold at once (blocking, not interruptible) and returns
@@ -360,16 +362,17 @@ impl Lock {
         let wait = wait_for(py, &self.path, timeout)?;
         let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
         let mut begun = lock.begin_acquire(&owner, wait);
+        let reentry = begun.is_reentry();
         if let Some(result) = begun.take_now() {
-            if let Ok(Some(hold)) = &result {
-                lost.watch_fresh(&lock, &owner, hold);
+            if let (Ok(Some(hold)), false) = (&result, reentry) {
+                lost.watch(&lock, hold);
             }
             return Ok(Started::Done(result.map(|hold| hold.is_some()).py(py)?));
         }
         let acquire = async move {
             let result = begun.await;
             if let Ok(Some(hold)) = &result {
-                lost.watch_fresh(&lock, &owner, hold);
+                lost.watch(&lock, hold);
             }
             result.map(|hold| hold.is_some())
         };

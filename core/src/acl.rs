@@ -49,31 +49,25 @@ impl Perms {
     }
 
     fn to_zk(self) -> zk::Permission {
-        [
-            (Perms::READ, zk::Permission::READ),
-            (Perms::WRITE, zk::Permission::WRITE),
-            (Perms::CREATE, zk::Permission::CREATE),
-            (Perms::DELETE, zk::Permission::DELETE),
-            (Perms::ADMIN, zk::Permission::ADMIN),
-        ]
-        .into_iter()
-        .filter(|(ours, _)| self.contains(*ours))
-        .fold(zk::Permission::NONE, |all, (_, theirs)| all | theirs)
+        ZK_PERMISSIONS
+            .into_iter()
+            .filter(|(ours, _)| self.contains(*ours))
+            .fold(zk::Permission::NONE, |all, (_, theirs)| all | theirs)
     }
 
     fn of_zk(permission: zk::Permission) -> Perms {
-        [
-            (Perms::READ, zk::Permission::READ),
-            (Perms::WRITE, zk::Permission::WRITE),
-            (Perms::CREATE, zk::Permission::CREATE),
-            (Perms::DELETE, zk::Permission::DELETE),
-            (Perms::ADMIN, zk::Permission::ADMIN),
-        ]
-        .into_iter()
-        .filter(|(_, theirs)| permission.has(*theirs))
-        .fold(Perms(0), |all, (ours, _)| all | ours)
+        ZK_PERMISSIONS.into_iter().filter(|(_, theirs)| permission.has(*theirs)).fold(Perms(0), |all, (ours, _)| all | ours)
     }
 }
+
+/// Each of our permissions beside the client crate's.
+const ZK_PERMISSIONS: [(Perms, zk::Permission); 5] = [
+    (Perms::READ, zk::Permission::READ),
+    (Perms::WRITE, zk::Permission::WRITE),
+    (Perms::CREATE, zk::Permission::CREATE),
+    (Perms::DELETE, zk::Permission::DELETE),
+    (Perms::ADMIN, zk::Permission::ADMIN),
+];
 
 impl std::ops::BitOr for Perms {
     type Output = Perms;

@@ -129,9 +129,7 @@ pub(crate) struct ClientInner {
     pub(crate) options: ClientOptions,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
-    pub(crate) closed: CancellationToken,
-    /// The same fact for the reentrant fast path: the token's own check takes a mutex.
-    closed_flag: AtomicBool,
+    pub(crate) closed: Closed,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) identity: Arc<HostIdentity>,
     pub(crate) node_watcher: Arc<NodeWatcher>,
@@ -198,8 +196,8 @@ impl Client {
             pid: std::process::id(),
             language: options.language.clone().into_owned(),
         });
-        let closed = CancellationToken::new();
-        let node_watcher = NodeWatcher::start(&runtime, closed.clone());
+        let closed = Closed::default();
+        let node_watcher = NodeWatcher::start(&runtime, closed.token.clone());
         let inner = Arc::new(ClientInner {
             session: RwLock::new(None),
             renewing: tokio::sync::Mutex::new(()),
@@ -207,7 +205,6 @@ impl Client {
             options,
             chroot,
             closed,
-            closed_flag: AtomicBool::new(false),
             runtime,
             identity,
             node_watcher,
@@ -282,8 +279,7 @@ impl Client {
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.
     pub async fn close(&self) {
-        self.inner.closed_flag.store(true, Ordering::Release);
-        self.inner.closed.cancel();
+        self.inner.closed.close();
         let session = self.inner.session.write().take();
         let Some(session) = session else {
             self.inner.publish(SessionState::Closed);
@@ -316,16 +312,39 @@ impl Client {
     }
 }
 
+/// Whether the client was closed (or dropped): the token wakes those waiting, and the flag
+/// answers the reentrant fast path, as the token's own check takes a mutex.
+#[derive(Clone, Default)]
+pub(crate) struct Closed {
+    token: CancellationToken,
+    flag: Arc<AtomicBool>,
+}
+
+impl Closed {
+    fn close(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.token.cancel();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.token.cancelled()
+    }
+}
+
 /// The last handle is gone: everything still waiting on this client stops, and the session ends.
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        self.closed.cancel();
+        self.closed.close();
     }
 }
 
 impl ClientInner {
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed_flag.load(Ordering::Acquire)
+        self.closed.is_closed()
     }
 
     /// The session timeout of the current session, or the one asked for.

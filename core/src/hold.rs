@@ -70,7 +70,7 @@ pub(crate) struct HoldInfo {
     pub(crate) session: Weak<Session>,
     session_over: Arc<AtomicBool>,
     lease: watch::Receiver<Lease>,
-    closed: CancellationToken,
+    closed: crate::client::Closed,
     /// NODE_DELETED and RELEASED; each is set once and never cleared.
     flags: AtomicU8,
     /// Wakes those awaiting the state when a flag is set.
@@ -90,7 +90,7 @@ impl HoldInfo {
     /// Cheap enough for the reentrant fast path: three atomic loads. The same losses as
     /// [`Self::status`]'s, a closed client among them: its session may not be over yet.
     pub(crate) fn is_lost(&self) -> bool {
-        self.flag(NODE_DELETED) || self.session_over.load(Ordering::Acquire) || self.closed.is_cancelled()
+        self.flag(NODE_DELETED) || self.session_over.load(Ordering::Acquire) || self.closed.is_closed()
     }
 
     fn status(&self) -> (HoldState, Option<LostReason>) {
@@ -102,7 +102,7 @@ impl HoldInfo {
         if flags & NODE_DELETED != 0 {
             return (HoldState::Lost, Some(LostReason::NodeDeleted));
         }
-        if self.closed.is_cancelled() {
+        if self.closed.is_closed() {
             return (HoldState::Lost, Some(LostReason::Closed));
         }
         match *self.lease.borrow() {
@@ -155,7 +155,7 @@ impl Hold {
     /// A new hold on `node_path`; the client's [`NodeWatcher`] starts watching the node shortly.
     pub(crate) fn new(
         session: &Arc<Session>,
-        closed: &CancellationToken,
+        closed: &crate::client::Closed,
         node_path: String,
         sequence: i64,
         fencing_token: i64,

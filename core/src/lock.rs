@@ -239,13 +239,6 @@ impl Lock {
         }
     }
 
-    /// Whether `owner`'s hold here is at its first level: a new hold, not a re-entry. A binding
-    /// that signals losses per lock starts watching a hold once, at its first level; its
-    /// re-entries share that watch.
-    pub fn holds_first_level(&self, owner: &Owner) -> bool {
-        self.hold_of(owner).is_some_and(|(_, count)| count == 1)
-    }
-
     /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
     /// its next acquisition here is not a new contender's but follows from that hold (a
     /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
@@ -280,7 +273,8 @@ impl Lock {
     pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
-            Ok(Entered::Counted(hold)) => Acquire::done(Ok(Some(hold))),
+            Ok(Entered::Counted(hold)) => Acquire { reentry: true, ..Acquire::done(Ok(Some(hold))) },
+            Ok(Entered::ReadOnWriteNode(hold)) => Acquire::done(Ok(Some(hold))),
             Ok(entered) => {
                 let wait = Wait::from_timeout(timeout);
                 let lock = self.clone();
@@ -292,7 +286,7 @@ impl Lock {
                 let _context = self.recipe.client.runtime.enter();
                 match future.as_mut().poll(&mut std::task::Context::from_waker(futures::task::noop_waker_ref())) {
                     std::task::Poll::Ready(result) => Acquire::done(result),
-                    std::task::Poll::Pending => Acquire { now: None, running: Some(future) },
+                    std::task::Poll::Pending => Acquire { now: None, running: Some(future), reentry: false },
                 }
             }
         }
@@ -304,7 +298,7 @@ impl Lock {
     /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
     pub fn try_reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
         match self.entry(owner, false) {
-            Ok(Some(Entered::Counted(hold))) => Some(Ok(hold)),
+            Ok(Some(Entered::Counted(hold) | Entered::ReadOnWriteNode(hold))) => Some(Ok(hold)),
             Ok(_) => None,
             Err(err) => Some(Err(err)),
         }
@@ -377,12 +371,13 @@ impl Lock {
         if claim {
             return self.recipe.owners.enter(owner, self.mode, path).map(Some);
         }
+        // (Counted or ReadOnWriteNode alike: `try_reenter` only wants the hold.)
         self.recipe.owners.reenter(owner, self.mode, path).transpose().map(|hold| hold.map(Entered::Counted))
     }
 
     async fn acquire_hold(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         match self.enter(owner)? {
-            Entered::Counted(hold) => Ok(Some(hold)),
+            Entered::Counted(hold) | Entered::ReadOnWriteNode(hold) => Ok(Some(hold)),
             entered => self.acquire_claimed(owner, wait, entered).await,
         }
     }
@@ -444,11 +439,19 @@ fn holding(participants: Vec<Participant>) -> Vec<Participant> {
 pub struct Acquire {
     now: Option<Result<Option<Hold>>>,
     running: Option<BoxFuture<'static, Result<Option<Hold>>>>,
+    reentry: bool,
 }
 
 impl Acquire {
     fn done(result: Result<Option<Hold>>) -> Acquire {
-        Acquire { now: Some(result), running: None }
+        Acquire { now: Some(result), running: None, reentry: false }
+    }
+
+    /// Whether this acquisition counted up a hold its owner had: then it gives no new hold (a
+    /// binding that signals losses per hold already watches that one). Otherwise a hold it
+    /// gives is at its first level.
+    pub fn is_reentry(&self) -> bool {
+        self.reentry
     }
 
     /// The outcome, if the acquisition was decided as it began (a re-entry, or an error):

@@ -83,9 +83,11 @@ struct Held {
 
 /// What [`OwnerTable::enter`] decided.
 pub(crate) enum Entered {
-    /// The owner held already: counted up (or, for a read by the write holder past the sequence
-    /// limit, the write node now also carries its read hold).
+    /// The owner held already: counted up.
     Counted(Hold),
+    /// The write holder's read past the sequence limit: a new hold at its first level, on the
+    /// write node (no sequence says the write node's place, so no read node can keep it).
+    ReadOnWriteNode(Hold),
     /// The owner is marked as acquiring; it must contend, then [`OwnerTable::settle`] or
     /// [`OwnerTable::unclaim`].
     Claimed,
@@ -106,6 +108,7 @@ impl OwnerTable {
         let mut slots = self.0.lock();
         match Self::known(&mut slots, owner, mode, path) {
             Some(Known::Counted(hold)) => return hold.map(Entered::Counted),
+            Some(Known::ReadOnWriteNode(hold)) => return Ok(Entered::ReadOnWriteNode(hold)),
             Some(Known::Downgrade(write)) => {
                 slots.push(Slot { owner: owner.id, mode, held: None });
                 return Ok(Entered::Downgrade(write));
@@ -129,38 +132,30 @@ impl OwnerTable {
     pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
         match Self::known(&mut self.0.lock(), owner, mode, path)? {
             Known::Counted(hold) => Some(hold),
+            Known::ReadOnWriteNode(hold) => Some(Ok(hold)),
             Known::Downgrade(_) => None,
         }
     }
 
     fn known(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
-        if slots.iter().any(|s| s.owner == owner.id && s.mode == mode) {
-            Self::count_up(slots, owner, mode, path).map(Known::Counted)
-        } else {
-            Self::cross_mode(slots, owner, mode, path)
+        // One scan: this is the reentrant fast path.
+        match slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode) {
+            Some(slot) => Self::count_up(slot.held.as_mut()?, owner, path).map(Known::Counted),
+            None => Self::cross_mode(slots, owner, mode, path),
         }
     }
 
-    fn count_up(slots: &mut [Slot], owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
-        let lost = |hold: &Hold| {
-            Error::new(
+    fn count_up(held: &mut Held, owner: &Owner, path: &str) -> Option<Result<Hold>> {
+        if held.hold.inner.is_lost() {
+            let why = held.hold.lost_reason().map_or("it was lost", |r| r.describe());
+            return Some(Err(Error::new(
                 ErrorKind::LockLost,
-                format!(
-                    "owner {} cannot re-enter: {}; release it",
-                    owner.label(),
-                    hold.lost_reason().map_or("it was lost", |r| r.describe())
-                ),
+                format!("owner {} cannot re-enter: {why}; release it", owner.label()),
             )
-            .with_path(path)
-        };
-        if let Some(held) = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_mut() {
-            if held.hold.inner.is_lost() {
-                return Some(Err(lost(&held.hold)));
-            }
-            held.count += 1;
-            return Some(Ok(held.hold.clone()));
+            .with_path(path)));
         }
-        None
+        held.count += 1;
+        Some(Ok(held.hold.clone()))
     }
 
     /// With no slot in `mode`: what the owner's holds in the other mode of a read/write lock mean.
@@ -194,7 +189,7 @@ impl OwnerTable {
             return Some(Known::Downgrade(hold));
         }
         slots.push(Slot { owner: owner.id, mode, held: Some(Held { count: 1, hold: hold.clone() }) });
-        Some(Known::Counted(Ok(hold)))
+        Some(Known::ReadOnWriteNode(hold))
     }
 
     /// The claimed acquisition succeeded.
@@ -323,6 +318,8 @@ impl OwnerTable {
 enum Known {
     /// Counted up (or refused).
     Counted(Result<Hold>),
+    /// The write holder's first read past the sequence limit, on its write node.
+    ReadOnWriteNode(Hold),
     /// The write holder asks for the read side.
     Downgrade(Hold),
 }

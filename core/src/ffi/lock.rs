@@ -103,15 +103,7 @@ pub extern "C" fn zkl_lock_new(
     path: *const c_char,
     out: *mut *mut zkl_lock,
 ) -> zkl_result {
-    ffi_result!("zkl_lock_new", {
-        non_null!(client, "client");
-        non_null!(path, "path");
-        non_null!(out, "out");
-        let client = handles::client(client, "client")?;
-        let lock = client.client.lock(c_str(path, "path")?)?;
-        write_out!(out, handles::new_lock(LockHandle::new(lock)));
-        Ok(())
-    })
+    ffi_result!("zkl_lock_new", { new_lock(client, path, std::ptr::null(), out) })
 }
 
 /// Makes a fair read/write lock on path (Curator's InterProcessReadWriteLock recipe, whose
@@ -135,17 +127,7 @@ pub extern "C" fn zkl_rwlock_new(
     read: *mut *mut zkl_lock,
     write: *mut *mut zkl_lock,
 ) -> zkl_result {
-    ffi_result!("zkl_rwlock_new", {
-        non_null!(client, "client");
-        non_null!(path, "path");
-        non_null!(read, "read");
-        non_null!(write, "write");
-        let client = handles::client(client, "client")?;
-        let pair = client.client.read_write_lock(c_str(path, "path")?)?;
-        write_out!(read, handles::new_lock(LockHandle::new(pair.read().clone())));
-        write_out!(write, handles::new_lock(LockHandle::new(pair.write().clone())));
-        Ok(())
-    })
+    ffi_result!("zkl_rwlock_new", { new_rwlock(client, path, std::ptr::null(), read, write) })
 }
 
 /// zkl_lock_options.acl: anyone may do anything with the lock's nodes, so any client can delete
@@ -286,16 +268,24 @@ pub extern "C" fn zkl_lock_new_with(
     opts: *const zkl_lock_options,
     out: *mut *mut zkl_lock,
 ) -> zkl_result {
-    ffi_result!("zkl_lock_new_with", {
-        non_null!(client, "client");
-        non_null!(path, "path");
-        non_null!(out, "out");
-        let client = handles::client(client, "client")?;
-        let options = lock_options(opts)?;
-        let lock = client.client.lock_with(c_str(path, "path")?, options)?;
-        write_out!(out, handles::new_lock(LockHandle::new(lock)));
-        Ok(())
-    })
+    ffi_result!("zkl_lock_new_with", { new_lock(client, path, opts, out) })
+}
+
+/// zkl_lock_new_with's work (NULL `opts`: zkl_lock_new's).
+fn new_lock(
+    client: *mut super::zkl_client,
+    path: *const c_char,
+    opts: *const zkl_lock_options,
+    out: *mut *mut zkl_lock,
+) -> Result<(), Failure> {
+    non_null!(client, "client");
+    non_null!(path, "path");
+    non_null!(out, "out");
+    let client = handles::client(client, "client")?;
+    let options = lock_options(opts)?;
+    let lock = client.client.lock_with(c_str(path, "path")?, options)?;
+    write_out!(out, handles::new_lock(LockHandle::new(lock)));
+    Ok(())
 }
 
 /// As zkl_rwlock_new, with options (see zkl_lock_new_with): both sides share them.
@@ -311,18 +301,27 @@ pub extern "C" fn zkl_rwlock_new_with(
     read: *mut *mut zkl_lock,
     write: *mut *mut zkl_lock,
 ) -> zkl_result {
-    ffi_result!("zkl_rwlock_new_with", {
-        non_null!(client, "client");
-        non_null!(path, "path");
-        non_null!(read, "read");
-        non_null!(write, "write");
-        let client = handles::client(client, "client")?;
-        let options = lock_options(opts)?;
-        let pair = client.client.read_write_lock_with(c_str(path, "path")?, options)?;
-        write_out!(read, handles::new_lock(LockHandle::new(pair.read().clone())));
-        write_out!(write, handles::new_lock(LockHandle::new(pair.write().clone())));
-        Ok(())
-    })
+    ffi_result!("zkl_rwlock_new_with", { new_rwlock(client, path, opts, read, write) })
+}
+
+/// zkl_rwlock_new_with's work (NULL `opts`: zkl_rwlock_new's).
+fn new_rwlock(
+    client: *mut super::zkl_client,
+    path: *const c_char,
+    opts: *const zkl_lock_options,
+    read: *mut *mut zkl_lock,
+    write: *mut *mut zkl_lock,
+) -> Result<(), Failure> {
+    non_null!(client, "client");
+    non_null!(path, "path");
+    non_null!(read, "read");
+    non_null!(write, "write");
+    let client = handles::client(client, "client")?;
+    let options = lock_options(opts)?;
+    let pair = client.client.read_write_lock_with(c_str(path, "path")?, options)?;
+    write_out!(read, handles::new_lock(LockHandle::new(pair.read().clone())));
+    write_out!(write, handles::new_lock(LockHandle::new(pair.write().clone())));
+    Ok(())
 }
 
 /// Frees a lock handle. Holds still held through it are released in the background, as if each
@@ -370,6 +369,7 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     // Re-entry is counted at once, with no ZooKeeper traffic and no trip through the runtime;
     // otherwise the attempt's create is sent, and this waits for it.
     let mut begun = handle.lock.begin_acquire(&owner, wait);
+    let reentry = begun.is_reentry();
     let acquired = match begun.take_now() {
         Some(result) => result,
         None => runtime::block_on(begun)?,
@@ -384,7 +384,7 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
             return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
         }
     };
-    if !handle.lock.holds_first_level(&owner) {
+    if reentry {
         return Ok(());
     }
     // A fresh hold (the write holder's read included).
