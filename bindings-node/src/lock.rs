@@ -93,7 +93,11 @@ impl Drop for NativeLock {
     }
 }
 
-fn with_lock<T>(env: &Env, key: u32, f: impl FnOnce(&zklock::Lock) -> Option<zklock::Result<T>>) -> napi::Result<Option<T>> {
+fn with_lock<T>(
+    env: &Env,
+    key: u32,
+    f: impl FnOnce(&zklock::Lock) -> Option<zklock::Result<T>>,
+) -> napi::Result<Option<T>> {
     LOCKS.with(|locks| match locks.borrow().1.get(&key) {
         Some(lock) => f(lock).transpose().map_err(|err| error::to_js(env, &err)),
         None => Err(napi::Error::new(napi::Status::InvalidArg, format!("no live lock with key {key}"))),

@@ -56,7 +56,10 @@ impl Perms {
     }
 
     fn of_zk(permission: zk::Permission) -> Perms {
-        ZK_PERMISSIONS.into_iter().filter(|(_, theirs)| permission.has(*theirs)).fold(Perms(0), |all, (ours, _)| all | ours)
+        ZK_PERMISSIONS
+            .into_iter()
+            .filter(|(_, theirs)| permission.has(*theirs))
+            .fold(Perms(0), |all, (ours, _)| all | ours)
     }
 }
 

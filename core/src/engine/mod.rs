@@ -206,14 +206,14 @@ impl Recipe {
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
         let send_turn = match wait.deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, self.client.send_order.lock()).await {
+            Some(deadline) => match Box::pin(tokio::time::timeout_at(deadline, self.client.send_order.lock())).await {
                 Ok(turn) => turn,
                 // Acquisitions begun earlier are still establishing a session or creating the path.
                 Err(_) => return Ok(None),
             },
-            None => self.client.send_order.lock().await,
+            None => Box::pin(self.client.send_order.lock()).await,
         };
-        let session = self.client.session(&self.path).await?;
+        let session = Box::pin(self.client.session(&self.path)).await?;
         // Trying still completes its one round trip, unless the session is stuck.
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
         let requests = Requests::new(&self.client, &session, deadline);
@@ -237,7 +237,7 @@ impl Recipe {
             Ok(Some(_)) => attempt.armed = false,
             // The session is gone, and its ephemeral nodes with it.
             Err(Failed::Stopped(Stop::Closed | Stop::SessionOver)) => attempt.armed = false,
-            _ => attempt.remove().await,
+            _ => Box::pin(attempt.remove()).await,
         }
         result.map_err(|failed| match failed {
             Failed::Error(err) => err,
@@ -259,13 +259,12 @@ impl Recipe {
         let mut send_turn = Some(send_turn);
         let zk = requests.zk();
         let session = requests.session;
-        let node_prefix = self.child_path(&attempt.name_prefix);
         let mut mine: Option<OurNode> = None;
         if !self.kinds_checked.load(Ordering::Acquire) {
-            match requests.retry(|| list(zk, &self.path, self.protected())).await? {
+            match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
                 Ok(listing) => {
                     // A protected lock checks an existing path's ACL before it creates anything.
-                    self.check_path_acl(requests, listing.path).await?;
+                    Box::pin(self.check_path_acl(requests, listing.path)).await?;
                     match self.conflict(mode, &listing.names) {
                         Some(err) => return Err(Failed::Error(err)),
                         None => self.kinds_checked.store(true, Ordering::Release),
@@ -281,6 +280,8 @@ impl Recipe {
                     // Pipelined: ZooKeeper answers a session's requests in order, so the listing
                     // sent right behind the create already contains the new node. One round trip.
                     attempt.armed = true;
+                    // Made in this arm, not kept: a waiter's memory is what lives across its wait.
+                    let node_prefix = self.child_path(&attempt.name_prefix);
                     let create =
                         zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
                     let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
@@ -291,7 +292,7 @@ impl Recipe {
                         // Sent: later acquisitions of this client may send theirs.
                         drop(send_turn.take());
                     }
-                    match requests.send(create).await? {
+                    match Box::pin(requests.send(create)).await? {
                         Reply::Answered(Ok((stat, sequence))) => {
                             requests.progressed();
                             self.path_known.store(true, Ordering::Release);
@@ -302,7 +303,7 @@ impl Recipe {
                         }
                         Reply::Answered(Err(zk::Error::NoNode)) => {
                             self.path_known.store(false, Ordering::Release);
-                            self.make_parents(requests).await?;
+                            Box::pin(self.make_parents(requests)).await?;
                             continue;
                         }
                         Reply::Answered(Err(err)) => {
@@ -311,7 +312,7 @@ impl Recipe {
                         Reply::Reconnected => {
                             // The create may or may not have happened: find it by our uuid rather
                             // than make a second node.
-                            mine = match find_mine(requests, &self.path, &attempt.name_prefix).await? {
+                            mine = match Box::pin(find_mine(requests, &self.path, &attempt.name_prefix)).await? {
                                 Ok(found) => found,
                                 Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lock node"))),
                             };
@@ -320,7 +321,7 @@ impl Recipe {
                         }
                     }
                     let listing = listing.unwrap_or_else(|| self.listing_after(ticket, zk));
-                    match requests.send(listing).await? {
+                    match Box::pin(requests.send(listing)).await? {
                         Reply::Answered(Ok(children)) => {
                             requests.progressed();
                             children
@@ -331,7 +332,7 @@ impl Recipe {
                         }
                     }
                 }
-                Some(_) => match requests.retry(|| list(zk, &self.path, self.protected())).await? {
+                Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
                     Ok(children) => {
                         requests.progressed();
                         Arc::new(children)
@@ -350,13 +351,15 @@ impl Recipe {
             }
             // Our node is in this listing, so the path cannot go (or be made anew) while we wait
             // or hold: its ACL, checked here, stays the one our place in the queue is under.
-            self.check_path_acl(requests, children.path).await?;
-            let OurNode { name, sequence, czxid } = mine.clone().expect("created above");
-            let queue = match in_queue_order(requests, &self.path, children).await? {
+            Box::pin(self.check_path_acl(requests, children.path)).await?;
+            let (sequence, czxid) = mine.as_ref().map(|ours| (ours.sequence, ours.czxid)).expect("created above");
+            let queue = match Box::pin(in_queue_order(requests, &self.path, children)).await? {
                 Ok(queue) => queue,
                 Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
             };
-            let Some(position) = queue.names.iter().position(|child| *child == name) else {
+            let Some(position) =
+                queue.names.iter().position(|child| Some(child) == mine.as_ref().map(|ours| &ours.name))
+            else {
                 // Our node is gone (the path was removed, or someone deleted it): queue again.
                 mine = None;
                 attempt.node = None;
@@ -382,7 +385,7 @@ impl Recipe {
                 hook(ahead.clone()).await;
             }
             // getData sets no watch on a missing node, so NoNode leaves nothing behind.
-            let watcher = match requests.send(zk.get_and_watch_data(&ahead)).await? {
+            let watcher = match Box::pin(requests.send(zk.get_and_watch_data(&ahead))).await? {
                 Reply::Answered(Ok((_, _, watcher))) => {
                     requests.progressed();
                     Some(watcher)
@@ -392,7 +395,7 @@ impl Recipe {
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "watching the node ahead"))),
             };
             if let Some(watcher) = watcher {
-                let event = requests.bounded(watcher.changed()).await?;
+                let event = Box::pin(requests.bounded(watcher.changed())).await?;
                 match (event.event_type, event.session_state) {
                     (zk::EventType::NodeDeleted, _) => {}
                     (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
@@ -427,7 +430,7 @@ impl Recipe {
             // nearest writer ahead). It is gone, so we hold, once we know our node is still there
             // and still this session's (someone may have deleted it meanwhile).
             let own = attempt.node.clone().expect("set with mine");
-            match requests.send(zk.check_stat(&own)).await? {
+            match Box::pin(requests.send(zk.check_stat(&own))).await? {
                 Reply::Answered(Ok(Some(stat))) if stat.ephemeral_owner == session.id => {
                     requests.progressed();
                     let hold = Hold::new(session, &self.client.closed, own, sequence, czxid);
