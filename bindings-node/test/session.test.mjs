@@ -130,6 +130,8 @@ test('bad input is rejected with ZKLOCK_INVALID_ARGUMENT before any network traf
     for (const badPath of ['', 'relative', '/', '/a//b', '/a/', '/zookeeper/x', 7, null]) {
       assert.throws(() => client.lock(badPath), invalid, `path ${badPath}`)
     }
+    // Outside the Basic Multilingual Plane: ZooKeeper refuses it, so zklock does, before any traffic.
+    assert.throws(() => client.lock('/probe/\u{1f512}'), { code: codes.INVALID_ARGUMENT, message: /U\+1F512/ })
     assert.throws(() => client.lock('/ok', { identifier: 5 }), invalid)
     assert.throws(() => client.lock('/ok', { id: 'x' }), invalid)
     for (const options of [{ timeoutMs: -1 }, { timeoutMs: NaN }, { timeoutMs: '5' }, { timeoutMs: 2 ** 31 }, { signal: {} }, { wait: 1 }, 5]) {

@@ -27,6 +27,28 @@ pub const CANNOT_RUN: i32 = 126;
 /// `zklock exec`: COMMAND was not found (as shells and env(1) say it).
 pub const NOT_FOUND: i32 = 127;
 
+/// A failure to connect, the same for every command: its code, bad input (USAGE) or else
+/// UNAVAILABLE whatever stood in the way (no server answered, credentials refused, the chroot
+/// missing on the server: no session with what --zk names could be had), and its message.
+pub fn connect_failure(err: &zklock::Error) -> (i32, String) {
+    use zklock::ErrorKind::*;
+    match err.kind() {
+        InvalidArgument => (USAGE, format!("--zk: {err}")),
+        Timeout | ConnectionLoss => (UNAVAILABLE, format!("cannot reach ZooKeeper: {err}")),
+        _ => (UNAVAILABLE, format!("cannot connect: {err}")),
+    }
+}
+
+/// The code for any other failure, the same for every command.
+pub fn of_error(err: &zklock::Error) -> i32 {
+    use zklock::ErrorKind::*;
+    match err.kind() {
+        InvalidArgument => USAGE,
+        Timeout | ConnectionLoss | SessionExpired | AuthFailed | Closed => UNAVAILABLE,
+        _ => SOFTWARE,
+    }
+}
+
 /// The shell's code for death by `signal` (128+N): COMMAND's, or zklock's own when a signal
 /// stopped it while it waited.
 pub const fn killed_by(signal: i32) -> i32 {

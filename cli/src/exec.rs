@@ -250,8 +250,10 @@ impl Exec {
         let client = tokio::select! {
             connected = Client::connect_with(&connect, options) => match connected {
                 Ok(client) => client,
-                Err(err) if err.kind() == ErrorKind::InvalidArgument => return Exit::fail(codes::USAGE, format!("--zk: {err}")),
-                Err(err) => return Exit::fail(codes::UNAVAILABLE, format!("cannot reach ZooKeeper: {err}")),
+                Err(err) => {
+                    let (code, message) = codes::connect_failure(&err);
+                    return Exit::fail(code, message);
+                }
             },
             Some(signal) = self.signals.recv() => return Exit::quiet(codes::killed_by(signal)),
         };
@@ -499,16 +501,7 @@ fn lock_for(client: &Client, path: &str, side: Side) -> zklock::Result<Lock> {
 
 /// The exit code for an error of the core while acquiring.
 fn failure(err: &zklock::Error) -> Exit {
-    let code = match err.kind() {
-        ErrorKind::InvalidArgument => codes::USAGE,
-        ErrorKind::Timeout
-        | ErrorKind::ConnectionLoss
-        | ErrorKind::SessionExpired
-        | ErrorKind::AuthFailed
-        | ErrorKind::Closed => codes::UNAVAILABLE,
-        _ => codes::SOFTWARE,
-    };
-    Exit::fail(code, err.to_string())
+    Exit::fail(codes::of_error(err), err.to_string())
 }
 
 /// COMMAND's file name: says what holds the lock without showing its arguments, which may be

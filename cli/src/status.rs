@@ -4,10 +4,10 @@ use std::io::Write;
 use std::net::IpAddr;
 
 use serde::Serialize;
-use zklock::{ErrorKind, Participant};
+use zklock::Participant;
 
 use crate::codes;
-use crate::human::{duration, now_ms};
+use crate::human::{duration, now_ms, printable};
 
 const EXIT_CODES: &str = "\
 Works on a mutex and on a read/write lock (zklock's in any language, or Curator's).
@@ -57,21 +57,24 @@ pub fn run(args: Args) -> i32 {
         Err(err) => return fail(codes::SOFTWARE, &format!("cannot start the async runtime: {err}")),
     };
     let report = runtime.block_on(async {
-        let client = zklock::Client::connect_with(&args.connection.connect, options).await?;
+        let client = match zklock::Client::connect_with(&args.connection.connect, options).await {
+            Ok(client) => client,
+            Err(err) => return Err(codes::connect_failure(&err)),
+        };
         let report = match client.lock(&args.path) {
             Ok(lock) => snapshot(&lock).await,
             Err(err) => Err(err),
         };
         client.close().await;
-        report
+        report.map_err(|err| {
+            let code = codes::of_error(&err);
+            let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
+            (code, format!("{cannot_reach}{err}"))
+        })
     });
     let (contenders, holders) = match report {
         Ok(report) => report,
-        Err(err) => {
-            let code = exit_code_of(&err);
-            let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
-            return fail(code, &format!("{cannot_reach}{err}"));
-        }
+        Err((code, message)) => return fail(code, &message),
     };
     if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
         let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
@@ -103,16 +106,6 @@ pub fn run(args: Args) -> i32 {
 fn fail(code: i32, message: &str) -> i32 {
     eprintln!("zklock status: {message}");
     code
-}
-
-fn exit_code_of(err: &zklock::Error) -> i32 {
-    match err.kind() {
-        ErrorKind::InvalidArgument => codes::USAGE,
-        ErrorKind::Timeout | ErrorKind::ConnectionLoss | ErrorKind::SessionExpired | ErrorKind::AuthFailed => {
-            codes::UNAVAILABLE
-        }
-        _ => codes::SOFTWARE,
-    }
 }
 
 /// Every participant in queue order, and the holders among them, from one listing.
@@ -188,7 +181,9 @@ impl Identity {
     fn describe(&self) -> String {
         match self {
             Identity::Zklock { host, pid, label, language, identifier } => {
-                let identifier = identifier.as_ref().map(|id| format!(", identifier {id}")).unwrap_or_default();
+                let identifier =
+                    identifier.as_ref().map(|id| format!(", identifier {}", printable(id))).unwrap_or_default();
+                let (label, host, language) = (printable(label), printable(host), printable(language));
                 format!("{label} (host {host}, pid {pid}, {language}{identifier})")
             }
             Identity::Curator { address } => format!("Curator at {address}"),

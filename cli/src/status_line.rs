@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use zklock::{Client, Lock, Participant};
 
-use crate::human::{duration, now_ms};
+use crate::human::{duration, now_ms, printable};
 
 /// An uncontended acquisition is usually done by then: no status line flashes by.
 pub(crate) const STATUS_LINE_DELAY: Duration = Duration::from_millis(250);
@@ -77,7 +77,9 @@ impl QueueLine {
 /// A participant as people would name it: label, pid and host, or what its node says.
 pub(crate) fn who(p: &Participant) -> String {
     match &p.identity {
-        Some(identity) => format!("{} (pid {} on {})", identity.owner, identity.pid, identity.host),
+        Some(identity) => {
+            format!("{} (pid {} on {})", printable(&identity.owner), identity.pid, printable(&identity.host))
+        }
         None => match std::str::from_utf8(&p.data) {
             // Curator writes the client's address.
             Ok(data) if !data.is_empty() && data.len() <= 64 && !data.contains(char::is_control) => {

@@ -338,3 +338,40 @@ fn curators_nodes_show_as_curators() {
     rt.block_on(rt.block_on(waiting).unwrap().release()).unwrap();
     rt.block_on(client.close());
 }
+
+#[test]
+fn labels_cannot_split_rows_or_colour_the_terminal() {
+    let rt = runtime();
+    let path = unique("escapes");
+    let client = connect(&rt);
+    let lock = client.lock(&path).unwrap();
+    let hostile = "evil\nholding  exclusive 1\x1b[31m\u{202e}";
+    let held = rt.block_on(lock.acquire(&Owner::with_label(1, hostile))).unwrap();
+
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(!table.contains('\x1b') && !table.contains('\u{202e}'), "raw escapes reach the terminal:\n{table:?}");
+    assert_eq!(table.lines().count(), 3, "one summary, one header, one row:\n{table}");
+    assert!(table.contains(r"evil\u{a}holding  exclusive 1\u{1b}[31m\u{202e} (host "), "{table}");
+
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(label(&json["holders"][0]), hostile, "JSON keeps the label exact");
+    rt.block_on(held.release()).unwrap();
+}
+
+#[test]
+fn a_missing_chroot_exits_69_from_every_command() {
+    let connect = format!("{}/zklock-cli-no-such-chroot-{}", shared_connect_string(), std::process::id());
+    let (code, _, err) = status_at(&connect, &["/lock"]);
+    assert_eq!(code, 69, "status: {err}");
+    assert!(err.contains("does not exist on the server"), "{err}");
+    let exec = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["exec", "--zk", &connect, "/lock", "--", "true"])
+        .env_remove("ZK_CONNECT")
+        .output()
+        .expect("run zklock");
+    let err = String::from_utf8_lossy(&exec.stderr);
+    assert_eq!(exec.status.code(), Some(69), "exec: {err}");
+    assert!(err.contains("does not exist on the server"), "{err}");
+}

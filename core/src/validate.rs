@@ -26,11 +26,13 @@ fn check_znode_path(path: &str, what: &str) -> Result<()> {
     if path[1..].split('/').any(|segment| segment == "." || segment == "..") {
         return fail("contains a relative segment ('.' or '..')");
     }
-    // The characters ZooKeeper's PathUtils.validatePath rejects (surrogates cannot occur in a str).
-    if let Some(c) = path.chars().find(
-        |&c| matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}'),
-    ) {
-        return fail(&format!("contains the invalid character U+{:04X}", c as u32));
+    // The characters ZooKeeper's PathUtils.validatePath rejects. It checks Java's UTF-16 units,
+    // refusing U+D800..U+F8FF, so every character past U+FFFF (a surrogate pair there) too.
+    if let Some(c) = path.chars().find(|&c| {
+        matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..)
+    }) {
+        let why = if u32::from(c) > 0xFFFF { " (outside the Basic Multilingual Plane)" } else { "" };
+        return fail(&format!("contains the invalid character U+{:04X}{why}", c as u32));
     }
     Ok(())
 }
@@ -206,7 +208,7 @@ mod tests {
 
     #[test]
     fn lock_paths() {
-        for ok in ["/a", "/a/b-c_d", "/locks/ünïcode", "/zookeeperx"] {
+        for ok in ["/a", "/a/b-c_d", "/locks/ünïcode", "/zookeeperx", "/a\u{d7ff}", "/a\u{f900}"] {
             lock_path(ok, "").unwrap();
         }
         let cases = [
@@ -219,6 +221,9 @@ mod tests {
             ("/a/..", "relative segment"),
             ("/a\0b", "U+0000"),
             ("/a\u{1}", "U+0001"),
+            ("/probe/\u{1f512}", "U+1F512 (outside the Basic Multilingual Plane)"),
+            ("/a\u{e000}", "U+E000"),
+            ("/a\u{fff0}b", "U+FFF0"),
             ("/zookeeper", "under /zookeeper"),
             ("/zookeeper/quota", "under /zookeeper"),
         ];

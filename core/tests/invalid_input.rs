@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use zklock::{Client, ClientOptions, ErrorKind, Owner};
+use zookeeper_client as zk;
 
 fn assert_invalid(err: zklock::Error, names: &str) {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
@@ -108,4 +109,36 @@ async fn one_owner_cannot_acquire_twice_at_the_same_time() {
     assert_invalid(err, "already acquiring");
     held.release().await.unwrap();
     first.await.unwrap().release().await.unwrap();
+}
+
+/// The lock path check refuses what the server refuses, no more, no less, at each edge of
+/// ZooKeeper's ranges of invalid characters: the server checks UTF-16 units, so a character past
+/// U+FFFF (a surrogate pair) is refused there, and must be here, before any traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_characters_are_refused_exactly_as_the_server_refuses_them() {
+    let zk = observer().await;
+    let base = unique_path("path-characters");
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    zk.create(&base, b"", &persistent).await.unwrap();
+    let edges = [
+        '\u{1f}', '\u{20}', '\u{7e}', '\u{7f}', '\u{9f}', '\u{a0}', '\u{d7ff}', '\u{e000}', '\u{f8ff}', '\u{f900}',
+        '\u{ffef}', '\u{fff0}', '\u{fffd}', '\u{ffff}', '\u{10000}', '\u{1f512}', '\u{10ffff}',
+    ];
+    for c in edges {
+        let path = format!("{base}/x{c}y");
+        let ours = zklock::check_lock_path(&path);
+        let server = match zk.create(&path, b"", &persistent).await {
+            Ok(_) => {
+                zk.delete(&path, None).await.unwrap();
+                true
+            }
+            Err(zk::Error::BadArguments(_)) => false,
+            Err(err) => panic!("U+{:04X}: {err}", c as u32),
+        };
+        assert_eq!(ours.is_ok(), server, "U+{:04X}: ours {ours:?}, the server's verdict: {server}", c as u32);
+        if let Err(err) = ours {
+            assert_invalid(err, &format!("U+{:04X}", c as u32));
+        }
+    }
+    zk.delete(&base, None).await.unwrap();
 }

@@ -72,6 +72,7 @@ static void bad_paths(zkl_client *client) {
       {"/a/../b", "relative segment"},
       {"/a/./b", "relative segment"},
       {"/a\x01", "U+0001"},
+      {"/probe/\xf0\x9f\x94\x92", "U+1F512 (outside the Basic Multilingual Plane)"},
       {"/zookeeper", "under /zookeeper"},
       {"/zookeeper/quota", "under /zookeeper"},
       {"/bad-\xff-utf8", "not valid UTF-8"},
