@@ -239,3 +239,17 @@ test('await using releases the hold at the end of the block', async () => {
   }
   await nodesBecome(path, 0)
 })
+
+test("withLock passes on the function's own error when the lock was lost too, the release's attached", async () => {
+  const own = await Client.connect(ZK)
+  const lock = own.lock(uniquePath('body-error'))
+  const bodyError = new RangeError("the function's own")
+  const rejected = await lock
+    .withLock(async () => {
+      await own.close() // the hold is lost under the function
+      throw bodyError
+    })
+    .catch((error) => error)
+  assert.equal(rejected, bodyError, "the function's error, not the release's")
+  assert.equal(rejected.releaseError?.code, codes.LOCK_LOST, String(rejected.releaseError))
+})

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict};
 use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
@@ -97,28 +97,34 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Truthy {
     }
 }
 
-/// How a blocking acquire may wait, from `threading.RLock.acquire`'s arguments.
-fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: f64) -> PyResult<Option<Duration>> {
+/// How a blocking acquire may wait, from `threading.RLock.acquire`'s arguments (with asyncio's
+/// None for "forever" beside RLock's -1).
+fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Option<Duration>> {
     if !blocking {
-        if timeout != -1.0 {
+        if !waits_forever(timeout) {
             return Err(invalid_argument(py, path, "can't specify a timeout for a non-blocking call"));
         }
         return Ok(Some(Duration::ZERO));
     }
-    if timeout == -1.0 {
-        return Ok(None);
-    }
-    wait_for(py, path, Some(timeout))
+    wait_for(py, path, timeout)
 }
 
-/// An asyncio-style timeout: None waits forever, 0 only tries.
+/// Both spellings of "wait forever": asyncio's None, threading's -1.
+fn waits_forever(timeout: Option<f64>) -> bool {
+    timeout.is_none_or(|seconds| seconds == -1.0)
+}
+
+/// A timeout in seconds: None or -1 waits forever, 0 only tries.
 fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    let Some(seconds) = timeout else { return Ok(None) };
+    if waits_forever(timeout) {
+        return Ok(None);
+    }
+    let seconds = timeout.expect("None waits forever");
     if seconds.is_nan() || seconds < 0.0 {
         return Err(invalid_argument(
             py,
             path,
-            format!("timeout must be a non-negative number of seconds (or -1 / None to wait forever), not {seconds}"),
+            format!("timeout must be a non-negative number of seconds, or None or -1 to wait forever; got {seconds}"),
         ));
     }
     // Past what a Duration holds is forever, for all practical purposes.
@@ -290,8 +296,8 @@ impl Lock {
 
     /// As `threading.RLock.acquire`, for the calling thread. Blocks with the GIL released;
     /// Ctrl-C raises KeyboardInterrupt and removes the attempt's node.
-    #[pyo3(signature = (blocking = Truthy(true), timeout = -1.0), text_signature = "(self, /, blocking=True, timeout=-1)")]
-    fn acquire(&self, py: Python<'_>, blocking: Truthy, timeout: f64) -> PyResult<bool> {
+    #[pyo3(signature = (blocking = Truthy(true), timeout = Some(-1.0)), text_signature = "(self, /, blocking=True, timeout=-1)")]
+    fn acquire(&self, py: Python<'_>, blocking: Truthy, timeout: Option<f64>) -> PyResult<bool> {
         let wait = rlock_wait(py, &self.path, blocking.0, timeout)?;
         with_thread_owner(py, |owner| self.acquire_as(py, owner, wait))
     }
@@ -305,9 +311,23 @@ impl Lock {
         with_thread_owner(py, |owner| self.acquire_as(py, owner, None))
     }
 
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
-        with_thread_owner(py, |owner| self.release_as(py, owner))
+    /// Releases; if the block raised, its exception propagates, and a failed release rides
+    /// along on it (`zklock._errors.attach_release_error`) instead of replacing it.
+    #[pyo3(signature = (_exc_type, exc, _traceback))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        exc: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        match with_thread_owner(py, |owner| self.release_as(py, owner)) {
+            Err(failed) if !exc.is_none() => {
+                let attach = py.import("zklock._errors")?.getattr("attach_release_error")?;
+                attach.call1((exc, failed.into_value(py))).map(drop)
+            }
+            released => released,
+        }
     }
 
     /// Releases every level of `owner`'s hold at once (blocking, not interruptible) and returns

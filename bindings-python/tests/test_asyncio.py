@@ -183,9 +183,10 @@ def test_acquire_async_rejects_bad_timeouts_before_any_traffic(client, kazoo, pa
     lock = client.lock(path)
 
     async def main() -> None:
-        for bad in (-1, -0.5, float("nan")):
-            with pytest.raises(zklock.InvalidArgumentError, match=path):
+        for bad in (-2, -0.5, float("nan")):
+            with pytest.raises(zklock.InvalidArgumentError, match=path) as err:
                 await lock.acquire_async(timeout=bad)
+            assert "or None or -1 to wait forever" in str(err.value)
 
     asyncio.run(main())
     assert not kazoo.exists(path)

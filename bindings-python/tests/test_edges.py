@@ -132,3 +132,106 @@ def test_a_request_the_server_keeps_refusing_ends_in_an_error(zk_connect, kazoo,
         assert time.monotonic() - started < 100
         with client.lock(path):  # the client goes on working
             pass
+
+
+def test_none_and_minus_one_both_wait_forever_everywhere(client, kazoo, path):
+    """threading.RLock spells "forever" -1 and asyncio None: every call takes both, and waits."""
+    lock = client.lock(path)
+    for forever in (None, -1):
+        assert lock.acquire(timeout=forever) is True
+        lock.release()
+        assert lock.acquire(True, forever) is True
+        lock.release()
+        with lock.hold(timeout=forever) as token:
+            assert isinstance(token, int)
+
+        async def main() -> None:
+            assert await lock.acquire_async(timeout=forever) is True
+            await lock.release_async()
+            async with lock.hold(timeout=forever) as token:
+                assert isinstance(token, int)
+
+        asyncio.run(main())
+    with pytest.raises(zklock.InvalidArgumentError, match="non-blocking"):
+        lock.acquire(False, 1)
+    assert lock.acquire(False, None) is True
+    lock.release()
+    # And forever waits: a holder in another session keeps the None-waiter out until it lets go.
+    kazoo_lock = kazoo.Lock(path)
+    assert kazoo_lock.acquire(timeout=10)
+    acquired = threading.Event()
+
+    def waiter() -> None:
+        if lock.acquire(timeout=None):
+            acquired.set()
+            lock.release()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    wait_children(kazoo, path, 2)
+    assert not acquired.is_set()
+    kazoo_lock.release()
+    thread.join(timeout=30)
+    assert acquired.is_set()
+
+
+def test_a_body_error_is_not_lost_to_a_lost_lock(client, kazoo, path):
+    """If the hold was lost and the body raised too, the body's exception propagates, with the
+    release's LockLostError attached as a note, in `with lock`, `with lock.hold()`, `async with
+    lock` and `async with lock.hold()`."""
+    lock = client.lock(path)
+
+    def lose_it() -> None:
+        for name in children(kazoo, path):
+            kazoo.delete(f"{path}/{name}")
+        wait_until(lambda: lock.state == "lost", "the hold to be lost")
+
+    def check(err: pytest.ExceptionInfo[ValueError]) -> None:
+        notes = getattr(err.value, "__notes__", [])
+        assert any("LockLostError" in note for note in notes), notes
+        assert isinstance(err.value.__zklock_release_error__, zklock.LockLostError)
+
+    with pytest.raises(ValueError, match="the body's") as err:
+        with lock:
+            lose_it()
+            raise ValueError("the body's")
+    check(err)
+    with pytest.raises(ValueError, match="the body's") as err:
+        with lock.hold():
+            lose_it()
+            raise ValueError("the body's")
+    check(err)
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match="the body's") as err:
+            async with lock:
+                lose_it()
+                raise ValueError("the body's")
+        check(err)
+        with pytest.raises(ValueError, match="the body's") as err:
+            async with lock.hold():
+                lose_it()
+                raise ValueError("the body's")
+        check(err)
+
+    asyncio.run(main())
+    # With no error in the body, the loss is the error.
+    with pytest.raises(zklock.LockLostError):
+        with lock:
+            lose_it()
+    assert children(kazoo, path) == []
+
+
+def test_a_sync_hold_inside_a_coroutine_gives_the_threads_token(client, kazoo, path):
+    """A sync `with lock.hold()` in a coroutine holds for the thread (as `release()` would
+    release): it gives that hold's token, while the views there answer for the task."""
+    lock = client.lock(path)
+
+    async def main() -> None:
+        with lock.hold() as token:
+            assert isinstance(token, int)
+            assert token == lock._fencing_token_of(zklock._native.Owner.current_thread())
+            assert not lock.is_held, "the views inside a coroutine are the task's"
+
+    asyncio.run(main())
+    assert children(kazoo, path) == []

@@ -35,6 +35,7 @@ from ._errors import (
     SessionExpiredError,
     ZkLockError,
     ZooKeeperError,
+    attach_release_error,
 )
 from ._native import PERM_ADMIN, PERM_ALL, PERM_CREATE, PERM_DELETE, PERM_READ, PERM_WRITE, Participant
 
@@ -252,7 +253,7 @@ class Lock(_native.Lock):
         exc: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
-        await self.release_async()
+        await _leave_async(self.release_async, exc)
 
     # --------------------------------------------------------------- both
 
@@ -264,7 +265,10 @@ class Lock(_native.Lock):
 
     def _caller_owners(self) -> Iterator[_native.Owner]:
         """The current task when called inside one, else the calling thread: the owner that
-        ``release_async`` or ``release`` would release for."""
+        ``release_async`` or ``release`` would release for. (Inside a coroutine the views are the
+        task's: a sync ``with lock:`` there holds for the thread, as ``release()`` would release
+        it, but ``is_held`` answers for the task, as ``release_async()`` would; use ``async with``
+        in coroutines.)"""
         if _current_task() is not None:
             owner = _task_owner(create=False)
             if owner is not None:
@@ -409,6 +413,29 @@ def _settle_acquire(future: "asyncio.Future[Any]", ok: bool, value: Any, lock: L
     _settle(future, ok, value)
 
 
+def _leave(release: Callable[[], None], body: Optional[BaseException]) -> None:
+    """Releases on leaving a ``with`` block: if the body raised, its exception propagates and a
+    failed release rides along on it (``attach_release_error``) instead of replacing it."""
+    if body is None:
+        release()
+        return
+    try:
+        release()
+    except Exception as failed:
+        attach_release_error(body, failed)
+
+
+async def _leave_async(release: Callable[[], Awaitable[None]], body: Optional[BaseException]) -> None:
+    """``_leave`` for ``async with``."""
+    if body is None:
+        await release()
+        return
+    try:
+        await release()
+    except Exception as failed:
+        attach_release_error(body, failed)
+
+
 class _Hold:
     """``lock.hold(timeout)``: acquires on entry (raising ``LockTimeout``), releases on exit."""
 
@@ -419,18 +446,26 @@ class _Hold:
     def _timed_out(self) -> LockTimeout:
         return LockTimeout(f"timed out on {self._lock.path}: not acquired within {self._timeout} s", self._lock.path)
 
-    def __enter__(self) -> Optional[int]:
-        if not self._lock.acquire(timeout=-1 if self._timeout is None else self._timeout):
+    def __enter__(self) -> int:
+        if not self._lock.acquire(timeout=self._timeout):
             raise self._timed_out()
-        return self._lock.fencing_token
+        return self._token(_native.Owner.current_thread())
 
-    def __exit__(self, *exc: Any) -> None:
-        self._lock.release()
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        _leave(self._lock.release, exc)
 
-    async def __aenter__(self) -> Optional[int]:
+    async def __aenter__(self) -> int:
         if not await self._lock.acquire_async(self._timeout):
             raise self._timed_out()
-        return self._lock.fencing_token
+        owner = _task_owner(create=False)
+        assert owner is not None, "acquire_async made the task's owner"
+        return self._token(owner)
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._lock.release_async()
+    def _token(self, owner: _native.Owner) -> int:
+        # `owner` holds now (a lost hold raises LockLostError): never None here.
+        token = self._lock._fencing_token_of(owner)
+        assert token is not None
+        return token
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        await _leave_async(self._lock.release_async, exc)

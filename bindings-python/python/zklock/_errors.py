@@ -75,3 +75,25 @@ class ZooKeeperError(ZkLockError):
     def __init__(self, message: str, path: Optional[str] = None, code: Optional[int] = None) -> None:
         super().__init__(message, path)
         self.code = code
+
+
+def attach_release_error(body: BaseException, failed: BaseException) -> None:
+    """Leaving a ``with`` block whose body raised ``body``, the release failed too (say, the lock
+    was lost meanwhile): ``body`` is what propagates, and ``failed`` rides along as a note (PEP
+    678: shown by tracebacks from Python 3.11) and as ``body.__zklock_release_error__``."""
+    note = f"zklock: releasing the lock on the way out failed too: {type(failed).__name__}: {failed}"
+    if hasattr(body, "add_note"):
+        body.add_note(note)
+    else:  # Python < 3.11: the same attribute, which traceback shows from 3.11 on
+        notes = getattr(body, "__notes__", None)
+        if not isinstance(notes, list):
+            notes = []
+            try:
+                body.__notes__ = notes  # type: ignore[attr-defined]
+            except AttributeError:
+                return
+        notes.append(note)
+    try:
+        body.__zklock_release_error__ = failed  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
