@@ -22,10 +22,12 @@
  *   program can acquire on one thread and release on another.
  * - Runtime. One background runtime per process, started on first use, owns the sessions,
  *   their sockets and timers, and the watches; its threads are named zklock-rt-N.
- * - Callbacks (session state, lost lock) run on those background threads, not the caller's.
- *   Keep them short; blocking zkl_ calls from inside a callback are refused with
- *   ZKL_INVALID_ARGUMENT (they would deadlock the runtime). Once the call that unregisters a
- *   callback (or frees or closes its object) returns, the callback is never called again.
+ * - Callbacks (session state, lost lock) run on the client's callback thread, zklock-callback:
+ *   one at a time, in order, never on the caller's thread nor on the runtime's, so one that
+ *   blocks delays only its client's later callbacks. Blocking zkl_ calls from inside a callback
+ *   are refused with ZKL_INVALID_ARGUMENT (they could wait for that very thread). Once the call
+ *   that unregisters a callback (or frees or closes its object) returns, the callback is never
+ *   called again.
  * - fork(). Only the forking thread survives fork(), so a child cannot use the parent's
  *   runtime or sessions: handles made before the fork return ZKL_INVALID_ARGUMENT there (saying
  *   so) rather than hanging. The child starts its own runtime on first use and can make its own
@@ -102,12 +104,6 @@
  * All of the above.
  */
 #define ZKL_PERM_ALL 31
-
-/**
- * ZooKeeper's default packet limit, `jute.maxbuffer` (0xfffff bytes): a server closes the
- * connection of a client that sends a larger request.
- */
-#define DEFAULT_JUTE_MAXBUFFER 1048575
 
 /**
  * The state of an owner's hold on a lock.
@@ -258,11 +254,6 @@ typedef enum {
    */
   ZKL_SESSION_STATE_CLOSED = 5,
 } zkl_session_state;
-
-/**
- * ZooKeeper permissions, combined with `|`.
- */
-typedef struct Perms Perms;
 
 /**
  * A connection to a ZooKeeper ensemble (one session at a time), from zkl_client_connect and
@@ -432,7 +423,7 @@ typedef struct {
  */
 typedef struct {
   /**
-   * How many entries `items` has (0 for an empty list, and then `items` may be NULL).
+   * How many entries `items` has (0 for an empty list, and then `items` is NULL).
    */
   size_t count;
   /**

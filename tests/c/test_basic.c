@@ -96,6 +96,7 @@ static void test_lock_lifecycle(void) {
   zkl_participants *list = NULL;
   CHECK_RC(zkl_lock_holder(lock, &list), ZKL_OK, "lock: holder of a never-used path");
   CHECK(list != NULL && list->count == 0, "lock: nobody holds a never-used path");
+  CHECK(list != NULL && list->items == NULL, "lock: an empty list's items are NULL, as the header says");
   zkl_participants_free(list);
 
   CHECK_RC(zkl_lock_acquire(lock, -1), ZKL_OK, "lock: acquire");

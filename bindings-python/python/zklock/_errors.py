@@ -89,11 +89,11 @@ def attach_release_error(body: BaseException, failed: BaseException) -> None:
         if not isinstance(notes, list):
             notes = []
             try:
-                body.__notes__ = notes  # type: ignore[attr-defined]
+                setattr(body, "__notes__", notes)
             except AttributeError:
                 return
         notes.append(note)
     try:
-        body.__zklock_release_error__ = failed  # type: ignore[attr-defined]
+        setattr(body, "__zklock_release_error__", failed)
     except AttributeError:
         pass

@@ -57,7 +57,7 @@ fn mode_name(mode: Option<Mode>) -> *const c_char {
 #[repr(C)]
 #[derive(Debug)]
 pub struct zkl_participants {
-    /// How many entries `items` has (0 for an empty list, and then `items` may be NULL).
+    /// How many entries `items` has (0 for an empty list, and then `items` is NULL).
     pub count: usize,
     /// The entries, `count` of them.
     pub items: *const zkl_participant,
@@ -122,7 +122,9 @@ impl ParticipantsBox {
                 mode: mode_name(participant.mode),
             });
         }
-        list.list = zkl_participants { count: list.items.len(), items: list.items.as_ptr() };
+        // An empty Vec's pointer is dangling, not NULL: the header promises NULL.
+        let items = if list.items.is_empty() { std::ptr::null() } else { list.items.as_ptr() };
+        list.list = zkl_participants { count: list.items.len(), items };
         Box::into_raw(list).cast()
     }
 }
