@@ -61,20 +61,28 @@ export type Acl = 'open' | 'creatorAllWorldRead' | 'creatorAll' | readonly AclEn
 
 export type ErrorCode = (typeof codes)[keyof typeof codes]
 
-/** What zklock rejects with (or throws, for bad arguments of synchronous calls). */
-export interface ZklockError extends Error {
+/**
+ * What zklock rejects with (or throws, for bad arguments of synchronous calls): `err instanceof
+ * ZkLockError`, and `err.code` says which. (An aborted acquisition rejects with AbortError.)
+ */
+export declare class ZkLockError extends Error {
+  readonly name: 'ZkLockError'
   code: ErrorCode
   /** The lock path the error concerns, when there is one. */
   path?: string
   /** ZooKeeper's numeric error code (as the Java client's KeeperException.Code), when it came from the server. */
   zookeeperCode?: number
+  /** For ZKLOCK_LOCK_LOST, why the hold was lost, when known. */
+  lostReason?: LostReason
 }
+/** The former name of ZkLockError's type. */
+export type ZklockError = ZkLockError
 
 /** Why a hold was lost. */
 export type LostReason = 'sessionExpired' | 'disconnectedTooLong' | 'closed' | 'nodeDeleted' | 'authFailed'
 
 /** The reason of an aborted `hold.signal`: `code` is `ZKLOCK_LOCK_LOST`. */
-export interface LockLostError extends ZklockError {
+export interface LockLostError extends ZkLockError {
   code: 'ZKLOCK_LOCK_LOST'
   lostReason: LostReason
 }
@@ -200,11 +208,12 @@ export declare class Lock {
    */
   readonly state: Exclude<HoldState, 'released'> | null
   /**
-   * Resolves to a Hold, or to `false` if `timeoutMs` passed first. Inside `withLock`/`hold.run`
-   * of this lock it re-enters; anywhere else it is a new contender. Rejects with an AbortError
-   * if `signal` aborts.
+   * Resolves to a Hold, or to `false` if `timeoutMs` passed first (so without a `timeoutMs`, to a
+   * Hold). Inside `withLock`/`hold.run` of this lock it re-enters; anywhere else it is a new
+   * contender. Rejects with an AbortError if `signal` aborts.
    */
-  acquire(options?: AcquireOptions): Promise<Hold | false>
+  acquire(options?: AcquireOptions & { timeoutMs?: undefined }): Promise<Hold>
+  acquire(options: AcquireOptions): Promise<Hold | false>
   /**
    * Runs `fn(hold)` holding the lock, as the hold's owner (nested calls in it re-enter), and
    * releases when `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed first. If `fn`
@@ -272,6 +281,7 @@ declare const zklock: {
   Lock: typeof Lock
   ReadWriteLock: typeof ReadWriteLock
   Hold: typeof Hold
+  ZkLockError: typeof ZkLockError
   AbortError: typeof AbortError
   codes: typeof codes
   perms: typeof perms

@@ -53,11 +53,24 @@ const ACL_PRESETS = ['open', 'creatorAllWorldRead', 'creatorAll']
 // The native side maps the core's errors to these codes (src/error.rs); the few errors this
 // layer raises itself (bad arguments, a withLock that timed out, a hold released twice, a lost
 // hold's signal) are made here, with the same codes.
+/**
+ * Every error zklock raises (but AbortError, shaped as Node's own): `code` is one of `codes`;
+ * `path`, `zookeeperCode` and `lostReason` are set when known.
+ */
+class ZkLockError extends Error {
+  constructor(message, code, { path, zookeeperCode, lostReason } = {}) {
+    super(message)
+    this.code = code
+    this.path = path
+    this.zookeeperCode = zookeeperCode
+    this.lostReason = lostReason
+  }
+}
+Object.defineProperty(ZkLockError.prototype, 'name', { value: 'ZkLockError', writable: true, configurable: true })
+native.setErrorClass(ZkLockError)
+
 function zklockError(code, message, path) {
-  const error = new Error(path === undefined ? message : `${message} (lock ${path})`)
-  error.code = code
-  if (path !== undefined) error.path = path
-  return error
+  return new ZkLockError(path === undefined ? message : `${message} (lock ${path})`, code, { path })
 }
 
 function invalid(message) {
@@ -722,4 +735,4 @@ class Hold {
 /** zklock's version (the native addon's): one number for the crate, the wheel and the npm package. */
 const version = native.version()
 
-module.exports = { Client, Lock, ReadWriteLock, Hold, AbortError, codes, perms, version }
+module.exports = { Client, Lock, ReadWriteLock, Hold, ZkLockError, AbortError, codes, perms, version }

@@ -2,10 +2,26 @@
 //! `ZKLOCK_<KIND>`, one per core [`ErrorKind`], with the lock path and ZooKeeper's error code
 //! when known.
 
-use napi::bindgen_prelude::JsObjectValue;
-use napi::bindgen_prelude::Object;
+use std::cell::RefCell;
+
+use napi::bindgen_prelude::{Function, FunctionRef, JsObjectValue, Object};
 use napi::{Env, JsValue, Status};
+use napi_derive::napi;
 use zklock::ErrorKind;
+
+thread_local! {
+    /// The JavaScript layer's ZkLockError class, per JavaScript thread (each Worker loads the
+    /// layer, and registers its own).
+    static ERROR_CLASS: RefCell<Option<FunctionRef<(String, &'static str), ()>>> = const { RefCell::new(None) };
+}
+
+/// Registers the class every zklock error is an instance of: `new ZkLockError(message, code)`.
+#[napi]
+pub fn set_error_class(class: Function<(String, &'static str), ()>) -> napi::Result<()> {
+    let class = class.create_ref()?;
+    ERROR_CLASS.with(|registered| *registered.borrow_mut() = Some(class));
+    Ok(())
+}
 
 /// The stable `code` of each kind. The JS layer's `codes` export lists the same strings.
 pub(crate) fn code(kind: ErrorKind) -> &'static str {
@@ -38,13 +54,27 @@ pub(crate) fn to_js(env: &Env, err: &zklock::Error) -> napi::Error {
 }
 
 fn build<'env>(env: &'env Env, err: &zklock::Error) -> napi::Result<Object<'env>> {
-    let mut error = env.create_error(napi::Error::new(Status::GenericFailure, err.to_string()))?;
+    let registered = ERROR_CLASS.with(|class| -> napi::Result<Option<Object<'env>>> {
+        let Some(class) = class.borrow().as_ref().map(|class| class.borrow_back(env)).transpose()? else {
+            return Ok(None);
+        };
+        let instance = class.new_instance((err.to_string(), code(err.kind())))?;
+        // SAFETY: `new` makes an object.
+        Ok(Some(unsafe { instance.cast::<Object<'env>>() }?))
+    })?;
+    let mut error = match registered {
+        Some(error) => error,
+        None => env.create_error(napi::Error::new(Status::GenericFailure, err.to_string()))?,
+    };
     error.set_named_property("code", code(err.kind()))?;
     if let Some(path) = err.path() {
         error.set_named_property("path", path)?;
     }
     if let Some(zk_code) = err.zookeeper_code() {
         error.set_named_property("zookeeperCode", zk_code)?;
+    }
+    if let Some(reason) = err.lost_reason() {
+        error.set_named_property("lostReason", crate::hold::camel_case(reason.as_str()))?;
     }
     Ok(error)
 }

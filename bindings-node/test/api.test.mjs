@@ -8,7 +8,7 @@ import { createRequire } from 'node:module'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
 
-import { Client, Lock, ReadWriteLock, Hold, codes } from 'zklock'
+import { Client, Lock, ReadWriteLock, Hold, ZkLockError, AbortError, codes } from 'zklock'
 import { ZK, REPO, uniquePath, ephemeralsUnder, nodesBecome } from './helpers.mjs'
 
 const PKG = path.join(REPO, 'bindings-node')
@@ -226,4 +226,27 @@ test('inside a lost hold, the nested calls reject with ZKLOCK_LOCK_LOST', async 
   } finally {
     await client.close()
   }
+})
+
+test('every zklock error is a ZkLockError, made here or by the core; LOCK_LOST says why', async () => {
+  const client = await Client.connect(ZK)
+  const path = uniquePath('error-class')
+  // Made by the JavaScript layer (bad arguments) and by the core (a bad path).
+  for (const call of [() => client.lock(5), () => client.lock('relative')]) {
+    assert.throws(call, (err) => err instanceof ZkLockError && err instanceof Error && err.code === codes.INVALID_ARGUMENT)
+  }
+  const lock = client.lock(path)
+  const notOwner = await lock.release().catch((err) => err)
+  assert.ok(notOwner instanceof ZkLockError && notOwner.code === codes.NOT_OWNER, String(notOwner))
+  assert.equal(notOwner.name, 'ZkLockError')
+  assert.match(notOwner.stack, /^ZkLockError: /)
+  const hold = await lock.acquire()
+  await client.close() // the hold is lost: closed
+  const lost = await hold.release().catch((err) => err)
+  assert.ok(lost instanceof ZkLockError, String(lost))
+  assert.equal(lost.code, codes.LOCK_LOST)
+  assert.equal(lost.lostReason, 'closed')
+  const closed = await lock.acquire().catch((err) => err)
+  assert.ok(closed instanceof ZkLockError && closed.code === codes.CLOSED, String(closed))
+  assert.ok(!(new AbortError() instanceof ZkLockError), "an abort is Node's AbortError")
 })

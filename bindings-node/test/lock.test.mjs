@@ -128,7 +128,7 @@ test('releasing from a flow that does not hold the lock rejects with ZKLOCK_NOT_
   })
   await holding.promise
   // This test's own flow is independent of the withLock function's flow.
-  await assert.rejects(lock.release(), { code: codes.NOT_OWNER, name: 'Error' })
+  await assert.rejects(lock.release(), { code: codes.NOT_OWNER, name: 'ZkLockError' })
   assert.equal((await ephemeralsUnder(path)).length, 1, 'the holder still holds')
   release.resolve()
   await flow

@@ -42,6 +42,9 @@ pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
     let path = err.path();
     match err.kind() {
         ErrorKind::ZooKeeper => instance(zookeeper_class(py), (message, path, err.zookeeper_code())),
+        ErrorKind::LockLost => {
+            instance(lock_lost_class(py), (message, path, err.lost_reason().map(zklock::LostReason::as_str)))
+        }
         kind => instance(class_of(py, kind), (message, path)),
     }
 }

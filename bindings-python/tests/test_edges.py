@@ -190,6 +190,7 @@ def test_a_body_error_is_not_lost_to_a_lost_lock(client, kazoo, path):
         notes = getattr(err.value, "__notes__", [])
         assert any("LockLostError" in note for note in notes), notes
         assert isinstance(err.value.__zklock_release_error__, zklock.LockLostError)
+        assert err.value.__zklock_release_error__.lost_reason == "node_deleted"
 
     with pytest.raises(ValueError, match="the body's") as err:
         with lock:

@@ -84,6 +84,8 @@ struct Inner {
     source: Option<zookeeper_client::Error>,
     /// An invalid argument because the path holds nodes of the other recipe.
     recipe_conflict: bool,
+    /// Why the hold was lost, for a LockLost error that knows.
+    lost_reason: Option<crate::LostReason>,
 }
 
 impl fmt::Debug for Error {
@@ -106,7 +108,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
-            inner: Box::new(Inner { kind, path: None, message: message.into(), source: None, recipe_conflict: false }),
+            inner: Box::new(Inner {
+                kind,
+                path: None,
+                message: message.into(),
+                source: None,
+                recipe_conflict: false,
+                lost_reason: None,
+            }),
         }
     }
 
@@ -119,6 +128,13 @@ impl Error {
 
     pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
         Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    /// A [`ErrorKind::LockLost`] error for a hold lost because of `reason` (if known).
+    pub(crate) fn lost(reason: Option<crate::LostReason>, message: impl Into<Cow<'static, str>>) -> Self {
+        let mut err = Error::new(ErrorKind::LockLost, message);
+        err.inner.lost_reason = reason;
+        err
     }
 
     pub(crate) fn with_path(mut self, path: &str) -> Self {
@@ -153,6 +169,7 @@ impl Error {
                 message,
                 source: Some(err),
                 recipe_conflict: false,
+                lost_reason: None,
             }),
         }
     }
@@ -167,8 +184,15 @@ impl Error {
                 message,
                 source: Some(err),
                 recipe_conflict: false,
+                lost_reason: None,
             }),
         }
+    }
+
+    /// For a [`ErrorKind::LockLost`] error, why the hold was lost, when known (each binding
+    /// shows it: `lostReason` in Node, `lost_reason` in Python).
+    pub fn lost_reason(&self) -> Option<crate::LostReason> {
+        self.inner.lost_reason
     }
 
     /// The stable kind of this error.

@@ -204,8 +204,8 @@ impl Hold {
             None => Ok(self.inner.fencing_token),
             Some(reason) => {
                 let path = self.inner.node_path.rsplit_once('/').map_or("/", |(parent, _)| parent);
-                Err(crate::Error::new(
-                    crate::ErrorKind::LockLost,
+                Err(crate::Error::lost(
+                    Some(reason),
                     format!("the hold is lost ({}): a lost hold has no fencing token", reason.describe()),
                 )
                 .with_path(path))

@@ -232,10 +232,11 @@ impl Lock {
         let Some((hold, _)) = self.hold_of(owner) else { return Ok(None) };
         match hold.lost_reason() {
             None => Ok(Some(hold)),
-            Some(reason) => Err(self.recipe.error(
-                ErrorKind::LockLost,
+            Some(reason) => Err(crate::Error::lost(
+                Some(reason),
                 format!("owner {}'s hold is lost ({}); release it", owner.label(), reason.describe()),
-            )),
+            )
+            .with_path(self.path())),
         }
     }
 

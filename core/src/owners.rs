@@ -147,9 +147,10 @@ impl OwnerTable {
 
     fn count_up(held: &mut Held, owner: &Owner, path: &str) -> Option<Result<Hold>> {
         if held.hold.inner.is_lost() {
-            let why = held.hold.lost_reason().map_or("it was lost", |r| r.describe());
-            return Some(Err(Error::new(
-                ErrorKind::LockLost,
+            let reason = held.hold.lost_reason();
+            let why = reason.map_or("it was lost", |r| r.describe());
+            return Some(Err(Error::lost(
+                reason,
                 format!("owner {} cannot re-enter: {why}; release it", owner.label()),
             )
             .with_path(path)));
@@ -182,7 +183,7 @@ impl OwnerTable {
             .with_path(path))));
         }
         if held.hold.inner.is_lost() {
-            return Some(Known::Counted(Err(write_lost(owner, path))));
+            return Some(Known::Counted(Err(write_lost(owner, path, held.hold.lost_reason()))));
         }
         let hold = held.hold.clone();
         if crate::order::good_sequence(hold.sequence()) {
@@ -274,8 +275,8 @@ impl OwnerTable {
         }
         match held.hold.lost_reason() {
             None => Ok(()),
-            Some(reason) => Err(Error::new(
-                ErrorKind::LockLost,
+            Some(reason) => Err(Error::lost(
+                Some(reason),
                 format!("owner {}'s hold is lost: {}; release it", owner.label(), reason.describe()),
             )
             .with_path(path)),
@@ -324,11 +325,12 @@ enum Known {
     Downgrade(Hold),
 }
 
-/// The error for a downgrade under a lost write hold.
-pub(crate) fn write_lost(owner: &Owner, path: &str) -> Error {
-    Error::new(
-        ErrorKind::LockLost,
-        format!("owner {}'s write hold is lost, so it cannot read under it; release it", owner.label()),
+/// The error for a downgrade under a lost write hold (lost because of `reason`, if known).
+pub(crate) fn write_lost(owner: &Owner, path: &str, reason: Option<crate::LostReason>) -> Error {
+    let why = reason.map_or(String::new(), |reason| format!(" ({})", reason.describe()));
+    Error::lost(
+        reason,
+        format!("owner {}'s write hold is lost{why}, so it cannot read under it; release it", owner.label()),
     )
     .with_path(path)
 }

@@ -28,9 +28,10 @@ fn check_znode_path(path: &str, what: &str) -> Result<()> {
     }
     // The characters ZooKeeper's PathUtils.validatePath rejects. It checks Java's UTF-16 units,
     // refusing U+D800..U+F8FF, so every character past U+FFFF (a surrogate pair there) too.
-    if let Some(c) = path.chars().find(|&c| {
-        matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..)
-    }) {
+    if let Some(c) = path
+        .chars()
+        .find(|&c| matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..))
+    {
         let why = if u32::from(c) > 0xFFFF { " (outside the Basic Multilingual Plane)" } else { "" };
         return fail(&format!("contains the invalid character U+{:04X}{why}", c as u32));
     }
@@ -181,11 +182,17 @@ pub(crate) fn multi_read_batches(path_lens: impl Iterator<Item = usize>, limit: 
 
 /// Rejects a request the server would refuse by dropping the connection (and the client would
 /// send again on every reconnection), naming what made it too large.
-pub(crate) fn request_fits(len: usize, limit: u32, what: impl FnOnce() -> String) -> Result<()> {
+/// `language` (the client's, as its identity records it) says how its packet limit option is
+/// spelled.
+pub(crate) fn request_fits(len: usize, limit: u32, language: &str, what: impl FnOnce() -> String) -> Result<()> {
     if len > limit as usize {
+        let option = match language {
+            "node" => "juteMaxbuffer",
+            _ => "jute_maxbuffer",
+        };
         return Err(Error::invalid(format!(
             "{} makes a request of {len} bytes, over ZooKeeper's packet limit of {limit} bytes \
-             (the server's jute.maxbuffer; if the servers allow more, set the client option jute_maxbuffer to match)",
+             (the server's jute.maxbuffer; if the servers allow more, set the client option {option} to match)",
             what()
         )));
     }

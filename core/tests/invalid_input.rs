@@ -121,8 +121,23 @@ async fn path_characters_are_refused_exactly_as_the_server_refuses_them() {
     let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     zk.create(&base, b"", &persistent).await.unwrap();
     let edges = [
-        '\u{1f}', '\u{20}', '\u{7e}', '\u{7f}', '\u{9f}', '\u{a0}', '\u{d7ff}', '\u{e000}', '\u{f8ff}', '\u{f900}',
-        '\u{ffef}', '\u{fff0}', '\u{fffd}', '\u{ffff}', '\u{10000}', '\u{1f512}', '\u{10ffff}',
+        '\u{1f}',
+        '\u{20}',
+        '\u{7e}',
+        '\u{7f}',
+        '\u{9f}',
+        '\u{a0}',
+        '\u{d7ff}',
+        '\u{e000}',
+        '\u{f8ff}',
+        '\u{f900}',
+        '\u{ffef}',
+        '\u{fff0}',
+        '\u{fffd}',
+        '\u{ffff}',
+        '\u{10000}',
+        '\u{1f512}',
+        '\u{10ffff}',
     ];
     for c in edges {
         let path = format!("{base}/x{c}y");

@@ -4,6 +4,7 @@ import zklock, {
   Lock,
   ReadWriteLock,
   Hold,
+  ZkLockError,
   AbortError,
   codes,
   perms,
@@ -37,11 +38,13 @@ async function main(): Promise<void> {
     await hold.release()
   }
   const result: number = await lock.withLock(async (h) => h.sequence, { timeoutMs: 1000 })
-  const maybe = await lock.acquire()
-  if (maybe) {
-    await using scoped = maybe
+  {
+    // With no timeout, acquire resolves to a Hold: `await using` needs no check (the README's example).
+    await using scoped = await lock.acquire()
     console.log(scoped.state)
   }
+  const surely: Hold = await lock.acquire({ signal: controller.signal })
+  await surely.release()
   const state: 'held' | 'suspended' | 'lost' | null = lock.state
   const held: boolean = lock.isHeld
   const holder = await lock.holder()
@@ -51,6 +54,7 @@ async function main(): Promise<void> {
     await lock.release()
   } catch (error) {
     if ((error as ZklockError).code === codes.NOT_OWNER) console.log('not owner')
+    if (error instanceof ZkLockError && error.code === codes.LOCK_LOST) console.log(error.lostReason?.length)
     if (error instanceof AbortError) console.log(error.cause)
   }
   const rw: ReadWriteLock = client.readWriteLock('/locks/table', { identifier: 'job' })

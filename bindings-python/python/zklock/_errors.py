@@ -37,7 +37,15 @@ class SessionExpiredError(ZkLockError):
 
 
 class LockLostError(ZkLockError):
-    """The hold was lost (session expired, client closed, node deleted): nothing was deleted."""
+    """The hold was lost (session expired, client closed, node deleted): nothing was deleted.
+    ``lost_reason`` says why when known, as ``on_lost`` callbacks name it (``"session_expired"``,
+    ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"``, ``"auth_failed"``)."""
+
+    lost_reason: Optional[str]
+
+    def __init__(self, message: str, path: Optional[str] = None, lost_reason: Optional[str] = None) -> None:
+        super().__init__(message, path)
+        self.lost_reason = lost_reason
 
 
 class ConnectionLossError(ZkLockError):

@@ -24,7 +24,7 @@ impl Recipe {
     pub(crate) async fn downgrade(&self, owner: &Owner, write: &Hold, wait: Wait) -> Result<Option<Hold>> {
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
-        let lost = || crate::owners::write_lost(owner, &self.path);
+        let lost = || crate::owners::write_lost(owner, &self.path, write.lost_reason());
         let session = match write.inner.session.upgrade() {
             Some(session) if !write.inner.is_lost() => session,
             _ => return Err(lost()),
@@ -86,7 +86,7 @@ impl Recipe {
     /// loss of the write hold it reads under.
     pub(super) fn downgrade_stopped(&self, session: &Session, stop: Stop, owner: &Owner) -> Error {
         match stop {
-            Stop::SessionOver => crate::owners::write_lost(owner, &self.path),
+            Stop::SessionOver => crate::owners::write_lost(owner, &self.path, session.lost_reason()),
             stop => self.stopped(session, stop, || {
                 self.error(ErrorKind::Timeout, "no answer from ZooKeeper making the read node of a downgrade")
             }),

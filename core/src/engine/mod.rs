@@ -189,7 +189,7 @@ impl Recipe {
             data_len,
             validate::acl_len(self.node_options(zk::CreateMode::EphemeralSequential).1),
         );
-        validate::request_fits(len, self.client.options.jute_maxbuffer, || {
+        validate::request_fits(len, self.client.options.jute_maxbuffer, &self.client.options.language, || {
             format!(
                 "the lock path of {} bytes, identifier of {} bytes and {}",
                 self.path.len(),

@@ -4,7 +4,7 @@ use zookeeper_client as zk;
 
 use super::attempt::remove_node;
 use super::Recipe;
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::retry::{Requests, Stop, REFUSED};
 
@@ -12,15 +12,17 @@ impl Recipe {
     /// Deletes a held node and reports how the release went. On connection loss the delete
     /// goes on in the background, until the node is gone or its session is over.
     pub(crate) async fn delete_held(&self, hold: &Hold) -> Result<()> {
-        let lost = |why: &str| self.error(ErrorKind::LockLost, format!("{why}; nothing was deleted"));
+        let lost = |reason: crate::LostReason| {
+            Error::lost(Some(reason), format!("{}; nothing was deleted", reason.describe())).with_path(&self.path)
+        };
         if let Some(reason) = hold.inner.finish() {
-            return Err(lost(reason.describe()));
+            return Err(lost(reason));
         }
         let session = match hold.inner.session.upgrade() {
             Some(session) if !session.is_over() => session,
             gone => {
                 let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::LostReason::SessionExpired);
-                return Err(lost(reason.describe()));
+                return Err(lost(reason));
             }
         };
         let requests = Requests::new(&self.client, &session, None);
@@ -28,11 +30,11 @@ impl Recipe {
         self.client.released.remember(hold.node_path());
         match requests.bounded(session.zk.delete(hold.node_path(), None)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted.describe())),
+            Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted)),
             Ok(Err(zk::Error::SessionExpired)) | Err(Stop::SessionOver) => {
-                Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired).describe()))
+                Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired)))
             }
-            Err(Stop::Closed) => Err(lost(crate::LostReason::Closed.describe())),
+            Err(Stop::Closed) => Err(lost(crate::LostReason::Closed)),
             Ok(Err(err)) if crate::retry::connection_lost(&err) => {
                 let removal = remove_node(self.client.clone(), session.clone(), self.path.clone(), String::new(), {
                     Some(hold.node_path().to_owned())
