@@ -1,6 +1,6 @@
 // Type declarations of the `zklock` package (hand-written: the public API is the JavaScript
 // layer in index.js, over the native addon built from src/). Self-sufficient: Buffer and
-// AbortSignal come from @types/node (a dependency of the package), Symbol.asyncDispose from
+// AbortSignal come from @types/node (an optional peer dependency: TypeScript users install it), Symbol.asyncDispose from
 // TypeScript's own esnext.disposable library.
 /// <reference types="node" />
 /// <reference lib="esnext.disposable" />
