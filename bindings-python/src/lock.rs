@@ -192,6 +192,13 @@ impl Lock {
         self.inner.get(py, &self.path)
     }
 
+    /// The core lock for the views (is_held, state, fencing_token): None in a child forked
+    /// after it was made, where nothing is held (the parent's holds are the parent's session's),
+    /// so the views answer False/None there rather than raise.
+    fn core_for_views(&self) -> Option<&zklock::Lock> {
+        self.inner.get_here()
+    }
+
     fn acquire_as(&self, py: Python<'_>, owner: &zklock::Owner, wait: Option<Duration>) -> PyResult<bool> {
         let lock = self.core(py)?;
         // Begun here, with the GIL held: a re-entry is counted at once, with no thread switch
@@ -221,7 +228,8 @@ impl Lock {
     /// `owner`'s hold, if it has one; `LockLostError` if that hold was lost (a lost hold is not
     /// held, so its numbers must not pass for a holder's).
     fn live_hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<Hold>> {
-        self.core(py)?.live_hold_of(&owner.inner).py(py)
+        let Some(lock) = self.core_for_views() else { return Ok(None) };
+        lock.live_hold_of(&owner.inner).py(py)
     }
 }
 
@@ -230,7 +238,11 @@ impl Lock {
     /// The mutex on `path`; or, with `_side=(read_write_lock, "read" | "write")`, that side of a
     /// read/write lock made from the same client and path (its identifier and ACL are the pair's).
     #[new]
-    #[pyo3(signature = (client, path, *, identifier = None, acl = None, _side = None))]
+    // The signature users see leaves out `_side`, which only ReadWriteLock passes.
+    #[pyo3(
+        signature = (client, path, *, identifier = None, acl = None, _side = None),
+        text_signature = "(client, path, *, identifier=None, acl=None)"
+    )]
     fn new(
         py: Python<'_>,
         client: &Bound<'_, Client>,
@@ -348,11 +360,17 @@ impl Lock {
     /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None. The state is core's,
     /// except that a hold core no longer counts as held is `"lost"` at once: "held" means the
     /// same here as in `is_held_by`.
-    fn _hold_of(&self, py: Python<'_>, owner: &Owner) -> PyResult<Option<(&'static str, i64, i64, u64)>> {
-        let lock = self.core(py)?;
+    fn _hold_of(&self, owner: &Owner) -> PyResult<Option<(&'static str, i64, i64, u64)>> {
+        let Some(lock) = self.core_for_views() else { return Ok(None) };
         let Some((hold, count)) = lock.hold_of(&owner.inner) else { return Ok(None) };
         let state = if lock.is_held_by(&owner.inner) { hold.state().as_str() } else { "lost" };
         Ok(Some((state, hold.fencing_token(), hold.sequence(), count)))
+    }
+
+    /// Whether any owner (thread or task) holds the lock through this `Lock`, not lost: no
+    /// traffic, as `threading.Lock.locked()`. Whether anyone anywhere holds it is `holders()`.
+    fn locked(&self) -> bool {
+        self.core_for_views().is_some_and(zklock::Lock::is_held_by_any)
     }
 
     /// The fencing token of `owner`'s hold, or None if it holds nothing; `LockLostError` if its

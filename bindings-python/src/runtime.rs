@@ -85,11 +85,12 @@ impl<T> ForkSafe<T> {
 
     /// The value, or `ClosedError` in a child process forked after it was made.
     pub(crate) fn get(&self, py: Python<'_>, subject: &str) -> PyResult<&T> {
-        if self.generation == GENERATION.load(Ordering::Acquire) {
-            Ok(&self.value)
-        } else {
-            Err(crate::error::forked(py, subject))
-        }
+        self.get_here().ok_or_else(|| crate::error::forked(py, subject))
+    }
+
+    /// The value, or None in a child process forked after it was made.
+    pub(crate) fn get_here(&self) -> Option<&T> {
+        (self.generation == GENERATION.load(Ordering::Acquire)).then_some(&*self.value)
     }
 }
 

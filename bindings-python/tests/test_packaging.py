@@ -49,3 +49,12 @@ def test_version_is_the_installed_distribution_s_and_python_m_zklock_prints_it()
         [sys.executable, "-m", "zklock", "--version"], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert printed == f"zklock {zklock.__version__}\n"
+
+
+def test_help_reads_as_text_and_shows_only_public_parameters():
+    shown = subprocess.run([sys.executable, "-m", "zklock", "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "``" not in shown.stdout, shown.stdout
+    import inspect
+
+    assert "_side" not in str(inspect.signature(zklock.Lock))
+    assert zklock.Client.__init__.__doc__ and "connect_timeout" in zklock.Client.__init__.__doc__

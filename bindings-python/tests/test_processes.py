@@ -95,6 +95,8 @@ def _in_forked_child(
             results.put("the parent's objects worked in the child")
         except zklock.ClosedError as err:
             results.put(f"closed: {err}")
+    # The parent's hold is the parent's: the views answer "not held" rather than raise.
+    results.put(("views", parent_lock.is_held, parent_lock.state, parent_lock.fencing_token, parent_lock.locked()))
     # Asked about itself, the inherited client answers: closed (and closing it is a no-op).
     parent_client.close()
     results.put(("inherited", parent_client.closed, parent_client.state))
@@ -127,6 +129,7 @@ def test_a_forked_child_cannot_use_inherited_clients_but_makes_its_own_and_the_p
         for _ in range(2):
             refused = results.get(timeout=30)
             assert isinstance(refused, str) and refused.startswith("closed: ") and "fork" in refused, refused
+        assert results.get(timeout=30) == ("views", False, None, None, False)
         assert results.get(timeout=30) == ("inherited", True, "closed")
         assert results.get(timeout=30) == ("held", True, True)
         held = children(kazoo, child_path)

@@ -210,3 +210,22 @@ def test_closing_the_client_deletes_its_nodes_and_closes_its_locks(zk_connect, k
     with pytest.raises(zklock.ClosedError, match=path):
         lock.acquire()
     client.close()  # idempotent
+
+
+def test_locked_says_whether_any_owner_holds_through_this_lock_without_traffic(client, path):
+    lock = client.lock(path)
+    assert not lock.locked()
+    held, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock:
+            held.set()
+            done.wait(timeout=30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(timeout=30)
+    assert lock.locked() and not lock.is_held, "another thread holds: locked, but not by the caller"
+    done.set()
+    thread.join(timeout=30)
+    assert not lock.locked()

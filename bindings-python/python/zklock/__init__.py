@@ -125,6 +125,11 @@ class Client(_native.Client):
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
     ) -> None:
+        """Connects to ``hosts`` (``"host:port[,host:port...][/chroot]"``), blocking until a
+        session is established or ``connect_timeout`` seconds pass (then ``LockTimeout``).
+        ``session_timeout`` is asked of the server, in seconds; ``auth`` is
+        ``"user:password"`` or ``(user, password)`` (digest); ``jute_maxbuffer`` is the servers'
+        packet limit in bytes, if they allow more than ZooKeeper's default."""
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
 
@@ -367,8 +372,9 @@ class ReadWriteLock(_native.ReadWriteLock):
         self, client: Client, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None
     ) -> None:
         # The native constructor made the pair; its two sides share one table of owners.
-        self._read = Lock(client, path, _side=(self, "read"))
-        self._write = Lock(client, path, _side=(self, "write"))
+        # `_side` is left out of the public signature (and so of the stub).
+        self._read = Lock(client, path, _side=(self, "read"))  # type: ignore[call-arg]
+        self._write = Lock(client, path, _side=(self, "write"))  # type: ignore[call-arg]
 
     @property
     def read(self) -> Lock:

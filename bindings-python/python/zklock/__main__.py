@@ -10,8 +10,11 @@ from typing import Optional, Sequence
 import zklock
 
 
+DESCRIPTION = "Says which zklock is installed, and where (with --version, only the version)."
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zklock", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m zklock", description=DESCRIPTION)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
     if args.version:
