@@ -137,3 +137,40 @@ def test_a_lost_hold_is_not_held_and_its_fencing_token_is_refused(client, kazoo,
         with pytest.raises(zklock.LockLostError, match="deleted"):
             lock.release()
     assert lock.state is None and lock.fencing_token is None and not lock.is_held
+
+
+def test_a_waiter_whose_session_expires_queues_again_and_gets_the_lock(kazoo, path, proxy: Proxy):
+    """kazoo's and Curator's waiters wait out a session's end; so does zklock's: it loses its node
+    and its place, queues again on a new session, and holds once the holder lets go."""
+    client = zklock.Client(proxy.address, session_timeout=2.0)
+    try:
+        holder = kazoo.Lock(path)
+        assert holder.acquire(timeout=10)
+        lock = client.lock(path)
+        outcome: list[object] = []
+
+        def waiter() -> None:
+            try:
+                outcome.append(lock.acquire(timeout=60))
+                lock.release()
+            except Exception as err:  # reported by the assertion below
+                outcome.append(err)
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        first = [n for n in wait_children(kazoo, path, 2) if n not in children_of_holder(kazoo, path, holder)]
+        proxy.command("stall")  # the server expires the waiter's session, and its node
+        wait_until(lambda: len(children(kazoo, path)) == 1, "the server to expire the waiter's session")
+        assert not outcome, f"the waiter waits on: {outcome}"
+        proxy.command("pass")
+        again = wait_children(kazoo, path, 2)
+        assert not set(first) & set(again), "a new node, on a new session"
+        holder.release()
+        thread.join(timeout=30)
+        assert outcome == [True], outcome
+    finally:
+        client.close()
+
+
+def children_of_holder(kazoo, path, holder) -> list[str]:
+    return [n for n in children(kazoo, path) if holder.node and holder.node.endswith(n)]

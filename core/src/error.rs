@@ -137,6 +137,11 @@ impl Error {
         err
     }
 
+    /// Why the session that stood under the operation ended (a SessionExpired error).
+    pub(crate) fn set_lost_reason(&mut self, reason: crate::LostReason) {
+        self.inner.lost_reason = Some(reason);
+    }
+
     pub(crate) fn with_path(mut self, path: &str) -> Self {
         self.inner.path = Some(shown(path));
         self
@@ -190,7 +195,8 @@ impl Error {
     }
 
     /// For a [`ErrorKind::LockLost`] error, why the hold was lost, when known (each binding
-    /// shows it: `lostReason` in Node, `lost_reason` in Python).
+    /// shows it: `lostReason` in Node, `lost_reason` in Python); for a
+    /// [`ErrorKind::SessionExpired`] one, why the session ended.
     pub fn lost_reason(&self) -> Option<crate::LostReason> {
         self.inner.lost_reason
     }

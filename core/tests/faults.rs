@@ -123,10 +123,12 @@ async fn connection_cut_right_after_the_create_is_sent() {
     assert!(children(&observer, path).await.is_empty());
 }
 
-/// The session expires while waiting: the attempt fails with SessionExpired, leaves nothing
-/// behind, and a new attempt on the same client works in a new session.
+/// The session expires while waiting: the waiter loses its node and its place, and queues again
+/// on a new session (as kazoo's and Curator's waiters do) rather than fail; it holds once the
+/// holder releases. With a deadline, the outage counts against it: it gives up at the deadline,
+/// with no node left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_expiry_while_waiting_then_a_new_session() {
+async fn a_waiter_whose_session_expires_queues_again_on_a_new_session() {
     let cluster = Cluster::standalone();
     let proxy = Proxy::start(&cluster.server_address(0));
     let observer = observer_at(&cluster.connect_string()).await;
@@ -141,29 +143,45 @@ async fn session_expiry_while_waiting_then_a_new_session() {
         async move { lock.acquire(&Owner::new(2)).await }
     });
     wait_children(&observer, path, 2).await;
+    let holder_node = holder.hold().node_path().rsplit('/').next().unwrap().to_owned();
+    let waiter_node =
+        || async { children(&observer, path).await.into_iter().find(|node| *node != holder_node).unwrap() };
+    let first_node = waiter_node().await;
     let mut states = waiter_client.state_changes();
     proxy.stall();
-    let err = tokio::time::timeout(SESSION * 3, waiting).await.expect("the attempt gives up").unwrap().unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::SessionExpired, "{err}");
     assert_eq!(states.next().await, Some(zklock::SessionState::Disconnected));
     assert_eq!(states.next().await, Some(zklock::SessionState::Expired));
-    // The server expires the old session, and its node with it.
+    // The server expires the old session, and the waiter's node with it.
     wait_children(&observer, path, 1).await;
-    assert_eq!(children(&observer, path).await, vec![holder.hold().node_path().rsplit('/').next().unwrap().to_owned()]);
+    assert!(!waiting.is_finished(), "the waiter waits on, for a new session");
 
     proxy.pass();
-    let retry = tokio::spawn({
-        let lock = waiter_client.lock(path).unwrap();
-        async move { lock.acquire(&Owner::new(2)).await }
-    });
-    wait_children(&observer, path, 2).await;
     assert_eq!(states.next().await, Some(zklock::SessionState::Connected));
-    let second_session = waiter_client.session_id().unwrap();
-    assert_ne!(first_session, second_session, "a new session");
+    wait_children(&observer, path, 2).await;
+    let second_node = waiter_node().await;
+    assert_ne!(first_node, second_node, "a new node, at the back of the queue");
+    assert_ne!(first_session, waiter_client.session_id().unwrap(), "on a new session");
+    assert!(!waiting.is_finished(), "still behind the holder");
     holder.release().await.unwrap();
-    let guard = retry.await.unwrap().unwrap();
+    let guard = tokio::time::timeout(SESSION * 3, waiting).await.expect("it holds").unwrap().unwrap();
+    assert_eq!(guard.hold().node_path().rsplit('/').next().unwrap(), second_node);
     guard.release().await.unwrap();
     assert!(children(&observer, path).await.is_empty());
+
+    // With a deadline that the outage outlasts: a timeout, not a session error, and no node.
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter_client.lock(path).unwrap();
+        async move { lock.acquire_timeout(&Owner::new(2), SESSION * 2).await }
+    });
+    wait_children(&observer, path, 2).await;
+    proxy.stall();
+    let err = tokio::time::timeout(SESSION * 4, waiting).await.expect("gives up at its deadline").unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    proxy.pass();
+    wait_children(&observer, path, 1).await;
+    holder.release().await.unwrap();
+    wait_children(&observer, path, 0).await;
 }
 
 /// The connection drops during a release: the delete goes on in the background until the node

@@ -24,7 +24,7 @@ use crate::lock::{BeforeWatch, Identity};
 use crate::owners::{Owner, OwnerTable};
 use crate::policy::{AfterWait, Decision, Mode};
 use crate::retry::{Reply, Requests, Stop, REFUSED};
-use crate::session::Session;
+use crate::session::{LostReason, Session};
 use crate::validate;
 
 mod attempt;
@@ -128,8 +128,11 @@ impl Recipe {
     }
 
     fn session_over_error(&self, session: &Session) -> Error {
-        let reason = session.lost_reason().unwrap_or(crate::LostReason::SessionExpired);
-        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
+        let reason = session.lost_reason().unwrap_or(LostReason::SessionExpired);
+        let mut err =
+            self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()));
+        err.set_lost_reason(reason);
+        err
     }
 
     /// The error for a step stopped before its answer; `deadline` says what a passed deadline
@@ -200,9 +203,43 @@ impl Recipe {
         .map_err(|err| err.with_path(&self.path))
     }
 
-    /// One acquisition attempt in `mode`, with its node removed on every way out but success.
+    /// An acquisition in `mode`: attempts until one holds, fails, or the deadline passes.
     /// `Ok(None)`: not had by the deadline (or, only trying, held by others).
+    ///
+    /// A waiter whose session ends (expired, or disconnected past its timeout) lost its node
+    /// with it, and its place in the queue: as kazoo's and Curator's waiters do, it queues again,
+    /// at the back, on a new session, within its deadline. (A holder's loss is a loss: holds
+    /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        let mut requeues = 0u32;
+        loop {
+            let result = self.attempt(mode, owner, wait).await;
+            let requeue = match &result {
+                Err(err) => {
+                    err.kind() == ErrorKind::SessionExpired
+                        && matches!(
+                            err.lost_reason(),
+                            Some(LostReason::SessionExpired | LostReason::DisconnectedTooLong)
+                        )
+                        && !wait.only_try
+                }
+                Ok(_) => false,
+            };
+            if !requeue {
+                return result;
+            }
+            if wait.deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Ok(None);
+            }
+            requeues += 1;
+            // Not in a tight loop, should new sessions keep ending at once.
+            let pause = Instant::now() + Duration::from_millis(50 * u64::from(requeues.min(20)));
+            tokio::time::sleep_until(wait.deadline.map_or(pause, |deadline| deadline.min(pause))).await;
+        }
+    }
+
+    /// One acquisition attempt, with its node removed on every way out but success.
+    async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
         let send_turn = match wait.deadline {
