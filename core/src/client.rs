@@ -403,27 +403,56 @@ impl ClientInner {
         if let Some(auth) = &options.digest_auth {
             connector = connector.with_auth("digest", auth.as_bytes());
         }
-        let connecting = connector.connect(&self.connect_string);
-        let zk = tokio::select! {
-            result = tokio::time::timeout(options.connect_timeout, connecting) => match result {
+        // Tried again until the connect timeout: the ZooKeeper client gives up a round by its own
+        // reckoning (about the session timeout), which may come well before ours.
+        let deadline = tokio::time::Instant::now() + options.connect_timeout;
+        let zk = loop {
+            let connecting = connector.clone().connect(&self.connect_string);
+            let outcome = tokio::select! {
+                result = tokio::time::timeout_at(deadline, connecting) => result,
+                _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
+            };
+            match outcome {
+                Ok(Ok(zk)) => break zk,
+                Ok(Err(zk::Error::Timeout)) if tokio::time::Instant::now() < deadline => continue,
                 Err(_) | Ok(Err(zk::Error::Timeout)) => {
-                    let causes = failures.lock().iter().map(|(host, cause)| format!("{host}: {cause}")).collect::<Vec<_>>();
-                    let causes = if causes.is_empty() { "no server answered".to_owned() } else { causes.join("; ") };
                     return Err(Error::new(
                         ErrorKind::Timeout,
-                        format!("no session within the connect timeout of {:?} ({causes})", options.connect_timeout),
+                        format!(
+                            "no session within the connect timeout of {:?} ({})",
+                            options.connect_timeout,
+                            self.connect_causes(&failures.lock())
+                        ),
                     )
                     .with_path(&self.connect_string));
-                },
+                }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path, "connecting")),
-                Ok(Ok(zk)) => zk,
-            },
-            _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
+            }
         };
         if !self.chroot.is_empty() {
             self.check_chroot(&zk).await?;
         }
         Ok(Session::start(zk, Arc::downgrade(self), &self.runtime))
+    }
+
+    /// Why each host of the connect string gave no session, in its order: the last cause seen
+    /// for it, or that it never answered.
+    fn connect_causes(&self, failures: &[(String, String)]) -> String {
+        let hosts = self.connect_string.split('/').next().unwrap_or_default();
+        let mut causes: Vec<String> = hosts
+            .split(',')
+            .map(|host| {
+                let cause = failures.iter().find(|(seen, _)| seen == host).map_or("no answer", |(_, cause)| cause);
+                format!("{host}: {cause}")
+            })
+            .collect();
+        // Hosts the client named otherwise (resolved addresses) keep their own entries.
+        for (seen, cause) in failures {
+            if !hosts.split(',').any(|host| host == seen) {
+                causes.push(format!("{seen}: {cause}"));
+            }
+        }
+        causes.join("; ")
     }
 
     /// A chroot that does not exist would make every lock fail later with a puzzling NoNode on

@@ -237,3 +237,47 @@ async fn a_huge_request_the_server_refuses_ends_in_an_error() {
     other.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap().release().await.unwrap();
     client.close().await;
 }
+
+/// The ZooKeeper client gives up a connect round by its own reckoning (about the session
+/// timeout); zklock tries again until its connect timeout. A server paused past that round but
+/// resumed within the connect timeout gives a session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_keeps_trying_until_its_own_timeout() {
+    let cluster = Cluster::standalone();
+    cluster.pause(0);
+    let options = ClientOptions {
+        session_timeout: Duration::from_secs(2),
+        connect_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let connecting = tokio::spawn({
+        let connect = cluster.connect_string();
+        async move { Client::connect_with(&connect, options).await }
+    });
+    // Resumed after several of the client's own rounds would have given up.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(!connecting.is_finished(), "connect gave up before its timeout");
+    cluster.resume(0);
+    let client = connecting.await.unwrap().expect("a session once the server answers");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    client.close().await;
+}
+
+/// A host that never answers is named as such, not lost in "no server answered".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_host_is_named() {
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    // The connect timeout passes before the client's own handshake timeout (2/5 of the session
+    // timeout) could report on the host.
+    let options = ClientOptions {
+        connect_timeout: Duration::from_secs(1),
+        session_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let err = Client::connect_with(&format!("127.0.0.1:{silent_port}"), options).await.err().unwrap();
+    assert!(err.message().contains(&format!("127.0.0.1:{silent_port}: no answer")), "{err}");
+    assert!(!err.message().contains("no server answered"), "{err}");
+    drop(silent);
+}
