@@ -132,7 +132,7 @@ export interface AcquireOptions {
    * `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes.
    */
   timeoutMs?: number
-  /** Aborting rejects with an AbortError; the attempt's node is removed. */
+  /** Aborting rejects with an AbortError once the attempt's node is removed (as a timeout resolves). */
   signal?: AbortSignal
 }
 

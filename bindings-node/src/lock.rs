@@ -134,7 +134,7 @@ impl NativeLock {
     }
 
     /// Queues `owner` and resolves to its hold, or to `null` when `timeout_ms` passed (`0`: only
-    /// tried) or when [`NativeLock::abort`] was called for it; the attempt's node is then removed.
+    /// tried) or when [`NativeLock::abort`] was called for it, once the attempt's node is removed.
     #[napi]
     pub fn acquire<'env>(
         &self,
@@ -154,15 +154,16 @@ impl NativeLock {
         let aborts = self.aborts.clone();
         // Begun here, on the JavaScript thread: the attempt's create is sent before this returns,
         // so the acquisitions of one client queue in the order JavaScript made them.
-        let begun = lock.begin_acquire(&owner, timeout);
+        let acquisition = match abort {
+            None => lock.begin_acquire(&owner, timeout),
+            // An abort ends it as a timeout does: it resolves to null once the node is removed.
+            Some(abort) => lock.begin_acquire_abortable(&owner, timeout, abort),
+        };
         let acquisition = async move {
-            let Some(abort) = abort else { return begun.await };
-            // Dropping the core's future on abort removes the attempt's node in the background.
-            let result = tokio::select! {
-                result = begun => result,
-                _ = abort.cancelled() => Ok(None),
-            };
-            aborts.lock().retain(|(id, _)| *id != owner.id());
+            let result = acquisition.await;
+            if abortable {
+                aborts.lock().retain(|(id, _)| *id != owner.id());
+            }
             result
         };
         runtime::promise(env, acquisition, |hold| hold.map(NativeHold::new))

@@ -253,3 +253,18 @@ test("withLock passes on the function's own error when the lock was lost too, th
   assert.equal(rejected, bodyError, "the function's error, not the release's")
   assert.equal(rejected.releaseError?.code, codes.LOCK_LOST, String(rejected.releaseError))
 })
+
+test('an abort rejects once the attempt\'s node is gone, as a timeout resolves, for 50 waiters on one signal', async () => {
+  const path = uniquePath('abort-then-gone')
+  const holder = await client.lock(path).acquire()
+  const controller = new AbortController()
+  const waiters = Array.from({ length: 50 }, () => client.lock(path).acquire({ signal: controller.signal }))
+  await nodesBecome(path, 51)
+  controller.abort()
+  const outcomes = await Promise.allSettled(waiters)
+  assert.ok(outcomes.every((o) => o.status === 'rejected' && o.reason instanceof AbortError), 'every waiter aborted')
+  // No wait: by the time the rejections arrived, the nodes were gone.
+  assert.equal((await ephemeralsUnder(path)).length, 1, "only the holder's node is left")
+  await holder.release()
+  await nodesBecome(path, 0)
+})

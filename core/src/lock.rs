@@ -272,12 +272,28 @@ impl Lock {
     /// its acquisitions began, whichever threads later drive them. `timeout` as in
     /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
     pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
+        self.begin(owner, Wait::from_timeout(timeout))
+    }
+
+    /// As [`Lock::begin_acquire`], ending as a timeout does once `abort` is cancelled: the
+    /// acquisition gives `Ok(None)` once the attempt's node is removed (what a binding's abort
+    /// promises, like its timeout). Dropping the acquisition instead removes the node in the
+    /// background.
+    pub fn begin_acquire_abortable(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: tokio_util::sync::CancellationToken,
+    ) -> Acquire {
+        self.begin(owner, Wait { abort: Some(abort), ..Wait::from_timeout(timeout) })
+    }
+
+    fn begin(&self, owner: &Owner, wait: Wait) -> Acquire {
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
             Ok(Entered::Counted(hold)) => Acquire { reentry: true, ..Acquire::done(Ok(Some(hold))) },
             Ok(Entered::ReadOnWriteNode(hold)) => Acquire::done(Ok(Some(hold))),
             Ok(entered) => {
-                let wait = Wait::from_timeout(timeout);
                 let lock = self.clone();
                 let owner = owner.clone();
                 let mut future: BoxFuture<'static, Result<Option<Hold>>> =

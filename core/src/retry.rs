@@ -65,12 +65,20 @@ pub(crate) struct Requests<'a> {
     pub(crate) client: &'a ClientInner,
     pub(crate) session: &'a Arc<Session>,
     pub(crate) deadline: Option<Instant>,
+    /// Cancelled: as if the deadline passed (an abort, as the bindings offer it).
+    abort: Option<tokio_util::sync::CancellationToken>,
     losses: AtomicU32,
 }
 
 impl<'a> Requests<'a> {
     pub(crate) fn new(client: &'a ClientInner, session: &'a Arc<Session>, deadline: Option<Instant>) -> Self {
-        Requests { client, session, deadline, losses: AtomicU32::new(0) }
+        Requests { client, session, deadline, abort: None, losses: AtomicU32::new(0) }
+    }
+
+    /// These requests stop as at their deadline once `abort` is cancelled.
+    pub(crate) fn with_abort(mut self, abort: Option<tokio_util::sync::CancellationToken>) -> Self {
+        self.abort = abort;
+        self
     }
 
     pub(crate) fn zk(&self) -> &'a zk::Client {
@@ -79,7 +87,7 @@ impl<'a> Requests<'a> {
 
     /// Awaits `future` unless the client is closed, the session is over, or the deadline passes.
     pub(crate) async fn bounded<F: Future>(&self, future: F) -> Result<F::Output, Stop> {
-        bounded(self.client, self.session, self.deadline, future).await
+        bounded(self.client, self.session, self.deadline, self.abort.as_ref(), future).await
     }
 
     /// Sends one request: its answer, or [`Reply::Reconnected`] once the session is connected
@@ -131,12 +139,19 @@ async fn bounded<F: Future>(
     client: &ClientInner,
     session: &Session,
     deadline: Option<Instant>,
+    abort: Option<&tokio_util::sync::CancellationToken>,
     future: F,
 ) -> Result<F::Output, Stop> {
     let expiry = async {
-        match deadline {
-            Some(deadline) => tokio::time::sleep_until(deadline).await,
-            None => std::future::pending().await,
+        let at = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        match abort {
+            Some(abort) => tokio::select! { _ = at => {}, _ = abort.cancelled() => {} },
+            None => at.await,
         }
     };
     tokio::select! {

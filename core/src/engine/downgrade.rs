@@ -30,7 +30,7 @@ impl Recipe {
             _ => return Err(lost()),
         };
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
-        let requests = Requests::new(&self.client, &session, deadline);
+        let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
         let name = format!("_c_{}-{}{:010}", self.client.attempt_ids.next(), Mode::Read.marker(), write.sequence());
         let mut attempt = Attempt {
             client: self.client.clone(),

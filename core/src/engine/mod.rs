@@ -42,24 +42,40 @@ pub(crate) use released::ReleasedNodes;
 
 static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
 
-/// How long an acquisition may wait: one value, fixed when the acquisition begins.
-#[derive(Clone, Copy, Debug)]
+/// How long an acquisition may wait: fixed when the acquisition begins.
+#[derive(Clone, Debug)]
 pub(crate) struct Wait {
     /// `None`: as long as it takes.
     pub(crate) deadline: Option<Instant>,
     /// Only try: one create and one listing, then give up if the lock is not had.
     pub(crate) only_try: bool,
+    /// Cancelled: the acquisition ends as at its deadline, its node removed before it returns.
+    pub(crate) abort: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl Wait {
     /// From the bindings' form: `None` waits forever, `Some(ZERO)` only tries.
     pub(crate) fn from_timeout(timeout: Option<Duration>) -> Wait {
         match timeout {
-            None => Wait { deadline: None, only_try: false },
-            Some(timeout) if timeout.is_zero() => Wait { deadline: None, only_try: true },
+            None => Wait { deadline: None, only_try: false, abort: None },
+            Some(timeout) if timeout.is_zero() => Wait { deadline: None, only_try: true, abort: None },
             // Past what an Instant holds is forever, for all practical purposes.
-            Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false },
+            Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false, abort: None },
         }
+    }
+
+    /// `future`'s output, or `None` once the acquisition is aborted.
+    async fn unless_aborted<F: std::future::Future>(&self, future: F) -> Option<F::Output> {
+        match &self.abort {
+            Some(abort) => tokio::select! { output = future => Some(output), _ = abort.cancelled() => None },
+            None => Some(future.await),
+        }
+    }
+
+    /// Whether the deadline passed, or the acquisition was aborted.
+    fn is_over(&self) -> bool {
+        self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
+            || self.abort.as_ref().is_some_and(|abort| abort.is_cancelled())
     }
 }
 
@@ -213,7 +229,7 @@ impl Recipe {
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         let mut requeues = 0u32;
         loop {
-            let result = self.attempt(mode, owner, wait).await;
+            let result = self.attempt(mode, owner, wait.clone()).await;
             let requeue = match &result {
                 Err(err) => {
                     err.kind() == ErrorKind::SessionExpired
@@ -228,13 +244,14 @@ impl Recipe {
             if !requeue {
                 return result;
             }
-            if wait.deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            if wait.is_over() {
                 return Ok(None);
             }
             requeues += 1;
             // Not in a tight loop, should new sessions keep ending at once.
             let pause = Instant::now() + Duration::from_millis(50 * u64::from(requeues.min(20)));
-            tokio::time::sleep_until(wait.deadline.map_or(pause, |deadline| deadline.min(pause))).await;
+            let until = wait.deadline.map_or(pause, |deadline| deadline.min(pause));
+            wait.unless_aborted(tokio::time::sleep_until(until)).await;
         }
     }
 
@@ -242,18 +259,24 @@ impl Recipe {
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
-        let send_turn = match wait.deadline {
-            Some(deadline) => match Box::pin(tokio::time::timeout_at(deadline, self.client.send_order.lock())).await {
-                Ok(turn) => turn,
-                // Acquisitions begun earlier are still establishing a session or creating the path.
-                Err(_) => return Ok(None),
-            },
-            None => Box::pin(self.client.send_order.lock()).await,
+        let turn = async {
+            match wait.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, self.client.send_order.lock()).await.ok(),
+                None => Some(self.client.send_order.lock().await),
+            }
         };
-        let session = Box::pin(self.client.session(&self.path)).await?;
+        let send_turn = match Box::pin(wait.unless_aborted(turn)).await {
+            Some(Some(turn)) => turn,
+            // Acquisitions begun earlier are still establishing a session or creating the path.
+            _ => return Ok(None),
+        };
+        let Some(session) = Box::pin(wait.unless_aborted(self.client.session(&self.path))).await else {
+            return Ok(None);
+        };
+        let session = session?;
         // Trying still completes its one round trip, unless the session is stuck.
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
-        let requests = Requests::new(&self.client, &session, deadline);
+        let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
