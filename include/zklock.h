@@ -225,6 +225,11 @@ typedef enum {
    * others more than asked (see zkl_lock_options). The message names the path and the entry.
    */
   ZKL_PERMISSION_DENIED = 12,
+  /**
+   * An acquisition waiting was cancelled, by zkl_lock_cancel or by zkl_lock_free of its
+   * lock from another thread; its node was removed before it returned.
+   */
+  ZKL_CANCELLED = 13,
 } zkl_result;
 
 /**
@@ -622,6 +627,16 @@ zkl_result zkl_lock_new_with(zkl_client *client, const char *path, const zkl_loc
 zkl_result zkl_rwlock_new_with(zkl_client *client, const char *path, const zkl_lock_options *opts, zkl_lock **read, zkl_lock **write);
 
 /**
+ * Wakes every acquisition of this lock handle that is waiting now, on any thread: each returns
+ * ZKL_CANCELLED once its node is removed. Holds are not touched, and later acquisitions are not
+ * affected. Without it, only a timeout, zkl_lock_free or closing the client ends a wait.
+ *
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL or freed lock.
+ */
+zkl_result zkl_lock_cancel(zkl_lock *lock);
+
+/**
  * Frees a lock handle. Holds still held through it are released in the background, as if each
  * owner released them (their nodes are deleted; nothing is left behind). A registered lost
  * callback is not running once this returns, and is never called again.
@@ -631,8 +646,8 @@ zkl_result zkl_rwlock_new_with(zkl_client *client, const char *path, const zkl_l
  *
  * Ownership: takes the lock. Freeing NULL is a no-op returning ZKL_OK.
  * Concurrency: any thread, including inside callbacks. Calls in progress on other threads
- * finish, except that an acquisition still waiting gives back the hold it gets and returns
- * ZKL_INVALID_ARGUMENT.
+ * finish; an acquisition still waiting is woken and returns ZKL_CANCELLED, its node removed
+ * (one that got the lock just then gives its hold back and returns ZKL_INVALID_ARGUMENT).
  */
 zkl_result zkl_lock_free(zkl_lock *lock);
 

@@ -24,8 +24,8 @@ static inline const char *h_code_name(int rc) {
   static const char *names[] = {"ZKL_OK", "ZKL_TIMEOUT", "ZKL_NOT_OWNER", "ZKL_SESSION_EXPIRED",
                                 "ZKL_LOCK_LOST", "ZKL_CONNECTION_LOSS", "ZKL_AUTH_FAILED", "ZKL_CLOSED",
                                 "ZKL_INVALID_ARGUMENT", "ZKL_ZOOKEEPER", "ZKL_PANIC", "ZKL_DEADLOCK",
-                                "ZKL_PERMISSION_DENIED"};
-  return rc >= 0 && rc <= ZKL_PERMISSION_DENIED ? names[rc] : "(not a zkl_result)";
+                                "ZKL_PERMISSION_DENIED", "ZKL_CANCELLED"};
+  return rc >= 0 && rc <= ZKL_CANCELLED ? names[rc] : "(not a zkl_result)";
 }
 
 static inline void h_report(int ok, const char *name, const char *fmt, ...) {

@@ -21,10 +21,10 @@ static void test_result_codes(void) {
   int stable = ZKL_OK == 0 && ZKL_TIMEOUT == 1 && ZKL_NOT_OWNER == 2 && ZKL_SESSION_EXPIRED == 3 &&
                ZKL_LOCK_LOST == 4 && ZKL_CONNECTION_LOSS == 5 && ZKL_AUTH_FAILED == 6 && ZKL_CLOSED == 7 &&
                ZKL_INVALID_ARGUMENT == 8 && ZKL_ZOOKEEPER == 9 && ZKL_PANIC == 10 && ZKL_DEADLOCK == 11 &&
-               ZKL_PERMISSION_DENIED == 12;
-  CHECK(stable, "result codes: stable numbers, ZKL_OK = 0 and ZKL_PERMISSION_DENIED last");
+               ZKL_PERMISSION_DENIED == 12 && ZKL_CANCELLED == 13;
+  CHECK(stable, "result codes: stable numbers, ZKL_OK = 0 and ZKL_CANCELLED last");
   int all_described = 1, all_distinct = 1;
-  for (int rc = ZKL_OK; rc <= ZKL_PERMISSION_DENIED; rc++) {
+  for (int rc = ZKL_OK; rc <= ZKL_CANCELLED; rc++) {
     const char *text = zkl_result_str(rc);
     if (text == NULL || *text == '\0' || strcmp(text, "unknown result") == 0) all_described = 0;
     for (int other = ZKL_OK; other < rc; other++)
@@ -37,7 +37,7 @@ static void test_result_codes(void) {
         "result codes: ZKL_DEADLOCK reads \"would deadlock\"");
   CHECK(strcmp(zkl_result_str(ZKL_PERMISSION_DENIED), "permission denied") == 0,
         "result codes: ZKL_PERMISSION_DENIED reads \"permission denied\"");
-  CHECK(strcmp(zkl_result_str(ZKL_PERMISSION_DENIED + 1), "unknown result") == 0 && strcmp(zkl_result_str(-1), "unknown result") == 0,
+  CHECK(strcmp(zkl_result_str(ZKL_CANCELLED + 1), "unknown result") == 0 && strcmp(zkl_result_str(-1), "unknown result") == 0,
         "result codes: any other int is \"unknown result\"");
 }
 

@@ -83,7 +83,8 @@ int main(void) {
   CHECK_RC(zkl_lock_free(holding), ZKL_OK, "free: a handle that holds (reentrantly)");
   CHECK(h_wait_contenders(lock_a, 0, 10000), "free: its hold is released in the background, every level");
 
-  /* Freeing a handle while another thread waits on it: that thread gives back what it gets. */
+  /* Freeing a handle while another thread waits on it: the wait ends at once with
+   * ZKL_CANCELLED, its node removed before it returns; the holder is untouched. */
   zkl_lock *shared = NULL;
   zkl_lock_new(b, path, &shared);
   h_require(zkl_lock_acquire(lock_a, -1) == ZKL_OK, "client A holds");
@@ -91,10 +92,23 @@ int main(void) {
   pthread_create(&thread, NULL, attempt_thread, &orphan);
   CHECK(h_wait_contenders(lock_a, 2, 10000), "free: a thread waits on a handle");
   CHECK_RC(zkl_lock_free(shared), ZKL_OK, "free: the handle is freed while its thread waits");
-  CHECK_RC(zkl_lock_release(lock_a), ZKL_OK, "free: client A releases");
   pthread_join(thread, NULL);
-  CHECK(orphan.rc == ZKL_INVALID_ARGUMENT && !orphan.held_after, "free: the waiting acquire returns ZKL_INVALID_ARGUMENT");
-  CHECK(h_wait_contenders(lock_a, 0, 10000), "free: the hold it got was released, nothing left behind");
+  CHECK(orphan.rc == ZKL_CANCELLED && !orphan.held_after, "free: the waiting acquire wakes with ZKL_CANCELLED");
+  CHECK(h_contenders(lock_a) == 1, "free: its node was gone when it returned; A still holds");
+
+  /* zkl_lock_cancel wakes every wait on the handle, on any thread, and only those. */
+  attempt cancelled[2] = {{lock_b, -1, -1, 0, false}, {lock_b, 60000, -1, 0, false}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) pthread_create(&threads[i], NULL, attempt_thread, &cancelled[i]);
+  CHECK(h_wait_contenders(lock_a, 3, 10000), "cancel: two threads wait on one handle");
+  CHECK_RC(zkl_lock_cancel(lock_b), ZKL_OK, "cancel: zkl_lock_cancel");
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  CHECK(cancelled[0].rc == ZKL_CANCELLED && cancelled[1].rc == ZKL_CANCELLED, "cancel: both waits end with ZKL_CANCELLED");
+  CHECK(h_contenders(lock_a) == 1, "cancel: their nodes were gone when they returned");
+  CHECK_RC(zkl_lock_release(lock_a), ZKL_OK, "cancel: client A releases");
+  CHECK_RC(zkl_lock_acquire(lock_b, 10000), ZKL_OK, "cancel: a later acquisition on the handle is not affected");
+  CHECK_RC(zkl_lock_release(lock_b), ZKL_OK, "cancel: release");
+  CHECK_ERR(zkl_lock_cancel(NULL), ZKL_INVALID_ARGUMENT, "lock", "cancel: NULL is invalid");
 
   /* Closing a client while one of its threads waits in acquire: the wait ends with ZKL_CLOSED. */
   h_require(zkl_lock_acquire(lock_a, -1) == ZKL_OK, "client A holds again");

@@ -49,11 +49,14 @@ pub enum zkl_result {
     /// the ACL names), or a lock made with an ACL found its lock path with an ACL that grants
     /// others more than asked (see zkl_lock_options). The message names the path and the entry.
     ZKL_PERMISSION_DENIED = 12,
+    /// An acquisition waiting was cancelled, by zkl_lock_cancel or by zkl_lock_free of its
+    /// lock from another thread; its node was removed before it returned.
+    ZKL_CANCELLED = 13,
 }
 
 impl zkl_result {
     /// Every code, in order; `zkl_result_str` and the C tests cover exactly these.
-    pub(crate) const ALL: [zkl_result; 13] = [
+    pub(crate) const ALL: [zkl_result; 14] = [
         zkl_result::ZKL_OK,
         zkl_result::ZKL_TIMEOUT,
         zkl_result::ZKL_NOT_OWNER,
@@ -67,6 +70,7 @@ impl zkl_result {
         zkl_result::ZKL_PANIC,
         zkl_result::ZKL_DEADLOCK,
         zkl_result::ZKL_PERMISSION_DENIED,
+        zkl_result::ZKL_CANCELLED,
     ];
 
     fn describe(self) -> &'static CStr {
@@ -85,6 +89,7 @@ impl zkl_result {
             zkl_result::ZKL_PANIC => cstr!("panic"),
             zkl_result::ZKL_DEADLOCK => cstr!("would deadlock"),
             zkl_result::ZKL_PERMISSION_DENIED => cstr!("permission denied"),
+            zkl_result::ZKL_CANCELLED => cstr!("cancelled"),
         }
     }
 }

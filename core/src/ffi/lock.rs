@@ -12,6 +12,7 @@ use super::error::{zkl_result, Failure};
 use super::owner::{explicit_owner, thread_owner};
 use super::{handles, runtime};
 use crate::{HoldState, Lock, LostReason, Owner};
+use tokio_util::sync::CancellationToken;
 
 /// A fair, reentrant lock on one path: a mutex from zkl_lock_new, or one side of a read/write
 /// lock from zkl_rwlock_new; freed with zkl_lock_free. Opaque.
@@ -79,11 +80,24 @@ pub(crate) struct LockHandle {
     lost_callback: Arc<CallbackSlot<LostCallback>>,
     /// Set by zkl_lock_free: an acquisition still in progress then gives its hold back.
     freed: AtomicBool,
+    /// Cancelled by zkl_lock_cancel and zkl_lock_free: the acquisitions waiting then end, their
+    /// nodes removed. zkl_lock_cancel puts a fresh one in its place for later acquisitions.
+    cancel: parking_lot::Mutex<CancellationToken>,
 }
 
 impl LockHandle {
     fn new(lock: Lock) -> LockHandle {
-        LockHandle { lock, lost_callback: Arc::new(CallbackSlot::new()), freed: AtomicBool::new(false) }
+        LockHandle {
+            lock,
+            lost_callback: Arc::new(CallbackSlot::new()),
+            freed: AtomicBool::new(false),
+            cancel: parking_lot::Mutex::new(CancellationToken::new()),
+        }
+    }
+
+    /// Ends the acquisitions waiting now; later ones are not affected.
+    fn cancel_waiting(&self) {
+        std::mem::take(&mut *self.cancel.lock()).cancel();
     }
 }
 
@@ -324,6 +338,21 @@ fn new_rwlock(
     Ok(())
 }
 
+/// Wakes every acquisition of this lock handle that is waiting now, on any thread: each returns
+/// ZKL_CANCELLED once its node is removed. Holds are not touched, and later acquisitions are not
+/// affected. Without it, only a timeout, zkl_lock_free or closing the client ends a wait.
+///
+/// Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for a NULL or freed lock.
+#[no_mangle]
+pub extern "C" fn zkl_lock_cancel(lock: *mut zkl_lock) -> zkl_result {
+    ffi_result!("zkl_lock_cancel", {
+        non_null!(lock, "lock");
+        handles::lock(lock, "lock")?.cancel_waiting();
+        Ok(())
+    })
+}
+
 /// Frees a lock handle. Holds still held through it are released in the background, as if each
 /// owner released them (their nodes are deleted; nothing is left behind). A registered lost
 /// callback is not running once this returns, and is never called again.
@@ -333,8 +362,8 @@ fn new_rwlock(
 ///
 /// Ownership: takes the lock. Freeing NULL is a no-op returning ZKL_OK.
 /// Concurrency: any thread, including inside callbacks. Calls in progress on other threads
-/// finish, except that an acquisition still waiting gives back the hold it gets and returns
-/// ZKL_INVALID_ARGUMENT.
+/// finish; an acquisition still waiting is woken and returns ZKL_CANCELLED, its node removed
+/// (one that got the lock just then gives its hold back and returns ZKL_INVALID_ARGUMENT).
 #[no_mangle]
 pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
     ffi_result!("zkl_lock_free", {
@@ -344,6 +373,7 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
         let handle = handles::remove_lock(lock, "lock")?;
         handle.lost_callback.set(None, std::ptr::null_mut());
         handle.freed.store(true, Ordering::Release);
+        handle.cancel_waiting();
         runtime::runtime()?;
         handle.lock.release_all_in_background();
         Ok(())
@@ -368,7 +398,8 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     runtime::check_may_block()?;
     // Re-entry is counted at once, with no ZooKeeper traffic and no trip through the runtime;
     // otherwise the attempt's create is sent, and this waits for it.
-    let mut begun = handle.lock.begin_acquire(&owner, wait);
+    let cancel = handle.cancel.lock().clone();
+    let mut begun = handle.lock.begin_acquire_abortable(&owner, wait, cancel.clone());
     let reentry = begun.is_reentry();
     let acquired = match begun.take_now() {
         Some(result) => result,
@@ -376,6 +407,13 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     };
     let hold = match acquired? {
         Some(hold) => hold,
+        None if cancel.is_cancelled() => {
+            let by = if handle.freed.load(Ordering::Acquire) { "zkl_lock_free" } else { "zkl_lock_cancel" };
+            return Err(Failure::new(
+                zkl_result::ZKL_CANCELLED,
+                format!("the acquisition on {} was cancelled by {by}; its node was removed", handle.lock.path()),
+            ));
+        }
         None => {
             let why = match timeout_ms {
                 0 => "held by another contender (tried once: timeout 0)".to_owned(),
