@@ -66,7 +66,7 @@ cli:
 	$(CARGO) build -q -p zklock-cli --bin zklock $(PROFILE_FLAG)
 
 # The .so is installed stripped; its debug info goes beside it in .debug/ (where gdb looks for
-# the file its .gnu_debuglink names). The system libraries of a static link lose -lgcc_s, which
+# the file its .gnu_debuglink names). The zklock command is installed stripped (25 MB -> a few). The system libraries of a static link lose -lgcc_s, which
 # has no static form: the compiler driver links libgcc itself (libgcc_eh under -static).
 PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' -e "s|@LIBS_PRIVATE@|$$(sed 's/ *-lgcc_s//g' $(OUT)/zklock-native-libs)|"
@@ -85,7 +85,8 @@ install: lib cli
 	install -m 644 include/zklock.supp $(DESTDIR)$(DATADIR)/zklock/zklock.supp
 	$(PC_SUBST) include/zklock.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock.pc
 	$(PC_SUBST) include/zklock-static.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/zklock-static.pc
-	install -m 755 $(OUT)/zklock $(DESTDIR)$(BINDIR)/zklock
+	objcopy --strip-all $(OUT)/zklock $(DESTDIR)$(BINDIR)/zklock
+	chmod 755 $(DESTDIR)$(BINDIR)/zklock
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/zklock $(DESTDIR)$(INCLUDEDIR)/zklock.h $(DESTDIR)$(LIBDIR)/libzklock.so $(DESTDIR)$(LIBDIR)/$(SONAME) \

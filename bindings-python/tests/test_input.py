@@ -52,9 +52,10 @@ def test_the_exception_hierarchy():
 )
 def test_bad_client_options_are_rejected_before_connecting(kwargs, words):
     started = time.monotonic()
-    with pytest.raises(zklock.InvalidArgumentError, match=words):
+    with pytest.raises(zklock.InvalidArgumentError, match=words) as err:
         zklock.Client(UNREACHABLE, connect_timeout=kwargs.pop("connect_timeout", 30), **kwargs)
     assert time.monotonic() - started < 1.0, "it tried to connect first"
+    assert err.value.path == UNREACHABLE, "a client's errors name its connect string, whoever found them"
 
 
 @pytest.mark.parametrize("hosts", ["", "127.0.0.1:2181/", "127.0.0.1:notaport", "127.0.0.1:2181/bad//chroot"])

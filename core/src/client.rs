@@ -174,6 +174,11 @@ impl Client {
     /// * [`ErrorKind::ZooKeeper`] (code -101, NoNode) if the chroot does not exist.
     /// * [`ErrorKind::AuthFailed`] if the server rejected the credentials.
     pub async fn connect_with(connect_string: &str, options: ClientOptions) -> Result<Client> {
+        // Every error of connecting names the connect string as its path, whatever found it.
+        Self::connect_as(connect_string, options).await.map_err(|err| err.with_path(connect_string))
+    }
+
+    async fn connect_as(connect_string: &str, options: ClientOptions) -> Result<Client> {
         let chroot = validate::connect_string(connect_string)?.to_owned();
         validate::session_timeout(options.session_timeout)?;
         validate::positive_timeout(options.connect_timeout, "connect timeout")?;
