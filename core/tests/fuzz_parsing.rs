@@ -42,7 +42,7 @@ const MARKERS: [(&str, Mode); 5] = [
 
 /// A path segment ZooKeeper accepts: no '/', no control or private-use characters, not `.`/`..`.
 fn segment() -> impl Strategy<Value = String> {
-    "[a-zA-Z0-9_.:@ -]{1,12}|[a-z]{0,4}[ü€日本\u{10000}-\u{10010}]{1,3}"
+    "[a-zA-Z0-9_.:@ -]{1,12}|[a-z]{0,4}[ü€日本\u{d7f0}-\u{d7ff}\u{f900}-\u{f910}]{1,3}"
         .prop_filter("not . or ..", |s| s != "." && s != "..")
 }
 
@@ -59,6 +59,8 @@ fn invalid_char() -> impl Strategy<Value = char> {
         (0x7fu32..=0x9f).prop_map(|c| char::from_u32(c).unwrap()),
         (0xe000u32..=0xf8ff).prop_map(|c| char::from_u32(c).unwrap()),
         (0xfff0u32..=0xffff).prop_map(|c| char::from_u32(c).unwrap()),
+        // Past the Basic Multilingual Plane: a surrogate pair in ZooKeeper's UTF-16.
+        (0x10000u32..=0x10ffff).prop_map(|c| char::from_u32(c).unwrap()),
     ]
 }
 

@@ -270,7 +270,14 @@ impl Recipe {
             // Acquisitions begun earlier are still establishing a session or creating the path.
             _ => return Ok(None),
         };
-        let Some(session) = Box::pin(wait.unless_aborted(self.client.session(&self.path))).await else {
+        // A session to queue on (a new one, after a waiter's ended), within the deadline too.
+        let session = async {
+            match wait.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, self.client.session(&self.path)).await.ok(),
+                None => Some(self.client.session(&self.path).await),
+            }
+        };
+        let Some(Some(session)) = Box::pin(wait.unless_aborted(session)).await else {
             return Ok(None);
         };
         let session = session?;
