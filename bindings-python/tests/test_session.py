@@ -174,3 +174,40 @@ def test_a_waiter_whose_session_expires_queues_again_and_gets_the_lock(kazoo, pa
 
 def children_of_holder(kazoo, path, holder) -> list[str]:
     return [n for n in children(kazoo, path) if holder.node and holder.node.endswith(n)]
+
+
+def test_callbacks_can_be_unregistered(zk_connect, kazoo, path):
+    """on_state_change and on_lost return a function that unregisters the callback: a change or a
+    loss after it reaches the callbacks still registered, not that one."""
+    client = zklock.Client(zk_connect)
+    kept: list[str] = []
+    dropped: list[str] = []
+    delivered = threading.Event()
+    stop_dropped = client.on_state_change(dropped.append)
+    client.on_state_change(lambda state: (kept.append(state), delivered.set()))
+    stop_dropped()
+
+    lock = client.lock(path)
+    lost_kept: list[str] = []
+    lost_dropped: list[str] = []
+    lost = threading.Event()
+    lock.on_lost(lambda reason: (lost_kept.append(reason), lost.set()))
+    unregister = lock.on_lost(lost_dropped.append)
+    unregister()
+    unregister()  # idempotent
+    assert lock.acquire()
+    for name in children(kazoo, path):
+        kazoo.delete(f"{path}/{name}")
+    assert lost.wait(timeout=30), "the registered on_lost callback ran"
+    # Callbacks run one at a time in order on the client's callback thread: by now the
+    # unregistered one would have run too.
+    assert lost_kept == ["node_deleted"] and lost_dropped == [], (lost_kept, lost_dropped)
+    with pytest.raises(zklock.LockLostError):
+        lock.release()
+
+    client.close()
+    assert delivered.wait(timeout=30)
+    wait_until(lambda: "closed" in kept, "the closed state to reach the registered callback")
+    assert dropped == [], dropped
+    with pytest.raises(zklock.InvalidArgumentError, match="callable"):
+        client.on_state_change(42)  # type: ignore[arg-type]

@@ -100,6 +100,24 @@ def _task_owner(create: bool = True) -> Optional[_native.Owner]:
     return owner
 
 
+class _Subscription:
+    """A registered callback, until cancelled: the native side keeps calling this object, which
+    calls the callback only while registered."""
+
+    __slots__ = ("_callback",)
+
+    def __init__(self, callback: Callable[..., Any]) -> None:
+        self._callback: Optional[Callable[..., Any]] = callback
+
+    def __call__(self, *args: Any) -> None:
+        callback = self._callback
+        if callback is not None:
+            callback(*args)
+
+    def cancel(self) -> None:
+        self._callback = None
+
+
 class Client(_native.Client):
     """A ZooKeeper client: one session at a time, shared by every lock made from it.
 
@@ -132,6 +150,18 @@ class Client(_native.Client):
         packet limit in bytes, if they allow more than ZooKeeper's default."""
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
+
+    def on_state_change(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+        """Calls ``callback(state)`` on each session state change (``"connected"``,
+        ``"disconnected"``, ``"expired"``, ``"auth_failed"``, ``"closed"``), on the client's
+        callback thread (in order, after the client's earlier callbacks), holding the GIL.
+        Returns a function that unregisters it: once it returns, ``callback`` is not called
+        again (but for a call already running)."""
+        if not callable(callback):
+            super().on_state_change(callback)  # refused there, with the binding's message
+        subscription = _Subscription(callback)
+        super().on_state_change(subscription)
+        return subscription.cancel
 
     def lock(self, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None) -> "Lock":
         """A fair, reentrant lock on ``path`` (nothing is sent until the first acquisition).
@@ -342,7 +372,7 @@ class Lock(_native.Lock):
         """Acquires again, with as many levels as ``_release_save`` released."""
         self._acquire_levels(_native.Owner.current_thread(), count)
 
-    def on_lost(self, callback: Callable[[str], Any]) -> None:
+    def on_lost(self, callback: Callable[[str], Any]) -> Callable[[], None]:
         """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
         ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or ``"auth_failed"``.
 
@@ -350,10 +380,17 @@ class Lock(_native.Lock):
         and to the caller's current one; not to holds other owners took before. The callback
         runs on the client's callback thread (one per client: callbacks run one at a time, in
         order, so one that blocks delays only the later ones, never a session), holding the GIL;
-        an exception it raises goes to ``sys.unraisablehook``."""
-        super().on_lost(callback)
+        an exception it raises goes to ``sys.unraisablehook``.
+
+        Returns a function that unregisters ``callback``: once it returns, ``callback`` is not
+        called again (but for a call already running)."""
+        if not callable(callback):
+            super().on_lost(callback)  # refused there, with the binding's message
+        subscription = _Subscription(callback)
+        super().on_lost(subscription)
         for owner in self._caller_owners():
-            self._watch_owner(owner, callback)
+            self._watch_owner(owner, subscription)
+        return subscription.cancel
 
 
 class ReadWriteLock(_native.ReadWriteLock):
