@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import DEADLINE, children, identity, wait_children
+from conftest import DEADLINE, children, identity, wait_children, wait_until
 
 import zklock
 
@@ -311,5 +311,29 @@ def test_holder_and_contenders_can_be_awaited_and_leave_the_loop_free(client, pa
             assert [c.node for c in contenders][0] == holder.node and len(contenders) == 2
             assert contenders[1].identity is not None and contenders[1].identity["owner"] == "task:the-waiter"
         await waiting
+
+    asyncio.run(main())
+
+
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+def test_a_never_awaited_acquisition_is_given_up(client, kazoo, path):
+    """acquire_async() begins at the call; if its coroutine is dropped unawaited, the attempt is
+    given up (or what it got given back), instead of held until the client closes."""
+    import gc
+
+    lock = client.lock(path)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        lock.acquire_async()  # dropped at once, never awaited
+        gc.collect()
+        await loop.run_in_executor(None, wait_children, kazoo, path, 0)
+        await loop.run_in_executor(None, wait_until, lambda: not lock.locked(), "nothing held")
+        # A re-entry decided at the call: its level is given back, so leaving the block releases.
+        async with lock:
+            lock.acquire_async()
+            gc.collect()
+        await loop.run_in_executor(None, wait_children, kazoo, path, 0)
+        assert not lock.locked()
 
     asyncio.run(main())

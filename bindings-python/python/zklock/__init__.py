@@ -191,9 +191,39 @@ def _close_at_exit() -> None:
     _native._at_exit(list(_open_clients))
 
 
-async def _decided(acquired: bool) -> bool:
+async def _decided(acquired: bool, started: "list[bool]") -> bool:
     """An acquisition decided at the call, as the coroutine ``Lock.acquire_async`` always gives."""
+    started[0] = True
     return acquired
+
+
+def _abandoned(
+    started: "list[bool]",
+    lock: "Lock",
+    owner: _native.Owner,
+    operation: Union[bool, _native.AsyncOp],
+    future: "asyncio.Future[bool]",
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """``acquire_async()``'s coroutine was collected without ever running."""
+    if started[0]:
+        return
+    if isinstance(operation, bool):
+        if operation:
+            lock._release_async(owner)  # the level counted at the call
+        return
+    operation.cancel()  # drops the acquisition in the runtime: core removes its node
+
+    def give_back() -> None:
+        # Cancelled, a settle arriving later gives back what it got (see _settle_acquire).
+        if future.done() and not future.cancelled() and future.exception() is None and future.result():
+            lock._release_async(owner)
+        future.cancel()
+
+    try:
+        loop.call_soon_threadsafe(give_back)
+    except RuntimeError:  # the loop is closed: its settles will not run either
+        pass
 
 
 class Lock(_native.Lock):
@@ -233,13 +263,23 @@ class Lock(_native.Lock):
                     self._release_async(owner)
 
         operation = self._acquire_async(owner, timeout, done)
+        started = [False]
         if isinstance(operation, bool):
             # Decided at once (a re-entry, or a try the core answered already): no thread hop.
             # Still a coroutine, so that asyncio.create_task() takes it whichever way it went.
-            return _decided(operation)
-        return self._finish_acquire(future, operation, owner)
+            coroutine = _decided(operation, started)
+        else:
+            coroutine = self._finish_acquire(future, operation, owner, started)
+        # Dropped without ever being awaited: the acquisition is given up (its node removed), or
+        # the level it got given back, rather than held until the client closes.
+        finalizer = weakref.finalize(coroutine, _abandoned, started, self, owner, operation, future, loop)
+        setattr(finalizer, "atexit", False)  # not at interpreter exit (typeshed lacks the attribute)
+        return coroutine
 
-    async def _finish_acquire(self, future: "asyncio.Future[bool]", operation: _native.AsyncOp, owner: _native.Owner) -> bool:
+    async def _finish_acquire(
+        self, future: "asyncio.Future[bool]", operation: _native.AsyncOp, owner: _native.Owner, started: "list[bool]"
+    ) -> bool:
+        started[0] = True
         try:
             return await future
         except asyncio.CancelledError:
