@@ -11,6 +11,9 @@ pub struct Connection {
     /// Session timeout in seconds: a holder cut off this long loses the lock
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub session_timeout: f64,
+    /// How long to try for a session before giving up (exit 69), in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub connect_timeout: f64,
 }
 
 impl Connection {
@@ -20,6 +23,10 @@ impl Connection {
             .ok()
             .filter(|timeout| !timeout.is_zero())
             .ok_or_else(|| format!("--session-timeout {}: a positive number of seconds", self.session_timeout))?;
-        Ok(zklock::ClientOptions { session_timeout, ..Default::default() })
+        let connect_timeout = Duration::try_from_secs_f64(self.connect_timeout)
+            .ok()
+            .filter(|timeout| !timeout.is_zero())
+            .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
+        Ok(zklock::ClientOptions { session_timeout, connect_timeout, ..Default::default() })
     }
 }

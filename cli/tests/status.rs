@@ -375,3 +375,19 @@ fn a_missing_chroot_exits_69_from_every_command() {
     assert_eq!(exec.status.code(), Some(69), "exec: {err}");
     assert!(err.contains("does not exist on the server"), "{err}");
 }
+
+#[test]
+fn connect_timeout_bounds_how_long_a_dead_ensemble_is_tried() {
+    // A host that accepts connections and never answers: the default would try for 10 s.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let connect = format!("127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let started = Instant::now();
+    let (code, _, err) = status_at(&connect, &["--connect-timeout", "1", "/locks/anything"]);
+    assert_eq!(code, 69, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "gave up after {:?}", started.elapsed());
+    assert!(err.contains("connect timeout of 1s"), "{err}");
+    let (code, _, err) = status_at(&connect, &["--connect-timeout", "0", "/locks/anything"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--connect-timeout 0"), "{err}");
+    drop(silent);
+}
