@@ -117,8 +117,11 @@ pub struct Args {
     pub quiet: bool,
     /// The lock path (relative to the chroot of --zk, if any)
     pub path: String,
+    /// Run STRING with `sh -c` instead of a COMMAND after `--` (as flock -c)
+    #[arg(short = 'c', long = "command", value_name = "STRING", conflicts_with = "command")]
+    pub shell_command: Option<OsString>,
     /// The command to run, after `--`
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present = "shell_command", value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
@@ -197,7 +200,10 @@ impl Exit {
     }
 }
 
-pub fn run(args: Args) -> i32 {
+pub fn run(mut args: Args) -> i32 {
+    if let Some(shell_command) = args.shell_command.take() {
+        args.command = vec!["sh".into(), "-c".into(), shell_command];
+    }
     let exit = start(args).unwrap_or_else(|exit| exit);
     if let Some(message) = exit.message {
         eprintln!("zklock exec: {message}");

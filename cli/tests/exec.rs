@@ -700,3 +700,26 @@ fn quiet_draws_no_status_line() {
     assert!(seen.is_empty(), "nothing with -q: {:?}", String::from_utf8_lossy(&seen));
     observer.release(holder);
 }
+
+#[test]
+fn dash_c_runs_a_shell_string_holding_the_lock_as_flock_does() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("dash-c");
+    let mut command = zklock();
+    command
+        .args(["exec", "--zk", &connect, &scratch.path, "-c", r#"echo "$ZKLOCK_FENCING_TOKEN" > "$D/token"; exit 3"#])
+        .env("D", &scratch.dir)
+        .stderr(Stdio::piped());
+    let (status, stderr) = run(command);
+    assert_eq!(status.code(), Some(3), "the string's exit status: {stderr}");
+    assert!(scratch.read("token").trim().parse::<i64>().is_ok(), "it ran holding the lock");
+    assert!(observer.contenders(&scratch.path).is_empty());
+    // -c and a COMMAND after `--` exclude each other; one of them is needed.
+    let mut both = zklock();
+    both.args(["exec", "--zk", &connect, &scratch.path, "-c", "true", "--", "true"]).stderr(Stdio::piped());
+    assert_eq!(run(both).0.code(), Some(64), "bad usage");
+    let mut neither = zklock();
+    neither.args(["exec", "--zk", &connect, &scratch.path]).stderr(Stdio::piped());
+    assert_eq!(run(neither).0.code(), Some(64), "bad usage");
+}
