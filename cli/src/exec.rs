@@ -125,6 +125,57 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
+/// `zklock hold`: exec's lock-taking options, with no command of one's own.
+#[derive(clap::Args, Debug)]
+pub struct HoldArgs {
+    #[command(flatten)]
+    pub connection: crate::connection::Connection,
+    /// Take the read side of the read/write lock at PATH, together with other --shared holders
+    #[arg(short = 's', long, conflicts_with = "write")]
+    pub shared: bool,
+    /// Take the write side of the read/write lock at PATH
+    #[arg(short = 'x', long)]
+    pub write: bool,
+    /// Do not wait: if the lock is held, exit at once with the conflict code
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub nonblock: bool,
+    /// Wait at most SECS (connecting included), then exit with the conflict code
+    #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
+    pub wait: Option<Duration>,
+    /// The exit code when the lock was not had with -n or -w
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = codes::CONFLICT as u8, allow_negative_numbers = true)]
+    pub conflict_exit_code: u8,
+    /// The owner label others see for this holder
+    #[arg(long, default_value = "zklock-hold")]
+    pub label: String,
+    /// No status line while waiting
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The lock path (relative to the chroot of --zk, if any)
+    pub path: String,
+}
+
+/// Takes the lock, prints its node and fencing token (one line: NODE TOKEN), and holds it until
+/// stdin closes (or a signal ends it): etcdctl lock with no command, so a shell script can lock
+/// its own remainder (`coproc zklock hold ...`). Exit status as exec's, 0 when stdin closed.
+pub fn hold(args: HoldArgs) -> i32 {
+    run(Args {
+        connection: args.connection,
+        shared: args.shared,
+        write: args.write,
+        nonblock: args.nonblock,
+        wait: args.wait,
+        conflict_exit_code: args.conflict_exit_code,
+        grace: Duration::from_secs(5),
+        on_suspend: OnSuspend::Continue,
+        label: Some(args.label),
+        quiet: args.quiet,
+        path: args.path,
+        shell_command: Some(r#"printf '%s %s\n' "$ZKLOCK_NODE" "$ZKLOCK_FENCING_TOKEN"; exec cat >/dev/null"#.into()),
+        command: Vec::new(),
+    })
+}
+
 /// What `--on-suspend` does while the connection is down and the session may still be live.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnSuspend {

@@ -20,6 +20,10 @@ Examples:
   # A deploy script that waits up to 10 minutes for the previous deploy:
   zklock exec -w 600 --label deploy-$USER /locks/deploy -- ./deploy.sh production
 
+  # A shell script that locks its own remainder:
+  coproc LOCK { zklock hold --zk zk1:2181 /locks/deploy; }
+  read -r NODE TOKEN <&\"${LOCK[0]}\"   # held from here; closing its stdin releases it
+
   # Who holds it, and who waits:
   zklock status --zk zk1:2181 /locks/deploy
 
@@ -35,6 +39,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Exec(exec::Args),
+    /// Take the lock, print its node and fencing token, and hold it until stdin closes
+    Hold(exec::HoldArgs),
     Status(status::Args),
 }
 
@@ -48,6 +54,7 @@ fn main() {
     };
     let code = match cli.command {
         Command::Exec(args) => exec::run(args),
+        Command::Hold(args) => exec::hold(args),
         Command::Status(args) => status::run(args),
     };
     std::process::exit(code);

@@ -723,3 +723,28 @@ fn dash_c_runs_a_shell_string_holding_the_lock_as_flock_does() {
     neither.args(["exec", "--zk", &connect, &scratch.path]).stderr(Stdio::piped());
     assert_eq!(run(neither).0.code(), Some(64), "bad usage");
 }
+
+#[test]
+fn hold_prints_node_and_token_and_holds_until_stdin_closes() {
+    use std::io::BufRead;
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("hold");
+    let mut hold = zklock();
+    hold.args(["hold", "--zk", &connect, "-q", &scratch.path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = hold.spawn().expect("run zklock hold");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let (node, token) = line.trim().split_once(' ').expect("NODE TOKEN");
+    let holder = observer.contenders(&scratch.path).remove(0);
+    assert_eq!(node, format!("{}/{}", scratch.path, holder.node));
+    assert_eq!(token, holder.fencing_token.to_string());
+    assert_eq!(holder.identity.expect("zklock's identity").owner, "zklock-hold");
+    drop(child.stdin.take()); // stdin closes: the hold ends
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(observer.contenders(&scratch.path).is_empty(), "released");
+}
