@@ -88,21 +88,8 @@ Examples:
 pub struct Args {
     #[command(flatten)]
     pub connection: crate::connection::Connection,
-    /// Take the read side of the read/write lock at PATH, together with other --shared execs
-    #[arg(short = 's', long, conflicts_with = "write")]
-    pub shared: bool,
-    /// Take the write side of the read/write lock at PATH (alone, excluding --shared execs)
-    #[arg(short = 'x', long)]
-    pub write: bool,
-    /// Do not wait: if the lock is held, exit at once with the conflict code
-    #[arg(short = 'n', long, conflicts_with = "wait")]
-    pub nonblock: bool,
-    /// Wait at most SECS (connecting included), then exit with the conflict code
-    #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
-    pub wait: Option<Duration>,
-    /// The exit code when the lock was not had with -n or -w
-    #[arg(short = 'E', long, value_name = "CODE", default_value_t = codes::CONFLICT as u8, allow_negative_numbers = true)]
-    pub conflict_exit_code: u8,
+    #[command(flatten)]
+    pub taking: Taking,
     /// After the lock is lost and COMMAND got SIGTERM, SIGKILL it after SECS
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = seconds, allow_negative_numbers = true)]
     pub grace: Duration,
@@ -125,15 +112,13 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-/// `zklock hold`: exec's lock-taking options, with no command of one's own.
+/// How exec and hold take the lock: which side, and how long to wait.
 #[derive(clap::Args, Debug)]
-pub struct HoldArgs {
-    #[command(flatten)]
-    pub connection: crate::connection::Connection,
+pub struct Taking {
     /// Take the read side of the read/write lock at PATH, together with other --shared holders
     #[arg(short = 's', long, conflicts_with = "write")]
     pub shared: bool,
-    /// Take the write side of the read/write lock at PATH
+    /// Take the write side of the read/write lock at PATH (alone, excluding --shared holders)
     #[arg(short = 'x', long)]
     pub write: bool,
     /// Do not wait: if the lock is held, exit at once with the conflict code
@@ -145,6 +130,15 @@ pub struct HoldArgs {
     /// The exit code when the lock was not had with -n or -w
     #[arg(short = 'E', long, value_name = "CODE", default_value_t = codes::CONFLICT as u8, allow_negative_numbers = true)]
     pub conflict_exit_code: u8,
+}
+
+/// `zklock hold`: exec's lock-taking options, with no command of one's own.
+#[derive(clap::Args, Debug)]
+pub struct HoldArgs {
+    #[command(flatten)]
+    pub connection: crate::connection::Connection,
+    #[command(flatten)]
+    pub taking: Taking,
     /// The owner label others see for this holder
     #[arg(long, default_value = "zklock-hold")]
     pub label: String,
@@ -161,11 +155,7 @@ pub struct HoldArgs {
 pub fn hold(args: HoldArgs) -> i32 {
     run(Args {
         connection: args.connection,
-        shared: args.shared,
-        write: args.write,
-        nonblock: args.nonblock,
-        wait: args.wait,
-        conflict_exit_code: args.conflict_exit_code,
+        taking: args.taking,
         grace: Duration::from_secs(5),
         on_suspend: OnSuspend::Continue,
         label: Some(args.label),
@@ -268,7 +258,7 @@ fn start(args: Args) -> Result<Exit, Exit> {
     // Bad input is told before any network traffic.
     zklock::check_lock_path(&args.path).map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
     options.language = "cli".into();
-    if let Some(wait) = args.wait.filter(|wait| !wait.is_zero()) {
+    if let Some(wait) = args.taking.wait.filter(|wait| !wait.is_zero()) {
         // One budget for connecting and waiting: -w 2 gives up after 2 s, whatever the cause.
         options.connect_timeout = options.connect_timeout.min(wait);
     }
@@ -329,7 +319,7 @@ impl Exec {
                 if self.status_line {
                     eprintln!("zklock exec: {} is held by another: not acquired", self.args.path);
                 }
-                return Exit::quiet(i32::from(self.args.conflict_exit_code));
+                return Exit::quiet(i32::from(self.args.taking.conflict_exit_code));
             }
             Err(exit) => return exit,
         };
@@ -348,8 +338,8 @@ impl Exec {
 
     /// Acquires as the options say: `Ok(None)` when not had with -n or within -w.
     async fn acquire(&mut self, client: &Client, owner: &Owner) -> Result<Option<(Lock, Hold)>, Exit> {
-        let deadline = self.args.wait.map(|wait| self.started + wait);
-        let plain = !self.args.shared && !self.args.write;
+        let deadline = self.args.taking.wait.map(|wait| self.started + wait);
+        let plain = !self.args.taking.shared && !self.args.taking.write;
         let mut side = self.choose_side(client).await?;
         let mut backoff = RECIPE_BACKOFF;
         let mut refused = None;
@@ -382,7 +372,7 @@ impl Exec {
         let err = refused.expect("only a refusal looks again");
         let (argument, hint) = match side {
             Side::Read => ("--shared: ", " (the exclusive users of a path shared with --shared need --write)"),
-            Side::Write if self.args.write => ("--write: ", ""),
+            Side::Write if self.args.taking.write => ("--write: ", ""),
             _ => ("", ""),
         };
         Err(Exit::fail(codes::USAGE, format!("{argument}{err}{hint}")))
@@ -399,7 +389,7 @@ impl Exec {
     ) -> Result<zklock::Result<Option<Hold>>, Exit> {
         let timeout = match deadline {
             Some(deadline) => Some(deadline.saturating_duration_since(Instant::now())),
-            None if self.args.nonblock => Some(Duration::ZERO),
+            None if self.args.taking.nonblock => Some(Duration::ZERO),
             None => None,
         };
         let acquiring = lock.acquire_for(owner, timeout);
@@ -427,10 +417,10 @@ impl Exec {
     /// --shared reads and --write writes; a plain exec takes the mutex, unless the path already
     /// is a read/write lock (so that it excludes the --shared execs there rather than fail).
     async fn choose_side(&mut self, client: &Client) -> Result<Side, Exit> {
-        if self.args.shared {
+        if self.args.taking.shared {
             return Ok(Side::Read);
         }
-        if self.args.write {
+        if self.args.taking.write {
             return Ok(Side::Write);
         }
         Ok(self.recipes_at_path(client).await?.plain_side())
