@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use serde::Serialize;
 use zklock::Participant;
@@ -38,6 +39,10 @@ pub struct Args {
     /// Print one JSON document {path, held, holders, queue} instead of a table
     #[arg(long)]
     pub json: bool,
+    /// Show it again every SECS (default 2) until interrupted, on a terminal in place (with
+    /// --json, one document a line)
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+    pub watch: Option<f64>,
     /// The lock path (relative to the chroot of --zk, if any)
     pub path: String,
 }
@@ -56,51 +61,80 @@ pub fn run(args: Args) -> i32 {
         Ok(runtime) => runtime,
         Err(err) => return fail(codes::SOFTWARE, &format!("cannot start the async runtime: {err}")),
     };
-    let report = runtime.block_on(async {
+    let interval = match args.watch.map(Duration::try_from_secs_f64) {
+        None => None,
+        Some(Ok(interval)) if !interval.is_zero() => Some(interval),
+        Some(_) => {
+            return fail(codes::USAGE, &format!("--watch {}: a positive number of seconds", args.watch.unwrap_or(0.0)))
+        }
+    };
+    let result = runtime.block_on(async {
         let client = match zklock::Client::connect_with(&args.connection.connect, options).await {
             Ok(client) => client,
             Err(err) => return Err(codes::connect_failure(&err)),
         };
-        let report = match client.lock(&args.path) {
-            Ok(lock) => snapshot(&lock).await,
-            Err(err) => Err(err),
+        let shown = match client.lock(&args.path) {
+            Ok(lock) => show_until_done(&args, &lock, interval).await,
+            Err(err) => Err(failure_of(&err)),
         };
         client.close().await;
-        report.map_err(|err| {
-            let code = codes::of_error(&err);
-            let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
-            (code, format!("{cannot_reach}{err}"))
-        })
+        shown
     });
-    let (contenders, holders) = match report {
-        Ok(report) => report,
-        Err((code, message)) => return fail(code, &message),
-    };
-    if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
-        let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
-        let more = if contenders.len() > names.len() { ", ..." } else { "" };
-        let message =
-            format!("{} is not a lock: none of its children is a lock node ({}{more})", args.path, names.join(", "));
-        return fail(codes::NOT_A_LOCK, &message);
+    match result {
+        Ok(code) => code,
+        Err((code, message)) => fail(code, &message),
     }
-    let status = Status::new(&args.path, contenders, holders, now_ms());
-    let text = if args.json {
-        serde_json::to_string_pretty(&status).expect("the status serializes") + "\n"
-    } else {
-        status.table()
-    };
-    // A reader that has seen enough (`| head -1`) is not a failure.
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
-            return fail(codes::SOFTWARE, &format!("cannot write the status: {err}"));
+}
+
+/// Shows the status once, or with an interval again and again (until an error, or a signal ends
+/// the process); the exit code of the last one shown.
+async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Duration>) -> Result<i32, (i32, String)> {
+    loop {
+        let (contenders, holders) = snapshot(lock).await.map_err(|err| failure_of(&err))?;
+        if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
+            let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
+            let more = if contenders.len() > names.len() { ", ..." } else { "" };
+            let message = format!(
+                "{} is not a lock: none of its children is a lock node ({}{more})",
+                args.path,
+                names.join(", ")
+            );
+            return Err((codes::NOT_A_LOCK, message));
         }
-        _ => {}
+        let status = Status::new(&args.path, contenders, holders, now_ms());
+        let text = match (args.json, interval.is_some()) {
+            (true, false) => serde_json::to_string_pretty(&status).expect("the status serializes") + "\n",
+            (true, true) => serde_json::to_string(&status).expect("the status serializes") + "\n",
+            // SAFETY: isatty only inspects the descriptor.
+            (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{}", status.table()),
+            (false, true) => status.table() + "\n",
+            (false, false) => status.table(),
+        };
+        let mut stdout = std::io::stdout().lock();
+        match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+            // A reader that has seen enough (`| head -1`) is not a failure.
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => return Ok(status_code(&status)),
+            Err(err) => return Err((codes::SOFTWARE, format!("cannot write the status: {err}"))),
+            Ok(()) => {}
+        }
+        drop(stdout);
+        let Some(interval) = interval else { return Ok(status_code(&status)) };
+        tokio::time::sleep(interval).await;
     }
+}
+
+fn status_code(status: &Status) -> i32 {
     if status.held {
         0
     } else {
         codes::FREE
     }
+}
+
+fn failure_of(err: &zklock::Error) -> (i32, String) {
+    let code = codes::of_error(err);
+    let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
+    (code, format!("{cannot_reach}{err}"))
 }
 
 fn fail(code: i32, message: &str) -> i32 {

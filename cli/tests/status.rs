@@ -391,3 +391,34 @@ fn connect_timeout_bounds_how_long_a_dead_ensemble_is_tried() {
     assert!(err.contains("--connect-timeout 0"), "{err}");
     drop(silent);
 }
+
+#[test]
+fn watch_shows_the_status_again_until_interrupted() {
+    use std::io::BufRead;
+    let rt = runtime();
+    let path = unique("watch");
+    let client = connect(&rt);
+    let lock = client.lock(&path).unwrap();
+    let held = rt.block_on(lock.acquire(&Owner::with_label(1, "watched"))).unwrap();
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["status", "--zk", &shared_connect_string(), "--watch", "0.2", "--json", &path])
+        .env_remove("ZK_CONNECT")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run zklock status --watch");
+    let mut lines = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next = || -> Value { serde_json::from_str(&lines.next().expect("another document").unwrap()).unwrap() };
+    let first = next();
+    assert_eq!(first["held"], true);
+    assert_eq!(label(&first["holders"][0]), "watched");
+    rt.block_on(held.release()).unwrap();
+    // Shown again, one JSON document a line, until the release shows.
+    let deadline = Instant::now() + T;
+    while next()["held"] != false {
+        assert!(Instant::now() < deadline, "the release never showed");
+    }
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let (code, _, err) = status(&["--watch", "0", &path]);
+    assert_eq!(code, 64, "{err}");
+}
