@@ -132,14 +132,13 @@ impl Error {
 
     /// A [`ErrorKind::LockLost`] error for a hold lost because of `reason` (if known).
     pub(crate) fn lost(reason: Option<crate::LostReason>, message: impl Into<Cow<'static, str>>) -> Self {
-        let mut err = Error::new(ErrorKind::LockLost, message);
-        err.inner.lost_reason = reason;
-        err
+        Error::new(ErrorKind::LockLost, message).with_lost_reason(reason)
     }
 
-    /// Why the session that stood under the operation ended (a SessionExpired error).
-    pub(crate) fn set_lost_reason(&mut self, reason: crate::LostReason) {
-        self.inner.lost_reason = Some(reason);
+    /// Why the hold was lost (LockLost), or the session under the operation ended (SessionExpired).
+    pub(crate) fn with_lost_reason(mut self, reason: Option<crate::LostReason>) -> Self {
+        self.inner.lost_reason = reason;
+        self
     }
 
     pub(crate) fn with_path(mut self, path: &str) -> Self {

@@ -64,11 +64,17 @@ impl Wait {
         }
     }
 
-    /// `future`'s output, or `None` once the acquisition is aborted.
-    async fn unless_aborted<F: std::future::Future>(&self, future: F) -> Option<F::Output> {
+    /// `future`'s output, or `None` once the deadline passes or the acquisition is aborted.
+    async fn within<F: std::future::Future>(&self, future: F) -> Option<F::Output> {
+        let bounded = async {
+            match self.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+                None => Some(future.await),
+            }
+        };
         match &self.abort {
-            Some(abort) => tokio::select! { output = future => Some(output), _ = abort.cancelled() => None },
-            None => Some(future.await),
+            Some(abort) => tokio::select! { output = bounded => output, _ = abort.cancelled() => None },
+            None => bounded.await,
         }
     }
 
@@ -145,10 +151,8 @@ impl Recipe {
 
     fn session_over_error(&self, session: &Session) -> Error {
         let reason = session.lost_reason().unwrap_or(LostReason::SessionExpired);
-        let mut err =
-            self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()));
-        err.set_lost_reason(reason);
-        err
+        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
+            .with_lost_reason(Some(reason))
     }
 
     /// The error for a step stopped before its answer; `deadline` says what a passed deadline
@@ -244,14 +248,12 @@ impl Recipe {
             if !requeue {
                 return result;
             }
+            requeues += 1;
+            // Not in a tight loop, should new sessions keep ending at once.
+            wait.within(tokio::time::sleep(Duration::from_millis(50 * u64::from(requeues.min(20))))).await;
             if wait.is_over() {
                 return Ok(None);
             }
-            requeues += 1;
-            // Not in a tight loop, should new sessions keep ending at once.
-            let pause = Instant::now() + Duration::from_millis(50 * u64::from(requeues.min(20)));
-            let until = wait.deadline.map_or(pause, |deadline| deadline.min(pause));
-            wait.unless_aborted(tokio::time::sleep_until(until)).await;
         }
     }
 
@@ -259,25 +261,12 @@ impl Recipe {
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
-        let turn = async {
-            match wait.deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, self.client.send_order.lock()).await.ok(),
-                None => Some(self.client.send_order.lock().await),
-            }
-        };
-        let send_turn = match Box::pin(wait.unless_aborted(turn)).await {
-            Some(Some(turn)) => turn,
-            // Acquisitions begun earlier are still establishing a session or creating the path.
-            _ => return Ok(None),
+        // Acquisitions begun earlier may still be establishing a session or creating the path.
+        let Some(send_turn) = Box::pin(wait.within(self.client.send_order.lock())).await else {
+            return Ok(None);
         };
         // A session to queue on (a new one, after a waiter's ended), within the deadline too.
-        let session = async {
-            match wait.deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, self.client.session(&self.path)).await.ok(),
-                None => Some(self.client.session(&self.path).await),
-            }
-        };
-        let Some(Some(session)) = Box::pin(wait.unless_aborted(session)).await else {
+        let Some(session) = Box::pin(wait.within(self.client.session(&self.path))).await else {
             return Ok(None);
         };
         let session = session?;
