@@ -1101,6 +1101,13 @@ fn main() {
         // A fault that cannot be applied now (no one holds, another ensemble fault is under
         // way) is tried again at each tick for a while, then skipped.
         waiting.retain(|f| {
+            // A pinned fault must run its course before the end heals everything: one that
+            // could not is skipped, not judged (its hold would be healed before it is lost).
+            let pinned = matches!(f.kind, Kind::PinnedStallShort | Kind::PinnedStallLong | Kind::PinnedCutLong);
+            if pinned && elapsed + PIN_WAIT + f.duration + session + PIN_MARGIN > run {
+                *soak.skipped.entry(f.key(session)).or_default() += 1;
+                return false;
+            }
             if soak.inject(f) {
                 return false;
             }
