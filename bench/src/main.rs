@@ -306,8 +306,8 @@ async fn reentrant_ns(client: &Client, path: &str) -> f64 {
         async move {
             let started = Instant::now();
             for _ in 0..n {
-                let hold = lock.acquire_for(owner, None).await.unwrap();
-                std::hint::black_box(hold);
+                let acquired = lock.acquire_for(owner, None).await.unwrap();
+                std::hint::black_box(acquired);
                 lock.release(owner).await.unwrap();
             }
             started.elapsed().as_nanos() as f64 / n as f64

@@ -109,7 +109,7 @@ fn with_lock<T>(
 /// ZKLOCK_LOCK_LOST if its hold was lost.
 #[napi]
 pub fn reenter(env: &Env, lock_key: u32, owner_id: i64) -> napi::Result<f64> {
-    Ok(with_lock(env, lock_key, |lock| lock.try_reenter(&owner(owner_id)))?.map_or(0.0, |hold| hold.id() as f64))
+    Ok(with_lock(env, lock_key, |lock| lock.try_reenter(&owner(owner_id)))?.map_or(0.0, |id| id as f64))
 }
 
 /// Releases one nested level at once when `owner` holds more than one (no ZooKeeper traffic,
@@ -160,7 +160,12 @@ impl NativeLock {
             Some(abort) => lock.begin_acquire_abortable(&owner, timeout, abort),
         };
         let acquisition = async move {
-            let result = acquisition.await;
+            let result = acquisition.await.map(|acquired| match acquired {
+                zklock::Acquired::Held(hold) => Some(hold),
+                // Only when the flow re-entered between its `reenter` and this call.
+                zklock::Acquired::Reentered => lock.hold_of(&owner).map(|(hold, _)| hold),
+                zklock::Acquired::NotAcquired => None,
+            });
             if abortable {
                 aborts.lock().retain(|(id, _)| *id != owner.id());
             }

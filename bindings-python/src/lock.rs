@@ -136,7 +136,7 @@ fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option
 struct LostCallbacks(Mutex<Vec<Callback>>);
 
 impl LostCallbacks {
-    /// A new hold (not a re-entry: see `zklock::Acquire::is_reentry`) gets one watcher for the
+    /// A new hold (`zklock::Acquired::Held`, not a re-entry) gets one watcher for the
     /// callbacks registered by now; its re-entries share it.
     fn watch(&self, lock: &zklock::Lock, hold: &Hold) {
         watch(lock, hold.clone(), self.0.lock().clone());
@@ -204,16 +204,15 @@ impl Lock {
         // Begun here, with the GIL held: a re-entry is counted at once, with no thread switch
         // and no runtime; otherwise the attempt's create is sent, and this waits for it.
         let mut begun = lock.begin_acquire(owner, wait);
-        let reentry = begun.is_reentry();
         let acquired = match begun.take_now() {
             Some(result) => result,
             None => runtime::block_on(py, begun)?,
         };
-        let Some(hold) = acquired.py(py)? else { return Ok(false) };
-        if !reentry {
-            self.lost.watch(lock, &hold);
+        let acquired = acquired.py(py)?;
+        if let Some(hold) = acquired.new_hold() {
+            self.lost.watch(lock, hold);
         }
-        Ok(true)
+        Ok(acquired.is_acquired())
     }
 
     fn release_as(&self, py: Python<'_>, owner: &zklock::Owner) -> PyResult<()> {
@@ -400,19 +399,18 @@ impl Lock {
         let wait = wait_for(py, &self.path, timeout)?;
         let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
         let mut begun = lock.begin_acquire(&owner, wait);
-        let reentry = begun.is_reentry();
         if let Some(result) = begun.take_now() {
-            if let (Ok(Some(hold)), false) = (&result, reentry) {
+            if let Some(hold) = result.as_ref().ok().and_then(zklock::Acquired::new_hold) {
                 lost.watch(&lock, hold);
             }
-            return Ok(Started::Done(result.map(|hold| hold.is_some()).py(py)?));
+            return Ok(Started::Done(result.map(|acquired| acquired.is_acquired()).py(py)?));
         }
         let acquire = async move {
             let result = begun.await;
-            if let Ok(Some(hold)) = &result {
+            if let Some(hold) = result.as_ref().ok().and_then(zklock::Acquired::new_hold) {
                 lost.watch(&lock, hold);
             }
-            result.map(|hold| hold.is_some())
+            result.map(|acquired| acquired.is_acquired())
         };
         let done: Callback = Arc::new(done);
         // Shared with `AsyncOp::cancel`, which drops it there and then: the owner may acquire

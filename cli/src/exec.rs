@@ -392,7 +392,8 @@ impl Exec {
             None if self.args.taking.nonblock => Some(Duration::ZERO),
             None => None,
         };
-        let acquiring = lock.acquire_for(owner, timeout);
+        // A fresh owner: never a re-entry.
+        let acquiring = async { lock.acquire_for(owner, timeout).await.map(|acquired| acquired.new_hold().cloned()) };
         let status = show_status(lock, client, self.status_line);
         tokio::pin!(acquiring, status);
         let acquired = tokio::select! {

@@ -328,6 +328,7 @@ pub(crate) struct Closed {
 impl Closed {
     fn close(&self) {
         self.flag.store(true, Ordering::Release);
+        crate::hold::note_loss();
         self.token.cancel();
     }
 

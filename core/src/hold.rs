@@ -6,7 +6,7 @@
 //! task per client sets the watches on holders' own nodes (see [`NodeWatcher`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -54,6 +54,23 @@ impl HoldState {
 
 const NODE_DELETED: u8 = 1;
 const RELEASED: u8 = 2;
+
+/// How many losses this process has seen (a hold's node deleted by someone else, a session
+/// over, a client closed), bumped after each is recorded. The owner table's lock-free re-entry
+/// trusts a hold it checked while this count stood still, so it reads no hold (see
+/// `owners::Fast`); any loss anywhere sends each re-entry through the checked path once.
+static LOSSES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a loss; call after the flag that records it is set.
+pub(crate) fn note_loss() {
+    LOSSES.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The count of losses so far; read it before checking a hold, so a loss recorded after that
+/// check changes it.
+pub(crate) fn losses() -> u64 {
+    LOSSES.load(Ordering::Acquire)
+}
 
 /// What an owner holds: the lock node, its fencing token, and its current [`HoldState`].
 /// Clones share the state.
@@ -413,6 +430,7 @@ async fn watch_own_node(info: Arc<HoldInfo>) {
                 // Our own release deletes the node too: that is no loss.
                 if info.status().0 != HoldState::Released {
                     info.set_flag(NODE_DELETED);
+                    note_loss();
                 }
             }
             return;

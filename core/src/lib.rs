@@ -70,7 +70,7 @@ pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{Hold, HoldState, HoldStateChanges};
-pub use crate::lock::{Acquire, Identity, Lock, LockGuard, LockOptions, Participant};
+pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
 pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;

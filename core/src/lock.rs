@@ -169,8 +169,12 @@ impl Lock {
     /// Returns `Ok(None)` when the lock was held by others until the timeout; any other failure
     /// is an error, including [`ErrorKind::Timeout`] when no session could be established in
     /// time or a try got no answer. The hold is released with [`Lock::release`], not by a guard.
-    pub async fn acquire_for(&self, owner: &Owner, timeout: Option<Duration>) -> Result<Option<Hold>> {
-        self.acquire_hold(owner, Wait::from_timeout(timeout)).await
+    pub async fn acquire_for(&self, owner: &Owner, timeout: Option<Duration>) -> Result<Acquired> {
+        // The reentrant fast path before any state machine is made (see `Lock::entry`).
+        if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
+            return Ok(Acquired::Reentered);
+        }
+        self.acquire_as(owner, Wait::from_timeout(timeout)).await
     }
 
     /// Releases one level of `owner`'s hold; at zero the lock node is deleted, and this returns
@@ -272,6 +276,9 @@ impl Lock {
     /// its acquisitions began, whichever threads later drive them. `timeout` as in
     /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
     pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
+        if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
+            return Acquire::done(Ok(Acquired::Reentered));
+        }
         self.begin(owner, Wait::from_timeout(timeout))
     }
 
@@ -285,14 +292,17 @@ impl Lock {
         timeout: Option<Duration>,
         abort: tokio_util::sync::CancellationToken,
     ) -> Acquire {
+        if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
+            return Acquire::done(Ok(Acquired::Reentered));
+        }
         self.begin(owner, Wait { abort: Some(abort), ..Wait::from_timeout(timeout) })
     }
 
     fn begin(&self, owner: &Owner, wait: Wait) -> Acquire {
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
-            Ok(Entered::Counted(hold)) => Acquire { reentry: true, ..Acquire::done(Ok(Some(hold))) },
-            Ok(Entered::ReadOnWriteNode(hold)) => Acquire::done(Ok(Some(hold))),
+            Ok(Entered::Counted(_)) => Acquire::done(Ok(Acquired::Reentered)),
+            Ok(Entered::ReadOnWriteNode(hold)) => Acquire::done(Ok(Acquired::Held(hold))),
             Ok(entered) => {
                 let lock = self.clone();
                 let owner = owner.clone();
@@ -302,8 +312,8 @@ impl Lock {
                 // create's reply (or to its place in the send-order queue).
                 let _context = self.recipe.client.runtime.enter();
                 match future.as_mut().poll(&mut std::task::Context::from_waker(futures::task::noop_waker_ref())) {
-                    std::task::Poll::Ready(result) => Acquire::done(result),
-                    std::task::Poll::Pending => Acquire { now: None, running: Some(future), reentry: false },
+                    std::task::Poll::Ready(result) => Acquire::done(result.map(Acquired::from)),
+                    std::task::Poll::Pending => Acquire { now: None, running: Some(future) },
                 }
             }
         }
@@ -313,9 +323,10 @@ impl Lock {
     /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
     /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
     /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
-    pub fn try_reenter(&self, owner: &Owner) -> Option<Result<Hold>> {
+    pub fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>> {
         match self.entry(owner, false) {
-            Ok(Some(Entered::Counted(hold) | Entered::ReadOnWriteNode(hold))) => Some(Ok(hold)),
+            Ok(Some(Entered::Counted(id))) => Some(Ok(id)),
+            Ok(Some(Entered::ReadOnWriteNode(hold))) => Some(Ok(hold.id())),
             Ok(_) => None,
             Err(err) => Some(Err(err)),
         }
@@ -381,6 +392,11 @@ impl Lock {
     /// side of a read/write lock) re-enters, or learns its hold is lost (a closed client's too);
     /// any other owner of a closed client is refused as closed.
     fn entry(&self, owner: &Owner, claim: bool) -> Result<Option<Entered>> {
+        // Without the mutex: a hold checked since the last loss in the process (a closed
+        // client's is one), counted up with one compare-and-swap.
+        if let Some(id) = self.recipe.owners.reenter_fast(owner, self.mode) {
+            return Ok(Some(Entered::Counted(id)));
+        }
         let path = self.path();
         if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
@@ -388,14 +404,30 @@ impl Lock {
         if claim {
             return self.recipe.owners.enter(owner, self.mode, path).map(Some);
         }
-        // (Counted or ReadOnWriteNode alike: `try_reenter` only wants the hold.)
-        self.recipe.owners.reenter(owner, self.mode, path).transpose().map(|hold| hold.map(Entered::Counted))
+        // (Counted or ReadOnWriteNode alike: `try_reenter` only wants the hold's id.)
+        self.recipe.owners.reenter(owner, self.mode, path).transpose().map(|id| id.map(Entered::Counted))
     }
 
+    /// For a guard, which keeps its hold: a re-entry looks its hold up.
     async fn acquire_hold(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        match self.acquire_as(owner, wait).await? {
+            Acquired::Held(hold) => Ok(Some(hold)),
+            Acquired::NotAcquired => Ok(None),
+            Acquired::Reentered => match self.hold_of(owner) {
+                Some((hold, _)) => Ok(Some(hold)),
+                None => Err(self.recipe.error(
+                    ErrorKind::NotOwner,
+                    format!("owner {}'s hold was released by another flow while it re-entered", owner.label()),
+                )),
+            },
+        }
+    }
+
+    async fn acquire_as(&self, owner: &Owner, wait: Wait) -> Result<Acquired> {
         match self.enter(owner)? {
-            Entered::Counted(hold) | Entered::ReadOnWriteNode(hold) => Ok(Some(hold)),
-            entered => self.acquire_claimed(owner, wait, entered).await,
+            Entered::Counted(_) => Ok(Acquired::Reentered),
+            Entered::ReadOnWriteNode(hold) => Ok(Acquired::Held(hold)),
+            entered => self.acquire_claimed(owner, wait, entered).await.map(Acquired::from),
         }
     }
 
@@ -450,43 +482,68 @@ fn holding(participants: Vec<Participant>) -> Vec<Participant> {
     holders.into_iter().filter_map(|i| participants[i].take()).collect()
 }
 
+/// What an acquisition came to, for a binding: a re-entry gives no new hold.
+#[derive(Debug)]
+pub enum Acquired {
+    /// The owner held the lock already and counted up, with no ZooKeeper traffic (its hold:
+    /// [`Lock::hold_of`]).
+    Reentered,
+    /// A new hold, at its first level.
+    Held(Hold),
+    /// Not acquired: held by others until the timeout, or aborted.
+    NotAcquired,
+}
+
+impl Acquired {
+    /// Whether the owner holds the lock now (a re-entry or a new hold).
+    pub fn is_acquired(&self) -> bool {
+        !matches!(self, Acquired::NotAcquired)
+    }
+
+    /// The new hold, if this acquisition made one.
+    pub fn new_hold(&self) -> Option<&Hold> {
+        match self {
+            Acquired::Held(hold) => Some(hold),
+            _ => None,
+        }
+    }
+}
+
+impl From<Option<Hold>> for Acquired {
+    fn from(hold: Option<Hold>) -> Acquired {
+        hold.map_or(Acquired::NotAcquired, Acquired::Held)
+    }
+}
+
 /// An acquisition begun by [`Lock::begin_acquire`]: a future of its outcome (as
 /// [`Lock::acquire_for`]'s), already under way.
 #[must_use = "dropping an acquisition cancels it"]
 pub struct Acquire {
-    now: Option<Result<Option<Hold>>>,
+    now: Option<Result<Acquired>>,
     running: Option<BoxFuture<'static, Result<Option<Hold>>>>,
-    reentry: bool,
 }
 
 impl Acquire {
-    fn done(result: Result<Option<Hold>>) -> Acquire {
-        Acquire { now: Some(result), running: None, reentry: false }
-    }
-
-    /// Whether this acquisition counted up a hold its owner had: then it gives no new hold (a
-    /// binding that signals losses per hold already watches that one). Otherwise a hold it
-    /// gives is at its first level.
-    pub fn is_reentry(&self) -> bool {
-        self.reentry
+    fn done(result: Result<Acquired>) -> Acquire {
+        Acquire { now: Some(result), running: None }
     }
 
     /// The outcome, if the acquisition was decided as it began (a re-entry, or an error):
     /// a binding can then answer without a round trip through its event loop.
-    pub fn take_now(&mut self) -> Option<Result<Option<Hold>>> {
+    pub fn take_now(&mut self) -> Option<Result<Acquired>> {
         self.now.take()
     }
 }
 
 impl Future for Acquire {
-    type Output = Result<Option<Hold>>;
+    type Output = Result<Acquired>;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         if let Some(result) = self.now.take() {
             return std::task::Poll::Ready(result);
         }
         match self.running.as_mut() {
-            Some(running) => running.as_mut().poll(cx),
+            Some(running) => running.as_mut().poll(cx).map(|result| result.map(Acquired::from)),
             None => panic!("Acquire polled after it finished"),
         }
     }

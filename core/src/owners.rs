@@ -77,14 +77,23 @@ struct Slot {
 }
 
 struct Held {
-    count: u64,
     hold: Hold,
+    levels: Levels,
+}
+
+/// Where a held slot counts its levels.
+enum Levels {
+    /// In `fast[i]`, where re-entries count without the mutex.
+    Fast(usize),
+    /// Here: every fast slot was taken.
+    Here(u64),
 }
 
 /// What [`OwnerTable::enter`] decided.
 pub(crate) enum Entered {
-    /// The owner held already: counted up.
-    Counted(Hold),
+    /// The owner held already: counted up. The hold's id ([`Hold::id`]); a re-entry gives no
+    /// new hold.
+    Counted(u64),
     /// The write holder's read past the sequence limit: a new hold at its first level, on the
     /// write node (no sequence says the write node's place, so no read node can keep it).
     ReadOnWriteNode(Hold),
@@ -96,18 +105,101 @@ pub(crate) enum Entered {
     Downgrade(Hold),
 }
 
-/// Few owners per lock, so a vector beats a map for the reentrant path.
+/// Holds whose levels re-entries count without the mutex: most locks have one holder per
+/// process, a read lock a few.
+const FAST_SLOTS: usize = 4;
+
+/// One held slot's levels, for re-entry without the mutex: the fast path reads atomics only,
+/// never the hold, so it needs no reclamation scheme. It trusts the hold not lost while the
+/// process's loss count ([`crate::hold::losses`]) is what it was when the table last checked the
+/// hold (`verified`); otherwise it goes the checked way, under the mutex.
+///
+/// `word` packs a generation (bumped when the slot is let go, so a re-entry that read an earlier
+/// hold's slot fails its compare-and-swap), the mode and the levels; levels 0 means free. Only
+/// the mutex's holder makes a slot live or free; the fast path moves levels between 1 and more.
+/// Fields are written before `word` makes the slot live (Release) and read after it (Acquire).
 #[derive(Default)]
-pub(crate) struct OwnerTable(Mutex<Vec<Slot>>);
+struct Fast {
+    word: AtomicU64,
+    owner: AtomicU64,
+    hold_id: AtomicU64,
+    verified: AtomicU64,
+}
+
+const LEVEL_BITS: u32 = 40;
+const LEVEL_MASK: u64 = (1 << LEVEL_BITS) - 1;
+const MODE_SHIFT: u32 = LEVEL_BITS;
+const GEN_SHIFT: u32 = LEVEL_BITS + 2;
+/// `verified` for a hold found lost: never the loss count.
+const UNVERIFIED: u64 = u64::MAX;
+
+fn mode_bits(mode: Mode) -> u64 {
+    match mode {
+        Mode::Exclusive => 0,
+        Mode::Read => 1,
+        Mode::Write => 2,
+    }
+}
+
+fn levels_of(word: u64) -> u64 {
+    word & LEVEL_MASK
+}
+
+impl Fast {
+    /// The live word of `owner`'s slot in `mode`, if this is it and its hold was checked since
+    /// the last loss.
+    fn live_word(&self, owner: u64, mode: Mode) -> Option<u64> {
+        let word = self.word.load(Ordering::Acquire);
+        if levels_of(word) == 0 || (word >> MODE_SHIFT) & 3 != mode_bits(mode) {
+            return None;
+        }
+        // A slot let go and taken again after `word` was read fails the swap below: its
+        // generation moved first (see `Fast`).
+        let ours = self.owner.load(Ordering::Acquire) == owner
+            && self.verified.load(Ordering::Acquire) == crate::hold::losses();
+        ours.then_some(word)
+    }
+
+    fn add(&self, word: u64, delta: i64) -> bool {
+        let next = word.wrapping_add_signed(delta);
+        self.word.compare_exchange(word, next, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+}
+
+/// Few owners per lock, so a vector beats a map; the levels of the first holds live in `fast`.
+#[derive(Default)]
+pub(crate) struct OwnerTable {
+    slots: Mutex<Vec<Slot>>,
+    fast: [Fast; FAST_SLOTS],
+}
 
 impl OwnerTable {
+    /// Counts up `owner`'s hold in `mode` without the mutex, if it has one in a fast slot,
+    /// checked since the last loss: the reentrant fast path, one compare-and-swap. Returns the
+    /// hold's id; `None` to go the checked way ([`OwnerTable::enter`]).
+    pub(crate) fn reenter_fast(&self, owner: &Owner, mode: Mode) -> Option<u64> {
+        self.fast.iter().find_map(|fast| {
+            let word = fast.live_word(owner.id, mode)?;
+            (levels_of(word) < LEVEL_MASK - 1 && fast.add(word, 1)).then(|| fast.hold_id.load(Ordering::Acquire))
+        })
+    }
+
+    /// Counts down one nested level (not the last) of `owner`'s hold in `mode` without the
+    /// mutex, if it is in a fast slot, checked since the last loss: `false` to go the checked
+    /// way.
+    pub(crate) fn release_nested_fast(&self, owner: &Owner, mode: Mode) -> bool {
+        self.fast
+            .iter()
+            .any(|fast| fast.live_word(owner.id, mode).is_some_and(|word| levels_of(word) > 1 && fast.add(word, -1)))
+    }
+
     /// Counts up `owner`'s hold in `mode` if it has one, or else claims the slot for an
     /// acquisition. Errors: a hold that was lost (LockLost), an acquisition already in progress
     /// for this owner (InvalidArgument), a reader asking for the write lock (Deadlock).
     pub(crate) fn enter(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Entered> {
-        let mut slots = self.0.lock();
-        match Self::known(&mut slots, owner, mode, path) {
-            Some(Known::Counted(hold)) => return hold.map(Entered::Counted),
+        let mut slots = self.slots.lock();
+        match self.known(&mut slots, owner, mode, path) {
+            Some(Known::Counted(id)) => return id.map(Entered::Counted),
             Some(Known::ReadOnWriteNode(hold)) => return Ok(Entered::ReadOnWriteNode(hold)),
             Some(Known::Downgrade(write)) => {
                 slots.push(Slot { owner: owner.id, mode, held: None });
@@ -116,6 +208,7 @@ impl OwnerTable {
             None => {}
         }
         if slots.iter().any(|slot| slot.owner == owner.id && slot.held.is_none()) {
+            drop(slots);
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("owner {} is already acquiring this lock; an owner acquires one at a time", owner.label()),
@@ -129,23 +222,23 @@ impl OwnerTable {
     /// Counts up `owner`'s hold in `mode`, if it has one (or, for a read past the sequence
     /// limit, if it holds the write lock); `None` if it holds nothing that lets it in without
     /// a request (a downgrade makes a node).
-    pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Hold>> {
-        match Self::known(&mut self.0.lock(), owner, mode, path)? {
-            Known::Counted(hold) => Some(hold),
-            Known::ReadOnWriteNode(hold) => Some(Ok(hold)),
+    pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<u64>> {
+        match self.known(&mut self.slots.lock(), owner, mode, path)? {
+            Known::Counted(id) => Some(id),
+            Known::ReadOnWriteNode(hold) => Some(Ok(hold.id())),
             Known::Downgrade(_) => None,
         }
     }
 
-    fn known(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
-        // One scan: this is the reentrant fast path.
+    fn known(&self, slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
         match slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode) {
-            Some(slot) => Self::count_up(slot.held.as_mut()?, owner, path).map(Known::Counted),
-            None => Self::cross_mode(slots, owner, mode, path),
+            Some(slot) => self.count_up(slot.held.as_mut()?, owner, path).map(Known::Counted),
+            None => self.cross_mode(slots, owner, mode, path),
         }
     }
 
-    fn count_up(held: &mut Held, owner: &Owner, path: &str) -> Option<Result<Hold>> {
+    fn count_up(&self, held: &mut Held, owner: &Owner, path: &str) -> Option<Result<u64>> {
+        let losses = crate::hold::losses();
         if held.hold.inner.is_lost() {
             let reason = held.hold.lost_reason();
             let why = reason.map_or("it was lost", |r| r.describe());
@@ -155,8 +248,24 @@ impl OwnerTable {
             )
             .with_path(path)));
         }
-        held.count += 1;
-        Some(Ok(held.hold.clone()))
+        match held.levels {
+            Levels::Here(ref mut levels) => *levels += 1,
+            Levels::Fast(i) => {
+                let fast = &self.fast[i];
+                // Checked now: the fast path may trust it until the next loss.
+                fast.verified.store(losses, Ordering::Release);
+                // Under the mutex no slot is let go, and the fast path never takes levels to 0.
+                if levels_of(fast.word.fetch_add(1, Ordering::AcqRel)) >= LEVEL_MASK - 1 {
+                    fast.word.fetch_sub(1, Ordering::AcqRel);
+                    return Some(Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("owner {} re-entered this lock 2^40 times without releasing", owner.label()),
+                    )
+                    .with_path(path)));
+                }
+            }
+        }
+        Some(Ok(held.hold.id()))
     }
 
     /// With no slot in `mode`: what the owner's holds in the other mode of a read/write lock mean.
@@ -164,7 +273,7 @@ impl OwnerTable {
     /// place in the queue (CURATOR-621); past the sequence limit no sequence says that place,
     /// so there it reads on its write node. A reader asking for the write lock would wait for
     /// itself forever.
-    fn cross_mode(slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
+    fn cross_mode(&self, slots: &mut Vec<Slot>, owner: &Owner, mode: Mode, path: &str) -> Option<Known> {
         let other = match mode {
             Mode::Read => Mode::Write,
             Mode::Write => Mode::Read,
@@ -189,21 +298,69 @@ impl OwnerTable {
         if crate::order::good_sequence(hold.sequence()) {
             return Some(Known::Downgrade(hold));
         }
-        slots.push(Slot { owner: owner.id, mode, held: Some(Held { count: 1, hold: hold.clone() }) });
+        let levels = self.first_level(owner.id, mode, &hold);
+        slots.push(Slot { owner: owner.id, mode, held: Some(Held { hold: hold.clone(), levels }) });
         Some(Known::ReadOnWriteNode(hold))
+    }
+
+    /// A new hold's first level: in a free fast slot if there is one. Called with the mutex held.
+    fn first_level(&self, owner: u64, mode: Mode, hold: &Hold) -> Levels {
+        let Some(i) = self.fast.iter().position(|fast| levels_of(fast.word.load(Ordering::Acquire)) == 0) else {
+            return Levels::Here(1);
+        };
+        let fast = &self.fast[i];
+        let losses = crate::hold::losses();
+        let verified = if hold.inner.is_lost() { UNVERIFIED } else { losses };
+        fast.owner.store(owner, Ordering::Release);
+        fast.hold_id.store(hold.id(), Ordering::Release);
+        fast.verified.store(verified, Ordering::Release);
+        let generation = fast.word.load(Ordering::Acquire) >> GEN_SHIFT;
+        fast.word.store((generation << GEN_SHIFT) | (mode_bits(mode) << MODE_SHIFT) | 1, Ordering::Release);
+        Levels::Fast(i)
+    }
+
+    /// Counts down one level of `held`, under the mutex: the levels left.
+    fn count_down_level(&self, held: &mut Held) -> u64 {
+        match held.levels {
+            Levels::Here(ref mut levels) => {
+                *levels -= 1;
+                *levels
+            }
+            Levels::Fast(i) => {
+                let fast = &self.fast[i];
+                loop {
+                    let word = fast.word.load(Ordering::Acquire);
+                    // The last level lets the slot go: a new generation, levels 0.
+                    let next = match levels_of(word) {
+                        1 => ((word >> GEN_SHIFT).wrapping_add(1)) << GEN_SHIFT,
+                        _ => word - 1,
+                    };
+                    if fast.word.compare_exchange(word, next, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        return levels_of(next);
+                    }
+                }
+            }
+        }
+    }
+
+    fn levels(&self, held: &Held) -> u64 {
+        match held.levels {
+            Levels::Here(levels) => levels,
+            Levels::Fast(i) => levels_of(self.fast[i].word.load(Ordering::Acquire)),
+        }
     }
 
     /// The claimed acquisition succeeded.
     pub(crate) fn settle(&self, owner: u64, mode: Mode, hold: &Hold) {
-        let mut slots = self.0.lock();
+        let mut slots = self.slots.lock();
         if let Some(slot) = slots.iter_mut().find(|s| s.owner == owner && s.mode == mode) {
-            slot.held = Some(Held { count: 1, hold: hold.clone() });
+            slot.held = Some(Held { hold: hold.clone(), levels: self.first_level(owner, mode, hold) });
         }
     }
 
     /// The claimed acquisition ended without the lock.
     pub(crate) fn unclaim(&self, owner: u64, mode: Mode) {
-        self.0.lock().retain(|s| !(s.owner == owner && s.mode == mode && s.held.is_none()));
+        self.slots.lock().retain(|s| !(s.owner == owner && s.mode == mode && s.held.is_none()));
     }
 
     /// Counts down `owner`'s hold in `mode`. Returns the hold whose node to delete when the last
@@ -211,8 +368,12 @@ impl OwnerTable {
     /// downgrade's read). A lost hold is counted down level by level like any other, each level
     /// but the last reporting the loss (the last is reported by the release of its node).
     pub(crate) fn count_down(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Option<Hold>> {
-        let mut slots = self.0.lock();
+        if self.release_nested_fast(owner, mode) {
+            return Ok(None);
+        }
+        let mut slots = self.slots.lock();
         let Some(i) = slots.iter().position(|s| s.owner == owner.id && s.mode == mode && s.held.is_some()) else {
+            drop(slots);
             return Err(Error::new(
                 ErrorKind::NotOwner,
                 format!("owner {} does not hold this lock{}", owner.label(), mode_words(mode)),
@@ -220,8 +381,8 @@ impl OwnerTable {
             .with_path(path));
         };
         let held = slots[i].held.as_mut().expect("position() checked it is held");
-        if held.count > 1 {
-            return Self::nested_level(held, owner, path).map(|()| None);
+        if self.count_down_level(held) > 0 {
+            return Self::nested_lost(held, owner, path).map(|()| None);
         }
         // `remove`, not `swap_remove`: the table keeps the order holds were asked for (see
         // `state_preferring`).
@@ -233,25 +394,34 @@ impl OwnerTable {
     /// Folds `owner`'s levels in `mode` into one, for a release of every level at once; returns
     /// how many there were.
     pub(crate) fn fold_levels(&self, owner: &Owner, mode: Mode, path: &str) -> Result<u64> {
-        let mut slots = self.0.lock();
+        let mut slots = self.slots.lock();
         let held = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode).and_then(|s| s.held.as_mut());
         let Some(held) = held else {
+            drop(slots);
             return Err(Error::new(
                 ErrorKind::NotOwner,
                 format!("owner {} does not hold this lock{}", owner.label(), mode_words(mode)),
             )
             .with_path(path));
         };
-        Ok(std::mem::replace(&mut held.count, 1))
+        let levels = self.levels(held);
+        for _ in 1..levels {
+            self.count_down_level(held);
+        }
+        Ok(levels)
     }
 
     /// Adds `levels` to `owner`'s hold in `mode`, as that many re-entries would: `false` if it
     /// holds nothing there.
     pub(crate) fn add_levels(&self, owner: &Owner, mode: Mode, levels: u64) -> bool {
-        let mut slots = self.0.lock();
+        let mut slots = self.slots.lock();
         match slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode).and_then(|s| s.held.as_mut()) {
-            Some(held) => {
-                held.count += levels;
+            Some(Held { levels: Levels::Fast(i), .. }) => {
+                self.fast[*i].word.fetch_add(levels, Ordering::AcqRel);
+                true
+            }
+            Some(Held { levels: Levels::Here(count), .. }) => {
+                *count += levels;
                 true
             }
             None => false,
@@ -261,14 +431,20 @@ impl OwnerTable {
     /// Releases one nested level at once if `owner` holds more than one in `mode`, by the rule
     /// of [`OwnerTable::count_down`] (see [`crate::Lock::release_nested`]).
     pub(crate) fn release_nested(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<()>> {
-        let mut slots = self.0.lock();
+        if self.release_nested_fast(owner, mode) {
+            return Some(Ok(()));
+        }
+        let mut slots = self.slots.lock();
         let held = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_mut()?;
-        (held.count > 1).then(|| Self::nested_level(held, owner, path))
+        if self.levels(held) < 2 {
+            return None;
+        }
+        self.count_down_level(held);
+        Some(Self::nested_lost(held, owner, path))
     }
 
-    /// One nested level of `held` counted down: an error if the hold is lost.
-    fn nested_level(held: &mut Held, owner: &Owner, path: &str) -> Result<()> {
-        held.count -= 1;
+    /// After a nested level of `held` was counted down: an error if the hold is lost.
+    fn nested_lost(held: &Held, owner: &Owner, path: &str) -> Result<()> {
         // `is_lost` first: three atomic loads, where the reason reads the session's lease.
         if !held.hold.inner.is_lost() {
             return Ok(());
@@ -285,25 +461,25 @@ impl OwnerTable {
 
     /// `owner`'s hold in `mode` and its count, if it holds one.
     pub(crate) fn hold_of(&self, owner: &Owner, mode: Mode) -> Option<(Hold, u64)> {
-        let slots = self.0.lock();
+        let slots = self.slots.lock();
         let held = slots.iter().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_ref()?;
-        Some((held.hold.clone(), held.count))
+        Some((held.hold.clone(), self.levels(held)))
     }
 
     /// Whether `owner` holds anything in this table (either side of a read/write lock).
     pub(crate) fn holds_any(&self, owner: &Owner) -> bool {
-        self.0.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
+        self.slots.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
     }
 
     /// Whether some owner holds in `mode`, its hold not lost.
     pub(crate) fn any_live(&self, mode: Mode) -> bool {
-        self.0.lock().iter().any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| !h.hold.inner.is_lost()))
+        self.slots.lock().iter().any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| !h.hold.inner.is_lost()))
     }
 
     /// The state of `owner`'s hold in `mode` if it has one, or else that of the hold in `mode`
     /// asked for last.
     pub(crate) fn state_preferring(&self, owner: Option<&Owner>, mode: Mode) -> Option<crate::HoldState> {
-        let slots = self.0.lock();
+        let slots = self.slots.lock();
         let mut held = slots.iter().filter(|s| s.mode == mode).filter_map(|s| Some((s.owner, s.held.as_ref()?)));
         let preferred = owner.and_then(|owner| held.clone().find(|(id, _)| *id == owner.id));
         preferred.or_else(|| held.next_back()).map(|(_, h)| h.hold.state())
@@ -311,14 +487,14 @@ impl OwnerTable {
 
     /// The owners holding in `mode`.
     pub(crate) fn holders(&self, mode: Mode) -> Vec<u64> {
-        self.0.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()
+        self.slots.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()
     }
 }
 
 /// What the owner table knows of an owner that asks for a mode.
 enum Known {
-    /// Counted up (or refused).
-    Counted(Result<Hold>),
+    /// Counted up (or refused): the hold's id.
+    Counted(Result<u64>),
     /// The write holder's first read past the sequence limit, on its write node.
     ReadOnWriteNode(Hold),
     /// The write holder asks for the read side.

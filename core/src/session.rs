@@ -145,6 +145,7 @@ async fn monitor(
         if let Lease::Over(_) = next_lease {
             if let Some(session) = session.upgrade() {
                 session.over.store(true, Ordering::Release);
+                crate::hold::note_loss();
             }
         }
         lease.send_replace(next_lease);

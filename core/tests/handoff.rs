@@ -251,7 +251,7 @@ async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
         .map(|(i, acquisition)| {
             let (lock, order) = (lock.clone(), order.clone());
             tokio::spawn(async move {
-                acquisition.await.unwrap().expect("waits until held");
+                assert!(acquisition.await.unwrap().is_acquired(), "waits until held");
                 order.lock().push(i);
                 lock.release(&Owner::new(i as u64)).await.unwrap();
             })

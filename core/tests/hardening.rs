@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::*;
-use zklock::{Client, ClientOptions, ErrorKind, LockOptions, Owner};
+use zklock::{Acquired, Client, ClientOptions, ErrorKind, LockOptions, Owner};
 use zklock_testkit::Cluster;
 
 fn assert_invalid(err: &zklock::Error, names: &str) {
@@ -188,7 +188,7 @@ async fn acquisitions_reach_the_server_in_the_order_they_began() {
         }
         for task in tasks {
             let (_, result) = task.await.unwrap();
-            assert!(result.unwrap().is_some());
+            assert!(matches!(result.unwrap(), Acquired::Held(_)));
         }
     }
     client.close().await;
@@ -201,9 +201,9 @@ async fn a_lost_hold_is_not_held() {
     let me = Owner::unique();
     let mut acquire = lock.begin_acquire(&me, None);
     assert!(acquire.take_now().is_none(), "a fresh acquisition goes to the server");
-    acquire.await.unwrap().unwrap();
+    assert!(matches!(acquire.await.unwrap(), Acquired::Held(_)));
     let mut again = lock.begin_acquire(&me, None);
-    assert!(again.take_now().unwrap().unwrap().is_some(), "re-entry is decided at once");
+    assert!(matches!(again.take_now().unwrap().unwrap(), Acquired::Reentered), "re-entry is decided at once");
     assert!(lock.release_nested(&me).unwrap().is_ok());
     assert!(lock.release_nested(&me).is_none(), "the last level needs the server");
     lock.try_reenter(&me).unwrap().unwrap();

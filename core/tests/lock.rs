@@ -503,16 +503,81 @@ async fn every_level_released_at_once_and_restored() {
     let lock = client.lock(&path).unwrap();
     let me = Owner::new(1);
     for _ in 0..3 {
-        lock.acquire_for(&me, None).await.unwrap().unwrap();
+        assert!(lock.acquire_for(&me, None).await.unwrap().is_acquired());
     }
     assert_eq!(lock.release_every_level(&me).await.unwrap(), 3);
     assert!(lock.hold_of(&me).is_none());
     wait_children(&observer, &path, 0).await;
     assert_eq!(lock.add_levels(&me, 2).unwrap_err().kind(), zklock::ErrorKind::NotOwner);
-    lock.acquire_for(&me, None).await.unwrap().unwrap();
+    assert!(lock.acquire_for(&me, None).await.unwrap().is_acquired());
     lock.add_levels(&me, 2).unwrap();
     assert_eq!(lock.hold_of(&me).map(|(_, count)| count), Some(3));
     assert_eq!(lock.release_every_level(&me).await.unwrap(), 3);
     assert_eq!(lock.release_every_level(&me).await.unwrap_err().kind(), zklock::ErrorKind::NotOwner);
+    client.close().await;
+}
+
+/// Re-entries count without the mutex (one compare-and-swap each): an owner used from several
+/// threads at once still never loses or gains a level, and the node goes at the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_counts_stay_exact_under_concurrent_use_of_one_owner() {
+    let path = unique_path("reentry-concurrent");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let me = Owner::new(7);
+    assert!(matches!(lock.acquire_for(&me, None).await.unwrap(), zklock::Acquired::Held(_)));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (lock, me) = (lock.clone(), me.clone());
+            std::thread::spawn(move || {
+                for _ in 0..50_000 {
+                    lock.try_reenter(&me).expect("holds").expect("not lost");
+                    // Each thread's own level is still counted, so this is never the last one.
+                    lock.release_nested(&me).expect("a nested level").expect("not lost");
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(lock.hold_of(&me).map(|(_, levels)| levels), Some(1));
+    wait_children(&observer, &path, 1).await;
+    lock.release(&me).await.unwrap();
+    wait_children(&observer, &path, 0).await;
+    client.close().await;
+}
+
+/// More holders than the owner table counts without its mutex (read holders of one lock handle):
+/// each re-enters and releases by the same rules, and every node goes at its last level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_holders_of_one_handle_each_count_their_own_levels() {
+    let path = unique_path("reentry-many");
+    let observer = observer().await;
+    let client = client().await;
+    let read = client.read_write_lock(&path).unwrap().read().clone();
+    let owners: Vec<_> = (1..=7).map(Owner::new).collect();
+    for owner in &owners {
+        assert!(matches!(read.acquire_for(owner, None).await.unwrap(), zklock::Acquired::Held(_)));
+    }
+    for (i, owner) in owners.iter().enumerate() {
+        for _ in 0..=i {
+            assert!(matches!(read.acquire_for(owner, None).await.unwrap(), zklock::Acquired::Reentered));
+        }
+    }
+    for (i, owner) in owners.iter().enumerate() {
+        assert_eq!(read.hold_of(owner).map(|(_, levels)| levels), Some(i as u64 + 2), "owner {i}");
+    }
+    wait_children(&observer, &path, owners.len()).await;
+    for (i, owner) in owners.iter().enumerate() {
+        for _ in 0..=i {
+            read.release_nested(owner).expect("a nested level").unwrap();
+        }
+        assert!(read.release_nested(owner).is_none(), "the last level needs the server");
+        read.release(owner).await.unwrap();
+        assert!(read.hold_of(owner).is_none());
+    }
+    wait_children(&observer, &path, 0).await;
     client.close().await;
 }

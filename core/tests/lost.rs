@@ -52,9 +52,9 @@ async fn a_lost_nested_hold_is_released_level_by_level() {
     let client = client().await;
     let lock = client.lock(&path).unwrap();
     let me = Owner::new(1);
-    let hold = lock.acquire_for(&me, None).await.unwrap().unwrap();
+    let hold = lock.acquire_for(&me, None).await.unwrap().new_hold().cloned().unwrap();
     for _ in 0..2 {
-        lock.acquire_for(&me, None).await.unwrap().unwrap();
+        assert!(matches!(lock.acquire_for(&me, None).await.unwrap(), zklock::Acquired::Reentered));
     }
     observer.delete(hold.node_path(), None).await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), hold.lost()).await.expect("Lost is signalled");

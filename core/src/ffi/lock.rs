@@ -11,7 +11,7 @@ use super::client::c_str;
 use super::error::{zkl_result, Failure};
 use super::owner::{explicit_owner, thread_owner};
 use super::{handles, runtime};
-use crate::{HoldState, Lock, LostReason, Owner};
+use crate::{Acquired, HoldState, Lock, LostReason, Owner};
 use tokio_util::sync::CancellationToken;
 
 /// A fair, reentrant lock on one path: a mutex from zkl_lock_new, or one side of a read/write
@@ -400,21 +400,21 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
     // otherwise the attempt's create is sent, and this waits for it.
     let cancel = handle.cancel.lock().clone();
     let mut begun = handle.lock.begin_acquire_abortable(&owner, wait, cancel.clone());
-    let reentry = begun.is_reentry();
     let acquired = match begun.take_now() {
         Some(result) => result,
         None => runtime::block_on(begun)?,
     };
     let hold = match acquired? {
-        Some(hold) => hold,
-        None if cancel.is_cancelled() => {
+        Acquired::Reentered => return Ok(()),
+        Acquired::Held(hold) => hold,
+        Acquired::NotAcquired if cancel.is_cancelled() => {
             let by = if handle.freed.load(Ordering::Acquire) { "zkl_lock_free" } else { "zkl_lock_cancel" };
             return Err(Failure::new(
                 zkl_result::ZKL_CANCELLED,
                 format!("the acquisition on {} was cancelled by {by}; its node was removed", handle.lock.path()),
             ));
         }
-        None => {
+        Acquired::NotAcquired => {
             let why = match timeout_ms {
                 0 => "held by another contender (tried once: timeout 0)".to_owned(),
                 ms => format!("not acquired within {ms} ms"),
@@ -422,9 +422,6 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
             return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
         }
     };
-    if reentry {
-        return Ok(());
-    }
     // A fresh hold (the write holder's read included).
     if handle.freed.load(Ordering::Acquire) {
         handle.lock.release_all_in_background();
