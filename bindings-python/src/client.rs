@@ -1,6 +1,5 @@
 //! `zklock._native.Client`: one ZooKeeper session at a time, shared by every lock made from it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -127,7 +126,7 @@ impl Client {
         }
         let client = self.core(py)?.clone();
         let mut changes = client.state_changes();
-        let callback: Callback = Arc::new(callback);
+        let callback: Callback = callbacks::callback(callback);
         runtime::handle().spawn(async move {
             while let Some(state) = changes.next().await {
                 if !runtime::python_alive() {

@@ -412,7 +412,7 @@ impl Lock {
             }
             result.map(|acquired| acquired.is_acquired())
         };
-        let done: Callback = Arc::new(done);
+        let done: Callback = callbacks::callback(done);
         // Shared with `AsyncOp::cancel`, which drops it there and then: the owner may acquire
         // again at once (asyncio.timeout cancels the very task that acquires next).
         let running: Running = Arc::new(Mutex::new(Some(Box::pin(acquire))));
@@ -446,10 +446,11 @@ impl Lock {
                 None => Ok(true),
             };
         }
+        let done = done.map(callbacks::callback);
         runtime::handle().spawn(async move {
             let result = lock.release(&owner).await.map(|()| true);
             if let Some(done) = done {
-                report(Arc::new(done), result);
+                report(done, result);
             }
         });
         Ok(false)
@@ -465,7 +466,7 @@ impl Lock {
             return Err(invalid_argument(py, &self.path, "on_lost needs a callable"));
         }
         self.core(py)?;
-        self.lost.0.lock().push(Arc::new(callback));
+        self.lost.0.lock().push(callbacks::callback(callback));
         Ok(())
     }
 
@@ -473,7 +474,7 @@ impl Lock {
     /// registered while holding. Holds acquired later are watched by `on_lost` itself.
     fn _watch_owner(&self, py: Python<'_>, owner: &Owner, callback: Py<PyAny>) -> PyResult<()> {
         if let Some((hold, _)) = self.core(py)?.hold_of(&owner.inner) {
-            watch(self.core(py)?, hold, vec![Arc::new(callback)]);
+            watch(self.core(py)?, hold, vec![callbacks::callback(callback)]);
         }
         Ok(())
     }

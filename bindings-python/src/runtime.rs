@@ -35,6 +35,16 @@ pub(crate) fn handle() -> &'static Handle {
     start()
 }
 
+thread_local! {
+    static RUNTIME_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this is one of the runtime's threads (workers and blocking pool), which are never
+/// attached to the interpreter but inside `Python::try_attach`.
+pub(crate) fn on_runtime_thread() -> bool {
+    RUNTIME_THREAD.with(std::cell::Cell::get)
+}
+
 #[cold]
 fn start() -> &'static Handle {
     // A flag, not a `Once`: a `Once` caught mid-call by fork() would block the child forever.
@@ -45,6 +55,7 @@ fn start() -> &'static Handle {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("zklock-runtime")
+        .on_thread_start(|| RUNTIME_THREAD.with(|ours| ours.set(true)))
         .build()
         .expect("the zklock runtime starts");
     let fresh = Box::into_raw(Box::new(runtime));

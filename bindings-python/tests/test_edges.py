@@ -236,3 +236,29 @@ def test_a_sync_hold_inside_a_coroutine_gives_the_threads_token(client, kazoo, p
 
     asyncio.run(main())
     assert children(kazoo, path) == []
+
+
+def test_callbacks_let_go_on_runtime_threads_are_freed(client, path):
+    """The binding runs pyo3 without its reference pool (which cost every call a mutex): a
+    callable that a runtime thread lets go (here, an on_lost watcher ending at a release) must
+    still be freed, not leaked."""
+    import gc
+    import weakref
+
+    class Callback:
+        def __call__(self, reason: str) -> None:
+            pass
+
+    on_lost = Callback()
+    ref = weakref.ref(on_lost)
+    lock = client.lock(path)
+    lock.on_lost(on_lost)
+    lock.acquire()  # its watcher holds on_lost until the release, on a runtime thread
+    lock.release()
+    del on_lost, lock
+
+    def freed() -> bool:
+        gc.collect()
+        return ref() is None
+
+    wait_until(freed, "the on_lost callable to be freed")
