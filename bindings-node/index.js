@@ -30,6 +30,10 @@ function loadNative() {
 const native = loadNative()
 // Owner labels (in messages and lock nodes) name the worker thread as well as the async flow.
 native.setThreadId(threadId)
+// The reentrant fast path: plain Node-API functions of numbers (see `fast_path` in src/lock.rs).
+const fast = native.fastPath()
+// What a nested release resolves to: one settled promise, shared, rather than a new one a call.
+const RESOLVED = Promise.resolve()
 
 /** The `code` of every error zklock rejects with, one per kind of the core's errors. */
 const codes = Object.freeze({
@@ -524,7 +528,7 @@ class Lock {
   // the delete. `caller` is the public method called, whose caller's stack errors carry.
   #releaseOwner(owner, caller) {
     try {
-      if (native.releaseNested(this.#key, owner)) return Promise.resolve()
+      if (fast.releaseNested(this.#key, owner)) return RESOLVED
     } catch (error) {
       return Promise.reject(atCaller(error, callSiteOf(caller)))
     }
@@ -544,7 +548,7 @@ class Lock {
   #reenter() {
     const owner = this.#flows.getStore()
     if (owner === undefined) return null
-    const holdId = native.reenter(this.#key, owner)
+    const holdId = fast.reenter(this.#key, owner)
     if (holdId === 0) return null
     let handle = this.#handles.get(owner)
     if (handle?.id !== holdId) handle = this.#remember(owner, this.#native.holdOf(owner))

@@ -19,7 +19,7 @@ mod rwlock;
 pub use client::{connect, NativeClient, NativeStateWatch};
 pub use error::set_error_class;
 pub use hold::NativeHold;
-pub use lock::{new_owner, reenter, release_nested, set_thread_id, Identity, NativeLock, Participant};
+pub use lock::{fast_path, new_owner, set_thread_id, Identity, NativeLock, Participant};
 pub use runtime::close_all_at_exit;
 pub use rwlock::NativeReadWriteLock;
 
