@@ -7,6 +7,7 @@ mod codes;
 mod connection;
 mod exec;
 mod human;
+mod ls;
 mod status;
 mod status_line;
 
@@ -27,7 +28,10 @@ Examples:
   # Who holds it, and who waits:
   zklock status --zk zk1:2181 /locks/deploy
 
-Run `zklock exec --help` and `zklock status --help` for the exit codes.";
+  # Every lock under /locks, with its holder and how many wait:
+  zklock ls --zk zk1:2181 /locks
+
+Run `zklock exec --help`, `zklock status --help` and `zklock ls --help` for the exit codes.";
 
 #[derive(Parser)]
 #[command(name = "zklock", version, about = "Run a command under a ZooKeeper lock, and see who holds and who waits", after_help = EXAMPLES)]
@@ -42,6 +46,7 @@ enum Command {
     /// Take the lock, print its node and fencing token, and hold it until stdin closes
     Hold(exec::HoldArgs),
     Status(status::Args),
+    Ls(ls::Args),
 }
 
 fn main() {
@@ -56,6 +61,7 @@ fn main() {
         Command::Exec(args) => exec::run(args),
         Command::Hold(args) => exec::hold(args),
         Command::Status(args) => status::run(args),
+        Command::Ls(args) => ls::run(args),
     };
     std::process::exit(code);
 }

@@ -131,7 +131,7 @@ fn status_code(status: &Status) -> i32 {
     }
 }
 
-fn failure_of(err: &zklock::Error) -> (i32, String) {
+pub(crate) fn failure_of(err: &zklock::Error) -> (i32, String) {
     let code = codes::of_error(err);
     let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
     (code, format!("{cannot_reach}{err}"))
@@ -143,7 +143,7 @@ fn fail(code: i32, message: &str) -> i32 {
 }
 
 /// Every participant in queue order, and the holders among them, from one listing.
-async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Participant>, Vec<Participant>)> {
+pub(crate) async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Participant>, Vec<Participant>)> {
     let queue = lock.contenders().await?;
     let holders = Participant::holders_in(&queue).into_iter().map(|i| queue[i].clone()).collect();
     Ok((queue, holders))
@@ -151,18 +151,18 @@ async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Participant>, Vec<
 
 /// The whole answer, as `--json` prints it: field names are stable.
 #[derive(Serialize, Debug)]
-struct Status {
-    path: String,
-    held: bool,
-    holders: Vec<Entry>,
-    queue: Vec<Entry>,
+pub(crate) struct Status {
+    pub(crate) path: String,
+    pub(crate) held: bool,
+    pub(crate) holders: Vec<Entry>,
+    pub(crate) queue: Vec<Entry>,
 }
 
 /// One participant.
 #[derive(Serialize, Debug)]
-struct Entry {
+pub(crate) struct Entry {
     /// "exclusive", "read", "write", or null for a node of no known lock.
-    mode: Option<&'static str>,
+    pub(crate) mode: Option<&'static str>,
     node: String,
     sequence: Option<i64>,
     fencing_token: i64,
@@ -174,13 +174,13 @@ struct Entry {
     /// This host's clock minus `created_ms`, at least 0: how long it has queued (and a holder
     /// has held for at most this long).
     queued_for_ms: i64,
-    identity: Identity,
+    pub(crate) identity: Identity,
 }
 
 /// Who made the node, as its data says.
 #[derive(Serialize, Debug, PartialEq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-enum Identity {
+pub(crate) enum Identity {
     /// zklock, in any language.
     Zklock { host: String, pid: u32, label: String, language: String, identifier: Option<String> },
     /// Curator, which writes the client's IP address.
@@ -212,7 +212,7 @@ impl Identity {
         }
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Identity::Zklock { host, pid, label, language, identifier } => {
                 let identifier =
@@ -254,7 +254,7 @@ impl Entry {
 }
 
 impl Status {
-    fn new(path: &str, contenders: Vec<Participant>, holders: Vec<Participant>, now_ms: i64) -> Status {
+    pub(crate) fn new(path: &str, contenders: Vec<Participant>, holders: Vec<Participant>, now_ms: i64) -> Status {
         let holding = |p: &Participant| holders.iter().any(|h| h.node == p.node);
         let (held_now, waiting): (Vec<Participant>, Vec<Participant>) = contenders.into_iter().partition(holding);
         Status {
@@ -303,24 +303,30 @@ impl Status {
             .chain(self.holders.iter().map(|entry| row("holding", entry)))
             .chain(self.queue.iter().map(|entry| row("waiting", entry)))
             .collect();
-        let mut widths = [0; 8];
-        for row in &rows {
-            for (width, cell) in widths.iter_mut().zip(row) {
-                *width = (*width).max(cell.chars().count());
-            }
-        }
-        for row in &rows {
-            let mut line = String::new();
-            for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-                if i + 1 == row.len() {
-                    line.push_str(cell);
-                } else {
-                    line.push_str(&format!("{cell:<width$}  "));
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        out
+        out + &columns(&rows)
     }
+}
+
+/// Rows as aligned columns, the last one left ragged.
+pub(crate) fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }

@@ -280,6 +280,14 @@ impl Client {
         Ok(crate::ReadWriteLock::new(Lock::pair(self.inner.clone(), path.to_owned(), options)?))
     }
 
+    /// The locks at and under `prefix` (the root included), in path order: every node there
+    /// whose children include lock nodes of zklock, Curator or kazoo. Reads only, one listing
+    /// per node visited; for tools (`zklock ls`), not for a hot path.
+    pub async fn locks_under(&self, prefix: &str) -> Result<Vec<String>> {
+        validate::check_prefix(prefix)?;
+        crate::engine::Recipe::new(self.inner.clone(), prefix.to_owned(), LockOptions::default())?.locks_under().await
+    }
+
     /// Ends the session at once: the server deletes every lock node it held, so waiters behind
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.

@@ -75,4 +75,4 @@ pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::session::LostReason;
-pub use crate::validate::{check_lock_path, DEFAULT_JUTE_MAXBUFFER};
+pub use crate::validate::{check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER};

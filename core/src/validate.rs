@@ -60,6 +60,15 @@ pub fn check_lock_path(path: &str) -> Result<()> {
     lock_path(path, "")
 }
 
+/// Checks a path to look for locks under ([`crate::Client::locks_under`]): a ZooKeeper path as
+/// for a lock, or the root.
+pub fn check_prefix(prefix: &str) -> Result<()> {
+    match prefix {
+        "/" => Ok(()),
+        _ => check_znode_path(prefix, "prefix"),
+    }
+}
+
 /// A connect string: `host[:port][,host[:port]...][/chroot]`. Returns the chroot ("" if none).
 pub(crate) fn connect_string(connect: &str) -> Result<&str> {
     let fail = |why: String| Error::invalid(format!("connect string {connect:?} {why}"));

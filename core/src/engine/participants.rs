@@ -59,4 +59,47 @@ impl Recipe {
         order::sort_by_zxid(&mut participants[kept_in_order..], |p| p.fencing_token);
         Ok(participants)
     }
+
+    /// The locks at and under this path: every node there whose children include lock nodes
+    /// (zklock's, Curator's or kazoo's), in path order. One listing per node visited; lock nodes
+    /// are not descended into (they have no children), nor is `/zookeeper`.
+    pub(crate) async fn locks_under(&self) -> Result<Vec<String>> {
+        let session = &self.client.session(&self.path).await?;
+        let mut locks = Vec::new();
+        let mut pending = vec![self.path.clone()];
+        while let Some(path) = pending.pop() {
+            let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
+            let listed = requests.retry(|| requests.zk().list_children(&path)).await.map_err(|stop| {
+                self.stopped(session, stop, || {
+                    self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the locks")
+                })
+            })?;
+            let names = match listed {
+                Ok(names) => names,
+                // Gone since its parent was listed.
+                Err(zk::Error::NoNode) => continue,
+                Err(err) => return Err(crate::Error::from_zk(err, &path, "listing the locks")),
+            };
+            let (lock_nodes, others): (Vec<String>, Vec<String>) =
+                names.into_iter().partition(|name| is_lock_node(name));
+            let parent = if path == "/" { "" } else { path.as_str() };
+            pending.extend(
+                others.into_iter().map(|name| format!("{parent}/{name}")).filter(|child| child != "/zookeeper"),
+            );
+            if !lock_nodes.is_empty() {
+                locks.push(path);
+            }
+        }
+        locks.sort();
+        Ok(locks)
+    }
+}
+
+/// A lock node's name: a marker, then the server's sequence (ten digits or more, past the
+/// sequence limit a sign). A node such as `zklock-tests` only contains a marker.
+fn is_lock_node(name: &str) -> bool {
+    Mode::find_marker(name).is_some_and(|(at, marker)| {
+        let sequence = &name[at + marker.len()..];
+        sequence.len() >= 10 && sequence.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+    })
 }

@@ -1,0 +1,120 @@
+//! `zklock ls PREFIX` against a real server: the locks under a prefix (a mutex with a waiter, a
+//! read/write lock held by readers, a free lock, a plain node that only looks like a lock), in
+//! text and JSON; a bad prefix; nothing under a prefix.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::runtime::Runtime;
+use zklock::{Client, Lock, Owner};
+use zklock_testkit::shared_connect_string;
+
+const T: Duration = Duration::from_secs(30);
+
+fn prefix() -> String {
+    format!("/zklock-cli-ls-{}", std::process::id())
+}
+
+/// Runs `zklock ls ARGS...` against the test server (ZK_CONNECT is not inherited).
+fn ls(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .arg("ls")
+        .args(["--zk", &shared_connect_string()])
+        .args(args)
+        .env_remove("ZK_CONNECT")
+        .output()
+        .expect("run zklock");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8 output");
+    (output.status.code().expect("zklock exits, not killed"), text(output.stdout), text(output.stderr))
+}
+
+fn wait_contenders(rt: &Runtime, lock: &Lock, n: usize) {
+    let deadline = Instant::now() + T;
+    while rt.block_on(lock.contenders()).expect("list the contenders").len() != n {
+        assert!(Instant::now() < deadline, "{} never had {n} contenders", lock.path());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn locks_under_a_prefix_with_holders_and_waiters() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client: Client = rt.block_on(Client::connect(&shared_connect_string())).unwrap();
+    let base = prefix();
+    let (deploy, report, shared, free) = (
+        format!("{base}/locks/deploy"),
+        format!("{base}/locks/nightly/report"),
+        format!("{base}/shared"),
+        format!("{base}/locks/free"),
+    );
+
+    let mutex = client.lock(&deploy).unwrap();
+    let holder = rt.block_on(mutex.acquire(&Owner::with_label(1, "deployer"))).unwrap();
+    let waiter = {
+        let mutex = mutex.clone();
+        rt.spawn(async move { mutex.acquire(&Owner::with_label(2, "next")).await.unwrap().release().await.unwrap() })
+    };
+    wait_contenders(&rt, &mutex, 2);
+    let nested = client.lock(&report).unwrap();
+    let report_hold = rt.block_on(nested.acquire(&Owner::with_label(3, "reporter"))).unwrap();
+    let rw = client.read_write_lock(&shared).unwrap();
+    let readers: Vec<_> = (4..6)
+        .map(|id| rt.block_on(rw.read().acquire(&Owner::with_label(id, format!("reader-{id}")))).unwrap())
+        .collect();
+    // Used and released: its node stays, with no children, so it is not listed.
+    let released = client.lock(&free).unwrap();
+    rt.block_on(rt.block_on(released.acquire(&Owner::new(7))).unwrap().release()).unwrap();
+    // A plain node whose name only contains a lock marker.
+    let observer = rt.block_on(zookeeper_client::Client::connect(&shared_connect_string())).unwrap();
+    let plain = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    rt.block_on(observer.create(&format!("{base}/locks/zklock-notes"), b"", &plain)).unwrap();
+
+    let (code, table, err) = ls(&[&base]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and three locks:\n{table}");
+    assert!(lines[0].starts_with("PATH") && lines[0].contains("WAITING"), "{table}");
+    let row = |path: &str| {
+        *lines
+            .iter()
+            .find(|line| line.split_whitespace().next() == Some(path))
+            .unwrap_or_else(|| panic!("{path}:\n{table}"))
+    };
+    let cells = |path: &str| row(path).split_whitespace().take(5).collect::<Vec<_>>();
+    assert_eq!(cells(&deploy), [deploy.as_str(), "held", "exclusive", "1", "1"]);
+    assert!(row(&deploy).contains("deployer (host "), "{table}");
+    assert_eq!(cells(&report), [report.as_str(), "held", "exclusive", "1", "0"]);
+    assert_eq!(cells(&shared), [shared.as_str(), "held", "read", "2", "0"]);
+
+    let (code, json, err) = ls(&["--json", &format!("{base}/locks")]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let paths: Vec<&str> = json.as_array().unwrap().iter().map(|lock| lock["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, [deploy.as_str(), report.as_str()], "only under the prefix, in path order");
+    assert_eq!(json[0]["holders"][0]["identity"]["label"], "deployer");
+    assert_eq!(json[0]["queue"][0]["identity"]["label"], "next");
+
+    rt.block_on(holder.release()).unwrap();
+    rt.block_on(waiter).unwrap();
+    rt.block_on(report_hold.release()).unwrap();
+    for reader in readers {
+        rt.block_on(reader.release()).unwrap();
+    }
+    let (code, table, _) = ls(&[&base]);
+    assert_eq!(code, 0);
+    assert_eq!(table, format!("no locks under {base}\n"), "released locks have no nodes left");
+    rt.block_on(client.close());
+}
+
+#[test]
+fn a_bad_prefix_is_refused_before_connecting() {
+    let output = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["ls", "--zk", "127.0.0.1:1", "relative/path"])
+        .env_remove("ZK_CONNECT")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert!(err.contains("PREFIX") && err.contains("relative"), "{err}");
+}
