@@ -12,12 +12,16 @@ use zklock::ErrorKind;
 thread_local! {
     /// The JavaScript layer's ZkLockError class, per JavaScript thread (each Worker loads the
     /// layer, and registers its own).
-    static ERROR_CLASS: RefCell<Option<FunctionRef<(String, &'static str), ()>>> = const { RefCell::new(None) };
+    static ERROR_CLASS: RefCell<Option<FunctionRef<ErrorArgs, ()>>> = const { RefCell::new(None) };
 }
+
+/// The constructor's two arguments, `(message, code)`: `FnArgs`, as a bare tuple is passed as one
+/// array argument.
+type ErrorArgs = napi::bindgen_prelude::FnArgs<(String, &'static str)>;
 
 /// Registers the class every zklock error is an instance of: `new ZkLockError(message, code)`.
 #[napi]
-pub fn set_error_class(class: Function<(String, &'static str), ()>) -> napi::Result<()> {
+pub fn set_error_class(class: Function<ErrorArgs, ()>) -> napi::Result<()> {
     let class = class.create_ref()?;
     ERROR_CLASS.with(|registered| *registered.borrow_mut() = Some(class));
     Ok(())
@@ -58,7 +62,7 @@ fn build<'env>(env: &'env Env, err: &zklock::Error) -> napi::Result<Object<'env>
         let Some(class) = class.borrow().as_ref().map(|class| class.borrow_back(env)).transpose()? else {
             return Ok(None);
         };
-        let instance = class.new_instance((err.to_string(), code(err.kind())))?;
+        let instance = class.new_instance((err.to_string(), code(err.kind())).into())?;
         // SAFETY: `new` makes an object.
         Ok(Some(unsafe { instance.cast::<Object<'env>>() }?))
     })?;

@@ -248,5 +248,9 @@ test('every zklock error is a ZkLockError, made here or by the core; LOCK_LOST s
   assert.equal(lost.lostReason, 'closed')
   const closed = await lock.acquire().catch((err) => err)
   assert.ok(closed instanceof ZkLockError && closed.code === codes.CLOSED, String(closed))
+  // The core's message, as it is: the code is a property, not part of the text.
+  assert.equal(closed.message, `client closed on ${lock.path}: the client was closed`)
+  assert.match(lost.message, /lost/)
+  assert.doesNotMatch(lost.message, /ZKLOCK_/)
   assert.ok(!(new AbortError() instanceof ZkLockError), "an abort is Node's AbortError")
 })
