@@ -1,7 +1,8 @@
 //! TLS against real ZooKeeper 3.8 servers serving a `secureClientPort` (NettyServerCnxnFactory,
 //! client certificates required, x509 auth), started by the test kit with certificates made by
 //! `scripts/zk tls-certs`: a lock held and released over TLS, each refused handshake naming its
-//! cause, an x509 ACL keeping another identity out, and a TLS session surviving a leader kill.
+//! cause (untrusted, expired, another host's, no client certificate), an x509 ACL keeping another
+//! identity out, and a TLS session surviving a leader kill.
 
 mod common;
 
@@ -91,6 +92,16 @@ async fn an_untrusted_server_certificate_is_refused_as_such() {
     let mut tls = tls_as(Some("alice"));
     tls.ca_pem = certs().other_ca_pem();
     refused(&server().tls_connect_string(), tls, "not signed by a trusted CA").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_server_certificate_is_refused_as_such() {
+    let expired = tokio::task::spawn_blocking(|| {
+        Cluster::builder().tls(ClientAuth::Need).tls_keystore("server-expired.pem").start()
+    })
+    .await
+    .unwrap();
+    refused(&expired.tls_connect_string(), tls_as(Some("alice")), "the server's certificate has expired").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

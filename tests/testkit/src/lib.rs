@@ -293,6 +293,7 @@ impl Server {
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
     tls: Option<ClientAuth>,
+    tls_keystore: Option<String>,
     servers: usize,
     tick_ms: u32,
     jvm_flags: Vec<String>,
@@ -305,6 +306,7 @@ impl Default for ClusterBuilder {
     fn default() -> Self {
         ClusterBuilder {
             tls: None,
+            tls_keystore: None,
             servers: 1,
             tick_ms: DEFAULT_TICK_MS,
             jvm_flags: Vec::new(),
@@ -328,6 +330,13 @@ impl ClusterBuilder {
     /// certificate is required. The plaintext port stays (four-letter words use it).
     pub fn tls(mut self, client_auth: ClientAuth) -> Self {
         self.tls = Some(client_auth);
+        self
+    }
+
+    /// With [`ClusterBuilder::tls`], the servers' key and certificate: a file of [`TlsCerts`]
+    /// (default `server.pem`; `server-expired.pem` is long expired).
+    pub fn tls_keystore(mut self, file: impl Into<String>) -> Self {
+        self.tls_keystore = Some(file.into());
         self
     }
 
@@ -670,7 +679,8 @@ impl Cluster {
                 if let Some(client_auth) = b.tls {
                     cmd.env("ZK_TLS_DIR", &TlsCerts::get().dir)
                         .env("ZK_SECURE_CLIENT_PORT", ports[plain + i].to_string())
-                        .env("ZK_TLS_CLIENT_AUTH", client_auth.as_str());
+                        .env("ZK_TLS_CLIENT_AUTH", client_auth.as_str())
+                        .env("ZK_TLS_KEYSTORE", b.tls_keystore.as_deref().unwrap_or("server.pem"));
                 }
                 run_checked(cmd, "scripts/zk config");
                 servers.push(Server { id: i + 1, dir, client_port: port, child: None, paused: false });
@@ -922,8 +932,8 @@ impl ClientAuth {
 
 /// Test certificates, made once per test process by `scripts/zk tls-certs` (EC P-256, valid for
 /// two days): a CA, the servers' certificate (for `localhost` only, not `127.0.0.1`), client
-/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`), and
-/// another CA that signed none of them.
+/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`),
+/// another CA that signed none of them, and a server certificate that expired in 2020.
 #[derive(Debug)]
 pub struct TlsCerts {
     /// Where the PEM files are.
