@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use parking_lot::RwLock;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -18,7 +19,8 @@ use crate::session::Session;
 use crate::validate;
 
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
-#[derive(Clone, Debug)]
+/// `Debug` shows no secret (no password, no private key).
+#[derive(Clone)]
 pub struct ClientOptions {
     /// The session timeout asked of the server (which may clamp it to its own bounds). A holder
     /// that stays disconnected this long loses its locks. Default 10 s.
@@ -34,6 +36,24 @@ pub struct ClientOptions {
     /// of a client that sends a larger request, so a lock whose path, identifier or owner label
     /// would make one is refused up front with [`ErrorKind::InvalidArgument`].
     pub jute_maxbuffer: u32,
+    /// TLS to every server of the connect string (their `secureClientPort`), with the server
+    /// certificates verified against a CA bundle and, unless turned off, their host names
+    /// checked; a client certificate for mutual TLS. `None` (the default): plaintext.
+    pub tls: Option<crate::TlsOptions>,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user = self.digest_auth.as_deref().map(|auth| auth.split(':').next().unwrap_or_default());
+        f.debug_struct("ClientOptions")
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("digest_auth", &user.map(|user| format!("{user}:<redacted>")))
+            .field("language", &self.language)
+            .field("jute_maxbuffer", &self.jute_maxbuffer)
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 impl Default for ClientOptions {
@@ -44,6 +64,7 @@ impl Default for ClientOptions {
             digest_auth: None,
             language: Cow::Borrowed("rust"),
             jute_maxbuffer: validate::DEFAULT_JUTE_MAXBUFFER,
+            tls: None,
         }
     }
 }
@@ -127,6 +148,8 @@ pub(crate) struct ClientInner {
     renewing: tokio::sync::Mutex<()>,
     connect_string: String,
     pub(crate) options: ClientOptions,
+    /// `options.tls` as the ZooKeeper client takes it, checked at connect.
+    tls: Option<zk::TlsOptions>,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
     pub(crate) closed: Closed,
@@ -168,9 +191,13 @@ impl Client {
     /// * [`ErrorKind::InvalidArgument`] for an empty or malformed connect string, a zero timeout,
     ///   a session timeout over 2^31-1 ms, or a `jute_maxbuffer` too small for any lock, before
     ///   any network traffic.
+    /// * [`ErrorKind::InvalidArgument`] for [`ClientOptions::tls`] whose CA bundle, client
+    ///   certificate or key is not usable PEM (the message never quotes them).
     /// * [`ErrorKind::Timeout`] if no session was established within `connect_timeout`; the
     ///   message names the last cause seen for each host (connection refused, cannot resolve the
-    ///   host name, not a ZooKeeper server, ...), and [`Error::path`] is the connect string.
+    ///   host name, not a ZooKeeper server; over TLS: the server's certificate is not signed by
+    ///   a trusted CA, has expired, does not name the host, or the server requires a client
+    ///   certificate, ...), and [`Error::path`] is the connect string.
     /// * [`ErrorKind::ZooKeeper`] (code -101, NoNode) if the chroot does not exist.
     /// * [`ErrorKind::AuthFailed`] if the server rejected the credentials.
     pub async fn connect_with(connect_string: &str, options: ClientOptions) -> Result<Client> {
@@ -194,6 +221,7 @@ impl Client {
                 return Err(Error::invalid("digest auth must be \"user:password\""));
             }
         }
+        let tls = options.tls.as_ref().map(crate::TlsOptions::to_zk).transpose()?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
         let identity = Arc::new(HostIdentity {
@@ -208,6 +236,7 @@ impl Client {
             renewing: tokio::sync::Mutex::new(()),
             connect_string: connect_string.to_owned(),
             options,
+            tls,
             chroot,
             closed,
             runtime,
@@ -417,11 +446,18 @@ impl ClientInner {
         if let Some(auth) = &options.digest_auth {
             connector = connector.with_auth("digest", auth.as_bytes());
         }
+        if let Some(tls) = &self.tls {
+            connector = connector.with_tls(tls.clone());
+        }
         // Tried again until the connect timeout: the ZooKeeper client gives up a round by its own
         // reckoning (about the session timeout), which may come well before ours.
         let deadline = tokio::time::Instant::now() + options.connect_timeout;
         let zk = loop {
-            let connecting = connector.clone().connect(&self.connect_string);
+            let connecting = match self.tls {
+                // Every server of the connect string over TLS.
+                Some(_) => connector.clone().secure_connect(&self.connect_string).boxed(),
+                None => connector.clone().connect(&self.connect_string).boxed(),
+            };
             let outcome = tokio::select! {
                 result = tokio::time::timeout_at(deadline, connecting) => result,
                 _ = self.closed.cancelled() => return Err(Self::closed_error(path)),

@@ -34,6 +34,12 @@
 //! One contend loop (`engine`) serves every recipe; what differs is a small per-[`Mode`] policy
 //! that, given the queue and our place in it, answers "held" or "wait for that node".
 //!
+//! ## Secured ensembles
+//! [`ClientOptions::tls`] ([`TlsOptions`]): TLS to the servers' `secureClientPort`, the server
+//! certificates verified against a CA bundle (host names checked unless turned off), and a
+//! client certificate for mutual TLS and ZooKeeper's x509 auth (ACL entries `x509:<subject>`);
+//! [`ClientOptions::digest_auth`]: digest credentials.
+//!
 //! ## Errors
 //! One [`Error`] type whose [`ErrorKind`] is stable; the bindings map each kind one to one.
 //!
@@ -59,6 +65,7 @@ mod policy;
 mod retry;
 mod rwlock;
 mod session;
+mod tls;
 mod validate;
 
 // zklock needs its patched zookeeper-client (third_party/zookeeper-client/ZKLOCK.md: sockets and
@@ -75,4 +82,5 @@ pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::session::LostReason;
+pub use crate::tls::TlsOptions;
 pub use crate::validate::{check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER};

@@ -35,6 +35,21 @@
 //! assert!(cluster.four_letter(0, "srvr").unwrap().contains("version: 3.9.3"));
 //! ```
 //!
+//! # TLS
+//! [`ClusterBuilder::tls`] starts servers that also serve TLS (ZooKeeper's
+//! NettyServerCnxnFactory and `secureClientPort`, by `scripts/zk config`), with x509 auth and
+//! certificates made once per test process by `scripts/zk tls-certs` ([`TlsCerts`]):
+//!
+//! ```no_run
+//! use zklock_testkit::{Cluster, ClientAuth};
+//!
+//! let cluster = Cluster::builder().tls(ClientAuth::Need).start();
+//! let connect = cluster.tls_connect_string(); // localhost:<secure port>
+//! let ca = cluster.tls_certs().ca_pem();
+//! let (cert, key) = cluster.tls_certs().client("alice"); // x509:CN=alice,O=zklock
+//! # let _ = (connect, ca, cert, key);
+//! ```
+//!
 //! # Network faults and Curator
 //! * [`proxy`]: [`Proxy`], a fault-injecting TCP proxy between a client and a server (pass, cut,
 //!   stall, cut right after a given request), and [`ProxiedCluster`], one proxy per server.
@@ -277,6 +292,8 @@ impl Server {
 /// Builds a [`Cluster`]. Obtain one with [`Cluster::builder`].
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
+    tls: Option<ClientAuth>,
+    tls_keystore: Option<String>,
     servers: usize,
     tick_ms: u32,
     jvm_flags: Vec<String>,
@@ -288,6 +305,8 @@ pub struct ClusterBuilder {
 impl Default for ClusterBuilder {
     fn default() -> Self {
         ClusterBuilder {
+            tls: None,
+            tls_keystore: None,
             servers: 1,
             tick_ms: DEFAULT_TICK_MS,
             jvm_flags: Vec::new(),
@@ -303,6 +322,21 @@ impl ClusterBuilder {
     pub fn servers(mut self, n: usize) -> Self {
         assert!(n >= 1, "a cluster needs at least one server");
         self.servers = n;
+        self
+    }
+
+    /// Serve TLS too, on a `secureClientPort` per server ([`Cluster::tls_connect_string`]),
+    /// with the certificates of [`TlsCerts`] and x509 auth; `client_auth` says whether a client
+    /// certificate is required. The plaintext port stays (four-letter words use it).
+    pub fn tls(mut self, client_auth: ClientAuth) -> Self {
+        self.tls = Some(client_auth);
+        self
+    }
+
+    /// With [`ClusterBuilder::tls`], the servers' key and certificate: a file of [`TlsCerts`]
+    /// (default `server.pem`; `server-expired.pem` is long expired).
+    pub fn tls_keystore(mut self, file: impl Into<String>) -> Self {
+        self.tls_keystore = Some(file.into());
         self
     }
 
@@ -360,6 +394,8 @@ impl ClusterBuilder {
 /// (e.g. in an `Arc`). Server indexes are 0-based.
 pub struct Cluster {
     servers: Vec<Mutex<Server>>,
+    /// The secure client port of each server, if they serve TLS.
+    secure_ports: Vec<u16>,
     base: PathBuf,
     ensemble: bool,
     jvm_flags: String,
@@ -401,6 +437,23 @@ impl Cluster {
     /// Client port of server `i`.
     pub fn client_port(&self, i: usize) -> u16 {
         self.lock(i).client_port
+    }
+
+    /// `localhost:s1,localhost:s2,...`: every server's TLS port, by the host name its
+    /// certificate names. Panics unless built with [`ClusterBuilder::tls`].
+    pub fn tls_connect_string(&self) -> String {
+        assert!(!self.secure_ports.is_empty(), "zklock-testkit: this cluster was not built with tls()");
+        self.secure_ports.iter().map(|port| format!("localhost:{port}")).collect::<Vec<_>>().join(",")
+    }
+
+    /// The TLS port of server `i`. Panics unless built with [`ClusterBuilder::tls`].
+    pub fn secure_port(&self, i: usize) -> u16 {
+        self.secure_ports[i]
+    }
+
+    /// The certificates the TLS servers use (and clients may present).
+    pub fn tls_certs(&self) -> &'static TlsCerts {
+        TlsCerts::get()
     }
 
     pub fn len(&self) -> usize {
@@ -602,7 +655,8 @@ impl Cluster {
         }
         let mut last_err = String::new();
         for attempt in 1..=START_ATTEMPTS {
-            let ports = pick_ports(if ensemble { 3 * n } else { n });
+            let plain = if ensemble { 3 * n } else { n };
+            let ports = pick_ports(plain + if b.tls.is_some() { n } else { 0 });
             let spec = if ensemble {
                 (0..n)
                     .map(|i| format!("{}:127.0.0.1:{}:{}", i + 1, ports[n + 2 * i], ports[n + 2 * i + 1]))
@@ -622,6 +676,12 @@ impl Cluster {
                     cmd.arg(&spec);
                 }
                 cmd.env("ZK_TICK_MS", b.tick_ms.to_string()).env("ZK_EXTRA_CFG", b.extra_config.join("\n"));
+                if let Some(client_auth) = b.tls {
+                    cmd.env("ZK_TLS_DIR", &TlsCerts::get().dir)
+                        .env("ZK_SECURE_CLIENT_PORT", ports[plain + i].to_string())
+                        .env("ZK_TLS_CLIENT_AUTH", client_auth.as_str())
+                        .env("ZK_TLS_KEYSTORE", b.tls_keystore.as_deref().unwrap_or("server.pem"));
+                }
                 run_checked(cmd, "scripts/zk config");
                 servers.push(Server { id: i + 1, dir, client_port: port, child: None, paused: false });
             }
@@ -633,6 +693,7 @@ impl Cluster {
             }
             let cluster = Cluster {
                 servers: servers.into_iter().map(Mutex::new).collect(),
+                secure_ports: if b.tls.is_some() { ports[plain..].to_vec() } else { Vec::new() },
                 base: base.clone(),
                 ensemble,
                 jvm_flags: jvm_flags.clone(),
@@ -847,6 +908,76 @@ fn init_process(version: ZkServer) {
 }
 
 const DIR_PREFIX: &str = "zklock-testkit-";
+
+/// Whether a TLS server requires a client certificate (`ssl.clientAuth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A client without a certificate is refused in the handshake.
+    Need,
+    /// A client certificate is asked for, and optional.
+    Want,
+    /// None is asked for.
+    None,
+}
+
+impl ClientAuth {
+    fn as_str(self) -> &'static str {
+        match self {
+            ClientAuth::Need => "need",
+            ClientAuth::Want => "want",
+            ClientAuth::None => "none",
+        }
+    }
+}
+
+/// Test certificates, made once per test process by `scripts/zk tls-certs` (EC P-256, valid for
+/// two days): a CA, the servers' certificate (for `localhost` only, not `127.0.0.1`), client
+/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`),
+/// another CA that signed none of them, and a server certificate that expired in 2020.
+#[derive(Debug)]
+pub struct TlsCerts {
+    /// Where the PEM files are.
+    pub dir: PathBuf,
+}
+
+impl TlsCerts {
+    /// This process's certificates (made on first call).
+    pub fn get() -> &'static TlsCerts {
+        static CERTS: OnceLock<TlsCerts> = OnceLock::new();
+        CERTS.get_or_init(|| {
+            let dir = new_base_dir().join("tls");
+            let mut cmd = zk_command();
+            cmd.arg("tls-certs").arg(&dir);
+            run_checked(cmd, "scripts/zk tls-certs");
+            TlsCerts { dir }
+        })
+    }
+
+    fn read(&self, name: &str) -> String {
+        let path = self.dir.join(name);
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("zklock-testkit: read {}: {e}", path.display()))
+    }
+
+    /// The CA bundle (PEM) that signed the servers' and the clients' certificates.
+    pub fn ca_pem(&self) -> String {
+        self.read("ca.pem")
+    }
+
+    /// A CA (PEM) that signed none of them.
+    pub fn other_ca_pem(&self) -> String {
+        self.read("other-ca.pem")
+    }
+
+    /// The certificate and private key (PEM) of client `name` (`alice` or `bob`).
+    pub fn client(&self, name: &str) -> (String, String) {
+        (self.read(&format!("{name}.pem")), self.read(&format!("{name}.key")))
+    }
+
+    /// The x509 auth identity ZooKeeper gives client `name`: its certificate's subject.
+    pub fn x509_id(&self, name: &str) -> String {
+        format!("CN={name},O=zklock")
+    }
+}
 
 fn new_base_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -25,11 +25,62 @@ use crate::endpoint::{EndpointRef, IterableEndpoints};
 #[cfg(feature = "tls")]
 use crate::tls::TlsClient;
 
+/// What TLS runs over. With tokio, our own socket on tokio's I/O driver, whose writes are
+/// `sendmsg(MSG_NOSIGNAL)` like the plaintext ones: rustls writes its records through it.
+#[cfg(all(feature = "tls", feature = "tokio"))]
+pub type TlsTransport = NoSignalStream;
+#[cfg(all(feature = "tls", not(feature = "tokio")))]
+pub type TlsTransport = async_net::TcpStream;
+
 #[derive(Debug)]
 pub enum Connection {
     Raw(TcpStream),
     #[cfg(feature = "tls")]
-    Tls(Box<TlsStream<async_net::TcpStream>>),
+    Tls(Box<TlsStream<TlsTransport>>),
+}
+
+/// A tokio socket as a futures stream whose writes never raise SIGPIPE (see `nosignal`) and
+/// whose vectored writes send every buffer. TLS records go through it.
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub struct NoSignalStream(TcpStream);
+
+#[cfg(feature = "tokio")]
+impl NoSignalStream {
+    /// Connects to `host:port` with TCP_NODELAY, as the Java client does: a request must not wait
+    /// for the previous one's ACK.
+    pub async fn connect(host: &str, port: u16) -> Result<Self> {
+        use tokio_util::compat::TokioAsyncReadCompatExt;
+        let stream = tokio::net::TcpStream::connect((host, port)).await?;
+        stream.set_nodelay(true)?;
+        Ok(Self(stream.compat()))
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl AsyncRead for NoSignalStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl AsyncWrite for NoSignalStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize>> {
+        nosignal::poll_send(self.get_mut().0.get_mut(), cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<Result<usize>> {
+        nosignal::poll_send(self.get_mut().0.get_mut(), cx, bufs)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_close(cx)
+    }
 }
 
 pub trait AsyncReadToBuf: AsyncReadExt {
@@ -194,7 +245,7 @@ impl Connection {
     }
 
     #[cfg(feature = "tls")]
-    pub fn new_tls(stream: TlsStream<async_net::TcpStream>) -> Self {
+    pub fn new_tls(stream: TlsStream<TlsTransport>) -> Self {
         Self::Tls(stream.into())
     }
 
@@ -253,7 +304,13 @@ impl Connector {
             #[cfg(feature = "tls")]
             return match self.tls.as_ref() {
                 None => return Err(Error::new(ErrorKind::Unsupported, "tls not configured")),
+                #[cfg(not(feature = "tokio"))]
                 Some(client) => client.connect(endpoint.host, endpoint.port).await.map(Connection::new_tls),
+                #[cfg(feature = "tokio")]
+                Some(client) => {
+                    let stream = NoSignalStream::connect(endpoint.host, endpoint.port).await?;
+                    client.handshake(endpoint.host, stream).await.map(Connection::new_tls)
+                },
             };
             #[cfg(not(feature = "tls"))]
             return Err(Error::new(ErrorKind::Unsupported, "tls not supported"));
@@ -261,13 +318,7 @@ impl Connector {
         #[cfg(not(feature = "tokio"))]
         return TcpStream::connect((endpoint.host, endpoint.port)).await.map(Connection::new_raw);
         #[cfg(feature = "tokio")]
-        {
-            use tokio_util::compat::TokioAsyncReadCompatExt;
-            let stream = tokio::net::TcpStream::connect((endpoint.host, endpoint.port)).await?;
-            // As the Java client does: a request must not wait for the previous one's ACK.
-            stream.set_nodelay(true)?;
-            Ok(Connection::new_raw(stream.compat()))
-        }
+        NoSignalStream::connect(endpoint.host, endpoint.port).await.map(|stream| Connection::new_raw(stream.0))
     }
 
     pub async fn connect(&self, endpoint: EndpointRef<'_>, deadline: &mut Deadline) -> Result<Connection> {

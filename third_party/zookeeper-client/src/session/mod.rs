@@ -47,9 +47,17 @@ pub const PASSWORD_LEN: usize = 16;
 
 /// A connection failure in words an operator can act on.
 fn describe_connect_failure(err: &std::io::Error) -> String {
+    #[cfg(feature = "tls")]
+    if let Some(cause) = crate::tls::describe_failure(err) {
+        return cause;
+    }
     match err.kind() {
         std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
         std::io::ErrorKind::TimedOut => "no answer to the connection attempt".to_owned(),
+        // Only a TLS handshake reads while connecting.
+        std::io::ErrorKind::UnexpectedEof => {
+            "the connection was closed during the TLS handshake (is this the server's secureClientPort?)".to_owned()
+        },
         _ if err.to_string().contains("lookup address") => format!("cannot resolve the host name ({err})"),
         _ => err.to_string(),
     }
@@ -692,7 +700,12 @@ impl Session {
                 let cause = if !buf.is_empty() && self.session_state == SessionState::Disconnected {
                     "not a ZooKeeper server: it answered the session handshake with something else".to_owned()
                 } else {
+                    #[cfg(feature = "tls")]
+                    let tls = crate::tls::describe_failure(&err);
+                    #[cfg(not(feature = "tls"))]
+                    let tls = None;
                     match &err {
+                        _ if tls.is_some() => tls.unwrap_or_default(),
                         Error::ConnectionLoss => "the connection was closed during the session handshake".to_owned(),
                         err => format!("the session handshake failed: {err}"),
                     }

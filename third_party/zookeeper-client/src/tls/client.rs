@@ -1,11 +1,14 @@
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+#[cfg(not(feature = "tokio"))]
 use async_net::TcpStream;
+use futures::io::{AsyncRead, AsyncWrite};
 use futures_rustls::client::TlsStream;
 use futures_rustls::TlsConnector;
-use rustls::client::WebPkiServerVerifier;
+use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::pki_types::ServerName;
-use rustls::ClientConfig;
+use rustls::{AlertDescription, CertificateError, ClientConfig, SignatureScheme};
 use tracing::warn;
 
 use super::{NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
@@ -29,7 +32,7 @@ impl TlsDynamicConnector {
         Ok(Arc::new(Self { config: RwLock::new((version, config)), options }))
     }
 
-    pub fn get(&self) -> TlsConnector {
+    pub fn get(&self) -> Arc<ClientConfig> {
         let (version, mut config) = self.config.read().unwrap().clone();
         if let Some((updated_version, certs)) = self.options.certs.get_updated(version) {
             let options = TlsClientOptions {
@@ -48,7 +51,7 @@ impl TlsDynamicConnector {
                 },
             };
         }
-        TlsConnector::from(config)
+        config
     }
 
     fn skip_version(&self, expected_version: u64, updated_version: u64) -> bool {
@@ -71,19 +74,159 @@ impl TlsDynamicConnector {
 
 #[derive(Clone)]
 enum TlsInnerClient {
-    Static(TlsConnector),
+    Static(Arc<ClientConfig>),
     Dynamic(Arc<TlsDynamicConnector>),
 }
 
 impl TlsInnerClient {
-    async fn connect(&self, domain: ServerName<'static>, stream: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
-        match self {
-            Self::Static(connector) => connector.connect(domain, stream).await,
-            Self::Dynamic(connector) => {
-                let connector = connector.get();
-                connector.connect(domain, stream).await
+    async fn connect<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        domain: ServerName<'static>,
+        stream: S,
+    ) -> std::io::Result<TlsStream<S>> {
+        let config = match self {
+            Self::Static(config) => config.clone(),
+            Self::Dynamic(connector) => connector.get(),
+        };
+        // A zklock patch: a handshake the server refuses says why, and a server that asked for a
+        // client certificate this client does not have says so (TLS 1.2 servers answer the
+        // empty certificate with a generic alert). The flag is per connection, so the
+        // configuration is copied (its verifier, roots and session cache are shared).
+        let mut config = (*config).clone();
+        let resolver = Arc::new(AskedForClientCert {
+            inner: config.client_auth_cert_resolver.clone(),
+            asked: AtomicBool::new(false),
+        });
+        config.client_auth_cert_resolver = resolver.clone();
+        match TlsConnector::from(Arc::new(config)).connect(domain, stream).await {
+            Ok(stream) => Ok(stream),
+            Err(err) if resolver.asked.load(Ordering::Relaxed) && !resolver.inner.has_certs() => {
+                Err(std::io::Error::new(err.kind(), ClientCertWanted { source: err }))
             },
+            Err(err) => Err(err),
         }
+    }
+}
+
+/// Records whether the server asked for a client certificate in a handshake.
+#[derive(Debug)]
+struct AskedForClientCert {
+    inner: Arc<dyn ResolvesClientCert>,
+    asked: AtomicBool,
+}
+
+impl ResolvesClientCert for AskedForClientCert {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked.store(true, Ordering::Relaxed);
+        self.inner.resolve(root_hint_subjects, sigschemes)
+    }
+
+    fn only_raw_public_keys(&self) -> bool {
+        self.inner.only_raw_public_keys()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
+    }
+}
+
+/// A handshake that failed after the server asked for a client certificate and none was
+/// configured.
+#[derive(Debug)]
+struct ClientCertWanted {
+    source: std::io::Error,
+}
+
+impl std::fmt::Display for ClientCertWanted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server asked for a client certificate and none is configured ({})", self.source)
+    }
+}
+
+impl std::error::Error for ClientCertWanted {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Why a TLS connection failed, in words an operator can act on, if `err` (or an error in its
+/// source chain) is a TLS failure; `None` otherwise. (A zklock patch: the connect observer's
+/// cause.)
+pub(crate) fn describe_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if err.downcast_ref::<ClientCertWanted>().is_some() {
+            return Some(
+                "TLS handshake refused: the server requires a client certificate and none is configured".to_owned(),
+            );
+        }
+        if let Some(err) = err.downcast_ref::<rustls::Error>() {
+            return Some(describe_rustls(err));
+        }
+        // io::Error's source() skips its own custom payload: look at that first.
+        next = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
+}
+
+fn describe_rustls(err: &rustls::Error) -> String {
+    use rustls::Error as E;
+    let certificate = |err: &CertificateError| match err {
+        CertificateError::UnknownIssuer => {
+            "the server's certificate is not signed by a trusted CA (unknown CA: check the CA bundle)".to_owned()
+        },
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "the server's certificate has expired".to_owned()
+        },
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "the server's certificate is not valid yet".to_owned()
+        },
+        CertificateError::NotValidForName => {
+            "the server's certificate does not name this host (name mismatch)".to_owned()
+        },
+        CertificateError::NotValidForNameContext { expected, presented } => format!(
+            "the server's certificate does not name the host {} (name mismatch: it names {})",
+            expected.to_str(),
+            if presented.is_empty() {
+                "no host".to_owned()
+            } else {
+                // rustls shows them as `DnsName("host")`, `IpAddress(...)`
+                let bare = |name: &String| match name.split_once("(\"") {
+                    Some((_, rest)) => rest.trim_end_matches("\")").to_owned(),
+                    None => name.clone(),
+                };
+                presented.iter().map(bare).collect::<Vec<_>>().join(", ")
+            }
+        ),
+        CertificateError::Revoked => "the server's certificate is revoked".to_owned(),
+        err => format!("the server's certificate is not acceptable ({err:?})"),
+    };
+    match err {
+        E::InvalidCertificate(err) => format!("TLS handshake failed: {}", certificate(err)),
+        E::AlertReceived(AlertDescription::CertificateRequired) => {
+            "TLS handshake refused: the server requires a client certificate and none is configured".to_owned()
+        },
+        E::AlertReceived(
+            alert @ (AlertDescription::BadCertificate
+            | AlertDescription::UnknownCA
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::CertificateExpired
+            | AlertDescription::CertificateRevoked
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::AccessDenied),
+        ) => format!("TLS handshake refused: the server did not accept the client certificate (alert {alert:?})"),
+        E::AlertReceived(alert) => format!("TLS handshake refused by the server (alert {alert:?})"),
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } | E::InappropriateHandshakeMessage { .. } => {
+            format!("TLS handshake failed: the server does not speak TLS here ({err}): is this its secureClientPort?")
+        },
+        err => format!("TLS failed: {err}"),
     }
 }
 
@@ -103,7 +246,7 @@ impl TlsClient {
                     fips: options.fips,
                 };
                 let config = Self::create_config(options)?;
-                TlsInnerClient::Static(TlsConnector::from(config))
+                TlsInnerClient::Static(config)
             },
             TlsInnerCerts::Dynamic(certs) => {
                 let options = TlsClientOptions {
@@ -162,9 +305,21 @@ impl TlsClient {
         }
     }
 
+    #[cfg(not(feature = "tokio"))]
     pub async fn connect(&self, host: &str, port: u16) -> std::io::Result<TlsStream<TcpStream>> {
         let stream = TcpStream::connect((host, port)).await?;
-        let domain = ServerName::try_from(host).unwrap().to_owned();
+        self.handshake(host, stream).await
+    }
+
+    /// The TLS handshake with `host` over `stream`, already connected to it.
+    pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        host: &str,
+        stream: S,
+    ) -> std::io::Result<TlsStream<S>> {
+        let domain = ServerName::try_from(host)
+            .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err))?
+            .to_owned();
         self.inner.connect(domain, stream).await
     }
 }

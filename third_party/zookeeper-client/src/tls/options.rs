@@ -66,6 +66,16 @@ impl TlsIdentity {
             Ok(None) => return Err(Error::BadArguments(&"no client private key")),
             Ok(Some(key)) => key,
         };
+        if cert.is_empty() {
+            return Err(Error::BadArguments(&"no client certificate"));
+        }
+        // A zklock patch: a key the crypto provider cannot use is refused here, with the options,
+        // rather than at each connection attempt.
+        if let Err(err) =
+            rustls::ClientConfig::builder().crypto_provider().key_provider.load_private_key(key.clone_key())
+        {
+            return Err(Error::with_other("unusable client private key", err));
+        }
         Ok(Self { cert, key })
     }
 }
