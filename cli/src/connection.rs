@@ -1,6 +1,9 @@
 //! How both commands reach ZooKeeper.
 
+use std::future::Future;
 use std::time::Duration;
+
+use crate::codes;
 
 /// Connection options shared by every command.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,5 +31,28 @@ impl Connection {
             .filter(|timeout| !timeout.is_zero())
             .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
         Ok(zklock::ClientOptions { session_timeout, connect_timeout, ..Default::default() })
+    }
+
+    /// Connects (as the `cli` language, on a runtime of this thread), runs `work` with the
+    /// client and closes it: `work`'s outcome, or the exit code and message of what failed first
+    /// (a bad option, no session).
+    pub fn with_client<T, Work>(&self, work: impl FnOnce(zklock::Client) -> Work) -> Result<T, (i32, String)>
+    where
+        Work: Future<Output = Result<T, (i32, String)>>,
+    {
+        let mut options = self.options().map_err(|message| (codes::USAGE, message))?;
+        options.language = "cli".into();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| (codes::SOFTWARE, format!("cannot start the async runtime: {err}")))?;
+        runtime.block_on(async {
+            let client = zklock::Client::connect_with(&self.connect, options)
+                .await
+                .map_err(|err| codes::connect_failure(&err))?;
+            let outcome = work(client.clone()).await;
+            client.close().await;
+            outcome
+        })
     }
 }

@@ -35,29 +35,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let mut options = match args.connection.options() {
-        Ok(options) => options,
-        Err(message) => return fail(codes::USAGE, &message),
-    };
     // Bad input is told before any network traffic.
     if let Err(err) = zklock::check_prefix(&args.prefix) {
         return fail(codes::USAGE, &format!("PREFIX: {err}"));
     }
-    options.language = "cli".into();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => return fail(codes::SOFTWARE, &format!("cannot start the async runtime: {err}")),
-    };
-    let result = runtime.block_on(async {
-        let client = match zklock::Client::connect_with(&args.connection.connect, options).await {
-            Ok(client) => client,
-            Err(err) => return Err(codes::connect_failure(&err)),
-        };
-        let listed = list(&client, &args.prefix).await;
-        client.close().await;
-        listed
-    });
-    let locks = match result {
+    let prefix = &args.prefix;
+    let locks = match args.connection.with_client(|client| async move { list(&client, prefix).await }) {
         Ok(locks) => locks,
         Err((code, message)) => return fail(code, &message),
     };

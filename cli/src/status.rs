@@ -48,19 +48,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let mut options = match args.connection.options() {
-        Ok(options) => options,
-        Err(message) => return fail(codes::USAGE, &message),
-    };
     // Bad input is told before any network traffic.
     if let Err(err) = zklock::check_lock_path(&args.path) {
         return fail(codes::USAGE, &format!("PATH: {err}"));
     }
-    options.language = "cli".into();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => return fail(codes::SOFTWARE, &format!("cannot start the async runtime: {err}")),
-    };
     let interval = match args.watch.map(Duration::try_from_secs_f64) {
         None => None,
         Some(Ok(interval)) if !interval.is_zero() => Some(interval),
@@ -68,19 +59,12 @@ pub fn run(args: Args) -> i32 {
             return fail(codes::USAGE, &format!("--watch {}: a positive number of seconds", args.watch.unwrap_or(0.0)))
         }
     };
-    let result = runtime.block_on(async {
-        let client = match zklock::Client::connect_with(&args.connection.connect, options).await {
-            Ok(client) => client,
-            Err(err) => return Err(codes::connect_failure(&err)),
-        };
-        let shown = match client.lock(&args.path) {
-            Ok(lock) => show_until_done(&args, &lock, interval).await,
-            Err(err) => Err(failure_of(&err)),
-        };
-        client.close().await;
-        shown
+    let args = &args;
+    let shown = args.connection.with_client(|client| async move {
+        let lock = client.lock(&args.path).map_err(|err| failure_of(&err))?;
+        show_until_done(args, &lock, interval).await
     });
-    match result {
+    match shown {
         Ok(code) => code,
         Err((code, message)) => fail(code, &message),
     }
