@@ -262,3 +262,20 @@ def test_callbacks_let_go_on_runtime_threads_are_freed(client, path):
         return ref() is None
 
     wait_until(freed, "the on_lost callable to be freed")
+
+
+def test_handles_for_one_path_share_holds_and_a_collected_handle_keeps_its_hold(client, kazoo, path):
+    """`client.lock(p).acquire()` and then the handle collected: the lock stays held by this
+    thread (as a kazoo Lock's would), and a new `client.lock(p)` releases it."""
+    import gc
+
+    client.lock(path).acquire()
+    gc.collect()
+    wait_children(kazoo, path, 1)
+    again = client.lock(path)
+    assert again.is_held
+    assert again.acquire(timeout=0)  # a re-entry, not a second contender
+    assert len(children(kazoo, path)) == 1
+    again.release()
+    again.release()
+    wait_children(kazoo, path, 0)

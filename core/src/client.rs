@@ -165,6 +165,9 @@ pub(crate) struct ClientInner {
     /// its waiters first come, first served.
     pub(crate) send_order: tokio::sync::Mutex<()>,
     callbacks: CallbackDispatcher,
+    /// The recipes of this client's lock handles, by path: handles for one path (of one kind,
+    /// with the same options) share one recipe, and so their holds.
+    recipes: parking_lot::Mutex<Vec<std::sync::Weak<crate::engine::Recipe>>>,
     state: watch::Sender<SessionState>,
     changes: broadcast::Sender<SessionState>,
 }
@@ -246,6 +249,7 @@ impl Client {
             released: crate::engine::ReleasedNodes::default(),
             send_order: tokio::sync::Mutex::new(()),
             callbacks: CallbackDispatcher::new("zklock-callback"),
+            recipes: parking_lot::Mutex::default(),
             state: watch::Sender::new(SessionState::Disconnected),
             changes: broadcast::channel(64).0,
         });
@@ -279,9 +283,11 @@ impl Client {
     }
 
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
-    /// Nothing is sent to ZooKeeper until the first acquisition. Reentrancy counts live in the
-    /// returned `Lock` (and its clones): like two Curator `InterProcessMutex` instances, two
-    /// `Lock`s on one path are separate contenders, even for the same owner.
+    /// Nothing is sent to ZooKeeper until the first acquisition. The `Lock`s of one client for
+    /// one path (with the same identifier and ACL) are one lock: they share their holds, so an
+    /// owner re-enters and releases through any of them, and a hold outlives every handle until
+    /// it is released, lost, or the client closes (then `lock(path)` again finds it). Different
+    /// owners are separate contenders, as are `Lock`s with another identifier.
     ///
     /// # Notable errors
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a valid ZooKeeper path, is the root, or
@@ -294,7 +300,7 @@ impl Client {
     /// As [`Client::lock`], with options.
     pub fn lock_with(&self, path: &str, options: LockOptions) -> Result<Lock> {
         validate::lock_path(path, &self.inner.chroot)?;
-        Lock::new(self.inner.clone(), path.to_owned(), options)
+        Lock::new(&self.inner, path.to_owned(), options)
     }
 
     /// A fair read/write lock on `path` (Curator's InterProcessReadWriteLock recipe): many
@@ -306,7 +312,7 @@ impl Client {
     /// As [`Client::read_write_lock`], with options.
     pub fn read_write_lock_with(&self, path: &str, options: LockOptions) -> Result<crate::ReadWriteLock> {
         validate::lock_path(path, &self.inner.chroot)?;
-        Ok(crate::ReadWriteLock::new(Lock::pair(self.inner.clone(), path.to_owned(), options)?))
+        Ok(crate::ReadWriteLock::new(Lock::pair(&self.inner, path.to_owned(), options)?))
     }
 
     /// The locks at and under `prefix` (the root included), in path order: every node there
@@ -314,7 +320,9 @@ impl Client {
     /// per node visited; for tools (`zklock ls`), not for a hot path.
     pub async fn locks_under(&self, prefix: &str) -> Result<Vec<String>> {
         validate::check_prefix(prefix)?;
-        crate::engine::Recipe::new(self.inner.clone(), prefix.to_owned(), LockOptions::default())?.locks_under().await
+        crate::engine::Recipe::new(self.inner.clone(), prefix.to_owned(), false, LockOptions::default())?
+            .locks_under()
+            .await
     }
 
     /// Ends the session at once: the server deletes every lock node it held, so waiters behind
@@ -322,6 +330,10 @@ impl Client {
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.
     pub async fn close(&self) {
         self.inner.closed.close();
+        // Every hold is lost now: the recipes need not outlive their handles any more.
+        for recipe in self.inner.recipes.lock().drain(..).filter_map(|recipe| recipe.upgrade()) {
+            recipe.unpin();
+        }
         let session = self.inner.session.write().take();
         let Some(session) = session else {
             self.inner.publish(SessionState::Closed);
@@ -386,6 +398,28 @@ impl Drop for ClientInner {
 }
 
 impl ClientInner {
+    /// The recipe for a handle on `path`: the one this client's other handles for it use, if
+    /// any is alive (held locks keep theirs alive), else a new one.
+    pub(crate) fn recipe(
+        self: &Arc<Self>,
+        path: String,
+        read_write: bool,
+        options: crate::LockOptions,
+    ) -> Result<Arc<crate::engine::Recipe>> {
+        let mut recipes = self.recipes.lock();
+        recipes.retain(|recipe| recipe.strong_count() > 0);
+        if let Some(shared) = recipes
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|recipe| recipe.serves(&path, read_write, &options))
+        {
+            return Ok(shared);
+        }
+        let recipe = Arc::new(crate::engine::Recipe::new(self.clone(), path, read_write, options)?);
+        recipes.push(Arc::downgrade(&recipe));
+        Ok(recipe)
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_closed()
     }

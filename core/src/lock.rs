@@ -94,13 +94,13 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Lock> {
-        Ok(Lock { recipe: Arc::new(Recipe::new(client, path, options)?), mode: Mode::Exclusive })
+    pub(crate) fn new(client: &Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Lock> {
+        Ok(Lock { recipe: client.recipe(path, false, options)?, mode: Mode::Exclusive })
     }
 
     /// The read and write sides of one read/write lock on `path`.
-    pub(crate) fn pair(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<(Lock, Lock)> {
-        let recipe = Arc::new(Recipe::new(client, path, options)?);
+    pub(crate) fn pair(client: &Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<(Lock, Lock)> {
+        let recipe = client.recipe(path, true, options)?;
         Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
     }
 
@@ -193,7 +193,10 @@ impl Lock {
         match self.recipe.owners.count_down(owner, self.mode, self.path())? {
             None => Ok(()),
             // Boxed so the reentrant path's future stays small: no network, no big state machine.
-            Some(hold) => Box::pin(self.recipe.delete_held(&hold)).await,
+            Some(hold) => {
+                self.recipe.unpin_if_idle();
+                Box::pin(self.recipe.delete_held(&hold)).await
+            }
         }
     }
 
@@ -362,19 +365,26 @@ impl Lock {
         self.recipe.owners.release_nested(owner, self.mode, self.path())
     }
 
-    /// Releases, in the background, every level of every hold taken through this lock (and its
-    /// clones) in its mode, as each owner would: for a binding whose lock handle is freed.
-    pub fn release_all_in_background(&self) {
-        let owners = self.recipe.owners.holders(self.mode);
-        if owners.is_empty() {
+    /// Releases, in the background, every level of each `(owner, fencing token)` hold that is
+    /// still that owner's hold here, as the owner would: for a binding whose lock handle is
+    /// freed, which gives back the holds taken through it (handles for one path on one client
+    /// share their holds, so others' holds are theirs to release).
+    pub fn release_in_background(&self, holds: Vec<(u64, i64)>) {
+        let lock = self.clone();
+        let still_held =
+            move |owner: &Owner, token: i64| lock.hold_of(owner).is_some_and(|(hold, _)| hold.fencing_token() == token);
+        let holds: Vec<_> =
+            holds.into_iter().filter(|(owner, token)| still_held(&Owner::new(*owner), *token)).collect();
+        if holds.is_empty() {
             return;
         }
         let lock = self.clone();
         self.recipe.client.runtime.spawn(async move {
-            for owner in owners.into_iter().map(Owner::new) {
+            for (owner, token) in holds {
+                let owner = Owner::new(owner);
                 // Each release counts a level down, whatever it reports (a lost hold, or a delete
                 // going on in the background after a connection loss).
-                while lock.hold_of(&owner).is_some() {
+                while lock.hold_of(&owner).is_some_and(|(hold, _)| hold.fencing_token() == token) {
                     let _ = lock.release(&owner).await;
                 }
             }
@@ -444,6 +454,7 @@ impl Lock {
         if let Ok(Some(hold)) = &result {
             claim.done = true;
             self.recipe.owners.settle(owner.id(), self.mode, hold);
+            self.recipe.pin();
         }
         result
     }
@@ -609,6 +620,7 @@ impl Drop for LockGuard {
             return;
         }
         if let Ok(Some(hold)) = self.lock.recipe.owners.count_down(&self.owner, self.lock.mode, self.lock.path()) {
+            self.lock.recipe.unpin_if_idle();
             let lock = self.lock.recipe.clone();
             self.lock.recipe.client.runtime.spawn(async move {
                 let _ = lock.delete_held(&hold).await;

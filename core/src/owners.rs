@@ -471,6 +471,11 @@ impl OwnerTable {
         self.slots.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
     }
 
+    /// Whether any owner holds anything here (lost holds included: they wait for a release).
+    pub(crate) fn holds_anything(&self) -> bool {
+        self.slots.lock().iter().any(|s| s.held.is_some())
+    }
+
     /// Whether some owner holds in `mode`, its hold not lost.
     pub(crate) fn any_live(&self, mode: Mode) -> bool {
         self.slots.lock().iter().any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| !h.hold.inner.is_lost()))
@@ -483,11 +488,6 @@ impl OwnerTable {
         let mut held = slots.iter().filter(|s| s.mode == mode).filter_map(|s| Some((s.owner, s.held.as_ref()?)));
         let preferred = owner.and_then(|owner| held.clone().find(|(id, _)| *id == owner.id));
         preferred.or_else(|| held.next_back()).map(|(_, h)| h.hold.state())
-    }
-
-    /// The owners holding in `mode`.
-    pub(crate) fn holders(&self, mode: Mode) -> Vec<u64> {
-        self.slots.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()
     }
 }
 

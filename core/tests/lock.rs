@@ -581,3 +581,31 @@ async fn many_holders_of_one_handle_each_count_their_own_levels() {
     wait_children(&observer, &path, 0).await;
     client.close().await;
 }
+
+/// Handles for one path on one client are one lock: what an owner holds through one it
+/// re-enters and releases through another, and a hold outlives every handle until released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_for_one_path_share_their_holds() {
+    let path = unique_path("shared-handles");
+    let observer = observer().await;
+    let client = client().await;
+    let me = Owner::new(1);
+    let first = client.lock(&path).unwrap();
+    assert!(matches!(first.acquire_for(&me, None).await.unwrap(), zklock::Acquired::Held(_)));
+    let second = client.lock(&path).unwrap();
+    assert!(matches!(second.acquire_for(&me, None).await.unwrap(), zklock::Acquired::Reentered));
+    assert_eq!(first.hold_of(&me).map(|(_, levels)| levels), Some(2));
+    second.release(&me).await.unwrap();
+    drop((first, second));
+    // No handle is left, but the hold is: a new handle finds it and releases it.
+    wait_children(&observer, &path, 1).await;
+    let later = client.lock(&path).unwrap();
+    assert!(later.is_held_by(&me));
+    later.release(&me).await.unwrap();
+    wait_children(&observer, &path, 0).await;
+    // Another identifier is another contender, with a table of its own.
+    let other =
+        client.lock_with(&path, LockOptions { identifier: Some("other".into()), ..Default::default() }).unwrap();
+    assert!(!other.is_held_by(&me));
+    client.close().await;
+}

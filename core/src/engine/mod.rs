@@ -112,11 +112,22 @@ pub(crate) struct Recipe {
     /// The last listing sent to decide by, shared by every attempt whose create it covers (see
     /// `listing_after`). Kept until the next replaces it: one listing per lock object.
     shared_listing: parking_lot::Mutex<Option<SharedListing>>,
+    /// A read/write lock (else a mutex): the kind the client's handles for the path share.
+    read_write: bool,
+    /// This recipe itself while its owner table holds anything, so that the holds outlive the
+    /// handles: a handle made later for the path finds them (see `ClientInner::recipe`). Taken
+    /// at the last release, and when the client closes.
+    pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
 }
 
 impl Recipe {
     /// Refuses a path and identifier that could not fit in a request, whoever the owner.
-    pub(crate) fn new(client: Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Recipe> {
+    pub(crate) fn new(
+        client: Arc<ClientInner>,
+        path: String,
+        read_write: bool,
+        options: crate::LockOptions,
+    ) -> Result<Recipe> {
         options.acl.check(client.options.digest_auth.as_deref()).map_err(|err| err.with_path(&path))?;
         let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
         let recipe = Recipe {
@@ -132,9 +143,44 @@ impl Recipe {
             kinds_checked: AtomicBool::new(false),
             creates_sent: AtomicU64::new(0),
             shared_listing: parking_lot::Mutex::new(None),
+            read_write,
+            pin: parking_lot::Mutex::new(None),
         };
         recipe.check_fits(recipe.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
         Ok(recipe)
+    }
+
+    /// Whether a handle asked for with these options may share this recipe (and so its holds):
+    /// the same path and kind, identifier and ACL (and no test seam).
+    pub(crate) fn serves(&self, path: &str, read_write: bool, options: &crate::LockOptions) -> bool {
+        self.path == path
+            && self.read_write == read_write
+            && self.identifier == options.identifier
+            && self.acl == options.acl
+            && self.before_watch.is_none()
+            && options.before_watch.is_none()
+    }
+
+    /// Keeps this recipe while it holds anything (called when a hold is settled).
+    pub(crate) fn pin(self: &Arc<Self>) {
+        let mut pin = self.pin.lock();
+        if pin.is_none() {
+            *pin = Some(self.clone());
+        }
+    }
+
+    /// Lets go of the pin once nothing is held (called after a hold's last level went).
+    pub(crate) fn unpin_if_idle(&self) {
+        if !self.owners.holds_anything() {
+            let pin = self.pin.lock().take();
+            // The caller holds another handle to this recipe: dropping the pin frees nothing here.
+            drop(pin);
+        }
+    }
+
+    /// Lets go of the pin whatever is held: the client is closed, so every hold is lost.
+    pub(crate) fn unpin(&self) {
+        drop(self.pin.lock().take());
     }
 
     pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
