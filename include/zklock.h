@@ -637,10 +637,10 @@ zkl_result zkl_rwlock_new_with(zkl_client *client, const char *path, const zkl_l
 zkl_result zkl_lock_cancel(zkl_lock *lock);
 
 /**
- * Frees a lock handle. Holds taken through it and still held are released in the background,
- * as if each owner released them (their nodes are deleted; nothing is left behind). Handles for
- * one path on one client share their holds (an owner re-enters and releases through any of
- * them), but holds taken through another handle are that handle's: freeing this one leaves them. A registered lost
+ * Frees a lock handle. Holds still held through it are released in the background, as if each
+ * owner released them (their nodes are deleted; nothing is left behind). (Each C handle keeps
+ * its holds, which is what lets this release them: unlike the handles of the other languages,
+ * two handles for one path are two contenders, even for one thread.) A registered lost
  * callback is not running once this returns, and is never called again.
  *
  * The handle is invalid afterwards: any use of it, including a second free, returns

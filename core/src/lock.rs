@@ -26,6 +26,10 @@ pub struct LockOptions {
     /// An ACL that names the authenticated creator needs [`crate::ClientOptions::digest_auth`]:
     /// without it the lock is refused with [`ErrorKind::InvalidArgument`] before any traffic.
     pub acl: Acl,
+    /// A handle of its own: its holds are not shared with the client's other handles for the
+    /// path (see [`crate::Client::lock`]), for a binding whose freed handle releases the holds
+    /// taken through it (C's `zkl_lock_free`). Default false.
+    pub separate: bool,
     /// Test seam: runs with the predecessor's path after the listing and before the watch is
     /// set, so tests can make the predecessor vanish in exactly that window.
     #[doc(hidden)]
@@ -40,6 +44,7 @@ impl std::fmt::Debug for LockOptions {
         f.debug_struct("LockOptions")
             .field("identifier", &self.identifier)
             .field("acl", &self.acl)
+            .field("separate", &self.separate)
             .finish_non_exhaustive()
     }
 }
@@ -365,26 +370,19 @@ impl Lock {
         self.recipe.owners.release_nested(owner, self.mode, self.path())
     }
 
-    /// Releases, in the background, every level of each `(owner, fencing token)` hold that is
-    /// still that owner's hold here, as the owner would: for a binding whose lock handle is
-    /// freed, which gives back the holds taken through it (handles for one path on one client
-    /// share their holds, so others' holds are theirs to release).
-    pub fn release_in_background(&self, holds: Vec<(u64, i64)>) {
-        let lock = self.clone();
-        let still_held =
-            move |owner: &Owner, token: i64| lock.hold_of(owner).is_some_and(|(hold, _)| hold.fencing_token() == token);
-        let holds: Vec<_> =
-            holds.into_iter().filter(|(owner, token)| still_held(&Owner::new(*owner), *token)).collect();
-        if holds.is_empty() {
+    /// Releases, in the background, every level of every hold taken through this lock (and its
+    /// clones) in its mode, as each owner would: for a binding whose lock handle is freed.
+    pub fn release_all_in_background(&self) {
+        let owners = self.recipe.owners.holders(self.mode);
+        if owners.is_empty() {
             return;
         }
         let lock = self.clone();
         self.recipe.client.runtime.spawn(async move {
-            for (owner, token) in holds {
-                let owner = Owner::new(owner);
+            for owner in owners.into_iter().map(Owner::new) {
                 // Each release counts a level down, whatever it reports (a lost hold, or a delete
                 // going on in the background after a connection loss).
-                while lock.hold_of(&owner).is_some_and(|(hold, _)| hold.fencing_token() == token) {
+                while lock.hold_of(&owner).is_some() {
                     let _ = lock.release(&owner).await;
                 }
             }

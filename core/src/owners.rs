@@ -471,6 +471,11 @@ impl OwnerTable {
         self.slots.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
     }
 
+    /// The owners holding in `mode`.
+    pub(crate) fn holders(&self, mode: Mode) -> Vec<u64> {
+        self.slots.lock().iter().filter(|s| s.mode == mode && s.held.is_some()).map(|s| s.owner).collect()
+    }
+
     /// Whether any owner holds anything here (lost holds included: they wait for a release).
     pub(crate) fn holds_anything(&self) -> bool {
         self.slots.lock().iter().any(|s| s.held.is_some())

@@ -140,11 +140,7 @@ static void use_after_close(void) {
   CHECK_ERR(zkl_lock_acquire((zkl_lock *)(uintptr_t)0x12345670, 0), ZKL_INVALID_ARGUMENT, "not a live zkl_lock",
             "forged handle: refused, never dereferenced");
 
-  // Held on another path: handles for one path on one client share their holds, so `lock`
-  // would re-enter this (lost) hold rather than be refused as closed.
-  char held_path[200];
-  h_unique_path(held_path, sizeof held_path, "closed-held");
-  h_require(zkl_lock_new(client, held_path, &held) == ZKL_OK && zkl_lock_acquire(held, -1) == ZKL_OK, "hold a lock");
+  h_require(zkl_lock_new(client, path, &held) == ZKL_OK && zkl_lock_acquire(held, -1) == ZKL_OK, "hold a lock");
   CHECK_RC(zkl_client_close(client), ZKL_OK, "close the client");
   zkl_session_state state;
   CHECK_ERR(zkl_client_state(client, &state), ZKL_INVALID_ARGUMENT, "not a live zkl_client", "use after close: state");

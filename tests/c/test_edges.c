@@ -159,34 +159,8 @@ static void lost_is_not_held(void) {
   zkl_lock_free(lock);
 }
 
-/* Handles for one path on one client share their holds: a thread re-enters and releases through
- * either; freeing a handle releases the holds taken through it, never those of another handle. */
-static void handles_share_holds(void) {
-  zkl_client *client = h_connect();
-  char path[200];
-  h_unique_path(path, sizeof path, "edges-shared");
-  zkl_lock *first = NULL, *second = NULL, *third = NULL;
-  h_require(zkl_lock_new(client, path, &first) == ZKL_OK && zkl_lock_new(client, path, &second) == ZKL_OK &&
-                zkl_lock_new(client, path, &third) == ZKL_OK,
-            "three handles for one path");
-  h_require(zkl_lock_acquire(first, 10000) == ZKL_OK, "hold through the first");
-  CHECK_RC(zkl_lock_acquire(second, 0), ZKL_OK, "the second re-enters the same hold (timeout 0: no contention)");
-  CHECK(h_contenders(first) == 1, "one node for both levels");
-  CHECK_RC(zkl_lock_release(second), ZKL_OK, "a level released through the second");
-  CHECK_RC(zkl_lock_free(second), ZKL_OK, "free the second: it took no hold");
-  bool held = false;
-  CHECK(zkl_lock_is_held(first, &held) == ZKL_OK && held, "the hold stays: it was taken through the first");
-  CHECK(zkl_lock_is_held(third, &held) == ZKL_OK && held, "and the third sees it too");
-  CHECK_RC(zkl_lock_free(first), ZKL_OK, "free the first, which took the hold");
-  CHECK(h_wait_contenders(third, 0, 10000), "its hold is released in the background, its node gone");
-  CHECK(zkl_lock_is_held(third, &held) == ZKL_OK && !held, "nothing is held any more");
-  zkl_lock_free(third);
-  zkl_client_close(client);
-}
-
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
-  handles_share_holds();
   lost_is_not_held();
   oversized_requests();
   connect_errors();

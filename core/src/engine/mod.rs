@@ -114,6 +114,8 @@ pub(crate) struct Recipe {
     shared_listing: parking_lot::Mutex<Option<SharedListing>>,
     /// A read/write lock (else a mutex): the kind the client's handles for the path share.
     read_write: bool,
+    /// A handle of its own (`LockOptions::separate`): never shared.
+    separate: bool,
     /// This recipe itself while its owner table holds anything, so that the holds outlive the
     /// handles: a handle made later for the path finds them (see `ClientInner::recipe`). Taken
     /// at the last release, and when the client closes.
@@ -144,6 +146,7 @@ impl Recipe {
             creates_sent: AtomicU64::new(0),
             shared_listing: parking_lot::Mutex::new(None),
             read_write,
+            separate: options.separate,
             pin: parking_lot::Mutex::new(None),
         };
         recipe.check_fits(recipe.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
@@ -151,9 +154,11 @@ impl Recipe {
     }
 
     /// Whether a handle asked for with these options may share this recipe (and so its holds):
-    /// the same path and kind, identifier and ACL (and no test seam).
+    /// the same path and kind, identifier and ACL (and neither separate nor a test seam).
     pub(crate) fn serves(&self, path: &str, read_write: bool, options: &crate::LockOptions) -> bool {
-        self.path == path
+        !self.separate
+            && !options.separate
+            && self.path == path
             && self.read_write == read_write
             && self.identifier == options.identifier
             && self.acl == options.acl

@@ -83,9 +83,6 @@ pub(crate) struct LockHandle {
     /// Cancelled by zkl_lock_cancel and zkl_lock_free: the acquisitions waiting then end, their
     /// nodes removed. zkl_lock_cancel puts a fresh one in its place for later acquisitions.
     cancel: parking_lot::Mutex<CancellationToken>,
-    /// The holds taken through this handle, as (owner, fencing token): zkl_lock_free releases
-    /// those still held, and not the holds other handles for the path took.
-    taken: parking_lot::Mutex<Vec<(u64, i64)>>,
 }
 
 impl LockHandle {
@@ -95,18 +92,7 @@ impl LockHandle {
             lost_callback: Arc::new(CallbackSlot::new()),
             freed: AtomicBool::new(false),
             cancel: parking_lot::Mutex::new(CancellationToken::new()),
-            taken: parking_lot::Mutex::default(),
         }
-    }
-
-    /// Records a hold taken through this handle, forgetting those that ended.
-    fn took(&self, owner: u64, token: i64) {
-        let mut taken = self.taken.lock();
-        let lock = &self.lock;
-        taken.retain(|(owner, token)| {
-            lock.hold_of(&Owner::new(*owner)).is_some_and(|(hold, _)| hold.fencing_token() == *token)
-        });
-        taken.push((owner, token));
     }
 
     /// Ends the acquisitions waiting now; later ones are not affected.
@@ -249,7 +235,8 @@ fn lock_options(options: *const zkl_lock_options) -> Result<crate::LockOptions, 
     if options.acl != ZKL_ACL_CUSTOM && (!options.acl_entries.is_null() || options.acl_entry_count != 0) {
         return Err(Failure::invalid("opts->acl_entries is only for ZKL_ACL_CUSTOM: set opts->acl to it"));
     }
-    Ok(crate::LockOptions { acl, ..Default::default() })
+    // Each handle keeps its holds: zkl_lock_free releases the holds taken through it.
+    Ok(crate::LockOptions { acl, separate: true, ..Default::default() })
 }
 
 fn acl_entries(options: &zkl_lock_options) -> Result<Vec<crate::AclEntry>, Failure> {
@@ -367,10 +354,10 @@ pub extern "C" fn zkl_lock_cancel(lock: *mut zkl_lock) -> zkl_result {
     })
 }
 
-/// Frees a lock handle. Holds taken through it and still held are released in the background,
-/// as if each owner released them (their nodes are deleted; nothing is left behind). Handles for
-/// one path on one client share their holds (an owner re-enters and releases through any of
-/// them), but holds taken through another handle are that handle's: freeing this one leaves them. A registered lost
+/// Frees a lock handle. Holds still held through it are released in the background, as if each
+/// owner released them (their nodes are deleted; nothing is left behind). (Each C handle keeps
+/// its holds, which is what lets this release them: unlike the handles of the other languages,
+/// two handles for one path are two contenders, even for one thread.) A registered lost
 /// callback is not running once this returns, and is never called again.
 ///
 /// The handle is invalid afterwards: any use of it, including a second free, returns
@@ -391,7 +378,7 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
         handle.freed.store(true, Ordering::Release);
         handle.cancel_waiting();
         runtime::runtime()?;
-        handle.lock.release_in_background(std::mem::take(&mut *handle.taken.lock()));
+        handle.lock.release_all_in_background();
         Ok(())
     })
 }
@@ -438,11 +425,9 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
             return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
         }
     };
-    // A fresh hold (the write holder's read included), recorded before the freed flag is read:
-    // a zkl_lock_free meanwhile either finds it recorded or is seen here.
-    handle.took(owner.id(), hold.fencing_token());
+    // A fresh hold (the write holder's read included).
     if handle.freed.load(Ordering::Acquire) {
-        handle.lock.release_in_background(vec![(owner.id(), hold.fencing_token())]);
+        handle.lock.release_all_in_background();
         return Err(Failure::invalid(
             "lock was freed (zkl_lock_free) while this call waited; the hold it got was released",
         ));
