@@ -8,6 +8,9 @@
 #   make install PREFIX=/tmp/z PROFILE=debug  # debug build (what scripts/test-c and scripts/demo use)
 #   make uninstall PREFIX=...
 #   make header                               # regenerate include/zklock.h (scripts/gen-header)
+#   make install PREFIX=... GLIBC=2.17        # linked against glibc 2.17 by zig (cargo-zigbuild and
+#                                             # zig on PATH; scripts/package does this), so the
+#                                             # library and the command run on any glibc >= 2.17
 #
 # The crate types are given to `cargo rustc` here rather than in core/Cargo.toml, so every other
 # build of the core stays a plain rlib.
@@ -32,19 +35,40 @@ MINOR := $(word 2,$(subst ., ,$(VERSION)))
 SOVERSION := $(if $(filter 0,$(MAJOR)),0.$(MINOR),$(MAJOR))
 SONAME := libzklock.so.$(SOVERSION)
 
+# GLIBC: empty, the host's toolchain and C library (the build machine's glibc is the floor);
+# or a glibc version to link against, with zig as the linker (cargo-zigbuild's target suffix).
+GLIBC ?=
+ifeq ($(GLIBC),)
+  CARGO_BUILD := $(CARGO) build
+  CARGO_RUSTC := $(CARGO) rustc
+  TARGET_FLAG :=
+  TARGET_SUBDIR :=
+else
+  ZIG_TRIPLE := $(shell uname -m)-unknown-linux-gnu
+  CARGO_BUILD := cargo-zigbuild zigbuild
+  CARGO_RUSTC := cargo-zigbuild rustc
+  TARGET_FLAG := --target $(ZIG_TRIPLE).$(GLIBC)
+  TARGET_SUBDIR := /$(ZIG_TRIPLE)
+endif
+
 ifeq ($(PROFILE),release)
   PROFILE_FLAG := --release
-  OUT := $(CARGO_TARGET_DIR)/release
+  OUT := $(CARGO_TARGET_DIR)$(TARGET_SUBDIR)/release
 else ifeq ($(PROFILE),debug)
   PROFILE_FLAG :=
-  OUT := $(CARGO_TARGET_DIR)/debug
+  OUT := $(CARGO_TARGET_DIR)$(TARGET_SUBDIR)/debug
 else
   $(error PROFILE must be release or debug)
 endif
 
 # -z start-stop-visibility=hidden: the __start_/__stop_ symbols of a dependency's link sections
-# would otherwise be exported; the .so exports zkl_* only.
-RUSTFLAGS_LIB := -C link-arg=-Wl,-soname,$(SONAME) -C link-arg=-Wl,-z,start-stop-visibility=hidden
+# would otherwise be exported; the .so exports zkl_* only. zig's linker driver refuses the flag:
+# linked by zig (GLIBC=...), those symbols are exported, but protected (lld's default), so the
+# library's own references stay bound to its own sections and no other object can interpose them.
+RUSTFLAGS_LIB := -C link-arg=-Wl,-soname,$(SONAME)
+ifeq ($(GLIBC),)
+  RUSTFLAGS_LIB += -C link-arg=-Wl,-z,start-stop-visibility=hidden
+endif
 # What a static link needs besides libzklock.a, as rustc reports it (this for glibc if it does not).
 DEFAULT_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
@@ -55,7 +79,7 @@ all: lib cli
 lib:
 	@echo "building libzklock ($(PROFILE)) with cargo; its output goes to $(OUT)/zklock-build.log"
 	@mkdir -p $(OUT)
-	$(CARGO) rustc -p zklock --lib --features ffi $(PROFILE_FLAG) --crate-type cdylib --crate-type staticlib \
+	$(CARGO_RUSTC) -p zklock --lib --features ffi $(PROFILE_FLAG) $(TARGET_FLAG) --crate-type cdylib --crate-type staticlib \
 	  -- $(RUSTFLAGS_LIB) --print native-static-libs 2>$(OUT)/zklock-build.log \
 	  || { cat $(OUT)/zklock-build.log >&2; exit 1; }
 	@sed -n 's/.*native-static-libs: //p' $(OUT)/zklock-build.log | tail -n 1 >$(OUT)/zklock-native-libs
@@ -63,7 +87,7 @@ lib:
 
 # The `zklock` command, in the same profile as the library.
 cli:
-	$(CARGO) build -q -p zklock-cli --bin zklock $(PROFILE_FLAG)
+	$(CARGO_BUILD) -q -p zklock-cli --bin zklock $(PROFILE_FLAG) $(TARGET_FLAG)
 
 # The .so is installed stripped; its debug info goes beside it in .debug/ (where gdb looks for
 # the file its .gnu_debuglink names). The zklock command is installed stripped (25 MB -> a few). The system libraries of a static link lose -lgcc_s, which

@@ -22,9 +22,14 @@ function loadNative() {
   for (const file of [`zklock.${PLATFORM}.node`, 'zklock.node']) {
     if (existsSync(path.join(__dirname, file))) return require(`./${file}`)
   }
+  // The published package carries one prebuilt addon, for Linux x86_64 with glibc 2.17 or newer.
+  const what = PLATFORM.endsWith('-musl')
+    ? `no prebuilt addon for musl libc (Alpine and the like, ${PLATFORM})`
+    : `no prebuilt addon for ${PLATFORM}`
   throw new Error(
-    `zklock: no native addon for ${PLATFORM} in ${__dirname}: this package carries zklock.linux-x64-gnu.node; ` +
-      'elsewhere build it from the source repository (`npm run build` in bindings-node, with a Rust toolchain)',
+    `zklock: ${what} in ${__dirname}: this package carries only zklock.linux-x64-gnu.node, for Linux x86_64 ` +
+      'with glibc 2.17 or newer. Build the addon from source, with a Rust toolchain: in a checkout of the ' +
+      'zklock repository, `npm run build` in bindings-node, then `npm install ./bindings-node`',
   )
 }
 const native = loadNative()

@@ -16,7 +16,8 @@ pub(crate) const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGT
 
 /// The signal COMMAND gets when zklock dies without releasing (killed with SIGKILL, say). The
 /// session, and so the lock, outlives zklock by up to --session-timeout: time for COMMAND to stop
-/// cleanly while nobody else can have the lock yet.
+/// cleanly while nobody else can have the lock yet. (Linux only: prctl's PR_SET_PDEATHSIG.)
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const PARENT_DEATH_SIGNAL: libc::c_int = libc::SIGTERM;
 
 /// Starts COMMAND in its own process group, with the lock's facts in its environment.
@@ -28,6 +29,7 @@ pub(crate) fn spawn(
     session_id: i64,
     terminal: bool,
 ) -> io::Result<std::process::Child> {
+    #[cfg(target_os = "linux")]
     let parent = std::process::id();
     let mut child = std::process::Command::new(&command[0]);
     child
@@ -47,12 +49,16 @@ pub(crate) fn spawn(
             };
             // zklock blocks the signals it forwards; COMMAND must get them.
             libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL as libc::c_ulong, 0, 0, 0) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // zklock may have died before the prctl: then no signal will come.
-            if libc::getppid() as u32 != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            // Linux only (prctl): elsewhere COMMAND outlives a zklock killed outright.
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL as libc::c_ulong, 0, 0, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                // zklock may have died before the prctl: then no signal will come.
+                if libc::getppid() as u32 != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
             }
             // Before the exec, so that COMMAND never reads the terminal from the background
             // (which would stop it, with SIGTTIN).
