@@ -56,9 +56,11 @@ const NODE_DELETED: u8 = 1;
 const RELEASED: u8 = 2;
 
 /// How many losses this process has seen (a hold's node deleted by someone else, a session
-/// over, a client closed), bumped after each is recorded. The owner table's lock-free re-entry
-/// trusts a hold it checked while this count stood still, so it reads no hold (see
-/// `owners::Fast`); any loss anywhere sends each re-entry through the checked path once.
+/// over, a client closed), bumped after each is recorded and before it is announced, and again
+/// by whoever reads a hold as lost (so a thread that saw a loss never re-enters past it). The
+/// owner table's lock-free re-entry trusts a hold it checked while this count stood still, so it
+/// reads no hold (see `owners::Fast`); any loss anywhere sends each re-entry through the checked
+/// path once.
 static LOSSES: AtomicU64 = AtomicU64::new(0);
 
 /// Counts a loss; call after the flag that records it is set.
@@ -101,16 +103,35 @@ impl HoldInfo {
 
     fn set_flag(&self, flag: u8) {
         self.flags.fetch_or(flag, Ordering::AcqRel);
+        if flag == NODE_DELETED {
+            // Before anyone awaiting the state hears of it (see `LOSSES`).
+            note_loss();
+        }
         self.changed.notify_waiters();
     }
 
     /// Cheap enough for the reentrant fast path: three atomic loads. The same losses as
     /// [`Self::status`]'s, a closed client among them: its session may not be over yet.
     pub(crate) fn is_lost(&self) -> bool {
-        self.flag(NODE_DELETED) || self.session_over.load(Ordering::Acquire) || self.closed.is_closed()
+        let lost = self.flag(NODE_DELETED) || self.session_over.load(Ordering::Acquire) || self.closed.is_closed();
+        if lost {
+            // Whoever sees a loss makes sure the loss count moved before acting on it: its
+            // setter counts it only after setting its flag (see `LOSSES`).
+            note_loss();
+        }
+        lost
     }
 
     fn status(&self) -> (HoldState, Option<LostReason>) {
+        let status = self.status_as_set();
+        if status.0 == HoldState::Lost {
+            // As in `is_lost`.
+            note_loss();
+        }
+        status
+    }
+
+    fn status_as_set(&self) -> (HoldState, Option<LostReason>) {
         let flags = self.flags.load(Ordering::Acquire);
         // A loss found before the release stays a loss (see `finish`).
         if flags & RELEASED != 0 {
@@ -430,7 +451,6 @@ async fn watch_own_node(info: Arc<HoldInfo>) {
                 // Our own release deletes the node too: that is no loss.
                 if info.status().0 != HoldState::Released {
                     info.set_flag(NODE_DELETED);
-                    note_loss();
                 }
             }
             return;
