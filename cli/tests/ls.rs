@@ -2,6 +2,8 @@
 //! read/write lock held by readers, a free lock, a plain node that only looks like a lock), in
 //! text and JSON; a bad prefix; nothing under a prefix.
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -18,15 +20,7 @@ fn prefix() -> String {
 
 /// Runs `zklock ls ARGS...` against the test server (ZK_CONNECT is not inherited).
 fn ls(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_zklock"))
-        .arg("ls")
-        .args(["--zk", &shared_connect_string()])
-        .args(args)
-        .env_remove("ZK_CONNECT")
-        .output()
-        .expect("run zklock");
-    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8 output");
-    (output.status.code().expect("zklock exits, not killed"), text(output.stdout), text(output.stderr))
+    common::zklock("ls", &shared_connect_string(), args)
 }
 
 fn wait_contenders(rt: &Runtime, lock: &Lock, n: usize) {

@@ -2,8 +2,10 @@
 //! read/write lock (text and JSON), a free path, a path that is not a lock, a bad path, Curator's
 //! nodes, kazoo's, and a server that cannot be reached.
 
+mod common;
+
 use std::net::TcpListener;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -30,15 +32,7 @@ fn connect(rt: &Runtime) -> Client {
 
 /// Runs `zklock status ARGS...` against `connect` (ZK_CONNECT is not inherited).
 fn status_at(connect: &str, args: &[&str]) -> (i32, String, String) {
-    let output: Output = Command::new(env!("CARGO_BIN_EXE_zklock"))
-        .arg("status")
-        .args(["--zk", connect])
-        .args(args)
-        .env_remove("ZK_CONNECT")
-        .output()
-        .expect("run zklock");
-    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8 output");
-    (output.status.code().expect("zklock exits, not killed"), text(output.stdout), text(output.stderr))
+    common::zklock("status", connect, args)
 }
 
 fn status(args: &[&str]) -> (i32, String, String) {

@@ -195,13 +195,10 @@ impl Lock {
     ///   delete. The hold is gone from this process, and the delete goes on in the background
     ///   until the node is gone or the session is over: the node is never left behind.
     pub async fn release(&self, owner: &Owner) -> Result<()> {
-        match self.recipe.owners.count_down(owner, self.mode, self.path())? {
+        match self.recipe.count_down(owner, self.mode)? {
             None => Ok(()),
             // Boxed so the reentrant path's future stays small: no network, no big state machine.
-            Some(hold) => {
-                self.recipe.unpin_if_idle();
-                Box::pin(self.recipe.delete_held(&hold)).await
-            }
+            Some(hold) => Box::pin(self.recipe.delete_held(&hold)).await,
         }
     }
 
@@ -284,10 +281,7 @@ impl Lock {
     /// its acquisitions began, whichever threads later drive them. `timeout` as in
     /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
     pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
-        if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
-            return Acquire::done(Ok(Acquired::Reentered));
-        }
-        self.begin(owner, Wait::from_timeout(timeout))
+        self.begin(owner, timeout, None)
     }
 
     /// As [`Lock::begin_acquire`], ending as a timeout does once `abort` is cancelled: the
@@ -300,13 +294,20 @@ impl Lock {
         timeout: Option<Duration>,
         abort: tokio_util::sync::CancellationToken,
     ) -> Acquire {
+        self.begin(owner, timeout, Some(abort))
+    }
+
+    fn begin(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: Option<tokio_util::sync::CancellationToken>,
+    ) -> Acquire {
+        // The reentrant fast path before the deadline is even computed (see `Lock::entry`).
         if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
             return Acquire::done(Ok(Acquired::Reentered));
         }
-        self.begin(owner, Wait { abort: Some(abort), ..Wait::from_timeout(timeout) })
-    }
-
-    fn begin(&self, owner: &Owner, wait: Wait) -> Acquire {
+        let wait = Wait { abort, ..Wait::from_timeout(timeout) };
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
             Ok(Entered::Counted(_)) => Acquire::done(Ok(Acquired::Reentered)),
@@ -451,8 +452,7 @@ impl Lock {
         };
         if let Ok(Some(hold)) = &result {
             claim.done = true;
-            self.recipe.owners.settle(owner.id(), self.mode, hold);
-            self.recipe.pin();
+            self.recipe.settle(owner.id(), self.mode, hold);
         }
         result
     }
@@ -617,8 +617,7 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
-        if let Ok(Some(hold)) = self.lock.recipe.owners.count_down(&self.owner, self.lock.mode, self.lock.path()) {
-            self.lock.recipe.unpin_if_idle();
+        if let Ok(Some(hold)) = self.lock.recipe.count_down(&self.owner, self.lock.mode) {
             let lock = self.lock.recipe.clone();
             self.lock.recipe.client.runtime.spawn(async move {
                 let _ = lock.delete_held(&hold).await;

@@ -595,6 +595,10 @@ async fn handles_for_one_path_share_their_holds() {
     let second = client.lock(&path).unwrap();
     assert!(matches!(second.acquire_for(&me, None).await.unwrap(), zklock::Acquired::Reentered));
     assert_eq!(first.hold_of(&me).map(|(_, levels)| levels), Some(2));
+    // Another identifier is another contender, with a table of its own.
+    let other =
+        client.lock_with(&path, LockOptions { identifier: Some("other".into()), ..Default::default() }).unwrap();
+    assert!(!other.is_held_by(&me), "a handle with another identifier does not share the hold");
     second.release(&me).await.unwrap();
     drop((first, second));
     // No handle is left, but the hold is: a new handle finds it and releases it.
@@ -603,9 +607,6 @@ async fn handles_for_one_path_share_their_holds() {
     assert!(later.is_held_by(&me));
     later.release(&me).await.unwrap();
     wait_children(&observer, &path, 0).await;
-    // Another identifier is another contender, with a table of its own.
-    let other =
-        client.lock_with(&path, LockOptions { identifier: Some("other".into()), ..Default::default() }).unwrap();
-    assert!(!other.is_held_by(&me));
+    drop(other);
     client.close().await;
 }

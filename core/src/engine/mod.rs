@@ -166,21 +166,24 @@ impl Recipe {
             && options.before_watch.is_none()
     }
 
-    /// Keeps this recipe while it holds anything (called when a hold is settled).
-    pub(crate) fn pin(self: &Arc<Self>) {
+    /// The claimed acquisition succeeded: the owner holds `hold`, and this recipe is kept while
+    /// it holds anything, so that the holds outlive the handles.
+    pub(crate) fn settle(self: &Arc<Self>, owner: u64, mode: Mode, hold: &Hold) {
+        self.owners.settle(owner, mode, hold);
         let mut pin = self.pin.lock();
         if pin.is_none() {
             *pin = Some(self.clone());
         }
     }
 
-    /// Lets go of the pin once nothing is held (called after a hold's last level went).
-    pub(crate) fn unpin_if_idle(&self) {
-        if !self.owners.holds_anything() {
-            let pin = self.pin.lock().take();
-            // The caller holds another handle to this recipe: dropping the pin frees nothing here.
-            drop(pin);
+    /// Counts down a level of `owner`'s hold (see `OwnerTable::count_down`); once nothing is held
+    /// any more, lets go of the pin (the caller holds another handle: that frees nothing here).
+    pub(crate) fn count_down(&self, owner: &Owner, mode: Mode) -> Result<Option<Hold>> {
+        let last = self.owners.count_down(owner, mode, &self.path)?;
+        if last.is_some() && !self.owners.holds_anything() {
+            drop(self.pin.lock().take());
         }
+        Ok(last)
     }
 
     /// Lets go of the pin whatever is held: the client is closed, so every hold is lost.
