@@ -149,12 +149,10 @@ fn watch(lock: &zklock::Lock, hold: Hold, callbacks: Vec<Callback>) {
     if callbacks.is_empty() {
         return;
     }
-    let client = lock.client();
-    runtime::handle().spawn(async move {
-        let Some(reason) = hold.lost().await else { return };
+    lock.client().on_hold_lost(hold, move |reason| {
         let reason = reason.as_str();
         for callback in callbacks {
-            callbacks::dispatch(&client, callback, move |callback| callback.call1((reason,)).map(drop));
+            callbacks::run_now(callback, |callback| callback.call1((reason,)).map(drop));
         }
     });
 }

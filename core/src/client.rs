@@ -13,10 +13,11 @@ use zookeeper_client as zk;
 
 use crate::dispatch::CallbackDispatcher;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::NodeWatcher;
+use crate::hold::{Hold, NodeWatcher};
 use crate::lock::{AttemptIds, Lock, LockOptions};
 use crate::session::Session;
 use crate::validate;
+use crate::LostReason;
 
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
 /// `Debug` shows no secret (no password, no private key).
@@ -363,6 +364,18 @@ impl Client {
     /// that keep sessions alive. See [`CallbackDispatcher`].
     pub fn dispatch_callback(&self, callback: impl FnOnce() + Send + 'static) {
         self.inner.callbacks.dispatch(callback);
+    }
+
+    /// Calls `callback` with the reason on this client's callback thread if `hold` is lost;
+    /// never once it is released. One light task per hold: the bindings give each new hold
+    /// ([`crate::Acquired::Held`], not a re-entry) one, for their lost-lock callbacks.
+    pub fn on_hold_lost(&self, hold: Hold, callback: impl FnOnce(LostReason) + Send + 'static) {
+        let client = self.clone();
+        self.inner.runtime.spawn(async move {
+            if let Some(reason) = hold.lost().await {
+                client.dispatch_callback(move || callback(reason));
+            }
+        });
     }
 }
 

@@ -432,23 +432,14 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
             "lock was freed (zkl_lock_free) while this call waited; the hold it got was released",
         ));
     }
-    // One light task per hold, ending when the hold is released or lost.
     let callback = handle.lost_callback.clone();
     let owner = owner.id();
     let id = lock as usize;
-    let client = handle.lock.client();
-    runtime::runtime()?.spawn(async move {
-        if let Some(reason) = hold.lost().await {
-            // On the client's callback thread: a callback that blocks stalls no session.
-            client.dispatch_callback(move || {
-                runtime::in_callback(|| {
-                    // SAFETY: a C function pointer registered by the caller, with its userdata.
-                    callback.call(|callback, userdata| unsafe {
-                        callback(userdata, id as *mut zkl_lock, owner, reason.into())
-                    })
-                })
-            });
-        }
+    handle.lock.client().on_hold_lost(hold, move |reason| {
+        runtime::in_callback(|| {
+            // SAFETY: a C function pointer registered by the caller, with its userdata.
+            callback.call(|callback, userdata| unsafe { callback(userdata, id as *mut zkl_lock, owner, reason.into()) })
+        })
     });
     Ok(())
 }
