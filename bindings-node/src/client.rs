@@ -71,11 +71,10 @@ pub fn connect<'env>(
     if let Some(limit) = jute_maxbuffer {
         options.jute_maxbuffer = limit;
     }
-    let env_for_register = *env;
-    runtime::promise(env, async move { zklock::Client::connect_with(&hosts, options).await }, move |client| {
+    runtime::promise(env, async move { zklock::Client::connect_with(&hosts, options).await }, |env, client| {
         let shared = Arc::new(Shared { client });
         // Only fails if Node refuses the cleanup hook; the session then ends by TCP reset.
-        let _ = runtime::register(&env_for_register, &shared);
+        let _ = runtime::register(env, &shared);
         NativeClient { shared }
     })
 }
@@ -102,7 +101,7 @@ impl NativeClient {
                 client.close().await;
                 Ok(())
             },
-            |()| (),
+            |_, ()| (),
         )
     }
 

@@ -299,7 +299,7 @@ impl NativeLock {
             }
             result
         };
-        runtime::promise(env, acquisition, |hold| hold.map(NativeHold::new))
+        runtime::promise(env, acquisition, |_, hold| hold.map(NativeHold::new))
     }
 
     /// Gives up `owner`'s acquisition in flight, if any: its promise resolves to `null`.
@@ -316,7 +316,7 @@ impl NativeLock {
     pub fn release<'env>(&self, env: &'env Env, owner_id: i64) -> napi::Result<PromiseRaw<'env, ()>> {
         let lock = self.lock.clone();
         let owner = owner(owner_id);
-        runtime::promise(env, async move { lock.release(&owner).await }, |()| ())
+        runtime::promise(env, async move { lock.release(&owner).await }, |_, ()| ())
     }
 
     /// This lock's key for the reentrant fast path ([`reenter`], [`release_nested`]).
@@ -354,7 +354,7 @@ impl NativeLock {
     #[napi]
     pub fn contenders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
         let lock = self.lock.clone();
-        runtime::promise(env, async move { lock.contenders().await }, |all| {
+        runtime::promise(env, async move { lock.contenders().await }, |_, all| {
             all.into_iter().map(Participant::from).collect()
         })
     }
@@ -363,7 +363,7 @@ impl NativeLock {
     #[napi]
     pub fn holders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
         let lock = self.lock.clone();
-        runtime::promise(env, async move { lock.holders().await }, |all| {
+        runtime::promise(env, async move { lock.holders().await }, |_, all| {
             all.into_iter().map(Participant::from).collect()
         })
     }
@@ -371,7 +371,7 @@ impl NativeLock {
     #[napi]
     pub fn holder<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<Participant>>> {
         let lock = self.lock.clone();
-        runtime::promise(env, async move { lock.holder().await }, |holder| holder.map(Participant::from))
+        runtime::promise(env, async move { lock.holder().await }, |_, holder| holder.map(Participant::from))
     }
 }
 
