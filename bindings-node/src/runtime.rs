@@ -39,7 +39,7 @@ where
             deferred,
             settle: Box::new(move |env| match outcome {
                 // SAFETY: on the JavaScript thread, with its environment.
-                Ok(value) => unsafe { V::to_napi_value(env.raw(), to_js(env, value)) }.map_err(napi::Error::from),
+                Ok(value) => unsafe { V::to_napi_value(env.raw(), to_js(env, value)) },
                 Err(err) => Err(error::to_js(env, &err)),
             }),
         }));
