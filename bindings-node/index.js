@@ -118,6 +118,16 @@ function atCaller(error, callSite) {
   return error
 }
 
+// An error made on the runtime, for a call that awaited it: this point's stack, whose async
+// frames lead to the caller's line. Taken only on failure: capturing the call site at each
+// call cost a waiting acquisition more memory than the rest of it.
+function restacked(error) {
+  if (error !== null && typeof error === 'object' && 'code' in error && Object.isExtensible(error)) {
+    Error.captureStackTrace(error, restacked)
+  }
+  return error
+}
+
 function callSiteOf(fn) {
   const callSite = {}
   Error.captureStackTrace(callSite, fn)
@@ -469,7 +479,7 @@ class Lock {
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(this.#acquiringOwner(), timeoutMs, signal, callSiteOf(this.acquire))
+    return this.#contend(this.#acquiringOwner(), timeoutMs, signal)
   }
 
   /**
@@ -478,7 +488,6 @@ class Lock {
    * ZKLOCK_TIMEOUT if `timeoutMs` passed before the lock was obtained.
    */
   async withLock(fn, options) {
-    const callSite = callSiteOf(this.withLock)
     if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`)
     const opts = checkOptions(options, ACQUIRE_OPTIONS, 'lock.withLock')
     const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
@@ -488,12 +497,12 @@ class Lock {
     try {
       hold = this.#reenter()
     } catch (error) {
-      throw atCaller(error, callSite)
+      throw atCaller(error, callSiteOf(this.withLock))
     }
     let owner = this.#flows.getStore()
     if (hold === null) {
       owner = this.#acquiringOwner()
-      hold = await this.#contend(owner, timeoutMs, signal, callSite)
+      hold = await this.#contend(owner, timeoutMs, signal)
       if (hold === false) {
         throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)
       }
@@ -538,7 +547,15 @@ class Lock {
       return Promise.reject(atCaller(error, callSiteOf(caller)))
     }
     this.#handles.delete(owner)
-    return fromCaller(this.#native.release(owner), callSiteOf(caller))
+    return this.#releaseLast(owner)
+  }
+
+  async #releaseLast(owner) {
+    try {
+      await this.#native.release(owner)
+    } catch (error) {
+      throw restacked(error)
+    }
   }
 
   // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
@@ -573,15 +590,25 @@ class Lock {
 
   // Sends the attempt's create before its first await (the native acquire begins at once), so
   // that one client's calls queue in the order they were made.
-  async #contend(owner, timeoutMs, signal, callSite) {
+  async #contend(owner, timeoutMs, signal) {
     if (signal === undefined) {
-      const nativeHold = await fromCaller(this.#native.acquire(owner, timeoutMs, false), callSite)
+      let nativeHold
+      try {
+        nativeHold = await this.#native.acquire(owner, timeoutMs, false)
+      } catch (error) {
+        throw restacked(error)
+      }
       return nativeHold ? this.#held(owner, nativeHold) : false
     }
     // Aborting drops the native attempt, which removes its node.
     const stopWatching = onAbort(signal, () => this.#native.abort(owner))
     try {
-      const nativeHold = await fromCaller(this.#native.acquire(owner, timeoutMs, true), callSite)
+      let nativeHold
+      try {
+        nativeHold = await this.#native.acquire(owner, timeoutMs, true)
+      } catch (error) {
+        throw restacked(error)
+      }
       if (signal.aborted) {
         // Aborted just as the lock was obtained: give it back.
         if (nativeHold) await this.#native.release(owner).catch(() => {})

@@ -529,7 +529,7 @@ impl ClientInner {
         if !self.chroot.is_empty() {
             self.check_chroot(&zk).await?;
         }
-        Ok(Session::start(zk, Arc::downgrade(self), &self.runtime))
+        Ok(Session::start(zk, Arc::downgrade(self), &self.closed.token, &self.runtime))
     }
 
     /// Why each host of the connect string gave no session, in its order: the last cause seen

@@ -2,6 +2,7 @@
 //! close and the session's end, and retried across connection loss.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,22 +143,27 @@ async fn bounded<F: Future>(
     abort: Option<&tokio_util::sync::CancellationToken>,
     future: F,
 ) -> Result<F::Output, Stop> {
+    // Boxed, and only if there is one: every waiter in a queue carries this future, and most
+    // wait with neither a deadline nor an abort (a timer and a cancellation future are ~200 bytes).
+    let expiry: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = match (deadline, abort) {
+        (None, None) => None,
+        (Some(deadline), None) => Some(Box::pin(tokio::time::sleep_until(deadline))),
+        (None, Some(abort)) => Some(Box::pin(abort.cancelled())),
+        (Some(deadline), Some(abort)) => Some(Box::pin(async move {
+            tokio::select! { _ = tokio::time::sleep_until(deadline) => {}, _ = abort.cancelled() => {} }
+        })),
+    };
     let expiry = async {
-        let at = async {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
-        match abort {
-            Some(abort) => tokio::select! { _ = at => {}, _ = abort.cancelled() => {} },
-            None => at.await,
+        match expiry {
+            Some(expiry) => expiry.await,
+            None => std::future::pending().await,
         }
     };
     tokio::select! {
         biased;
-        _ = client.closed.cancelled() => Err(Stop::Closed),
-        _ = session.ended.cancelled() => Err(Stop::SessionOver),
+        // A child of the client's closed token: cancelled when the session ends or the client
+        // closes (which sets its flag first).
+        _ = session.ended.cancelled() => Err(if client.is_closed() { Stop::Closed } else { Stop::SessionOver }),
         output = future => Ok(output),
         _ = expiry => Err(Stop::Deadline),
     }

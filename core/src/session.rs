@@ -70,8 +70,8 @@ pub(crate) struct Session {
     pub(crate) id: i64,
     pub(crate) timeout: Duration,
     pub(crate) lease: watch::Receiver<Lease>,
-    /// Cancelled once the lease is over: whoever holds `zk` lets go of it then, so that the
-    /// session really ends.
+    /// Cancelled once the lease is over, or the client is closed (a child of its closed token):
+    /// whoever holds `zk` lets go of it then, so that the session really ends.
     pub(crate) ended: CancellationToken,
     /// Shared with the holds of this session, which must not keep the session itself alive.
     pub(crate) over: Arc<AtomicBool>,
@@ -90,14 +90,19 @@ impl Session {
     }
 
     /// Starts the session's monitor and returns the session.
-    pub(crate) fn start(zk: zk::Client, client: Weak<ClientInner>, runtime: &tokio::runtime::Handle) -> Arc<Session> {
+    pub(crate) fn start(
+        zk: zk::Client,
+        client: Weak<ClientInner>,
+        closed: &CancellationToken,
+        runtime: &tokio::runtime::Handle,
+    ) -> Arc<Session> {
         let (lease_sender, lease) = watch::channel(Lease::Live);
         let session = Arc::new(Session {
             id: zk.session_id().0,
             timeout: zk.session_timeout(),
             zk,
             lease,
-            ended: CancellationToken::new(),
+            ended: closed.child_token(),
             over: Arc::new(AtomicBool::new(false)),
         });
         // The monitor holds only a state watcher and weak references, never the session

@@ -36,7 +36,7 @@ mod release;
 mod released;
 
 use attempt::{find_mine, Attempt, OurNode};
-use listing::{in_queue_order, list, SharedListing};
+use listing::{in_queue_order, list, Listing, SharedListing};
 use path::PathVersion;
 pub(crate) use released::ReleasedNodes;
 
@@ -313,8 +313,7 @@ impl Recipe {
 
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
-        let data = self.node_data(owner);
-        self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        self.check_fits(self.node_data(owner).len(), || format!("owner label of {} bytes", owner.label().len()))?;
         // Acquisitions begun earlier may still be establishing a session or creating the path.
         let Some(send_turn) = Box::pin(wait.within(self.client.send_order.lock())).await else {
             return Ok(None);
@@ -335,7 +334,7 @@ impl Recipe {
             node: None,
             armed: false,
         };
-        let result = match self.queue_and_wait(mode, &requests, data, wait.only_try, &mut attempt, send_turn).await {
+        let result = match self.queue_and_wait(mode, &requests, owner, wait.only_try, &mut attempt, send_turn).await {
             // With a deadline, a stop at it is no error: the lock was not had in time.
             Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
             result => result,
@@ -357,11 +356,76 @@ impl Recipe {
         })
     }
 
+    /// Queues the attempt: sends its create and, pipelined right behind it, the listing (or
+    /// takes one sent behind it). `Ok(None)`: look again (the create's fate was unknown, or the
+    /// path was made first). Boxed by the caller, so that a waiter does not carry this step's
+    /// futures through its wait.
+    async fn enqueue(
+        &self,
+        requests: &Requests<'_>,
+        owner: &Owner,
+        attempt: &mut Attempt,
+        send_turn: &mut Option<tokio::sync::MutexGuard<'_, ()>>,
+        mine: &mut Option<OurNode>,
+    ) -> std::result::Result<Option<Arc<Listing>>, Failed> {
+        let zk = requests.zk();
+        // Pipelined: ZooKeeper answers a session's requests in order, so the listing
+        // sent right behind the create already contains the new node. One round trip.
+        attempt.armed = true;
+        // Made here, not kept: a waiter's memory is what lives across its wait.
+        let data = self.node_data(owner);
+        let node_prefix = self.child_path(&attempt.name_prefix);
+        let create = zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
+        let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
+        // Uncontended, the listing goes right behind the create; while another is on
+        // its way, this attempt takes the next one, sent behind more creates.
+        let listing = (!self.listing_in_flight()).then(|| self.send_listing(zk));
+        if self.path_known.load(Ordering::Acquire) {
+            // Sent: later acquisitions of this client may send theirs.
+            drop(send_turn.take());
+        }
+        match Box::pin(requests.send(create)).await? {
+            Reply::Answered(Ok((stat, sequence))) => {
+                requests.progressed();
+                self.path_known.store(true, Ordering::Release);
+                drop(send_turn.take());
+                let name = format!("{}{}", attempt.name_prefix, sequence);
+                attempt.node = Some(self.child_path(&name));
+                *mine = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
+            }
+            Reply::Answered(Err(zk::Error::NoNode)) => {
+                self.path_known.store(false, Ordering::Release);
+                Box::pin(self.make_parents(requests)).await?;
+                return Ok(None);
+            }
+            Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "creating the lock node"))),
+            Reply::Reconnected => {
+                // The create may or may not have happened: find it by our uuid rather
+                // than make a second node.
+                *mine = match Box::pin(find_mine(requests, &self.path, &attempt.name_prefix)).await? {
+                    Ok(found) => found,
+                    Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lock node"))),
+                };
+                attempt.node = mine.as_ref().map(|ours| self.child_path(&ours.name));
+                return Ok(None);
+            }
+        }
+        let listing = listing.unwrap_or_else(|| self.listing_after(ticket, zk));
+        match Box::pin(requests.send(listing)).await? {
+            Reply::Answered(Ok(children)) => {
+                requests.progressed();
+                Ok(Some(children))
+            }
+            Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => Ok(None),
+            Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+        }
+    }
+
     async fn queue_and_wait(
         &self,
         mode: Mode,
         requests: &Requests<'_>,
-        data: Vec<u8>,
+        owner: &Owner,
         only_try: bool,
         attempt: &mut Attempt,
         send_turn: tokio::sync::MutexGuard<'_, ()>,
@@ -386,62 +450,10 @@ impl Recipe {
         }
         loop {
             let children = match &mine {
-                None => {
-                    // Pipelined: ZooKeeper answers a session's requests in order, so the listing
-                    // sent right behind the create already contains the new node. One round trip.
-                    attempt.armed = true;
-                    // Made in this arm, not kept: a waiter's memory is what lives across its wait.
-                    let node_prefix = self.child_path(&attempt.name_prefix);
-                    let create =
-                        zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
-                    let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
-                    // Uncontended, the listing goes right behind the create; while another is on
-                    // its way, this attempt takes the next one, sent behind more creates.
-                    let listing = (!self.listing_in_flight()).then(|| self.send_listing(zk));
-                    if self.path_known.load(Ordering::Acquire) {
-                        // Sent: later acquisitions of this client may send theirs.
-                        drop(send_turn.take());
-                    }
-                    match Box::pin(requests.send(create)).await? {
-                        Reply::Answered(Ok((stat, sequence))) => {
-                            requests.progressed();
-                            self.path_known.store(true, Ordering::Release);
-                            drop(send_turn.take());
-                            let name = format!("{}{}", attempt.name_prefix, sequence);
-                            attempt.node = Some(self.child_path(&name));
-                            mine = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
-                        }
-                        Reply::Answered(Err(zk::Error::NoNode)) => {
-                            self.path_known.store(false, Ordering::Release);
-                            Box::pin(self.make_parents(requests)).await?;
-                            continue;
-                        }
-                        Reply::Answered(Err(err)) => {
-                            return Err(Failed::Error(self.zk_error(err, "creating the lock node")))
-                        }
-                        Reply::Reconnected => {
-                            // The create may or may not have happened: find it by our uuid rather
-                            // than make a second node.
-                            mine = match Box::pin(find_mine(requests, &self.path, &attempt.name_prefix)).await? {
-                                Ok(found) => found,
-                                Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lock node"))),
-                            };
-                            attempt.node = mine.as_ref().map(|ours| self.child_path(&ours.name));
-                            continue;
-                        }
-                    }
-                    let listing = listing.unwrap_or_else(|| self.listing_after(ticket, zk));
-                    match Box::pin(requests.send(listing)).await? {
-                        Reply::Answered(Ok(children)) => {
-                            requests.progressed();
-                            children
-                        }
-                        Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => continue,
-                        Reply::Answered(Err(err)) => {
-                            return Err(Failed::Error(self.zk_error(err, "listing the contenders")))
-                        }
-                    }
-                }
+                None => match Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await? {
+                    Some(children) => children,
+                    None => continue,
+                },
                 Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
                     Ok(children) => {
                         requests.progressed();
