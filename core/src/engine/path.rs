@@ -88,21 +88,18 @@ impl Recipe {
             Err(zk::Error::NoNode) => return Ok(()),
             Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the lock path's ACL"))),
         };
-        let digest_auth = self.client.options.digest_auth.as_deref();
-        if let Some(missing) = crate::acl::missing_rights(&acl, digest_auth) {
-            let who = digest_auth.map_or("an unauthenticated client".to_owned(), |auth| {
-                format!("digest user {}", auth.split(':').next().unwrap_or_default())
-            });
+        let identities = &self.client.identities;
+        if let Some(missing) = crate::acl::missing_rights(&acl, identities) {
             return Err(Failed::Error(self.error(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "the lock path's ACL ({}) does not grant this client ({who}) {missing}, which a contender \
-                     needs: connect with digest auth as a user the ACL names, or use another path",
+                    "the lock path's ACL ({}) does not grant this client ({identities}) {missing}, which a \
+                     contender needs: connect with digest auth or SASL as a user the ACL names, or use another path",
                     crate::acl::describe(&acl)
                 ),
             )));
         }
-        let excess = self.acl.excess(&acl, digest_auth);
+        let excess = self.acl.excess(&acl, identities);
         if excess.is_empty() {
             *self.acl_checked.lock() = Some(path_version(&stat));
             return Ok(());
