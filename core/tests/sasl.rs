@@ -181,3 +181,33 @@ async fn a_sasl_session_authenticates_again_after_its_server_restarted() {
     guard.release().await.unwrap();
     alice.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_credentials_are_refused_on_reconnecting_ends_at_once() {
+    let cluster = tokio::task::spawn_blocking(|| Cluster::builder().sasl_digest(&[("alice", ALICE_PASSWORD)]).start())
+        .await
+        .unwrap();
+    let cluster = std::sync::Arc::new(cluster);
+    let path = unique_path("sasl-refused-later");
+    let options = ClientOptions { session_timeout: Duration::from_secs(20), ..options("alice", ALICE_PASSWORD) };
+    let alice = Client::connect_with(&cluster.connect_string(), options).await.unwrap();
+    let guard = alice.lock(&path).unwrap().acquire(&Owner::unique()).await.unwrap();
+    // The server comes back with alice's password changed: her next connection is refused.
+    let jaas = cluster.server_dir(0).join("jaas.conf");
+    let changed = std::fs::read_to_string(&jaas).unwrap().replace(ALICE_PASSWORD, "alice-new-password");
+    std::fs::write(&jaas, changed).unwrap();
+    let restarting = cluster.clone();
+    let started = Instant::now();
+    tokio::task::spawn_blocking(move || restarting.restart(0)).await.unwrap();
+    // Lost as soon as the server refused her, well within the 20 s session timeout: not retried.
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.hold().lost()).await.expect("lost in time");
+    assert_eq!(reason, Some(zklock::LostReason::AuthFailed));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    wait_until("the client reports the refusal", Duration::from_secs(5), || async {
+        alice.state() == SessionState::AuthFailed
+    })
+    .await;
+    let err = guard.release().await.expect_err("the hold is lost");
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    alice.close().await;
+}
