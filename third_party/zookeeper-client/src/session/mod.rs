@@ -415,7 +415,13 @@ impl Session {
             }
             return Err(Error::AuthFailed);
         } else if header.err == ErrorCode::SessionClosedRequireSaslAuth as i32 {
-            self.auth_failure = Some("the server requires SASL authentication, and it failed or none was configured".to_owned());
+            let failure = "the server requires SASL authentication, and this client has none configured".to_owned();
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            let failure = match &self.sasl_session {
+                Some(sasl) => format!("the server refused the SASL {} authentication (it requires SASL)", sasl.name()),
+                None => failure,
+            };
+            self.auth_failure = Some(failure);
             return Err(Error::AuthFailed);
         }
         if header.xid == PredefinedXid::Notification as i32 {
