@@ -68,20 +68,7 @@ async fn a_lock_is_held_and_released_over_sasl_digest_md5() {
     let zk = observer_as_alice(&server().connect_string()).await;
     let users = zk.list_auth_users().await.unwrap();
     assert!(users.iter().any(|user| user.scheme() == "sasl" && user.user() == "alice"), "{users:?}");
-    let (me, other) = (Owner::unique(), Owner::unique());
-    let guard = alice.lock(&path).unwrap().acquire(&me).await.unwrap();
-    assert_eq!(children(&zk, &path).await.len(), 1);
-    let bobs = bob.lock(&path).unwrap();
-    assert!(bobs.try_acquire(&other).await.unwrap().is_none(), "held by alice");
-    let waiting = tokio::spawn(async move { bobs.acquire_timeout(&other, Duration::from_secs(10)).await });
-    wait_children(&zk, &path, 2).await;
-    guard.release().await.unwrap();
-    let bobs_guard = waiting.await.unwrap().expect("bob gets the lock once alice released it");
-    assert_eq!(bobs_guard.hold().state(), HoldState::Held);
-    bobs_guard.release().await.unwrap();
-    wait_children(&zk, &path, 0).await;
-    alice.close().await;
-    bob.close().await;
+    hand_over(alice, bob, &zk, &path).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
