@@ -158,7 +158,8 @@ pub(crate) struct ClientInner {
     tls: Option<zk::TlsOptions>,
     /// `options.sasl` as the ZooKeeper client takes it, checked at connect.
     sasl: Option<zk::SaslOptions>,
-    /// Who the servers know this client as, for the ACL checks.
+    /// Who the servers know this client as, as far as its options tell: for the checks before
+    /// any traffic (a session learns it from the server: `Session::identities`).
     pub(crate) identities: crate::acl::Identities,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
@@ -241,9 +242,10 @@ impl Client {
         }
         let tls = options.tls.as_ref().map(crate::TlsOptions::to_zk).transpose()?;
         let sasl = options.sasl.as_ref().map(crate::SaslOptions::to_zk).transpose()?;
-        let identities = crate::acl::Identities::new(
+        let identities = crate::acl::Identities::configured(
             options.digest_auth.as_deref(),
             options.sasl.as_ref().map(crate::SaslOptions::identity),
+            options.tls.as_ref().is_some_and(|tls| tls.client_cert_pem.is_some()),
         );
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;

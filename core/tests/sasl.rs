@@ -198,3 +198,48 @@ async fn a_session_whose_credentials_are_refused_on_reconnecting_ends_at_once() 
     assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
     alice.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_over_mutual_tls_with_a_creator_acl() {
+    use zklock_testkit::{ClientAuth, TlsCerts};
+    let secured = tokio::task::spawn_blocking(|| {
+        Cluster::builder().tls(ClientAuth::Need).sasl_digest(&[("alice", ALICE_PASSWORD)]).start()
+    })
+    .await
+    .unwrap();
+    let certs = TlsCerts::get();
+    let mut tls = zklock::TlsOptions::new(certs.ca_pem());
+    let (cert, key) = certs.client("alice");
+    tls.client_cert_pem = Some(cert);
+    tls.client_key_pem = Some(key);
+    let options = ClientOptions { tls: Some(tls), ..options("alice", ALICE_PASSWORD) };
+    let alice = Client::connect_with(&secured.tls_connect_string(), options.clone()).await.expect("SASL over TLS");
+    // The creator is both identities the server knows: the certificate's and the SASL user's.
+    let path = unique_path("sasl-tls");
+    let lock_options = || LockOptions { acl: Acl::CreatorAll, ..LockOptions::default() };
+    let me = Owner::unique();
+    alice.lock_with(&path, lock_options()).unwrap().acquire(&me).await.unwrap().release().await.unwrap();
+    // Again on a new session, which checks the existing path's ACL against its own.
+    let again = Client::connect_with(&secured.tls_connect_string(), options.clone()).await.unwrap();
+    again.lock_with(&path, lock_options()).unwrap().acquire(&me).await.unwrap().release().await.unwrap();
+    // The stored ACL names both (read by a plain client with alice's certificate).
+    let (cert, key) = certs.client("alice");
+    let zk_tls = zk::TlsOptions::new().with_pem_ca(&certs.ca_pem()).unwrap().with_pem_identity(&cert, &key).unwrap();
+    let zk = zk::Client::connector().with_tls(zk_tls).secure_connect(&secured.tls_connect_string()).await.unwrap();
+    let (stored, _) = zk.get_acl(&path).await.unwrap();
+    let mut stored: Vec<(&str, &str)> = stored.iter().map(|acl| (acl.scheme(), acl.id())).collect();
+    stored.sort();
+    assert_eq!(stored, [("sasl", "alice"), ("x509", "CN=alice,O=zklock")]);
+    alice.close().await;
+    again.close().await;
+    // With the certificate alone (no SASL, no digest), the creator presets work too: the
+    // certificate's subject is the creator.
+    let mut certificate_only = options.clone();
+    certificate_only.sasl = None;
+    let path = unique_path("x509-creator");
+    for _ in 0..2 {
+        let client = Client::connect_with(&secured.tls_connect_string(), certificate_only.clone()).await.unwrap();
+        client.lock_with(&path, lock_options()).unwrap().acquire(&me).await.unwrap().release().await.unwrap();
+        client.close().await;
+    }
+}
