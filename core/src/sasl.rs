@@ -145,9 +145,13 @@ impl SaslOptions {
                 if credential_cache.as_deref() == Some("") {
                     return refused("the credential cache is empty (leave it unset for the default)".to_owned());
                 }
-                let texts = [("principal", Some(principal)), ("credential cache", credential_cache.as_ref())];
-                let texts = texts.into_iter().chain([("service name", Some(service_name)), ("host", host.as_ref())]);
-                if let Some(why) = texts.filter_map(|(field, value)| nul(field, value?)).next() {
+                let texts = [
+                    ("principal", Some(principal)),
+                    ("credential cache", credential_cache.as_ref()),
+                    ("service name", Some(service_name)),
+                    ("host", host.as_ref()),
+                ];
+                if let Some(why) = texts.into_iter().filter_map(|(field, value)| nul(field, value?)).next() {
                     return refused(why);
                 }
                 let mut zk_options =
