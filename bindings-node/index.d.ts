@@ -113,7 +113,38 @@ export interface ConnectOptions {
    * a lock whose path or identifier would make a larger request throws ZKLOCK_INVALID_ARGUMENT.
    */
   juteMaxbuffer?: number
+  /**
+   * SASL authentication on every connection. The servers then know the client as
+   * `sasl:<username or principal>`, which the ACL presets' creator means. Refused credentials
+   * reject with ZKLOCK_AUTH_FAILED at once; the password is never in an error.
+   */
+  sasl?: SaslOptions
 }
+
+/** SASL DIGEST-MD5: a user and password of the servers' JAAS `DigestLoginModule`. */
+export interface SaslDigestMd5Options {
+  mechanism: 'DIGEST-MD5'
+  username: string
+  password: string
+}
+
+/**
+ * SASL GSSAPI (Kerberos): the client's `principal` (`alice@EXAMPLE.COM`) with a `keytab` (a
+ * path; tickets kept in the process's memory) or a `credentialCache` (what `kinit` filled; by
+ * default the default cache). The servers' principals are `<serviceName>/<host>@REALM`:
+ * `serviceName` defaults to `zookeeper`, `host` to each server's in the connect string. Needs MIT
+ * Kerberos's `libgssapi_krb5.so.2` on the host (else ZKLOCK_INVALID_ARGUMENT saying so).
+ */
+export interface SaslGssapiOptions {
+  mechanism: 'GSSAPI'
+  principal: string
+  keytab?: string
+  credentialCache?: string
+  serviceName?: string
+  host?: string
+}
+
+export type SaslOptions = SaslDigestMd5Options | SaslGssapiOptions
 
 export interface LockOptions {
   /** Recorded in each lock node's identity (see `contenders()`). */

@@ -300,6 +300,45 @@ typedef struct {
    * the connection. 0: 1048575 (0xfffff, ZooKeeper's default).
    */
   int64_t jute_maxbuffer;
+  /**
+   * SASL authentication on every connection: "DIGEST-MD5" (with sasl_username and
+   * sasl_password) or "GSSAPI" (Kerberos, with sasl_principal; needs MIT Kerberos's
+   * libgssapi_krb5.so.2 on the host, else ZKL_INVALID_ARGUMENT saying so), or NULL for none.
+   * The servers then know the client as sasl:<username or principal>, which the creator ACL
+   * presets mean. Refused credentials fail zkl_client_connect with ZKL_AUTH_FAILED at once.
+   * Every sasl_* string is borrowed: only read during zkl_client_connect.
+   */
+  const char *sasl_mechanism;
+  /**
+   * DIGEST-MD5: the user of the servers' JAAS DigestLoginModule.
+   */
+  const char *sasl_username;
+  /**
+   * DIGEST-MD5: its password (never shown in an error).
+   */
+  const char *sasl_password;
+  /**
+   * GSSAPI: the client's principal, such as "alice@EXAMPLE.COM".
+   */
+  const char *sasl_principal;
+  /**
+   * GSSAPI: a keytab (path) holding the principal's keys, or NULL.
+   */
+  const char *sasl_keytab;
+  /**
+   * GSSAPI: a credential cache ("FILE:/tmp/krb5cc_1000"), or NULL for the default one (or,
+   * with a keytab, one in the process's memory).
+   */
+  const char *sasl_credential_cache;
+  /**
+   * GSSAPI: the servers' service name, the first part of their principals. NULL: "zookeeper".
+   */
+  const char *sasl_service_name;
+  /**
+   * GSSAPI: the host part of the servers' principals. NULL: each server's host as the connect
+   * string names it.
+   */
+  const char *sasl_host;
 } zkl_options;
 
 /**
@@ -454,7 +493,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth.
+ * Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth, no SASL.
  *
  * Ownership: opts is the caller's. Concurrency: any thread.
  * Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
@@ -466,13 +505,15 @@ zkl_result zkl_options_init(zkl_options *opts);
  * establishes a session; blocks until it is established or the connect timeout passes.
  * opts may be NULL for the defaults.
  *
- * Ownership: hosts and opts (and opts->digest_auth) are borrowed for the call only. On
+ * Ownership: hosts and opts (and its strings) are borrowed for the call only. On
  * ZKL_OK, *out receives a new client that the caller owns and must end with zkl_client_close;
  * on failure *out is left unchanged.
  * Concurrency: any thread; not from inside a zklock callback.
  * Errors: ZKL_INVALID_ARGUMENT for NULL hosts or out, a malformed connect string, or negative
  * timeouts (before any network traffic); ZKL_TIMEOUT if no session was established in time;
- * ZKL_AUTH_FAILED if the servers rejected the credentials.
+ * ZKL_AUTH_FAILED if the servers rejected the credentials (a wrong SASL password or principal,
+ * at once; the message says why, never the password); ZKL_INVALID_ARGUMENT for SASL options
+ * that are incomplete or unusable (an unreadable keytab; GSSAPI without libgssapi_krb5.so.2).
  */
 zkl_result zkl_client_connect(const char *hosts, const zkl_options *opts, zkl_client **out);
 
@@ -602,7 +643,8 @@ zkl_result zkl_lock_options_init(zkl_lock_options *opts);
 
 /**
  * As zkl_lock_new, with options (NULL: the defaults, as zkl_lock_new). With an ACL naming the
- * authenticated creator the client must have digest auth (zkl_options.digest_auth).
+ * authenticated creator the client must have digest auth (zkl_options.digest_auth) or SASL
+ * (zkl_options.sasl_mechanism).
  *
  * Ownership: path and opts (and what it points to) are borrowed for the call. On ZKL_OK, *out
  * receives a new lock that the caller owns and frees with zkl_lock_free; on failure *out is

@@ -8,7 +8,7 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
-use zklock::{Acl, ClientOptions, LockOptions, Perms, SessionState};
+use zklock::{Acl, ClientOptions, GssapiOptions, LockOptions, Perms, SaslOptions, SessionState};
 
 use crate::lock::NativeLock;
 
@@ -18,6 +18,41 @@ pub struct AclEntry {
     pub perms: u32,
     pub scheme: String,
     pub id: String,
+}
+
+/// The `sasl` option, as the JavaScript layer checked it (its shape; the core checks the values).
+#[napi(object)]
+pub struct SaslConfig {
+    pub mechanism: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub principal: Option<String>,
+    pub keytab: Option<String>,
+    pub credential_cache: Option<String>,
+    pub service_name: Option<String>,
+    pub host: Option<String>,
+}
+
+/// The core's SASL options; what is refused here only comes from calling the addon directly.
+fn sasl_options(config: SaslConfig) -> napi::Result<SaslOptions> {
+    let invalid =
+        |message: &str| napi::Error::new(napi::Status::InvalidArg, format!("ZKLOCK_INVALID_ARGUMENT: {message}"));
+    match (config.mechanism.as_str(), config.username, config.password, config.principal) {
+        ("DIGEST-MD5", Some(username), Some(password), None) => Ok(SaslOptions::digest_md5(username, password)),
+        ("GSSAPI", None, None, Some(principal)) => {
+            let mut kerberos = GssapiOptions::new(principal);
+            kerberos.keytab = config.keytab.map(Into::into);
+            kerberos.credential_cache = config.credential_cache;
+            kerberos.host = config.host;
+            if let Some(service_name) = config.service_name {
+                kerberos.service_name = service_name;
+            }
+            Ok(SaslOptions::Gssapi(kerberos))
+        }
+        _ => Err(invalid(
+            "sasl must be { mechanism: 'DIGEST-MD5', username, password } or { mechanism: 'GSSAPI', principal, ... }",
+        )),
+    }
 }
 
 /// The core's lock options. The JavaScript layer checked the preset's name and each entry's
@@ -60,11 +95,13 @@ pub fn connect<'env>(
     connect_timeout_ms: u32,
     auth: Option<String>,
     jute_maxbuffer: Option<u32>,
+    sasl: Option<SaslConfig>,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
     let mut options = ClientOptions {
         session_timeout: Duration::from_millis(session_timeout_ms.into()),
         connect_timeout: Duration::from_millis(connect_timeout_ms.into()),
         digest_auth: auth,
+        sasl: sasl.map(sasl_options).transpose()?,
         language: "node".into(),
         ..ClientOptions::default()
     };

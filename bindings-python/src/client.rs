@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
-use zklock::ClientOptions;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use zklock::{ClientOptions, GssapiOptions, SaslOptions};
 
 use crate::callbacks::{self, Callback};
 use crate::error::{invalid_argument, IntoPyResult};
@@ -46,11 +46,58 @@ fn digest_auth(py: Python<'_>, hosts: &str, auth: Option<&Bound<'_, PyAny>>) -> 
     Err(invalid_argument(py, hosts, "auth must be \"user:password\" or a (user, password) tuple of str"))
 }
 
+/// kazoo's `sasl_options` (its names: `mechanism`, `username`, `password`, `service`,
+/// `principal`; and zklock's `keytab`, `credential_cache`, `host`) as the core's SASL options.
+/// Errors name the keys, never the password.
+fn sasl_options(py: Python<'_>, hosts: &str, options: Option<&Bound<'_, PyAny>>) -> PyResult<Option<SaslOptions>> {
+    let Some(options) = options else { return Ok(None) };
+    let refused = |what: String| Err(invalid_argument(py, hosts, format!("sasl_options: {what}")));
+    let Ok(dict) = options.cast::<PyDict>() else {
+        return refused(
+            "must be a dict such as {\"mechanism\": \"DIGEST-MD5\", \"username\": ..., \"password\": ...}".into(),
+        );
+    };
+    let mut entries = std::collections::BTreeMap::new();
+    for (key, value) in dict.iter() {
+        let Ok(key) = key.extract::<String>() else { return refused(format!("the key {key} is not a str")) };
+        let Ok(value) = value.extract::<String>() else { return refused(format!("{key:?} must be a str")) };
+        entries.insert(key, value);
+    }
+    let mut take = |key: &str| entries.remove(key);
+    let Some(mechanism) = take("mechanism") else { return refused("\"mechanism\" is missing".into()) };
+    let sasl = match mechanism.to_ascii_uppercase().as_str() {
+        "DIGEST-MD5" => {
+            let (Some(username), Some(password)) = (take("username"), take("password")) else {
+                return refused("DIGEST-MD5 needs \"username\" and \"password\"".into());
+            };
+            SaslOptions::digest_md5(username, password)
+        }
+        "GSSAPI" => {
+            let Some(principal) = take("principal") else {
+                return refused("GSSAPI needs \"principal\", the client's (such as \"alice@EXAMPLE.COM\")".into());
+            };
+            let mut kerberos = GssapiOptions::new(principal);
+            kerberos.keytab = take("keytab").map(Into::into);
+            kerberos.credential_cache = take("credential_cache");
+            kerberos.host = take("host");
+            if let Some(service) = take("service") {
+                kerberos.service_name = service;
+            }
+            SaslOptions::Gssapi(kerberos)
+        }
+        _ => return refused(format!("the mechanism {mechanism:?} is not \"DIGEST-MD5\" or \"GSSAPI\"")),
+    };
+    if let Some(unknown) = entries.keys().next() {
+        return refused(format!("{unknown:?} is not an option of {}", sasl.mechanism()));
+    }
+    Ok(Some(sasl))
+}
+
 #[pymethods]
 impl Client {
     /// Connects (blocking, with the GIL released; Ctrl-C interrupts it) and establishes a session.
     #[new]
-    #[pyo3(signature = (hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None, jute_maxbuffer = None))]
+    #[pyo3(signature = (hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None, jute_maxbuffer = None, sasl_options = None))]
     fn new(
         py: Python<'_>,
         hosts: &str,
@@ -58,11 +105,13 @@ impl Client {
         connect_timeout: f64,
         auth: Option<&Bound<'_, PyAny>>,
         jute_maxbuffer: Option<&Bound<'_, PyAny>>,
+        sasl_options: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut options = ClientOptions {
             session_timeout: positive_seconds(py, hosts, "session_timeout", session_timeout)?,
             connect_timeout: positive_seconds(py, hosts, "connect_timeout", connect_timeout)?,
             digest_auth: digest_auth(py, hosts, auth)?,
+            sasl: self::sasl_options(py, hosts, sasl_options)?,
             language: "python".into(),
             ..ClientOptions::default()
         };

@@ -17,6 +17,83 @@ pub struct Connection {
     /// How long to try for a session before giving up (exit 69), in seconds
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub connect_timeout: f64,
+    #[command(flatten)]
+    pub sasl: Sasl,
+}
+
+/// SASL authentication. The password is never an argument (`ps` shows arguments to every user):
+/// it comes from `--sasl-password-file` or the environment.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Sasl {
+    /// SASL on every connection: DIGEST-MD5 (--sasl-user, and the password from
+    /// --sasl-password-file or ZKLOCK_SASL_PASSWORD) or GSSAPI (Kerberos: --sasl-principal)
+    #[arg(long, value_name = "MECHANISM", env = "ZKLOCK_SASL_MECHANISM")]
+    pub sasl_mechanism: Option<String>,
+    /// DIGEST-MD5: the user
+    #[arg(long, value_name = "USER", env = "ZKLOCK_SASL_USER")]
+    pub sasl_user: Option<String>,
+    /// DIGEST-MD5: a file whose first line is the password (else ZKLOCK_SASL_PASSWORD)
+    #[arg(long, value_name = "FILE")]
+    pub sasl_password_file: Option<std::path::PathBuf>,
+    /// GSSAPI: the client's principal (alice@EXAMPLE.COM)
+    #[arg(long, value_name = "PRINCIPAL", env = "ZKLOCK_SASL_PRINCIPAL")]
+    pub sasl_principal: Option<String>,
+    /// GSSAPI: a keytab with the principal's keys (default: tickets from the credential cache)
+    #[arg(long, value_name = "FILE", env = "ZKLOCK_SASL_KEYTAB")]
+    pub sasl_keytab: Option<std::path::PathBuf>,
+    /// GSSAPI: the credential cache to use (default: KRB5CCNAME's)
+    #[arg(long, value_name = "CACHE", env = "ZKLOCK_SASL_CREDENTIAL_CACHE")]
+    pub sasl_credential_cache: Option<String>,
+    /// GSSAPI: the servers' service name [default: zookeeper]
+    #[arg(long, value_name = "NAME", env = "ZKLOCK_SASL_SERVICE")]
+    pub sasl_service: Option<String>,
+    /// GSSAPI: the host in the servers' principals (default: each server's host in --zk)
+    #[arg(long, value_name = "HOST", env = "ZKLOCK_SASL_HOST")]
+    pub sasl_host: Option<String>,
+}
+
+/// The environment variable that carries the DIGEST-MD5 password.
+const PASSWORD_VARIABLE: &str = "ZKLOCK_SASL_PASSWORD";
+
+impl Sasl {
+    /// The core's SASL options; an error names the flag, never the password.
+    fn options(&self) -> Result<Option<zklock::SaslOptions>, String> {
+        let Some(mechanism) = &self.sasl_mechanism else {
+            let given = self.sasl_user.is_some() || self.sasl_password_file.is_some() || self.sasl_principal.is_some();
+            return match given {
+                true => Err("--sasl-user, --sasl-password-file and --sasl-principal need --sasl-mechanism".into()),
+                false => Ok(None),
+            };
+        };
+        match mechanism.to_ascii_uppercase().as_str() {
+            "DIGEST-MD5" => {
+                let user = self.sasl_user.clone().ok_or("--sasl-mechanism DIGEST-MD5 needs --sasl-user")?;
+                let password = match &self.sasl_password_file {
+                    Some(file) => {
+                        let text = std::fs::read_to_string(file)
+                            .map_err(|err| format!("--sasl-password-file {}: {err}", file.display()))?;
+                        text.lines().next().unwrap_or_default().to_owned()
+                    }
+                    None => std::env::var(PASSWORD_VARIABLE).map_err(|_| {
+                        format!("--sasl-mechanism DIGEST-MD5 needs a password: --sasl-password-file FILE or {PASSWORD_VARIABLE}")
+                    })?,
+                };
+                Ok(Some(zklock::SaslOptions::digest_md5(user, password)))
+            }
+            "GSSAPI" => {
+                let principal = self.sasl_principal.clone().ok_or("--sasl-mechanism GSSAPI needs --sasl-principal")?;
+                let mut kerberos = zklock::GssapiOptions::new(principal);
+                kerberos.keytab = self.sasl_keytab.clone();
+                kerberos.credential_cache = self.sasl_credential_cache.clone();
+                kerberos.host = self.sasl_host.clone();
+                if let Some(service) = &self.sasl_service {
+                    kerberos.service_name = service.clone();
+                }
+                Ok(Some(zklock::SaslOptions::Gssapi(kerberos)))
+            }
+            other => Err(format!("--sasl-mechanism {other}: DIGEST-MD5 or GSSAPI")),
+        }
+    }
 }
 
 impl Connection {
@@ -30,7 +107,8 @@ impl Connection {
             .ok()
             .filter(|timeout| !timeout.is_zero())
             .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
-        Ok(zklock::ClientOptions { session_timeout, connect_timeout, ..Default::default() })
+        let sasl = self.sasl.options()?;
+        Ok(zklock::ClientOptions { session_timeout, connect_timeout, sasl, ..Default::default() })
     }
 
     /// Connects (as the `cli` language, on a runtime of this thread), runs `work` with the

@@ -38,7 +38,8 @@
 //! [`ClientOptions::tls`] ([`TlsOptions`]): TLS to the servers' `secureClientPort`, the server
 //! certificates verified against a CA bundle (host names checked unless turned off), and a
 //! client certificate for mutual TLS and ZooKeeper's x509 auth (ACL entries `x509:<subject>`);
-//! [`ClientOptions::digest_auth`]: digest credentials.
+//! [`ClientOptions::sasl`] ([`SaslOptions`]): SASL DIGEST-MD5 or Kerberos (GSSAPI), ACL entries
+//! `sasl:<identity>`; [`ClientOptions::digest_auth`]: digest credentials.
 //!
 //! ## Errors
 //! One [`Error`] type whose [`ErrorKind`] is stable; the bindings map each kind one to one.
@@ -64,6 +65,7 @@ mod owners;
 mod policy;
 mod retry;
 mod rwlock;
+mod sasl;
 mod session;
 mod tls;
 mod validate;
@@ -81,6 +83,7 @@ pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions,
 pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;
+pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::session::LostReason;
 pub use crate::tls::TlsOptions;
 pub use crate::validate::{check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER};

@@ -473,7 +473,7 @@ static void call_connect(void) {
   zkl_options_init(&opts);
   /* Short, so that a connect string that passes the checks times out fast where no server is. */
   opts.connect_timeout_ms = live || nonexistent_chroot ? 10000 : 1 + (int64_t)below(40);
-  switch (below(12)) {
+  switch (below(14)) {
     case 0: if (live || nonexistent_chroot) o = NULL; break; /* NULL: the defaults (a 10 s connect timeout) */
     case 1: opts.session_timeout_ms = -1 - (int64_t)below(1000); bad(&e, "opts->session_timeout_ms is"); break;
     case 2: opts.connect_timeout_ms = INT64_MIN + (int64_t)below(3); bad(&e, "opts->connect_timeout_ms is"); break;
@@ -483,6 +483,12 @@ static void call_connect(void) {
     case 6: opts.digest_auth = chance(50) ? "no-colon" : ""; bad(&e, "user:password"); break;
     case 7: opts.digest_auth = "user\xff:pass"; bad(&e, "opts->digest_auth is not valid UTF-8"); break;
     case 8: opts.digest_auth = "fuzz:secret"; break;
+    case 9: opts.sasl_mechanism = chance(50) ? "PLAIN" : "digest-md5"; bad(&e, "opts->sasl_mechanism is"); break;
+    case 10:
+      opts.sasl_mechanism = chance(50) ? "DIGEST-MD5" : "GSSAPI";
+      opts.sasl_username = "fuzz"; /* DIGEST-MD5 without its password; GSSAPI with a user it does not take */
+      bad(&e, "DIGEST-MD5 needs"), bad(&e, "GSSAPI takes no");
+      break;
     default: break;
   }
   zkl_client *out = (zkl_client *)(uintptr_t)0xdead0;

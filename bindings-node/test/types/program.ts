@@ -15,6 +15,7 @@ import zklock, {
   type Participant,
   type ZklockError,
   type LockLostError,
+  type SaslOptions,
 } from 'zklock'
 
 async function main(): Promise<void> {
@@ -23,7 +24,10 @@ async function main(): Promise<void> {
     connectTimeoutMs: 5000,
     auth: 'user:password',
     juteMaxbuffer: 4 << 20,
+    sasl: { mechanism: 'DIGEST-MD5', username: 'alice', password: 'secret' },
   })
+  const kerberos: SaslOptions = { mechanism: 'GSSAPI', principal: 'alice@EXAMPLE.COM', keytab: '/etc/zk/alice.keytab' }
+  void kerberos
   const stop: () => void = client.onStateChange((state) => console.log(state.toUpperCase()))
   const lock: Lock = client.lock('/locks/report', { identifier: 'job' })
   const controller = new AbortController()

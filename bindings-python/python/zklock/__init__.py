@@ -19,7 +19,7 @@ import asyncio
 import atexit
 import weakref
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Iterator, Literal, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Type, Union
 
 from . import _native
 from ._errors import (
@@ -75,7 +75,8 @@ __version__: str = _native.__version__
 #: but can neither queue nor delete); ``"creator_all"`` (others cannot even list the queue); or
 #: custom ``(perms, scheme, id)`` entries, perms from ``PERM_*`` (e.g.
 #: ``(PERM_ALL, "digest", "user:" + base64(sha1(b"user:password")))``, ``(PERM_READ, "world",
-#: "anyone")``). The creator presets need ``auth`` on the client.
+#: "anyone")``, ``(PERM_ALL, "sasl", "alice")``). The creator presets need ``auth`` or
+#: ``sasl_options`` on the client (the creator is its digest user and its SASL identity).
 Acl = Union[Literal["open", "creator_all_world_read", "creator_all"], Sequence[Tuple[int, str, str]]]
 
 # Owner of each asyncio task. Keyed weakly by the task itself, not by id(task): ids are reused
@@ -142,12 +143,21 @@ class Client(_native.Client):
         connect_timeout: float = 10.0,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
+        sasl_options: Optional[Dict[str, str]] = None,
     ) -> None:
         """Connects to ``hosts`` (``"host:port[,host:port...][/chroot]"``), blocking until a
         session is established or ``connect_timeout`` seconds pass (then ``LockTimeout``).
         ``session_timeout`` is asked of the server, in seconds; ``auth`` is
         ``"user:password"`` or ``(user, password)`` (digest); ``jute_maxbuffer`` is the servers'
-        packet limit in bytes, if they allow more than ZooKeeper's default."""
+        packet limit in bytes, if they allow more than ZooKeeper's default.
+
+        ``sasl_options`` authenticates every connection with SASL, in kazoo's words:
+        ``{"mechanism": "DIGEST-MD5", "username": ..., "password": ...}``, or
+        ``{"mechanism": "GSSAPI", "principal": "alice@EXAMPLE.COM"}`` for Kerberos with the
+        default credential cache, plus ``"keytab"`` (a path) or ``"credential_cache"``, and
+        ``"service"`` (default ``"zookeeper"``) and ``"host"`` for the servers' principals.
+        Refused credentials raise ``AuthFailedError`` at once; Kerberos needs MIT Kerberos's
+        ``libgssapi_krb5.so.2`` on the host (``InvalidArgumentError`` says so if it is missing)."""
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
 

@@ -1,5 +1,5 @@
 # Stubs of the native module (bindings-python/src), checked against it by mypy's stubtest.
-from typing import Any, Callable, Final, Literal, Optional, Sequence, Tuple, Union, final
+from typing import Any, Callable, Dict, Final, Literal, Optional, Sequence, Tuple, Union, final
 
 from typing_extensions import Self, disjoint_base
 
@@ -46,6 +46,7 @@ class Client:
         connect_timeout: float = 10.0,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
+        sasl_options: Optional[Dict[str, str]] = None,
     ) -> Self: ...
     @property
     def hosts(self) -> str: ...

@@ -39,7 +39,7 @@ use crate::error::Error;
 use crate::proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, PredefinedXid, ReplyHeader};
 use crate::record;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-use crate::sasl::{SaslInitiator, SaslOptions, SaslSession};
+use crate::sasl::{SaslFailure, SaslInitiator, SaslOptions, SaslSession};
 #[cfg(feature = "tls")]
 use crate::tls::TlsOptions;
 
@@ -168,6 +168,7 @@ impl Builder {
             sasl_options: self.sasl,
             #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
             sasl_session: None,
+            auth_failure: None,
 
             session,
             session_timeout: self.session_timeout,
@@ -208,6 +209,8 @@ pub struct Session {
     sasl_options: Option<SaslOptions>,
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     sasl_session: Option<SaslSession>,
+    /// Why the last session handshake failed authenticating, in words, for the connect observer.
+    auth_failure: Option<String>,
 
     pub authes: Vec<MarshalledRequest>,
     state_sender: sync::watch::Sender<SessionState>,
@@ -380,12 +383,14 @@ impl Session {
                 let Some(sasl) = self.sasl_session.as_mut() else {
                     return Err(Error::UnexpectedError("got sasl response while no client sasl session".to_string()));
                 };
-                match record::deserialize::<Option<&[u8]>>(&mut body)? {
-                    None => depot.complete_sasl(),
-                    Some(challenge) => match sasl.step(challenge)? {
-                        None => depot.complete_sasl(),
-                        Some(response) => depot.push_sasl(response),
-                    },
+                let stepped = match record::deserialize::<Option<&[u8]>>(&mut body)? {
+                    None => Ok(None),
+                    Some(challenge) => sasl.step(challenge),
+                };
+                match stepped {
+                    Ok(None) => depot.complete_sasl(),
+                    Ok(Some(response)) => depot.push_sasl(response),
+                    Err(failure) => return Err(self.sasl_failed(failure)),
                 }
                 return Ok(());
             }
@@ -403,9 +408,20 @@ impl Session {
     fn handle_reply(&mut self, header: ReplyHeader, body: &[u8], depot: &mut Depot) -> Result<(), Error> {
         if header.err == ErrorCode::SessionExpired as i32 {
             return Err(Error::SessionExpired);
-        } else if header.err == ErrorCode::AuthFailed as i32
-            || header.err == ErrorCode::SessionClosedRequireSaslAuth as i32
-        {
+        } else if header.err == ErrorCode::AuthFailed as i32 {
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            if let Some(sasl) = &self.sasl_session {
+                self.auth_failure = Some(format!("the server refused the SASL {} authentication", sasl.name()));
+            }
+            return Err(Error::AuthFailed);
+        } else if header.err == ErrorCode::SessionClosedRequireSaslAuth as i32 {
+            let failure = "the server requires SASL authentication, and this client has none configured".to_owned();
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            let failure = match &self.sasl_session {
+                Some(sasl) => format!("the server refused the SASL {} authentication (it requires SASL)", sasl.name()),
+                None => failure,
+            };
+            self.auth_failure = Some(failure);
             return Err(Error::AuthFailed);
         }
         if header.xid == PredefinedXid::Notification as i32 {
@@ -644,12 +660,28 @@ impl Session {
         let Some(options) = self.sasl_options.as_ref() else {
             return Ok(());
         };
-        let session = options.new_session(host).inspect_err(|e| {
-            warn!("fail to open sasl session for {host}: {e}");
-        })?;
+        let session = match options.new_session(host) {
+            Ok(session) => session,
+            Err(failure) => {
+                warn!("fail to open sasl session for {host}: {}", failure.message);
+                return Err(self.sasl_failed(failure));
+            },
+        };
         depot.push_sasl(session.initial());
         self.sasl_session = Some(session);
         Ok(())
+    }
+
+    /// A SASL exchange that failed on this side: refused credentials (a wrong principal or
+    /// keytab, say) end the session as the server's refusal would, instead of being retried
+    /// until the session times out; only a KDC that did not answer is worth another round.
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    fn sasl_failed(&mut self, failure: SaslFailure) -> Error {
+        self.auth_failure = Some(failure.message.clone());
+        match failure.transient {
+            true => Error::with_message(failure.message),
+            false => Error::AuthFailed,
+        }
     }
 
     fn send_authes(&self, depot: &mut Depot) {
@@ -685,9 +717,14 @@ impl Session {
         };
         depot.reset();
         buf.clear();
+        self.auth_failure = None;
         self.send_connect(depot);
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-        self.send_sasl(depot, endpoint.host)?;
+        if let Err(err) = self.send_sasl(depot, endpoint.host) {
+            let cause = self.auth_failure.take().unwrap_or_default();
+            self.observe_failure(endpoint, &cause);
+            return Err(err);
+        }
         self.send_authes(depot);
         self.watch_manager.resend_watches(self.last_zxid, depot);
         self.last_send = Instant::now();
@@ -697,7 +734,9 @@ impl Session {
         match self.serve_connecting(&mut conn, buf, depot).await {
             Err(err) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
-                let cause = if !buf.is_empty() && self.session_state == SessionState::Disconnected {
+                let cause = if let Some(failure) = self.auth_failure.take() {
+                    failure
+                } else if !buf.is_empty() && self.session_state == SessionState::Disconnected {
                     "not a ZooKeeper server: it answered the session handshake with something else".to_owned()
                 } else {
                     #[cfg(feature = "tls")]
