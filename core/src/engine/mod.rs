@@ -417,7 +417,7 @@ impl Recipe {
                 Ok(Some(children))
             }
             Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => Ok(None),
-            Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+            Reply::Answered(Err(err)) => Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
         }
     }
 
