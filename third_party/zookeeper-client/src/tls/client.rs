@@ -11,7 +11,7 @@ use rustls::pki_types::ServerName;
 use rustls::{AlertDescription, CertificateError, ClientConfig, SignatureScheme};
 use tracing::warn;
 
-use super::{NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
+use super::{NoCertificateVerification, NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
 use crate::client::Result;
 use crate::error::Error;
 
@@ -26,6 +26,7 @@ impl TlsDynamicConnector {
         let config = TlsClient::create_config(TlsClientOptions {
             certs: (*certs).clone(),
             hostname_verification: options.hostname_verification,
+            certificate_verification: options.certificate_verification,
             #[cfg(all(feature = "fips", not(feature = "fips-only")))]
             fips: options.fips,
         })?;
@@ -38,6 +39,7 @@ impl TlsDynamicConnector {
             let options = TlsClientOptions {
                 certs: (*certs).clone(),
                 hostname_verification: self.options.hostname_verification,
+                certificate_verification: self.options.certificate_verification,
                 #[cfg(all(feature = "fips", not(feature = "fips-only")))]
                 fips: self.options.fips,
             };
@@ -233,6 +235,8 @@ fn describe_rustls(err: &rustls::Error) -> String {
 #[derive(Clone)]
 pub(crate) struct TlsClient {
     inner: TlsInnerClient,
+    /// Sent as SNI and verified instead of each endpoint's host (a zklock patch).
+    server_name: Option<ServerName<'static>>,
 }
 
 impl TlsClient {
@@ -242,6 +246,7 @@ impl TlsClient {
                 let options = TlsClientOptions {
                     certs,
                     hostname_verification: options.hostname_verification,
+                    certificate_verification: options.certificate_verification,
                     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
                     fips: options.fips,
                 };
@@ -252,13 +257,18 @@ impl TlsClient {
                 let options = TlsClientOptions {
                     certs,
                     hostname_verification: options.hostname_verification,
+                    certificate_verification: options.certificate_verification,
                     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
                     fips: options.fips,
                 };
                 TlsDynamicConnector::new(options).map(TlsInnerClient::Dynamic)?
             },
         };
-        Ok(Self { inner })
+        Ok(Self { inner, server_name: None })
+    }
+
+    pub(super) fn with_server_name(self, server_name: Option<ServerName<'static>>) -> Self {
+        Self { server_name, ..self }
     }
 
     fn create_config(options: TlsClientOptions<TlsCerts>) -> Result<Arc<ClientConfig>> {
@@ -277,6 +287,11 @@ impl TlsClient {
         #[cfg(not(feature = "fips"))]
         let builder = ClientConfig::builder();
         let builder = match options.hostname_verification {
+            // A zklock patch: the documented off switch for tests, no verifying at all.
+            _ if !options.certificate_verification => unsafe {
+                let verifier = NoCertificateVerification::new(builder.crypto_provider());
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
+            },
             true => {
                 let verifier = WebPkiServerVerifier::builder_with_provider(
                     certs.ca.roots.into(),
@@ -317,9 +332,12 @@ impl TlsClient {
         host: &str,
         stream: S,
     ) -> std::io::Result<TlsStream<S>> {
-        let domain = ServerName::try_from(host)
-            .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err))?
-            .to_owned();
+        let domain = match &self.server_name {
+            Some(name) => name.clone(),
+            None => ServerName::try_from(host)
+                .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err))?
+                .to_owned(),
+        };
         self.inner.connect(domain, stream).await
     }
 }
@@ -583,6 +601,7 @@ mod tests {
             super::TlsInnerCerts::Static(certs) => super::TlsClientOptions {
                 certs,
                 hostname_verification: options.hostname_verification,
+                certificate_verification: options.certificate_verification,
                 #[cfg(not(feature = "fips-only"))]
                 fips: options.fips,
             },
