@@ -102,6 +102,14 @@ impl TlsOptions {
         Ok(options)
     }
 
+    /// Checks the options as connecting would, before any network traffic: an
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) (that never quotes a key
+    /// or a password) for a CA bundle or certificate that is no usable PEM, a key without its
+    /// certificate, an encrypted key without its password or with a wrong one, and the like.
+    pub fn check(&self) -> Result<()> {
+        self.to_zk().map(drop)
+    }
+
     /// The ZooKeeper client's TLS options; an invalid argument (that never quotes the PEM
     /// contents nor the password) for a bundle with no certificate, a certificate without its
     /// key, a key it cannot decrypt, and the like.

@@ -15,6 +15,7 @@ import zklock, {
   type Participant,
   type ZklockError,
   type LockLostError,
+  type TlsOptions,
 } from 'zklock'
 
 async function main(): Promise<void> {
@@ -24,6 +25,8 @@ async function main(): Promise<void> {
     auth: 'user:password',
     juteMaxbuffer: 4 << 20,
   })
+  const tls: TlsOptions = { ca: [Buffer.from('PEM'), 'PEM'], cert: 'PEM', key: Buffer.from('PEM'), passphrase: 'pw', rejectUnauthorized: true, servername: 'zk1' }
+  await Client.connect('zk1:2281', { tls })
   const stop: () => void = client.onStateChange((state) => console.log(state.toUpperCase()))
   const lock: Lock = client.lock('/locks/report', { identifier: 'job' })
   const controller = new AbortController()
