@@ -82,8 +82,9 @@ impl TlsOptions {
     }
 
     /// The options from PEM files, as the C, Python and command-line interfaces take them: the
-    /// CA bundle (`None`: none, for [`TlsOptions::without_verification`]'s kind), and the
-    /// client's certificate chain and key. An unreadable file is an invalid argument naming it.
+    /// CA bundle (`None` only if `verify_certificates` is then turned off), and the client's
+    /// certificate chain and key. A file that cannot be read is an invalid argument naming it;
+    /// the key's later errors name its file too.
     pub fn from_pem_files(
         ca: Option<&std::path::Path>,
         cert: Option<&std::path::Path>,
