@@ -263,6 +263,37 @@ function checkAcl(acl) {
   return [undefined, entries]
 }
 
+// The `tls` option, as Node's tls.connect names its fields: PEM contents as strings or Buffers
+// (arrays of them for `ca` and `cert`). The core checks what they hold.
+const TLS_OPTIONS = ['ca', 'cert', 'key', 'passphrase', 'rejectUnauthorized', 'servername']
+function checkTls(tls) {
+  if (tls === undefined || tls === null) return undefined
+  const opts = checkOptions(tls, TLS_OPTIONS, 'Client.connect: tls')
+  const pem = (value, name, { many }) => {
+    if (value === undefined || value === null) return undefined
+    if (many && Array.isArray(value)) return value.map((item, i) => pem(item, `${name}[${i}]`, { many: false })).join('\n')
+    if (typeof value === 'string') return value
+    if (Buffer.isBuffer(value) || value instanceof Uint8Array) return Buffer.from(value).toString('utf8')
+    throw invalid(`tls.${name} must be PEM as a string or a Buffer${many ? ' (or an array of them)' : ''}, got ${describe(value)}`)
+  }
+  const rejectUnauthorized = opts.rejectUnauthorized ?? true
+  if (typeof rejectUnauthorized !== 'boolean') {
+    throw invalid(`tls.rejectUnauthorized must be a boolean, got ${describe(rejectUnauthorized)}`)
+  }
+  const ca = pem(opts.ca, 'ca', { many: true })
+  if (ca === undefined && rejectUnauthorized) {
+    throw invalid("tls.ca is required: zklock verifies the servers' certificates against it, not Node's built-in CAs (rejectUnauthorized: false verifies nothing, for tests only)")
+  }
+  return {
+    ca,
+    cert: pem(opts.cert, 'cert', { many: true }),
+    key: pem(opts.key, 'key', { many: false }),
+    passphrase: checkString(opts.passphrase, 'tls.passphrase', { optional: true }),
+    rejectUnauthorized,
+    servername: checkString(opts.servername, 'tls.servername', { optional: true }),
+  }
+}
+
 function checkSignal(signal) {
   if (signal === undefined || signal === null) return undefined
   if (!(signal instanceof AbortSignal)) throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`)
@@ -319,19 +350,21 @@ class Client {
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
    * Options: `sessionTimeoutMs` (default 10000), `connectTimeoutMs` (default 10000), `auth`
    * (digest credentials, `"user:password"`), `sasl` (SASL DIGEST-MD5 or Kerberos, see
-   * index.d.ts).
+   * index.d.ts), `tls` (`{ ca, cert, key, passphrase, rejectUnauthorized, servername }` as
+   * `tls.connect` names them).
    */
   static async connect(hosts, options) {
     const callSite = callSiteOf(Client.connect)
     checkString(hosts, 'hosts')
-    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer', 'sasl'], 'Client.connect')
+    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer', 'sasl', 'tls'], 'Client.connect')
     const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
     const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
     // The core rejects an auth without a colon, before any network traffic.
     const auth = checkString(opts.auth, 'auth', { optional: true })
     const juteMaxbuffer = checkBytes(opts.juteMaxbuffer, 'juteMaxbuffer')
     const sasl = checkSasl(opts.sasl)
-    const connecting = native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth, juteMaxbuffer, sasl)
+    const tls = checkTls(opts.tls)
+    const connecting = native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth, juteMaxbuffer, sasl, tls)
     const client = new Client(CONSTRUCT, await fromCaller(connecting, callSite))
     closeSessionsAtExit()
     return client

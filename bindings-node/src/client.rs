@@ -85,9 +85,35 @@ fn lock_options(
 use crate::runtime::{self, Shared};
 use crate::rwlock::NativeReadWriteLock;
 
+/// The `tls` option as `tls.connect` names it, PEM contents as strings (the JavaScript layer
+/// joined arrays and decoded Buffers, and checked the types).
+#[napi(object)]
+pub struct Tls {
+    pub ca: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub passphrase: Option<String>,
+    pub reject_unauthorized: bool,
+    pub servername: Option<String>,
+}
+
+impl From<Tls> for zklock::TlsOptions {
+    fn from(tls: Tls) -> zklock::TlsOptions {
+        let mut options = zklock::TlsOptions::new(tls.ca.unwrap_or_default());
+        options.client_cert_pem = tls.cert;
+        options.client_key_pem = tls.key;
+        options.client_key_password = tls.passphrase;
+        options.verify_certificates = tls.reject_unauthorized;
+        options.verify_hostname = tls.reject_unauthorized;
+        options.server_name = tls.servername;
+        options
+    }
+}
+
 /// Connects and establishes a session. The JavaScript layer has validated the arguments; the
-/// core validates the connect string and the auth.
+/// core validates the connect string, the auth and the TLS options.
 #[napi]
+#[allow(clippy::too_many_arguments)] // the JavaScript layer's positional arguments
 pub fn connect<'env>(
     env: &'env Env,
     hosts: String,
@@ -96,6 +122,7 @@ pub fn connect<'env>(
     auth: Option<String>,
     jute_maxbuffer: Option<u32>,
     sasl: Option<SaslConfig>,
+    tls: Option<Tls>,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
     let mut options = ClientOptions {
         session_timeout: Duration::from_millis(session_timeout_ms.into()),
@@ -103,6 +130,7 @@ pub fn connect<'env>(
         digest_auth: auth,
         sasl: sasl.map(sasl_options).transpose()?,
         language: "node".into(),
+        tls: tls.map(Into::into),
         ..ClientOptions::default()
     };
     if let Some(limit) = jute_maxbuffer {

@@ -1,6 +1,7 @@
 //! How both commands reach ZooKeeper.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::codes;
@@ -19,6 +20,8 @@ pub struct Connection {
     pub connect_timeout: f64,
     #[command(flatten)]
     pub sasl: Sasl,
+    #[command(flatten)]
+    pub tls: Tls,
 }
 
 /// SASL authentication. The password is never an argument (`ps` shows arguments to every user):
@@ -96,6 +99,82 @@ impl Sasl {
     }
 }
 
+/// TLS to the servers' secureClientPort. The key's password is never an argument (`ps` shows
+/// arguments to every user): it comes from a file or from the environment.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "TLS (to the servers' secureClientPort)")]
+pub struct Tls {
+    /// TLS, verifying the servers' certificates against this CA bundle (PEM)
+    #[arg(long, env = "ZKLOCK_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// The client's certificate chain (PEM), for mutual TLS and x509 auth
+    #[arg(long, env = "ZKLOCK_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM; encrypted PKCS#8 needs its password, from
+    /// --tls-key-password-file or the environment variable ZKLOCK_TLS_KEY_PASSWORD)
+    #[arg(long, env = "ZKLOCK_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A file whose first line is the password of an encrypted --tls-key
+    #[arg(long, env = "ZKLOCK_TLS_KEY_PASSWORD_FILE", value_name = "FILE")]
+    pub tls_key_password_file: Option<PathBuf>,
+    /// Verify the servers' certificates as NAME (and send it as SNI), not as the hosts of --zk
+    #[arg(long, env = "ZKLOCK_TLS_SERVER_NAME", value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// Do not check that the servers' certificates name their hosts (the chain still is)
+    #[arg(long)]
+    pub tls_no_verify_hostname: bool,
+    /// TLS without verifying the servers' certificates at all: for tests only
+    #[arg(long, conflicts_with_all = ["tls_ca", "tls_no_verify_hostname", "tls_server_name"])]
+    pub tls_insecure: bool,
+}
+
+/// The environment variable that may hold the key's password (never an argument).
+pub const KEY_PASSWORD_ENV: &str = "ZKLOCK_TLS_KEY_PASSWORD";
+
+impl Tls {
+    /// The core's TLS options (files read, checked), `None` for plaintext; an error names the
+    /// flag and never quotes a key or a password.
+    fn options(&self) -> Result<Option<zklock::TlsOptions>, String> {
+        let tls_given = self.tls_ca.is_some() || self.tls_insecure;
+        if !tls_given {
+            let given = [
+                ("--tls-cert", self.tls_cert.is_some()),
+                ("--tls-key", self.tls_key.is_some()),
+                ("--tls-key-password-file", self.tls_key_password_file.is_some()),
+                ("--tls-server-name", self.tls_server_name.is_some()),
+                ("--tls-no-verify-hostname", self.tls_no_verify_hostname),
+            ];
+            return match given.iter().find(|(_, given)| *given) {
+                Some((flag, _)) => Err(format!("{flag} needs TLS: give --tls-ca (or, for tests only, --tls-insecure)")),
+                None => Ok(None),
+            };
+        }
+        let password = match &self.tls_key_password_file {
+            Some(file) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|err| format!("--tls-key-password-file {}: {err}", file.display()))?
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            None => std::env::var(KEY_PASSWORD_ENV).ok(),
+        };
+        let mut tls = zklock::TlsOptions::from_pem_files(
+            self.tls_ca.as_deref(),
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+        )
+        .map_err(|err| format!("--tls: {}", err.message()))?;
+        tls.client_key_password = password;
+        tls.verify_certificates = !self.tls_insecure;
+        tls.verify_hostname = !self.tls_insecure && !self.tls_no_verify_hostname;
+        tls.server_name = self.tls_server_name.clone();
+        tls.check().map_err(|err| format!("--tls: {}", err.message()))?;
+        Ok(Some(tls))
+    }
+}
+
 impl Connection {
     /// Client options from the command line; an error names the bad value.
     pub fn options(&self) -> Result<zklock::ClientOptions, String> {
@@ -108,7 +187,8 @@ impl Connection {
             .filter(|timeout| !timeout.is_zero())
             .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
         let sasl = self.sasl.options()?;
-        Ok(zklock::ClientOptions { session_timeout, connect_timeout, sasl, ..Default::default() })
+        let tls = self.tls.options()?;
+        Ok(zklock::ClientOptions { session_timeout, connect_timeout, sasl, tls, ..Default::default() })
     }
 
     /// Connects (as the `cli` language, on a runtime of this thread), runs `work` with the

@@ -16,6 +16,7 @@ import zklock, {
   type ZklockError,
   type LockLostError,
   type SaslOptions,
+  type TlsOptions,
 } from 'zklock'
 
 async function main(): Promise<void> {
@@ -28,6 +29,8 @@ async function main(): Promise<void> {
   })
   const kerberos: SaslOptions = { mechanism: 'GSSAPI', principal: 'alice@EXAMPLE.COM', keytab: '/etc/zk/alice.keytab' }
   void kerberos
+  const tls: TlsOptions = { ca: [Buffer.from('PEM'), 'PEM'], cert: 'PEM', key: Buffer.from('PEM'), passphrase: 'pw', rejectUnauthorized: true, servername: 'zk1' }
+  await Client.connect('zk1:2281', { tls })
   const stop: () => void = client.onStateChange((state) => console.log(state.toUpperCase()))
   const lock: Lock = client.lock('/locks/report', { identifier: 'job' })
   const controller = new AbortController()

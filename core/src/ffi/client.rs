@@ -57,7 +57,39 @@ pub struct zkl_options {
     /// GSSAPI: the host part of the servers' principals. NULL: each server's host as the connect
     /// string names it.
     pub sasl_host: *const c_char,
+    /// TLS to the servers' secureClientPort: one of ZKL_TLS_*. 0: ZKL_TLS_OFF (plaintext; every
+    /// other tls_ field must then be NULL).
+    pub tls: i32,
+    /// The CA bundle (PEM file path) that the servers' certificates must chain to; required
+    /// with ZKL_TLS_VERIFY_FULL and ZKL_TLS_VERIFY_CA. Borrowed: the file is read during
+    /// zkl_client_connect, as libzookeeper's zookeeper_init_ssl reads its files.
+    pub tls_ca_file: *const c_char,
+    /// The client's certificate chain (PEM file path), for mutual TLS and x509 auth; set with
+    /// tls_key_file. Borrowed, read during zkl_client_connect.
+    pub tls_cert_file: *const c_char,
+    /// The client certificate's private key (PEM file path: PKCS#8, PKCS#1, SEC1, or encrypted
+    /// PKCS#8 with tls_key_password). Borrowed, read during zkl_client_connect.
+    pub tls_key_file: *const c_char,
+    /// The password of an encrypted tls_key_file, or NULL. Borrowed: only read during
+    /// zkl_client_connect, never kept in an error message; the caller may wipe it afterwards.
+    pub tls_key_password: *const c_char,
+    /// The host name to send as SNI and verify every server's certificate against, instead of
+    /// each host of the connect string; NULL for those hosts. Borrowed for the call.
+    pub tls_server_name: *const c_char,
 }
+
+/// zkl_options.tls: plaintext (the default).
+pub const ZKL_TLS_OFF: i32 = 0;
+/// zkl_options.tls: TLS; each server's certificate must chain to tls_ca_file and name the host
+/// (from the connect string, or tls_server_name).
+pub const ZKL_TLS_VERIFY_FULL: i32 = 1;
+/// zkl_options.tls: TLS; each server's certificate must chain to tls_ca_file, whatever host it
+/// names. Any server with a certificate of that CA can pose as any other: for tests and for
+/// certificates issued without host names.
+pub const ZKL_TLS_VERIFY_CA: i32 = 2;
+/// zkl_options.tls: TLS without verifying the servers' certificates at all (no CA needed):
+/// encrypted, but anyone on the network path can pose as the ensemble. For tests only.
+pub const ZKL_TLS_NO_VERIFY: i32 = 3;
 
 /// The state of a client's session, as zkl_client_state and the session callback report it.
 #[repr(C)]
@@ -118,6 +150,12 @@ const UNSET_OPTIONS: zkl_options = zkl_options {
     sasl_credential_cache: std::ptr::null(),
     sasl_service_name: std::ptr::null(),
     sasl_host: std::ptr::null(),
+    tls: ZKL_TLS_OFF,
+    tls_ca_file: std::ptr::null(),
+    tls_cert_file: std::ptr::null(),
+    tls_key_file: std::ptr::null(),
+    tls_key_password: std::ptr::null(),
+    tls_server_name: std::ptr::null(),
 };
 
 /// A timeout field: `None` for 0 (keep the core's default).
@@ -216,10 +254,50 @@ fn client_options(options: *const zkl_options) -> Result<ClientOptions, Failure>
             })?
         }
     }
+    result.tls = tls_options(options)?;
     Ok(result)
 }
 
-/// Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth, no SASL.
+/// The TLS options of `options` (files read here), or `None` for ZKL_TLS_OFF.
+fn tls_options(options: &zkl_options) -> Result<Option<crate::TlsOptions>, Failure> {
+    let text = |ptr: *const c_char, what: &str| (!ptr.is_null()).then(|| c_str(ptr, what)).transpose();
+    let ca = text(options.tls_ca_file, "opts->tls_ca_file")?;
+    let cert = text(options.tls_cert_file, "opts->tls_cert_file")?;
+    let key = text(options.tls_key_file, "opts->tls_key_file")?;
+    let password = text(options.tls_key_password, "opts->tls_key_password")?;
+    let server_name = text(options.tls_server_name, "opts->tls_server_name")?;
+    let (verify_certificates, verify_hostname) = match options.tls {
+        ZKL_TLS_OFF => {
+            if [ca, cert, key, password, server_name].iter().any(Option::is_some) {
+                return Err(Failure::invalid(
+                    "opts->tls is ZKL_TLS_OFF but a tls_ field is set: set opts->tls to one of ZKL_TLS_VERIFY_FULL, \
+                     ZKL_TLS_VERIFY_CA or ZKL_TLS_NO_VERIFY",
+                ));
+            }
+            return Ok(None);
+        }
+        ZKL_TLS_VERIFY_FULL => (true, true),
+        ZKL_TLS_VERIFY_CA => (true, false),
+        ZKL_TLS_NO_VERIFY => (false, false),
+        other => return Err(Failure::invalid(format!("opts->tls is {other}: it must be one of ZKL_TLS_*"))),
+    };
+    if verify_certificates && ca.is_none() {
+        return Err(Failure::invalid(
+            "opts->tls_ca_file is NULL: verifying the servers' certificates needs a CA bundle",
+        ));
+    }
+    fn path(file: Option<&str>) -> Option<&std::path::Path> {
+        file.map(std::path::Path::new)
+    }
+    let mut tls = crate::TlsOptions::from_pem_files(path(ca), path(cert), path(key))?;
+    tls.client_key_password = password.map(str::to_owned);
+    tls.verify_certificates = verify_certificates;
+    tls.verify_hostname = verify_hostname;
+    tls.server_name = server_name.map(str::to_owned);
+    Ok(Some(tls))
+}
+
+/// Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth, no SASL, no TLS.
 ///
 /// Ownership: opts is the caller's. Concurrency: any thread.
 /// Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
@@ -236,15 +314,21 @@ pub extern "C" fn zkl_options_init(opts: *mut zkl_options) -> zkl_result {
 /// establishes a session; blocks until it is established or the connect timeout passes.
 /// opts may be NULL for the defaults.
 ///
-/// Ownership: hosts and opts (and its strings) are borrowed for the call only. On
-/// ZKL_OK, *out receives a new client that the caller owns and must end with zkl_client_close;
-/// on failure *out is left unchanged.
+/// Ownership: hosts and opts (and its strings: digest_auth, the sasl_ strings, the tls_ files'
+/// paths, the key's password) are borrowed for the call only; the TLS files are read during it.
+/// On ZKL_OK, *out receives a new client that the caller owns and must end with
+/// zkl_client_close; on failure *out is left unchanged.
 /// Concurrency: any thread; not from inside a zklock callback.
-/// Errors: ZKL_INVALID_ARGUMENT for NULL hosts or out, a malformed connect string, or negative
-/// timeouts (before any network traffic); ZKL_TIMEOUT if no session was established in time;
-/// ZKL_AUTH_FAILED if the servers rejected the credentials (a wrong SASL password or principal,
-/// at once; the message says why, never the password); ZKL_INVALID_ARGUMENT for SASL options
-/// that are incomplete or unusable (an unreadable keytab; GSSAPI without libgssapi_krb5.so.2).
+/// Errors: ZKL_INVALID_ARGUMENT for NULL hosts or out, a malformed connect string, negative
+/// timeouts, SASL options that are incomplete or unusable (an unreadable keytab; GSSAPI without
+/// libgssapi_krb5.so.2), or TLS options that are unusable: an unknown opts->tls, a tls_ file that
+/// cannot be read or holds no usable PEM, a certificate without its key, an encrypted key without
+/// its password or with a wrong one (the message names the file, never the password) (all before
+/// any network traffic); ZKL_TIMEOUT if no session was established in time (the message names
+/// each host's cause, e.g. a TLS handshake refused: unknown CA, expired certificate, name
+/// mismatch, client certificate required); ZKL_AUTH_FAILED if the servers rejected the
+/// credentials (a wrong SASL password or principal, at once; the message says why, never the
+/// password).
 #[no_mangle]
 pub extern "C" fn zkl_client_connect(
     hosts: *const c_char,

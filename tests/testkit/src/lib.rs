@@ -984,8 +984,8 @@ impl ClientAuth {
 
 /// Test certificates, made once per test process by `scripts/zk tls-certs` (EC P-256, valid for
 /// two days): a CA, the servers' certificate (for `localhost` only, not `127.0.0.1`), client
-/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`),
-/// another CA that signed none of them, and a server certificate that expired in 2020.
+/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`;
+/// alice's key also encrypted), another CA that signed none of them, and a server certificate that expired in 2020.
 #[derive(Debug)]
 pub struct TlsCerts {
     /// Where the PEM files are.
@@ -1023,6 +1023,16 @@ impl TlsCerts {
     /// The certificate and private key (PEM) of client `name` (`alice` or `bob`).
     pub fn client(&self, name: &str) -> (String, String) {
         (self.read(&format!("{name}.pem")), self.read(&format!("{name}.key")))
+    }
+
+    /// alice's private key encrypted (PKCS#8 PEM), and its password.
+    pub fn alice_encrypted_key(&self) -> (String, String) {
+        (self.read("alice-encrypted.key"), self.read("alice-encrypted.password").trim_end().to_owned())
+    }
+
+    /// The path of one of the files (`ca.pem`, `alice.pem`, `alice.key`, ...).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
     }
 
     /// The x509 auth identity ZooKeeper gives client `name`: its certificate's subject.

@@ -46,9 +46,11 @@ use crate::tls::TlsOptions;
 pub const PASSWORD_LEN: usize = 16;
 
 /// A connection failure in words an operator can act on.
-fn describe_connect_failure(err: &std::io::Error) -> String {
+fn describe_connect_failure(err: &std::io::Error, has_client_cert: bool) -> String {
+    #[cfg(not(feature = "tls"))]
+    let _ = has_client_cert;
     #[cfg(feature = "tls")]
-    if let Some(cause) = crate::tls::describe_failure(err) {
+    if let Some(cause) = crate::tls::describe_failure(err, has_client_cert) {
         return cause;
     }
     match err.kind() {
@@ -706,7 +708,11 @@ impl Session {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
                 // The session's own deadline passing says nothing about the host.
                 if !deadline.elapsed() {
-                    self.observe_failure(endpoint, &describe_connect_failure(&err));
+                    #[cfg(feature = "tls")]
+                    let has_client_cert = self.connector.has_client_cert();
+                    #[cfg(not(feature = "tls"))]
+                    let has_client_cert = false;
+                    self.observe_failure(endpoint, &describe_connect_failure(&err, has_client_cert));
                 }
                 return Err(Error::ConnectionLoss);
             },
@@ -740,7 +746,7 @@ impl Session {
                     "not a ZooKeeper server: it answered the session handshake with something else".to_owned()
                 } else {
                     #[cfg(feature = "tls")]
-                    let tls = crate::tls::describe_failure(&err);
+                    let tls = crate::tls::describe_failure(&err, self.connector.has_client_cert());
                     #[cfg(not(feature = "tls"))]
                     let tls = None;
                     match &err {
