@@ -181,7 +181,9 @@ struct Watch {
 
 impl Watch {
     fn new() -> Self {
-        Watch { watchers: Vec::with_capacity(5) }
+        // Most paths have one watcher (a lock's waiter watches its own predecessor): room for
+        // five cost a long queue of waiters ~130 bytes each.
+        Watch { watchers: Vec::with_capacity(1) }
     }
 
     fn is_empty(&self) -> bool {
@@ -246,6 +248,9 @@ pub struct WatchManager {
 
 /// Maximum number of paths kept in `cached_paths` for reuse.
 const CACHED_PATHS_MAX: usize = 1000;
+
+/// Maximum number of emptied watches kept in `cached_watches` for reuse.
+const CACHED_WATCHES_MAX: usize = 100;
 
 impl WatchManager {
     pub fn new(
@@ -346,7 +351,8 @@ impl WatchManager {
             self.cached_paths.pop_front();
         }
         self.cached_paths.insert(path);
-        if watch.should_cache() {
+        // Bounded: a burst of 10,000 watches gone would otherwise stay cached for the session.
+        if watch.should_cache() && self.cached_watches.len() < CACHED_WATCHES_MAX {
             self.cached_watches.push(watch);
         }
     }
