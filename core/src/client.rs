@@ -514,6 +514,9 @@ impl ClientInner {
                     None => failures.push((host.to_owned(), cause.to_owned())),
                 }
             });
+        if let Some(timeout) = self.handshake_timeout() {
+            connector = connector.with_handshake_timeout(timeout);
+        }
         if let Some(auth) = &options.digest_auth {
             connector = connector.with_auth("digest", auth.as_bytes());
         }
@@ -569,6 +572,17 @@ impl ClientInner {
             self.check_chroot(&zk).await?;
         }
         Ok(Session::start(zk, Arc::downgrade(self), &self.closed.token, &self.runtime))
+    }
+
+    /// How long one attempt to establish a session with one server may take, if less than the
+    /// ZooKeeper client's own bound (its connection timeout, 2/5 of the session timeout): each
+    /// host's share of the connect timeout, at least 2 s (a healthy server answers in
+    /// milliseconds, a TLS or Kerberos handshake over a slow link in a few hundred). Without it a
+    /// silent server ahead of a healthy one took the whole of a shorter connect timeout.
+    fn handshake_timeout(&self) -> Option<Duration> {
+        let hosts = self.connect_string.split('/').next().unwrap_or_default().split(',').count().max(1);
+        let share = (self.options.connect_timeout / hosts as u32).max(Duration::from_secs(2));
+        (share < self.options.session_timeout * 2 / 5).then_some(share)
     }
 
     /// Why each host of the connect string gave no session, in its order: the last cause seen

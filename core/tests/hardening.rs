@@ -281,3 +281,34 @@ async fn a_silent_host_is_named() {
     assert!(!err.message().contains("no server answered"), "{err}");
     drop(silent);
 }
+
+/// Silent hosts ahead of a healthy one (the client shuffles the hosts) are passed over within a
+/// connect timeout shorter than the client's own handshake bound (2/5 of the session timeout):
+/// each host gets its share of the connect timeout, and a silent one that runs out is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_hosts_ahead_of_a_healthy_one_are_passed_over() {
+    let silent = [TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap()];
+    let healthy = zklock_testkit::shared_connect_string();
+    let healthy = healthy.split(',').next().unwrap();
+    let hosts = silent.iter().map(|l| format!("127.0.0.1:{}", l.local_addr().unwrap().port())).collect::<Vec<_>>();
+    let connect = format!("{},{},{healthy}", hosts[0], hosts[1]);
+    // 12 s for one host by the client's own bound; 7 s for all three by ours.
+    let options = ClientOptions {
+        connect_timeout: Duration::from_secs(7),
+        session_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        let started = Instant::now();
+        let client = Client::connect_with(&connect, options.clone()).await.expect("a session from the healthy host");
+        assert!(started.elapsed() < Duration::from_secs(7), "took {:?}", started.elapsed());
+        client.close().await;
+    }
+    // With no healthy host, each silent one is named as such (the last may be cut off by the
+    // connect timeout itself, mid-handshake).
+    let err = Client::connect_with(&format!("{},{}", hosts[0], hosts[1]), options).await.err().unwrap();
+    assert!(err.message().contains("no answer within the handshake timeout"), "{err}");
+    for host in &hosts {
+        assert!(err.message().contains(&format!("{host}: no answer")), "{err}");
+    }
+}

@@ -1548,6 +1548,7 @@ pub struct Connector {
     server_version: Version,
     session_timeout: Duration,
     connection_timeout: Duration,
+    handshake_timeout: Option<Duration>,
     #[derive_where(skip(Debug))]
     connect_observer: Option<crate::session::ConnectObserver>,
 }
@@ -1567,8 +1568,19 @@ impl Connector {
             server_version: Version(u32::MAX, u32::MAX, u32::MAX),
             session_timeout: Duration::ZERO,
             connection_timeout: Duration::ZERO,
+            handshake_timeout: None,
             connect_observer: None,
         }
+    }
+
+    /// Bounds each attempt to establish the session with one server (connecting, TLS, SASL and
+    /// the session handshake): past it the attempt fails as unanswered, which the connect
+    /// observer is told, and the next server is tried. Defaults to the connection timeout, which
+    /// also decides when an established connection is idle for too long; a connect timeout
+    /// shorter than that would otherwise be spent on the first silent server.
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = Some(timeout);
+        self
     }
 
     /// Tells `observer` of each failed attempt to reach a server while establishing or
@@ -1762,6 +1774,7 @@ impl Connector {
             .with_detached(self.detached)
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout)
+            .with_handshake_timeout(self.handshake_timeout)
             .with_connect_observer(self.connect_observer);
         #[cfg(feature = "tls")]
         let builder = builder.with_tls(self.tls);

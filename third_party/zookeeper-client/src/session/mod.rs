@@ -78,6 +78,7 @@ pub struct Builder {
     session: Option<SessionInfo>,
     session_timeout: Duration,
     connection_timeout: Duration,
+    handshake_timeout: Option<Duration>,
     connect_observer: Option<ConnectObserver>,
 }
 
@@ -121,6 +122,10 @@ impl Builder {
 
     pub fn with_connection_timeout(self, connection_timeout: Duration) -> Self {
         Self { connection_timeout, ..self }
+    }
+
+    pub fn with_handshake_timeout(self, handshake_timeout: Option<Duration>) -> Self {
+        Self { handshake_timeout, ..self }
     }
 
     pub fn build(self, requester: Weak<mpsc::UnboundedSender<Request>>) -> Result<Session, Error> {
@@ -180,6 +185,7 @@ impl Builder {
             state_sender,
             watch_manager,
             connect_observer: self.connect_observer,
+            handshake_timeout: self.handshake_timeout,
         };
         let timeout = if self.session_timeout.is_zero() { DEFAULT_SESSION_TIMEOUT } else { self.session_timeout };
         session.reset_timeout(timeout);
@@ -220,6 +226,9 @@ pub struct Session {
     watch_manager: WatchManager,
 
     connect_observer: Option<ConnectObserver>,
+    /// Bounds each attempt to establish the session with one server (see
+    /// `Connector::with_handshake_timeout`).
+    handshake_timeout: Option<Duration>,
 }
 
 impl Session {
@@ -703,8 +712,11 @@ impl Session {
         let Some(endpoint) = endpoints.next(deadline.timeout()).await else {
             return Err(Error::NoHosts);
         };
-        let mut conn = match self.connector.connect(endpoint, deadline).await {
-            Err(err) => {
+        // This server's share of the time (see `Connector::with_handshake_timeout`).
+        let handshake_until = self.handshake_timeout.map(|timeout| Instant::now() + timeout);
+        let mut conn = match within(handshake_until, self.connector.connect(endpoint, deadline)).await {
+            None => return Err(self.unanswered(endpoint)),
+            Some(Err(err)) => {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
                 // The session's own deadline passing says nothing about the host.
                 if !deadline.elapsed() {
@@ -716,7 +728,7 @@ impl Session {
                 }
                 return Err(Error::ConnectionLoss);
             },
-            Ok(conn) => {
+            Some(Ok(conn)) => {
                 debug!("succeeds in connecting to {}", endpoint);
                 conn
             },
@@ -737,8 +749,9 @@ impl Session {
         self.last_recv = self.last_send;
         self.last_ping = None;
         self.change_state(SessionState::Disconnected);
-        match self.serve_connecting(&mut conn, buf, depot).await {
-            Err(err) => {
+        match within(handshake_until, self.serve_connecting(&mut conn, buf, depot)).await {
+            None => Err(self.unanswered(endpoint)),
+            Some(Err(err)) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
                 let cause = if let Some(failure) = self.auth_failure.take() {
                     failure
@@ -763,6 +776,13 @@ impl Session {
                 Ok(conn)
             },
         }
+    }
+
+    /// An attempt past the handshake timeout: the observer is told, and the next server tried.
+    fn unanswered(&self, endpoint: EndpointRef<'_>) -> Error {
+        let timeout = self.handshake_timeout.unwrap_or_default();
+        self.observe_failure(endpoint, &format!("no answer within the handshake timeout of {timeout:?}"));
+        Error::ConnectionLoss
     }
 
     fn observe_failure(&self, endpoint: EndpointRef<'_>, cause: &str) {
@@ -803,5 +823,15 @@ impl Session {
             };
         }
         Err(last_error)
+    }
+}
+
+/// `future`'s output, or `None` once `until` passes (never without an `until`).
+async fn within<F: std::future::Future>(until: Option<Instant>, future: F) -> Option<F::Output> {
+    let Some(until) = until else { return Some(future.await) };
+    select! {
+        biased;
+        output = future => Some(output),
+        _ = Timer::at(until) => None,
     }
 }
