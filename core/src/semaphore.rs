@@ -230,13 +230,9 @@ impl Semaphore {
             Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, &wait)).await,
             Err(err) => Err(err),
         };
-        if matches!(leases, Ok(Some(_))) {
-            // The next acquirer may go on; its delete needs no waiting for.
-            drop(mutex);
-        } else {
-            // The lease nodes are gone already: now the mutex, before this returns.
-            let _ = mutex.release().await;
-        }
+        // Held, or the lease nodes are gone already: now the mutex, before this returns (as
+        // Curator's does), so that nothing of this acquisition is left in the queue.
+        let _ = mutex.release().await;
         leases
     }
 
