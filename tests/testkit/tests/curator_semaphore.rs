@@ -3,27 +3,18 @@
 //! and leave nothing behind. Every case runs against Debian 12's Curator 5.4 and the field
 //! version, Curator 5.7.1 (`curator_5_4::` and `curator_5_7::`).
 
+#[macro_use]
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::wait_until;
 use zklock::Client;
 use zklock_testkit::curator::epoch_micros;
 use zklock_testkit::{shared_connect_string, CuratorContender, CuratorLock, CuratorVersion};
 use zookeeper_client as zk;
-
-/// One test per case and Curator version: `curator_5_4::CASE` and `curator_5_7::CASE` call
-/// `CASE(version)`.
-macro_rules! both_versions {
-    ($($case:ident),* $(,)?) => {
-        mod curator_5_4 {
-            $( #[test] fn $case() { super::$case(zklock_testkit::CuratorVersion::V5_4) } )*
-        }
-        mod curator_5_7 {
-            $( #[test] fn $case() { super::$case(zklock_testkit::CuratorVersion::V5_7) } )*
-        }
-    };
-}
 
 both_versions!(curator_and_zklock_share_the_leases_in_arrival_order, each_counts_the_others_leases);
 
@@ -61,17 +52,6 @@ fn children(rt: &tokio::runtime::Runtime, zk: &zk::Client, path: &str) -> Vec<St
             Err(err) => panic!("list_children {path}: {err}"),
         }
     })
-}
-
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    f()
 }
 
 /// The most intervals (acquired, released) that overlap at any instant.
