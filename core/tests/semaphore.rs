@@ -402,3 +402,81 @@ async fn max_one_is_a_non_reentrant_mutex() {
     released.await.unwrap().unwrap();
     semaphore.acquire_timeout(1, Duration::from_secs(10)).await.unwrap().release().await.unwrap();
 }
+
+/// The connection is cut right after a lease create reached the server, before its reply: the
+/// acquisition finds the node it made (by its uuid) instead of making a second, for one lease
+/// and for two; and cut just before a create, it makes the node once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_after_a_lease_create_finds_the_node_instead_of_making_another() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let options = ClientOptions { session_timeout: Duration::from_secs(10), ..Default::default() };
+    let cut = Client::connect_with(&proxy.address(), options).await.unwrap();
+    for (round, n) in [(0, 1), (1, 2)] {
+        let path = format!("/sem/cut-{round}");
+        // The path first, so that the cut falls on a lease create, not on the parent's.
+        cut.semaphore(&path, 3).unwrap().acquire(1).await.unwrap().release().await.unwrap();
+        proxy.cut_on_next_request_containing(format!("{path}/leases/_c_").as_bytes());
+        let leases = tokio::time::timeout(Duration::from_secs(20), cut.semaphore(&path, 3).unwrap().acquire(n))
+            .await
+            .expect("acquired after the cut")
+            .unwrap();
+        assert!(proxy.request_cuts() > round, "the create went out and the connection was cut");
+        let (nodes, mutex) = parts(&observer, &path).await;
+        assert_eq!(nodes.len(), n as usize, "exactly one node per lease: {nodes:?}");
+        assert!(mutex.is_empty(), "{mutex:?}");
+        for lease in leases.leases() {
+            assert!(nodes.iter().any(|node| node == lease.node_name()), "{nodes:?}");
+        }
+        leases.release().await.unwrap();
+        wait_parts(&observer, &path, 0, 0).await;
+    }
+    let path = "/sem/cut-before";
+    cut.semaphore(path, 3).unwrap().acquire(1).await.unwrap().release().await.unwrap();
+    proxy.cut_before_next_request_containing(format!("{path}/leases/_c_").as_bytes());
+    let leases = tokio::time::timeout(Duration::from_secs(20), cut.semaphore(path, 3).unwrap().acquire(2))
+        .await
+        .expect("no deadlock")
+        .unwrap();
+    assert_eq!(parts(&observer, path).await.0.len(), 2);
+    leases.release().await.unwrap();
+    wait_parts(&observer, path, 0, 0).await;
+}
+
+/// A waiter whose session expires while it waits for room loses its lease nodes and its place
+/// at the mutex with the session, and queues again on a new session (as a lock's waiter does);
+/// it holds once there is room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_session_expires_queues_again() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let path = "/sem/requeue";
+    let session = Duration::from_secs(2);
+    let holder = Client::connect_with(&cluster.connect_string(), ClientOptions::default()).await.unwrap();
+    let options = ClientOptions { session_timeout: session, ..Default::default() };
+    let waiter = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let first_session = waiter.session_id().unwrap();
+
+    let held = holder.semaphore(path, 2).unwrap().acquire(2).await.unwrap();
+    let waiting = tokio::spawn({
+        let semaphore = waiter.semaphore(path, 2).unwrap();
+        async move { semaphore.acquire(1).await }
+    });
+    wait_parts(&observer, path, 3, 1).await;
+    let mut states = waiter.state_changes();
+    proxy.stall();
+    assert_eq!(states.next().await, Some(zklock::SessionState::Disconnected));
+    assert_eq!(states.next().await, Some(zklock::SessionState::Expired));
+    wait_parts(&observer, path, 2, 0).await;
+    assert!(!waiting.is_finished(), "it waits on, for a new session");
+    proxy.pass();
+    wait_parts(&observer, path, 3, 1).await;
+    assert_ne!(waiter.session_id().unwrap(), first_session);
+    held.release().await.unwrap();
+    let leases = tokio::time::timeout(session * 3, waiting).await.expect("it holds").unwrap().unwrap();
+    assert_eq!(leases.leases()[0].hold().state(), HoldState::Held);
+    leases.release().await.unwrap();
+    wait_parts(&observer, path, 0, 0).await;
+}
