@@ -113,7 +113,62 @@ export interface ConnectOptions {
    * a lock whose path or identifier would make a larger request throws ZKLOCK_INVALID_ARGUMENT.
    */
   juteMaxbuffer?: number
+  /**
+   * SASL authentication on every connection. The servers then know the client as
+   * `sasl:<username or principal>`, which the ACL presets' creator means. Refused credentials
+   * reject with ZKLOCK_AUTH_FAILED at once; the password is never in an error.
+   */
+  sasl?: SaslOptions
+  /**
+   * TLS to every server's secureClientPort, with `tls.connect`'s names. Secrets never appear in
+   * errors. Bad options reject with ZKLOCK_INVALID_ARGUMENT before any network traffic; a
+   * refused handshake rejects with ZKLOCK_TIMEOUT naming its cause.
+   */
+  tls?: TlsOptions
 }
+
+/** PEM as a string or a Buffer. */
+export type Pem = string | Buffer
+
+export interface TlsOptions {
+  /** The CA certificates (PEM) the servers' certificates must chain to. Required unless `rejectUnauthorized` is false: Node's built-in CAs are not used. */
+  ca?: Pem | Pem[]
+  /** The client's certificate chain (PEM), for mutual TLS and ZooKeeper's x509 auth; with `key`. */
+  cert?: Pem | Pem[]
+  /** The client certificate's private key (PEM: PKCS#8, PKCS#1, SEC1, or encrypted PKCS#8 with `passphrase`). */
+  key?: Pem
+  /** The password of an encrypted `key`. */
+  passphrase?: string
+  /** Verify the servers' certificates (chain and host name); default true. `false` verifies nothing: for tests only. */
+  rejectUnauthorized?: boolean
+  /** The host name to send as SNI and to verify the certificates against, instead of each host of the connect string. */
+  servername?: string
+}
+
+/** SASL DIGEST-MD5: a user and password of the servers' JAAS `DigestLoginModule`. */
+export interface SaslDigestMd5Options {
+  mechanism: 'DIGEST-MD5'
+  username: string
+  password: string
+}
+
+/**
+ * SASL GSSAPI (Kerberos): the client's `principal` (`alice@EXAMPLE.COM`) with a `keytab` (a
+ * path; tickets kept in the process's memory) or a `credentialCache` (what `kinit` filled; by
+ * default the default cache). The servers' principals are `<serviceName>/<host>@REALM`:
+ * `serviceName` defaults to `zookeeper`, `host` to each server's in the connect string. Needs MIT
+ * Kerberos's `libgssapi_krb5.so.2` on the host (else ZKLOCK_INVALID_ARGUMENT saying so).
+ */
+export interface SaslGssapiOptions {
+  mechanism: 'GSSAPI'
+  principal: string
+  keytab?: string
+  credentialCache?: string
+  serviceName?: string
+  host?: string
+}
+
+export type SaslOptions = SaslDigestMd5Options | SaslGssapiOptions
 
 export interface LockOptions {
   /** Recorded in each lock node's identity (see `contenders()`). */

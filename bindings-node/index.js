@@ -204,6 +204,38 @@ function checkString(value, name, { optional = false } = {}) {
   return value
 }
 
+// The `sasl` option as the addon takes it: { mechanism, username, password } (DIGEST-MD5) or
+// { mechanism, principal, keytab, credentialCache, serviceName, host } (GSSAPI). The core checks
+// what the values mean; no message here shows the password.
+const SASL_KEYS = {
+  'DIGEST-MD5': ['mechanism', 'username', 'password'],
+  GSSAPI: ['mechanism', 'principal', 'keytab', 'credentialCache', 'serviceName', 'host']
+}
+function checkSasl(sasl) {
+  if (sasl === undefined || sasl === null) return undefined
+  if (typeof sasl !== 'object' || Array.isArray(sasl)) {
+    throw invalid(`sasl must be an object such as { mechanism: 'DIGEST-MD5', username, password }, got ${describe(sasl)}`)
+  }
+  const mechanism = typeof sasl.mechanism === 'string' ? sasl.mechanism.toUpperCase() : sasl.mechanism
+  const keys = SASL_KEYS[mechanism]
+  if (keys === undefined) {
+    throw invalid(`sasl.mechanism must be 'DIGEST-MD5' or 'GSSAPI', got ${describe(sasl.mechanism)}`)
+  }
+  checkOptions(sasl, keys, `sasl (${mechanism})`)
+  const config = { mechanism }
+  for (const key of keys.slice(1)) {
+    const value = sasl[key]
+    if (value === undefined || value === null) continue
+    if (typeof value !== 'string') throw invalid(`sasl.${key} must be a string`)
+    config[key] = value
+  }
+  const needed = mechanism === 'GSSAPI' ? ['principal'] : ['username', 'password']
+  for (const key of needed) {
+    if (config[key] === undefined) throw invalid(`sasl (${mechanism}) needs ${needed.join(' and ')}`)
+  }
+  return config
+}
+
 // A lock's `acl` option as the addon takes it: [preset name, custom entries]. The core checks
 // what an ACL means (credentials for a creator preset, ids of each scheme) and says what is wrong.
 function checkAcl(acl) {
@@ -229,6 +261,37 @@ function checkAcl(acl) {
     return { perms: bits, scheme, id }
   })
   return [undefined, entries]
+}
+
+// The `tls` option, as Node's tls.connect names its fields: PEM contents as strings or Buffers
+// (arrays of them for `ca` and `cert`). The core checks what they hold.
+const TLS_OPTIONS = ['ca', 'cert', 'key', 'passphrase', 'rejectUnauthorized', 'servername']
+function checkTls(tls) {
+  if (tls === undefined || tls === null) return undefined
+  const opts = checkOptions(tls, TLS_OPTIONS, 'Client.connect: tls')
+  const pem = (value, name, { many }) => {
+    if (value === undefined || value === null) return undefined
+    if (many && Array.isArray(value)) return value.map((item, i) => pem(item, `${name}[${i}]`, { many: false })).join('\n')
+    if (typeof value === 'string') return value
+    if (Buffer.isBuffer(value) || value instanceof Uint8Array) return Buffer.from(value).toString('utf8')
+    throw invalid(`tls.${name} must be PEM as a string or a Buffer${many ? ' (or an array of them)' : ''}, got ${describe(value)}`)
+  }
+  const rejectUnauthorized = opts.rejectUnauthorized ?? true
+  if (typeof rejectUnauthorized !== 'boolean') {
+    throw invalid(`tls.rejectUnauthorized must be a boolean, got ${describe(rejectUnauthorized)}`)
+  }
+  const ca = pem(opts.ca, 'ca', { many: true })
+  if (ca === undefined && rejectUnauthorized) {
+    throw invalid("tls.ca is required: zklock verifies the servers' certificates against it, not Node's built-in CAs (rejectUnauthorized: false verifies nothing, for tests only)")
+  }
+  return {
+    ca,
+    cert: pem(opts.cert, 'cert', { many: true }),
+    key: pem(opts.key, 'key', { many: false }),
+    passphrase: checkString(opts.passphrase, 'tls.passphrase', { optional: true }),
+    rejectUnauthorized,
+    servername: checkString(opts.servername, 'tls.servername', { optional: true }),
+  }
 }
 
 function checkSignal(signal) {
@@ -286,18 +349,22 @@ class Client {
   /**
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
    * Options: `sessionTimeoutMs` (default 10000), `connectTimeoutMs` (default 10000), `auth`
-   * (digest credentials, `"user:password"`).
+   * (digest credentials, `"user:password"`), `sasl` (SASL DIGEST-MD5 or Kerberos, see
+   * index.d.ts), `tls` (`{ ca, cert, key, passphrase, rejectUnauthorized, servername }` as
+   * `tls.connect` names them).
    */
   static async connect(hosts, options) {
     const callSite = callSiteOf(Client.connect)
     checkString(hosts, 'hosts')
-    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer'], 'Client.connect')
+    const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer', 'sasl', 'tls'], 'Client.connect')
     const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
     const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
     // The core rejects an auth without a colon, before any network traffic.
     const auth = checkString(opts.auth, 'auth', { optional: true })
     const juteMaxbuffer = checkBytes(opts.juteMaxbuffer, 'juteMaxbuffer')
-    const connecting = native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth, juteMaxbuffer)
+    const sasl = checkSasl(opts.sasl)
+    const tls = checkTls(opts.tls)
+    const connecting = native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth, juteMaxbuffer, sasl, tls)
     const client = new Client(CONSTRUCT, await fromCaller(connecting, callSite))
     closeSessionsAtExit()
     return client

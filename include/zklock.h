@@ -51,6 +51,30 @@
 
 
 /**
+ * zkl_options.tls: plaintext (the default).
+ */
+#define ZKL_TLS_OFF 0
+
+/**
+ * zkl_options.tls: TLS; each server's certificate must chain to tls_ca_file and name the host
+ * (from the connect string, or tls_server_name).
+ */
+#define ZKL_TLS_VERIFY_FULL 1
+
+/**
+ * zkl_options.tls: TLS; each server's certificate must chain to tls_ca_file, whatever host it
+ * names. Any server with a certificate of that CA can pose as any other: for tests and for
+ * certificates issued without host names.
+ */
+#define ZKL_TLS_VERIFY_CA 2
+
+/**
+ * zkl_options.tls: TLS without verifying the servers' certificates at all (no CA needed):
+ * encrypted, but anyone on the network path can pose as the ensemble. For tests only.
+ */
+#define ZKL_TLS_NO_VERIFY 3
+
+/**
  * zkl_lock_options.acl: anyone may do anything with the lock's nodes, so any client can delete
  * a holder's node and take the lock (the default, and what zkl_lock_new does).
  */
@@ -300,6 +324,76 @@ typedef struct {
    * the connection. 0: 1048575 (0xfffff, ZooKeeper's default).
    */
   int64_t jute_maxbuffer;
+  /**
+   * SASL authentication on every connection: "DIGEST-MD5" (with sasl_username and
+   * sasl_password) or "GSSAPI" (Kerberos, with sasl_principal; needs MIT Kerberos's
+   * libgssapi_krb5.so.2 on the host, else ZKL_INVALID_ARGUMENT saying so), or NULL for none.
+   * The servers then know the client as sasl:<username or principal>, which the creator ACL
+   * presets mean. Refused credentials fail zkl_client_connect with ZKL_AUTH_FAILED at once.
+   * Every sasl_* string is borrowed: only read during zkl_client_connect.
+   */
+  const char *sasl_mechanism;
+  /**
+   * DIGEST-MD5: the user of the servers' JAAS DigestLoginModule.
+   */
+  const char *sasl_username;
+  /**
+   * DIGEST-MD5: its password (never shown in an error).
+   */
+  const char *sasl_password;
+  /**
+   * GSSAPI: the client's principal, such as "alice@EXAMPLE.COM".
+   */
+  const char *sasl_principal;
+  /**
+   * GSSAPI: a keytab (path) holding the principal's keys, or NULL.
+   */
+  const char *sasl_keytab;
+  /**
+   * GSSAPI: a credential cache ("FILE:/tmp/krb5cc_1000"), or NULL for the default one (or,
+   * with a keytab, one in the process's memory).
+   */
+  const char *sasl_credential_cache;
+  /**
+   * GSSAPI: the servers' service name, the first part of their principals. NULL: "zookeeper".
+   */
+  const char *sasl_service_name;
+  /**
+   * GSSAPI: the host part of the servers' principals. NULL: each server's host as the connect
+   * string names it.
+   */
+  const char *sasl_host;
+  /**
+   * TLS to the servers' secureClientPort: one of ZKL_TLS_*. 0: ZKL_TLS_OFF (plaintext; every
+   * other tls_ field must then be NULL).
+   */
+  int32_t tls;
+  /**
+   * The CA bundle (PEM file path) that the servers' certificates must chain to; required
+   * with ZKL_TLS_VERIFY_FULL and ZKL_TLS_VERIFY_CA. Borrowed: the file is read during
+   * zkl_client_connect, as libzookeeper's zookeeper_init_ssl reads its files.
+   */
+  const char *tls_ca_file;
+  /**
+   * The client's certificate chain (PEM file path), for mutual TLS and x509 auth; set with
+   * tls_key_file. Borrowed, read during zkl_client_connect.
+   */
+  const char *tls_cert_file;
+  /**
+   * The client certificate's private key (PEM file path: PKCS#8, PKCS#1, SEC1, or encrypted
+   * PKCS#8 with tls_key_password). Borrowed, read during zkl_client_connect.
+   */
+  const char *tls_key_file;
+  /**
+   * The password of an encrypted tls_key_file, or NULL. Borrowed: only read during
+   * zkl_client_connect, never kept in an error message; the caller may wipe it afterwards.
+   */
+  const char *tls_key_password;
+  /**
+   * The host name to send as SNI and verify every server's certificate against, instead of
+   * each host of the connect string; NULL for those hosts. Borrowed for the call.
+   */
+  const char *tls_server_name;
 } zkl_options;
 
 /**
@@ -454,7 +548,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth.
+ * Fills *opts with the defaults: both timeouts 0 (10 s each), no digest auth, no SASL, no TLS.
  *
  * Ownership: opts is the caller's. Concurrency: any thread.
  * Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
@@ -466,13 +560,21 @@ zkl_result zkl_options_init(zkl_options *opts);
  * establishes a session; blocks until it is established or the connect timeout passes.
  * opts may be NULL for the defaults.
  *
- * Ownership: hosts and opts (and opts->digest_auth) are borrowed for the call only. On
- * ZKL_OK, *out receives a new client that the caller owns and must end with zkl_client_close;
- * on failure *out is left unchanged.
+ * Ownership: hosts and opts (and its strings: digest_auth, the sasl_ strings, the tls_ files'
+ * paths, the key's password) are borrowed for the call only; the TLS files are read during it.
+ * On ZKL_OK, *out receives a new client that the caller owns and must end with
+ * zkl_client_close; on failure *out is left unchanged.
  * Concurrency: any thread; not from inside a zklock callback.
- * Errors: ZKL_INVALID_ARGUMENT for NULL hosts or out, a malformed connect string, or negative
- * timeouts (before any network traffic); ZKL_TIMEOUT if no session was established in time;
- * ZKL_AUTH_FAILED if the servers rejected the credentials.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL hosts or out, a malformed connect string, negative
+ * timeouts, SASL options that are incomplete or unusable (an unreadable keytab; GSSAPI without
+ * libgssapi_krb5.so.2), or TLS options that are unusable: an unknown opts->tls, a tls_ file that
+ * cannot be read or holds no usable PEM, a certificate without its key, an encrypted key without
+ * its password or with a wrong one (the message names the file, never the password) (all before
+ * any network traffic); ZKL_TIMEOUT if no session was established in time (the message names
+ * each host's cause, e.g. a TLS handshake refused: unknown CA, expired certificate, name
+ * mismatch, client certificate required); ZKL_AUTH_FAILED if the servers rejected the
+ * credentials (a wrong SASL password or principal, at once; the message says why, never the
+ * password).
  */
 zkl_result zkl_client_connect(const char *hosts, const zkl_options *opts, zkl_client **out);
 
@@ -602,7 +704,8 @@ zkl_result zkl_lock_options_init(zkl_lock_options *opts);
 
 /**
  * As zkl_lock_new, with options (NULL: the defaults, as zkl_lock_new). With an ACL naming the
- * authenticated creator the client must have digest auth (zkl_options.digest_auth).
+ * authenticated creator the client must have digest auth (zkl_options.digest_auth) or SASL
+ * (zkl_options.sasl_mechanism).
  *
  * Ownership: path and opts (and what it points to) are borrowed for the call. On ZKL_OK, *out
  * receives a new lock that the caller owns and frees with zkl_lock_free; on failure *out is

@@ -8,7 +8,7 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
-use zklock::{Acl, ClientOptions, LockOptions, Perms, SessionState};
+use zklock::{Acl, ClientOptions, GssapiOptions, LockOptions, Perms, SaslOptions, SessionState};
 
 use crate::lock::NativeLock;
 
@@ -18,6 +18,41 @@ pub struct AclEntry {
     pub perms: u32,
     pub scheme: String,
     pub id: String,
+}
+
+/// The `sasl` option, as the JavaScript layer checked it (its shape; the core checks the values).
+#[napi(object)]
+pub struct SaslConfig {
+    pub mechanism: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub principal: Option<String>,
+    pub keytab: Option<String>,
+    pub credential_cache: Option<String>,
+    pub service_name: Option<String>,
+    pub host: Option<String>,
+}
+
+/// The core's SASL options; what is refused here only comes from calling the addon directly.
+fn sasl_options(config: SaslConfig) -> napi::Result<SaslOptions> {
+    let invalid =
+        |message: &str| napi::Error::new(napi::Status::InvalidArg, format!("ZKLOCK_INVALID_ARGUMENT: {message}"));
+    match (config.mechanism.as_str(), config.username, config.password, config.principal) {
+        ("DIGEST-MD5", Some(username), Some(password), None) => Ok(SaslOptions::digest_md5(username, password)),
+        ("GSSAPI", None, None, Some(principal)) => {
+            let mut kerberos = GssapiOptions::new(principal);
+            kerberos.keytab = config.keytab.map(Into::into);
+            kerberos.credential_cache = config.credential_cache;
+            kerberos.host = config.host;
+            if let Some(service_name) = config.service_name {
+                kerberos.service_name = service_name;
+            }
+            Ok(SaslOptions::Gssapi(kerberos))
+        }
+        _ => Err(invalid(
+            "sasl must be { mechanism: 'DIGEST-MD5', username, password } or { mechanism: 'GSSAPI', principal, ... }",
+        )),
+    }
 }
 
 /// The core's lock options. The JavaScript layer checked the preset's name and each entry's
@@ -50,9 +85,35 @@ fn lock_options(
 use crate::runtime::{self, Shared};
 use crate::rwlock::NativeReadWriteLock;
 
+/// The `tls` option as `tls.connect` names it, PEM contents as strings (the JavaScript layer
+/// joined arrays and decoded Buffers, and checked the types).
+#[napi(object)]
+pub struct Tls {
+    pub ca: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub passphrase: Option<String>,
+    pub reject_unauthorized: bool,
+    pub servername: Option<String>,
+}
+
+impl From<Tls> for zklock::TlsOptions {
+    fn from(tls: Tls) -> zklock::TlsOptions {
+        let mut options = zklock::TlsOptions::new(tls.ca.unwrap_or_default());
+        options.client_cert_pem = tls.cert;
+        options.client_key_pem = tls.key;
+        options.client_key_password = tls.passphrase;
+        options.verify_certificates = tls.reject_unauthorized;
+        options.verify_hostname = tls.reject_unauthorized;
+        options.server_name = tls.servername;
+        options
+    }
+}
+
 /// Connects and establishes a session. The JavaScript layer has validated the arguments; the
-/// core validates the connect string and the auth.
+/// core validates the connect string, the auth and the TLS options.
 #[napi]
+#[allow(clippy::too_many_arguments)] // the JavaScript layer's positional arguments
 pub fn connect<'env>(
     env: &'env Env,
     hosts: String,
@@ -60,12 +121,16 @@ pub fn connect<'env>(
     connect_timeout_ms: u32,
     auth: Option<String>,
     jute_maxbuffer: Option<u32>,
+    sasl: Option<SaslConfig>,
+    tls: Option<Tls>,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
     let mut options = ClientOptions {
         session_timeout: Duration::from_millis(session_timeout_ms.into()),
         connect_timeout: Duration::from_millis(connect_timeout_ms.into()),
         digest_auth: auth,
+        sasl: sasl.map(sasl_options).transpose()?,
         language: "node".into(),
+        tls: tls.map(Into::into),
         ..ClientOptions::default()
     };
     if let Some(limit) = jute_maxbuffer {

@@ -1,10 +1,11 @@
 //! `zklock._native.Client`: one ZooKeeper session at a time, shared by every lock made from it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
-use zklock::ClientOptions;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use zklock::{ClientOptions, GssapiOptions, SaslOptions};
 
 use crate::callbacks::{self, Callback};
 use crate::error::{invalid_argument, IntoPyResult};
@@ -46,11 +47,114 @@ fn digest_auth(py: Python<'_>, hosts: &str, auth: Option<&Bound<'_, PyAny>>) -> 
     Err(invalid_argument(py, hosts, "auth must be \"user:password\" or a (user, password) tuple of str"))
 }
 
+/// kazoo's `sasl_options` (its names: `mechanism`, `username`, `password`, `service`,
+/// `principal`; and zklock's `keytab`, `credential_cache`, `host`) as the core's SASL options.
+/// Errors name the keys, never the password.
+fn sasl_options(py: Python<'_>, hosts: &str, options: Option<&Bound<'_, PyAny>>) -> PyResult<Option<SaslOptions>> {
+    let Some(options) = options else { return Ok(None) };
+    let refused = |what: String| Err(invalid_argument(py, hosts, format!("sasl_options: {what}")));
+    let Ok(dict) = options.cast::<PyDict>() else {
+        return refused(
+            "must be a dict such as {\"mechanism\": \"DIGEST-MD5\", \"username\": ..., \"password\": ...}".into(),
+        );
+    };
+    let mut entries = std::collections::BTreeMap::new();
+    for (key, value) in dict.iter() {
+        let Ok(key) = key.extract::<String>() else { return refused(format!("the key {key} is not a str")) };
+        let Ok(value) = value.extract::<String>() else { return refused(format!("{key:?} must be a str")) };
+        entries.insert(key, value);
+    }
+    let mut take = |key: &str| entries.remove(key);
+    let Some(mechanism) = take("mechanism") else { return refused("\"mechanism\" is missing".into()) };
+    let sasl = match mechanism.to_ascii_uppercase().as_str() {
+        "DIGEST-MD5" => {
+            let (Some(username), Some(password)) = (take("username"), take("password")) else {
+                return refused("DIGEST-MD5 needs \"username\" and \"password\"".into());
+            };
+            SaslOptions::digest_md5(username, password)
+        }
+        "GSSAPI" => {
+            let Some(principal) = take("principal") else {
+                return refused("GSSAPI needs \"principal\", the client's (such as \"alice@EXAMPLE.COM\")".into());
+            };
+            let mut kerberos = GssapiOptions::new(principal);
+            kerberos.keytab = take("keytab").map(Into::into);
+            kerberos.credential_cache = take("credential_cache");
+            kerberos.host = take("host");
+            if let Some(service) = take("service") {
+                kerberos.service_name = service;
+            }
+            SaslOptions::Gssapi(kerberos)
+        }
+        _ => return refused(format!("the mechanism {mechanism:?} is not \"DIGEST-MD5\" or \"GSSAPI\"")),
+    };
+    if let Some(unknown) = entries.keys().next() {
+        return refused(format!("{unknown:?} is not an option of {}", sasl.mechanism()));
+    }
+    Ok(Some(sasl))
+}
+
+/// kazoo's TLS arguments (paths, not contents) as the core's options; `None` without `use_ssl`.
+struct Tls<'a> {
+    use_ssl: bool,
+    ca: Option<PathBuf>,
+    certfile: Option<PathBuf>,
+    keyfile: Option<PathBuf>,
+    keyfile_password: Option<String>,
+    verify_certs: bool,
+    check_hostname: Option<bool>,
+    server_hostname: Option<&'a str>,
+}
+
+impl Tls<'_> {
+    fn options(self, py: Python<'_>, hosts: &str) -> PyResult<Option<zklock::TlsOptions>> {
+        if !self.use_ssl {
+            let given = [
+                ("ca", self.ca.is_some()),
+                ("certfile", self.certfile.is_some()),
+                ("keyfile", self.keyfile.is_some()),
+                ("keyfile_password", self.keyfile_password.is_some()),
+                ("verify_certs", !self.verify_certs),
+                ("check_hostname", self.check_hostname.is_some()),
+                ("server_hostname", self.server_hostname.is_some()),
+            ];
+            return match given.iter().find(|(_, given)| *given) {
+                Some((name, _)) => Err(invalid_argument(py, hosts, format!("{name} is given but use_ssl is False"))),
+                None => Ok(None),
+            };
+        }
+        if self.check_hostname == Some(true) && !self.verify_certs {
+            return Err(invalid_argument(py, hosts, "check_hostname=True needs verify_certs=True"));
+        }
+        if self.verify_certs && self.ca.is_none() {
+            return Err(invalid_argument(
+                py,
+                hosts,
+                "use_ssl needs ca (the CA bundle file the servers' certificates must chain to), \
+                 unless verify_certs is False (for tests only)",
+            ));
+        }
+        let mut tls =
+            zklock::TlsOptions::from_pem_files(self.ca.as_deref(), self.certfile.as_deref(), self.keyfile.as_deref())
+                .py(py)?;
+        tls.client_key_password = self.keyfile_password;
+        tls.verify_certificates = self.verify_certs;
+        tls.verify_hostname = self.verify_certs && self.check_hostname.unwrap_or(true);
+        tls.server_name = self.server_hostname.map(str::to_owned);
+        Ok(Some(tls))
+    }
+}
+
 #[pymethods]
 impl Client {
     /// Connects (blocking, with the GIL released; Ctrl-C interrupts it) and establishes a session.
     #[new]
-    #[pyo3(signature = (hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None, jute_maxbuffer = None))]
+    #[pyo3(signature = (
+        hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None, jute_maxbuffer = None,
+        sasl_options = None, use_ssl = false, ca = None, certfile = None, keyfile = None, keyfile_password = None,
+        verify_certs = true, check_hostname = None, server_hostname = None,
+    ))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments, kazoo's names
     fn new(
         py: Python<'_>,
         hosts: &str,
@@ -58,12 +162,25 @@ impl Client {
         connect_timeout: f64,
         auth: Option<&Bound<'_, PyAny>>,
         jute_maxbuffer: Option<&Bound<'_, PyAny>>,
+        sasl_options: Option<&Bound<'_, PyAny>>,
+        use_ssl: bool,
+        ca: Option<PathBuf>,
+        certfile: Option<PathBuf>,
+        keyfile: Option<PathBuf>,
+        keyfile_password: Option<String>,
+        verify_certs: bool,
+        check_hostname: Option<bool>,
+        server_hostname: Option<&str>,
     ) -> PyResult<Self> {
+        let tls =
+            Tls { use_ssl, ca, certfile, keyfile, keyfile_password, verify_certs, check_hostname, server_hostname };
         let mut options = ClientOptions {
             session_timeout: positive_seconds(py, hosts, "session_timeout", session_timeout)?,
             connect_timeout: positive_seconds(py, hosts, "connect_timeout", connect_timeout)?,
             digest_auth: digest_auth(py, hosts, auth)?,
+            sasl: self::sasl_options(py, hosts, sasl_options)?,
             language: "python".into(),
+            tls: tls.options(py, hosts)?,
             ..ClientOptions::default()
         };
         if let Some(limit) = jute_maxbuffer {

@@ -33,6 +33,8 @@ pub const NOT_FOUND: i32 = 127;
 pub fn connect_failure(err: &zklock::Error) -> (i32, String) {
     use zklock::ErrorKind::*;
     match err.kind() {
+        // The connect string, or SASL options the core found unusable (it names which).
+        InvalidArgument if err.message().starts_with("SASL") => (USAGE, format!("--sasl-*: {err}")),
         InvalidArgument => (USAGE, format!("--zk: {err}")),
         Timeout | ConnectionLoss => (UNAVAILABLE, format!("cannot reach ZooKeeper: {err}")),
         _ => (UNAVAILABLE, format!("cannot connect: {err}")),

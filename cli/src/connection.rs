@@ -1,6 +1,7 @@
 //! How both commands reach ZooKeeper.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::codes;
@@ -17,6 +18,161 @@ pub struct Connection {
     /// How long to try for a session before giving up (exit 69), in seconds
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub connect_timeout: f64,
+    #[command(flatten)]
+    pub sasl: Sasl,
+    #[command(flatten)]
+    pub tls: Tls,
+}
+
+/// SASL authentication. The password is never an argument (`ps` shows arguments to every user):
+/// it comes from `--sasl-password-file` or the environment.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Sasl {
+    /// SASL on every connection: DIGEST-MD5 (--sasl-user, and the password from
+    /// --sasl-password-file or ZKLOCK_SASL_PASSWORD) or GSSAPI (Kerberos: --sasl-principal)
+    #[arg(long, value_name = "MECHANISM", env = "ZKLOCK_SASL_MECHANISM")]
+    pub sasl_mechanism: Option<String>,
+    /// DIGEST-MD5: the user
+    #[arg(long, value_name = "USER", env = "ZKLOCK_SASL_USER")]
+    pub sasl_user: Option<String>,
+    /// DIGEST-MD5: a file whose first line is the password (else ZKLOCK_SASL_PASSWORD)
+    #[arg(long, value_name = "FILE")]
+    pub sasl_password_file: Option<std::path::PathBuf>,
+    /// GSSAPI: the client's principal (alice@EXAMPLE.COM)
+    #[arg(long, value_name = "PRINCIPAL", env = "ZKLOCK_SASL_PRINCIPAL")]
+    pub sasl_principal: Option<String>,
+    /// GSSAPI: a keytab with the principal's keys (default: tickets from the credential cache)
+    #[arg(long, value_name = "FILE", env = "ZKLOCK_SASL_KEYTAB")]
+    pub sasl_keytab: Option<std::path::PathBuf>,
+    /// GSSAPI: the credential cache to use (default: KRB5CCNAME's)
+    #[arg(long, value_name = "CACHE", env = "ZKLOCK_SASL_CREDENTIAL_CACHE")]
+    pub sasl_credential_cache: Option<String>,
+    /// GSSAPI: the servers' service name [default: zookeeper]
+    #[arg(long, value_name = "NAME", env = "ZKLOCK_SASL_SERVICE")]
+    pub sasl_service: Option<String>,
+    /// GSSAPI: the host in the servers' principals (default: each server's host in --zk)
+    #[arg(long, value_name = "HOST", env = "ZKLOCK_SASL_HOST")]
+    pub sasl_host: Option<String>,
+}
+
+/// The environment variable that carries the DIGEST-MD5 password.
+const PASSWORD_VARIABLE: &str = "ZKLOCK_SASL_PASSWORD";
+
+impl Sasl {
+    /// The core's SASL options; an error names the flag, never the password.
+    fn options(&self) -> Result<Option<zklock::SaslOptions>, String> {
+        let Some(mechanism) = &self.sasl_mechanism else {
+            let given = self.sasl_user.is_some() || self.sasl_password_file.is_some() || self.sasl_principal.is_some();
+            return match given {
+                true => Err("--sasl-user, --sasl-password-file and --sasl-principal need --sasl-mechanism".into()),
+                false => Ok(None),
+            };
+        };
+        match mechanism.to_ascii_uppercase().as_str() {
+            "DIGEST-MD5" => {
+                let user = self.sasl_user.clone().ok_or("--sasl-mechanism DIGEST-MD5 needs --sasl-user")?;
+                let password = match &self.sasl_password_file {
+                    Some(file) => {
+                        let text = std::fs::read_to_string(file)
+                            .map_err(|err| format!("--sasl-password-file {}: {err}", file.display()))?;
+                        text.lines().next().unwrap_or_default().to_owned()
+                    }
+                    None => std::env::var(PASSWORD_VARIABLE).map_err(|_| {
+                        format!("--sasl-mechanism DIGEST-MD5 needs a password: --sasl-password-file FILE or {PASSWORD_VARIABLE}")
+                    })?,
+                };
+                Ok(Some(zklock::SaslOptions::digest_md5(user, password)))
+            }
+            "GSSAPI" => {
+                let principal = self.sasl_principal.clone().ok_or("--sasl-mechanism GSSAPI needs --sasl-principal")?;
+                let mut kerberos = zklock::GssapiOptions::new(principal);
+                kerberos.keytab = self.sasl_keytab.clone();
+                kerberos.credential_cache = self.sasl_credential_cache.clone();
+                kerberos.host = self.sasl_host.clone();
+                if let Some(service) = &self.sasl_service {
+                    kerberos.service_name = service.clone();
+                }
+                Ok(Some(zklock::SaslOptions::Gssapi(kerberos)))
+            }
+            other => Err(format!("--sasl-mechanism {other}: DIGEST-MD5 or GSSAPI")),
+        }
+    }
+}
+
+/// TLS to the servers' secureClientPort. The key's password is never an argument (`ps` shows
+/// arguments to every user): it comes from a file or from the environment.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "TLS (to the servers' secureClientPort)")]
+pub struct Tls {
+    /// TLS, verifying the servers' certificates against this CA bundle (PEM)
+    #[arg(long, env = "ZKLOCK_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// The client's certificate chain (PEM), for mutual TLS and x509 auth
+    #[arg(long, env = "ZKLOCK_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM; encrypted PKCS#8 needs its password, from
+    /// --tls-key-password-file or the environment variable ZKLOCK_TLS_KEY_PASSWORD)
+    #[arg(long, env = "ZKLOCK_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A file whose first line is the password of an encrypted --tls-key
+    #[arg(long, env = "ZKLOCK_TLS_KEY_PASSWORD_FILE", value_name = "FILE")]
+    pub tls_key_password_file: Option<PathBuf>,
+    /// Verify the servers' certificates as NAME (and send it as SNI), not as the hosts of --zk
+    #[arg(long, env = "ZKLOCK_TLS_SERVER_NAME", value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// Do not check that the servers' certificates name their hosts (the chain still is)
+    #[arg(long)]
+    pub tls_no_verify_hostname: bool,
+    /// TLS without verifying the servers' certificates at all: for tests only
+    #[arg(long, conflicts_with_all = ["tls_ca", "tls_no_verify_hostname", "tls_server_name"])]
+    pub tls_insecure: bool,
+}
+
+/// The environment variable that may hold the key's password (never an argument).
+pub const KEY_PASSWORD_ENV: &str = "ZKLOCK_TLS_KEY_PASSWORD";
+
+impl Tls {
+    /// The core's TLS options (files read, checked), `None` for plaintext; an error names the
+    /// flag and never quotes a key or a password.
+    fn options(&self) -> Result<Option<zklock::TlsOptions>, String> {
+        let tls_given = self.tls_ca.is_some() || self.tls_insecure;
+        if !tls_given {
+            let given = [
+                ("--tls-cert", self.tls_cert.is_some()),
+                ("--tls-key", self.tls_key.is_some()),
+                ("--tls-key-password-file", self.tls_key_password_file.is_some()),
+                ("--tls-server-name", self.tls_server_name.is_some()),
+                ("--tls-no-verify-hostname", self.tls_no_verify_hostname),
+            ];
+            return match given.iter().find(|(_, given)| *given) {
+                Some((flag, _)) => Err(format!("{flag} needs TLS: give --tls-ca (or, for tests only, --tls-insecure)")),
+                None => Ok(None),
+            };
+        }
+        let password = match &self.tls_key_password_file {
+            Some(file) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|err| format!("--tls-key-password-file {}: {err}", file.display()))?
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            None => std::env::var(KEY_PASSWORD_ENV).ok(),
+        };
+        let mut tls = zklock::TlsOptions::from_pem_files(
+            self.tls_ca.as_deref(),
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+        )
+        .map_err(|err| format!("--tls: {}", err.message()))?;
+        tls.client_key_password = password;
+        tls.verify_certificates = !self.tls_insecure;
+        tls.verify_hostname = !self.tls_insecure && !self.tls_no_verify_hostname;
+        tls.server_name = self.tls_server_name.clone();
+        tls.check().map_err(|err| format!("--tls: {}", err.message()))?;
+        Ok(Some(tls))
+    }
 }
 
 impl Connection {
@@ -30,7 +186,9 @@ impl Connection {
             .ok()
             .filter(|timeout| !timeout.is_zero())
             .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
-        Ok(zklock::ClientOptions { session_timeout, connect_timeout, ..Default::default() })
+        let sasl = self.sasl.options()?;
+        let tls = self.tls.options()?;
+        Ok(zklock::ClientOptions { session_timeout, connect_timeout, sasl, tls, ..Default::default() })
     }
 
     /// Connects (as the `cli` language, on a runtime of this thread), runs `work` with the

@@ -124,9 +124,15 @@ impl AclEntry {
     }
 
     /// `perms` for the node's creator, that is for every identity its client authenticated
-    /// with (`auth:`, which the server stores as the creator's digest identity).
+    /// with (`auth:`, which the server stores as the creator's digest, SASL and x509 identities).
     pub fn creator(perms: Perms) -> AclEntry {
         AclEntry::new(perms, "auth", "")
+    }
+
+    /// `perms` for a SASL identity (`sasl:<identity>`): a DIGEST-MD5 user, or a Kerberos
+    /// principal as the servers give it (see [`crate::SaslOptions::identity`]).
+    pub fn sasl(perms: Perms, identity: &str) -> AclEntry {
+        AclEntry::new(perms, "sasl", identity)
     }
 
     /// `perms` for the user of digest credentials `"user:password"`, as the server stores it:
@@ -165,10 +171,12 @@ pub enum Acl {
     #[default]
     Open,
     /// Full rights for the authenticated creator, read for everyone: others can list the queue
-    /// and read who holds, but neither queue nor delete. Needs digest auth on the client.
+    /// and read who holds, but neither queue nor delete. Needs digest auth, SASL or a TLS
+    /// client certificate on the client (the creator is each of its identities: `digest:`,
+    /// `sasl:`, `x509:`).
     CreatorAllWorldRead,
     /// Full rights for the authenticated creator and nothing for anyone else (others cannot
-    /// even list the queue). Needs digest auth on the client.
+    /// even list the queue). Needs digest auth, SASL or a TLS client certificate on the client.
     CreatorAll,
     /// These entries, as given. The contenders need READ, CREATE and DELETE.
     Custom(Vec<AclEntry>),
@@ -191,8 +199,8 @@ impl Acl {
     }
 
     /// Refuses, before any network traffic, an ACL the server would refuse or that would shut
-    /// out this very client: `digest_auth` is the client's `"user:password"`, if any.
-    pub(crate) fn check(&self, digest_auth: Option<&str>) -> Result<()> {
+    /// out this very client, known to the servers as `identities`.
+    pub(crate) fn check(&self, identities: &Identities) -> Result<()> {
         let entries = self.entries();
         if entries.is_empty() {
             return Err(Error::invalid("the lock's ACL is empty: it needs at least one entry"));
@@ -208,14 +216,15 @@ impl Acl {
                 "digest" if !entry.id.contains(':') => {
                     return refuse("is not valid: a digest id is \"user:base64(sha1(\\\"user:password\\\"))\"")
                 }
-                "auth" if digest_auth.is_none() => {
+                "auth" if identities.is_empty() => {
                     let which = match self {
                         Acl::Custom(_) => "an auth entry".to_owned(),
                         preset => format!("{preset}"),
                     };
                     return Err(Error::invalid(format!(
                         "the lock's ACL ({which}) gives rights to the authenticated creator, but this client has no \
-                         credentials: connect with digest auth (\"user:password\"), or use an open or custom ACL"
+                         credentials: connect with digest auth (\"user:password\"), SASL or a TLS client \
+                         certificate, or use an open or custom ACL"
                     )));
                 }
                 _ => {}
@@ -224,10 +233,12 @@ impl Acl {
                 return refuse("contains a NUL character");
             }
         }
-        // Only world, auth and digest entries can be matched to this client here; with others
-        // (ip, x509, sasl) the server decides.
-        if entries.iter().all(|entry| matches!(entry.scheme.as_str(), "world" | "auth" | "digest")) {
-            let mine = own_perms(&self.expected(digest_auth), digest_auth);
+        // Only entries of schemes this client's identities are known in can be matched here;
+        // with others (ip; x509 before the server named it) the server decides.
+        if entries.iter().all(|entry| identities.decides(&entry.scheme)) {
+            // An `auth` entry is the creator's, this client's, whichever identities it has.
+            let creator = entries.iter().filter(|entry| entry.scheme == "auth").fold(Perms(0), |p, e| p | e.perms);
+            let mine = own_perms(&self.expected(identities), identities) | creator;
             let needed = Perms::READ | Perms::CREATE | Perms::DELETE;
             if !mine.contains(needed) {
                 return Err(Error::invalid(format!(
@@ -240,21 +251,21 @@ impl Acl {
     }
 
     /// The entries as the server stores them for a node this client creates: `auth:` becomes
-    /// the client's digest identity.
-    fn expected(&self, digest_auth: Option<&str>) -> Vec<AclEntry> {
+    /// each of the client's identities.
+    fn expected(&self, identities: &Identities) -> Vec<AclEntry> {
         self.entries()
             .into_iter()
-            .filter_map(|entry| match entry.scheme.as_str() {
-                "auth" => digest_auth.map(|auth| AclEntry::new(entry.perms, "digest", digest_id(auth))),
-                _ => Some(entry),
+            .flat_map(|entry| match entry.scheme.as_str() {
+                "auth" => identities.entries(entry.perms),
+                _ => vec![entry],
             })
             .collect()
     }
 
     /// The entries of an existing node's ACL (as the server reports them) that grant more than
     /// this ACL would, made by this client: the rights it would give that this one does not.
-    pub(crate) fn excess(&self, actual: &[zk::Acl], digest_auth: Option<&str>) -> Vec<AclEntry> {
-        let expected = self.expected(digest_auth);
+    pub(crate) fn excess(&self, actual: &[zk::Acl], identities: &Identities) -> Vec<AclEntry> {
+        let expected = self.expected(identities);
         let anyone =
             expected.iter().filter(|e| e.scheme == "world" && e.id == "anyone").fold(Perms(0), |p, e| p | e.perms);
         let actual = reported(actual);
@@ -292,15 +303,15 @@ impl fmt::Display for Acl {
 }
 
 /// The rights a contender needs that an existing node's ACL (as the server reports it) does
-/// not grant this client (`digest_auth`, if any); `None` when all are granted, or when the ACL
-/// has entries of schemes this client cannot be matched against here (ip, x509, sasl).
-pub(crate) fn missing_rights(actual: &[zk::Acl], digest_auth: Option<&str>) -> Option<Perms> {
+/// not grant this client (known as `identities`); `None` when all are granted, or when the ACL
+/// has entries of schemes this client cannot be matched against here (ip; x509 unless known).
+pub(crate) fn missing_rights(actual: &[zk::Acl], identities: &Identities) -> Option<Perms> {
     let entries = reported(actual);
-    if !entries.iter().all(|entry| matches!(entry.scheme.as_str(), "world" | "digest")) {
+    if !entries.iter().all(|entry| identities.decides(&entry.scheme)) {
         return None;
     }
     let needed = Perms::READ | Perms::CREATE | Perms::DELETE;
-    let mine = own_perms(&entries, digest_auth);
+    let mine = own_perms(&entries, identities);
     (!mine.contains(needed)).then_some(Perms(needed.0 & !mine.0))
 }
 
@@ -313,16 +324,92 @@ pub(crate) fn describe(actual: &[zk::Acl]) -> String {
     entries.join(", ")
 }
 
-/// What this client may do under `expected`: what anyone may, and what its digest identity may.
-fn own_perms(acl: &[AclEntry], digest_auth: Option<&str>) -> Perms {
-    let me = digest_auth.map(digest_id);
+/// What this client may do under `acl`: what anyone may, and what its identities may.
+fn own_perms(acl: &[AclEntry], identities: &Identities) -> Perms {
     acl.iter()
-        .filter(|e| match (e.scheme.as_str(), &me) {
-            ("world", _) => e.id == "anyone",
-            ("digest", Some(me)) => same_id("digest", &e.id, me, acl),
-            _ => false,
+        .filter(|e| match e.scheme.as_str() {
+            "world" => e.id == "anyone",
+            _ => identities
+                .entries(Perms(0))
+                .iter()
+                .any(|me| me.scheme == e.scheme && same_id(&e.scheme, &e.id, &me.id, acl)),
         })
         .fold(Perms(0), |p, e| p | e.perms)
+}
+
+/// Who the servers know a client as: the identities its credentials give it, which an `auth:`
+/// entry (the creator) stands for. Before any traffic, from the options; once a session exists,
+/// as the server reports them (ZooKeeper 3.7+'s whoAmI), which also names the x509 identity of
+/// a TLS client certificate and a Kerberos principal as the server shortened it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Identities {
+    /// `(scheme, id)` of each identity: digest's `user:base64(sha1("user:password"))` (the
+    /// password itself is not kept), sasl's user or principal, x509's certificate subject.
+    ids: Vec<(String, String)>,
+    /// A TLS client certificate gives an x509 identity that `ids` lacks (its subject, as the
+    /// server formats it, is only known from the server): x509 entries cannot be matched here.
+    x509_unknown: bool,
+}
+
+impl Identities {
+    /// The identities that digest credentials `"user:password"`, a SASL identity and a TLS
+    /// client certificate (`client_cert`) give, as far as the options tell.
+    pub(crate) fn configured(digest_auth: Option<&str>, sasl: Option<&str>, client_cert: bool) -> Identities {
+        let digest = digest_auth.map(|auth| ("digest".to_owned(), digest_id(auth)));
+        let sasl = sasl.map(|identity| ("sasl".to_owned(), identity.to_owned()));
+        Identities { ids: digest.into_iter().chain(sasl).collect(), x509_unknown: client_cert }
+    }
+
+    /// These identities with those the server reports for a session, `(scheme, user)`: the
+    /// ones an `auth:` entry stands for (not `ip`, which the server does not count as
+    /// authenticated). The server reports a digest identity by its user alone, so the digest
+    /// identity stays the configured one (with its hash).
+    pub(crate) fn with_reported(&self, reported: impl IntoIterator<Item = (String, String)>) -> Identities {
+        let digest = self.ids.iter().filter(|(scheme, _)| scheme == "digest").cloned();
+        let others = reported.into_iter().filter(|(scheme, _)| !matches!(scheme.as_str(), "ip" | "world" | "digest"));
+        Identities { ids: digest.chain(others).collect(), x509_unknown: false }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ids.is_empty() && !self.x509_unknown
+    }
+
+    /// Whether entries of `scheme` can be matched to this client here (the server decides the
+    /// others: ip, and x509 while its identity is unknown).
+    fn decides(&self, scheme: &str) -> bool {
+        match scheme {
+            "world" | "auth" | "digest" | "sasl" => true,
+            "x509" => !self.x509_unknown,
+            _ => false,
+        }
+    }
+
+    /// An entry of `perms` for each identity, as the server stores the creator's.
+    fn entries(&self, perms: Perms) -> Vec<AclEntry> {
+        self.ids.iter().map(|(scheme, id)| AclEntry::new(perms, scheme, id)).collect()
+    }
+}
+
+impl fmt::Display for Identities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut named: Vec<String> = self
+            .ids
+            .iter()
+            .map(|(scheme, id)| match scheme.as_str() {
+                "digest" => format!("digest user {}", id.split(':').next().unwrap_or_default()),
+                "sasl" => format!("SASL identity {id}"),
+                "x509" => format!("certificate {id}"),
+                _ => format!("{scheme}:{id}"),
+            })
+            .collect();
+        if self.x509_unknown {
+            named.push("a client certificate".to_owned());
+        }
+        match named.is_empty() {
+            true => f.write_str("an unauthenticated client"),
+            false => f.write_str(&named.join(", ")),
+        }
+    }
 }
 
 /// Entries of an ACL as the server reports them.
@@ -338,6 +425,9 @@ fn reported(actual: &[zk::Acl]) -> Vec<AclEntry> {
 fn same_id(scheme: &str, reported: &str, id: &str, acl: &[AclEntry]) -> bool {
     if reported == id {
         return true;
+    }
+    if scheme == "sasl" {
+        return crate::sasl::identity_forms(id).iter().any(|form| form == reported);
     }
     let user = |id: &str| id.split(':').next().unwrap_or_default().to_owned();
     scheme == "digest"
@@ -388,7 +478,7 @@ mod tests {
 
     #[test]
     fn excess_is_what_an_existing_acl_grants_beyond_the_asked() {
-        let me = Some("alice:secret");
+        let me = &Identities::configured(Some("alice:secret"), None, false);
         let alice = digest_id("alice:secret");
         let acl = |perms: zk::Permission, scheme: &str, id: &str| zk::Acl::new(perms, zk::AuthId::new(scheme, id));
         let ours = [acl(zk::Permission::ALL, "digest", &alice), acl(zk::Permission::READ, "world", "anyone")];
@@ -409,22 +499,28 @@ mod tests {
             AclEntry::digest(Perms::READ | Perms::CREATE | Perms::DELETE, "bob:pw").unwrap(),
         ]);
         let hidden = [acl(zk::Permission::ALL, "digest", "alice:x"), acl(rcd, "digest", "bob:x")];
-        assert!(custom.excess(&hidden, Some("bob:pw")).is_empty());
-        assert_eq!(missing_rights(&hidden, Some("bob:pw")), None);
-        assert_eq!(missing_rights(&hidden, Some("carol:pw")), Some(Perms::READ | Perms::CREATE | Perms::DELETE));
+        let bob_pw = Identities::configured(Some("bob:pw"), None, false);
+        assert!(custom.excess(&hidden, &bob_pw).is_empty());
+        assert_eq!(missing_rights(&hidden, &bob_pw), None);
+        assert_eq!(
+            missing_rights(&hidden, &Identities::configured(Some("carol:pw"), None, false)),
+            Some(Perms::READ | Perms::CREATE | Perms::DELETE)
+        );
         let twice = [hidden[0].clone(), hidden[1].clone(), acl(zk::Permission::ALL, "digest", "bob:x")];
-        assert_eq!(custom.excess(&twice, Some("bob:pw")).len(), 2, "two bobs: neither can be told to be ours");
+        assert_eq!(custom.excess(&twice, &bob_pw).len(), 2, "two bobs: neither can be told to be ours");
     }
 
     #[test]
     fn checks_refuse_before_any_traffic() {
-        assert!(Acl::Open.check(None).is_ok());
-        assert!(Acl::CreatorAllWorldRead.check(Some("a:b")).is_ok());
+        assert!(Acl::Open.check(&Identities::default()).is_ok());
+        assert!(Acl::CreatorAllWorldRead.check(&Identities::configured(Some("a:b"), None, false)).is_ok());
         for acl in [Acl::CreatorAllWorldRead, Acl::CreatorAll, Acl::Custom(vec![AclEntry::creator(Perms::ALL)])] {
-            let err = acl.check(None).unwrap_err();
+            let err = acl.check(&Identities::default()).unwrap_err();
             assert!(err.message().contains("no credentials"), "{err}");
         }
-        let refused = |entries: Vec<AclEntry>| Acl::Custom(entries).check(Some("a:b")).unwrap_err().to_string();
+        let refused = |entries: Vec<AclEntry>| {
+            Acl::Custom(entries).check(&Identities::configured(Some("a:b"), None, false)).unwrap_err().to_string()
+        };
         assert!(refused(vec![]).contains("empty"));
         assert!(refused(vec![AclEntry::anyone(Perms::from_bits(0).unwrap())]).contains("no permission"));
         assert!(refused(vec![AclEntry::new(Perms::ALL, "world", "everyone")]).contains("anyone"));
@@ -433,5 +529,50 @@ mod tests {
         assert!(Perms::from_bits(32).is_none());
         assert_eq!((Perms::READ | Perms::CREATE).to_string(), "READ|CREATE");
         assert_eq!(Perms::ALL.to_string(), "ALL");
+    }
+
+    #[test]
+    fn sasl_identities_are_the_creator_and_match_shortened_principals() {
+        let me = &Identities::configured(None, Some("alice@ZKLOCK.TEST"), false);
+        assert!(Acl::CreatorAll.check(me).is_ok());
+        assert_eq!(Acl::CreatorAll.expected(me), vec![AclEntry::sasl(Perms::ALL, "alice@ZKLOCK.TEST")]);
+        let acl = |perms: zk::Permission, scheme: &str, id: &str| zk::Acl::new(perms, zk::AuthId::new(scheme, id));
+        // As the server stores `auth:` for a SASL client, whole or with the realm removed.
+        for id in ["alice@ZKLOCK.TEST", "alice"] {
+            let stored = [acl(zk::Permission::ALL, "sasl", id)];
+            assert!(Acl::CreatorAll.excess(&stored, me).is_empty(), "{id}");
+            assert_eq!(missing_rights(&stored, me), None, "{id}");
+        }
+        let bobs = [acl(zk::Permission::ALL, "sasl", "bob@ZKLOCK.TEST")];
+        assert_eq!(Acl::CreatorAll.excess(&bobs, me).len(), 1);
+        assert_eq!(missing_rights(&bobs, me), Some(Perms::READ | Perms::CREATE | Perms::DELETE));
+        // Digest and SASL together: the creator is both.
+        let both = Identities::configured(Some("alice:secret"), Some("alice"), false);
+        assert_eq!(Acl::CreatorAll.expected(&both).len(), 2);
+        assert_eq!(both.to_string(), "digest user alice, SASL identity alice");
+        let custom = Acl::Custom(vec![AclEntry::sasl(Perms::ALL, "bob")]);
+        assert!(custom.check(me).unwrap_err().message().contains("READ, CREATE and DELETE"));
+    }
+
+    #[test]
+    fn a_client_certificate_is_an_identity_that_the_server_names() {
+        // Before any traffic: the creator presets are allowed, x509 entries left to the server.
+        let before = Identities::configured(None, None, true);
+        assert!(Acl::CreatorAll.check(&before).is_ok());
+        assert!(Acl::Custom(vec![AclEntry::new(Perms::ALL, "x509", "CN=bob,O=zklock")]).check(&before).is_ok());
+        let acl = |perms: zk::Permission, scheme: &str, id: &str| zk::Acl::new(perms, zk::AuthId::new(scheme, id));
+        let stored = [acl(zk::Permission::ALL, "x509", "CN=alice,O=zklock"), acl(zk::Permission::ALL, "sasl", "alice")];
+        assert_eq!(missing_rights(&stored, &before), None, "the server decides");
+        // As the server reports them (ip is no authenticated identity): the creator is both.
+        let reported = before.with_reported(
+            [("ip", "127.0.0.1"), ("x509", "CN=alice,O=zklock"), ("sasl", "alice")]
+                .map(|(scheme, id)| (scheme.to_owned(), id.to_owned())),
+        );
+        assert!(Acl::CreatorAll.excess(&stored, &reported).is_empty());
+        assert_eq!(missing_rights(&stored, &reported), None);
+        let bobs = [acl(zk::Permission::ALL, "x509", "CN=bob,O=zklock")];
+        assert_eq!(Acl::CreatorAll.excess(&bobs, &reported).len(), 1);
+        assert_eq!(missing_rights(&bobs, &reported), Some(Perms::READ | Perms::CREATE | Perms::DELETE));
+        assert_eq!(reported.to_string(), "certificate CN=alice,O=zklock, SASL identity alice");
     }
 }

@@ -41,6 +41,10 @@ pub struct ClientOptions {
     /// certificates verified against a CA bundle and, unless turned off, their host names
     /// checked; a client certificate for mutual TLS. `None` (the default): plaintext.
     pub tls: Option<crate::TlsOptions>,
+    /// SASL authentication on every connection: DIGEST-MD5 (a user and password) or Kerberos
+    /// (GSSAPI). The servers then know the client as `sasl:<identity>` too, which the ACL
+    /// presets' creator means. `None` (the default): no SASL.
+    pub sasl: Option<crate::SaslOptions>,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -53,6 +57,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("language", &self.language)
             .field("jute_maxbuffer", &self.jute_maxbuffer)
             .field("tls", &self.tls)
+            .field("sasl", &self.sasl)
             .finish()
     }
 }
@@ -66,6 +71,7 @@ impl Default for ClientOptions {
             language: Cow::Borrowed("rust"),
             jute_maxbuffer: validate::DEFAULT_JUTE_MAXBUFFER,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -151,6 +157,11 @@ pub(crate) struct ClientInner {
     pub(crate) options: ClientOptions,
     /// `options.tls` as the ZooKeeper client takes it, checked at connect.
     tls: Option<zk::TlsOptions>,
+    /// `options.sasl` as the ZooKeeper client takes it, checked at connect.
+    sasl: Option<zk::SaslOptions>,
+    /// Who the servers know this client as, as far as its options tell: for the checks before
+    /// any traffic (a session learns it from the server: `Session::identities`).
+    pub(crate) identities: crate::acl::Identities,
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
     pub(crate) closed: Closed,
@@ -203,7 +214,12 @@ impl Client {
     ///   a trusted CA, has expired, does not name the host, or the server requires a client
     ///   certificate, ...), and [`Error::path`] is the connect string.
     /// * [`ErrorKind::ZooKeeper`] (code -101, NoNode) if the chroot does not exist.
-    /// * [`ErrorKind::AuthFailed`] if the server rejected the credentials.
+    /// * [`ErrorKind::InvalidArgument`] for [`ClientOptions::sasl`] with an empty user or
+    ///   principal, a keytab that cannot be read, or (Kerberos) on a host without MIT Kerberos's
+    ///   GSS-API library (`libgssapi_krb5.so.2`): the message says what is missing.
+    /// * [`ErrorKind::AuthFailed`] if the server rejected the credentials (a wrong SASL user,
+    ///   password or principal, or a principal whose tickets could not be had), at once: the
+    ///   message says why for each server tried.
     pub async fn connect_with(connect_string: &str, options: ClientOptions) -> Result<Client> {
         // Every error of connecting names the connect string as its path, whatever found it.
         Self::connect_as(connect_string, options).await.map_err(|err| err.with_path(connect_string))
@@ -226,6 +242,12 @@ impl Client {
             }
         }
         let tls = options.tls.as_ref().map(crate::TlsOptions::to_zk).transpose()?;
+        let sasl = options.sasl.as_ref().map(crate::SaslOptions::to_zk).transpose()?;
+        let identities = crate::acl::Identities::configured(
+            options.digest_auth.as_deref(),
+            options.sasl.as_ref().map(crate::SaslOptions::identity),
+            options.tls.as_ref().is_some_and(|tls| tls.client_cert_pem.is_some()),
+        );
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
         let identity = Arc::new(HostIdentity {
@@ -241,6 +263,8 @@ impl Client {
             connect_string: connect_string.to_owned(),
             options,
             tls,
+            sasl,
+            identities,
             chroot,
             closed,
             runtime,
@@ -513,6 +537,9 @@ impl ClientInner {
         if let Some(tls) = &self.tls {
             connector = connector.with_tls(tls.clone());
         }
+        if let Some(sasl) = &self.sasl {
+            connector = connector.with_sasl(sasl.clone());
+        }
         // Tried again until the connect timeout: the ZooKeeper client gives up a round by its own
         // reckoning (about the session timeout), which may come well before ours.
         let deadline = tokio::time::Instant::now() + options.connect_timeout;
@@ -539,6 +566,18 @@ impl ClientInner {
                         ),
                     )
                     .with_path(&self.connect_string));
+                }
+                Ok(Err(zk::Error::AuthFailed)) => {
+                    // The observer heard why: the server's refusal, or the SASL exchange failing here.
+                    let causes: Vec<String> =
+                        failures.lock().iter().map(|(host, cause)| format!("{host}: {cause}")).collect();
+                    let causes = if causes.is_empty() {
+                        "the server refused the credentials".to_owned()
+                    } else {
+                        causes.join("; ")
+                    };
+                    return Err(Error::from_zk(zk::Error::AuthFailed, path, "connecting")
+                        .with_message(format!("connecting: the credentials were refused ({causes})")));
                 }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path, "connecting")),
             }

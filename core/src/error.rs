@@ -141,6 +141,11 @@ impl Error {
         self
     }
 
+    pub(crate) fn with_message(mut self, message: impl Into<Cow<'static, str>>) -> Self {
+        self.inner.message = message.into();
+        self
+    }
+
     pub(crate) fn with_path(mut self, path: &str) -> Self {
         self.inner.path = Some(shown(path));
         self
@@ -161,7 +166,7 @@ impl Error {
             Zk::NoAuth => format!(
                 "{doing}: ZooKeeper refused it for want of rights (NoAuth): the ACL of the lock path (or, creating \
                  the path, of its parent) does not grant this client's credentials what it needs; connect with \
-                 digest auth as a user the ACL names, or use another path"
+                 digest auth or SASL as a user the ACL names, or use another path"
             ),
             _ => format!("{doing}: {err}"),
         }

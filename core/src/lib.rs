@@ -44,7 +44,8 @@
 //! [`ClientOptions::tls`] ([`TlsOptions`]): TLS to the servers' `secureClientPort`, the server
 //! certificates verified against a CA bundle (host names checked unless turned off), and a
 //! client certificate for mutual TLS and ZooKeeper's x509 auth (ACL entries `x509:<subject>`);
-//! [`ClientOptions::digest_auth`]: digest credentials.
+//! [`ClientOptions::sasl`] ([`SaslOptions`]): SASL DIGEST-MD5 or Kerberos (GSSAPI), ACL entries
+//! `sasl:<identity>`; [`ClientOptions::digest_auth`]: digest credentials.
 //!
 //! ## Errors
 //! One [`Error`] type whose [`ErrorKind`] is stable; the bindings map each kind one to one.
@@ -70,6 +71,7 @@ mod owners;
 mod policy;
 mod retry;
 mod rwlock;
+mod sasl;
 mod semaphore;
 mod session;
 mod tls;
@@ -88,6 +90,7 @@ pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions,
 pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;
+pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
 pub use crate::session::LostReason;
 pub use crate::tls::TlsOptions;

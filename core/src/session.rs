@@ -75,6 +75,8 @@ pub(crate) struct Session {
     pub(crate) ended: CancellationToken,
     /// Shared with the holds of this session, which must not keep the session itself alive.
     pub(crate) over: Arc<AtomicBool>,
+    /// Who the server knows this session as, asked once, when a protected lock first needs it.
+    pub(crate) identities: tokio::sync::OnceCell<crate::acl::Identities>,
 }
 
 impl Session {
@@ -104,6 +106,7 @@ impl Session {
             lease,
             ended: closed.child_token(),
             over: Arc::new(AtomicBool::new(false)),
+            identities: tokio::sync::OnceCell::new(),
         });
         // The monitor holds only a state watcher and weak references, never the session
         // handle, so it cannot keep the session alive.

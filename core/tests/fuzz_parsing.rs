@@ -1,8 +1,8 @@
 //! Property tests of everything zklock parses or validates from outside: lock paths, connect
-//! strings, client options, owner labels, lock identifiers, and the names and data of lock nodes
-//! as a real server lists them. Whatever the input: no panic, and either success or
-//! `InvalidArgument` with a message naming what was wrong; valid input is accepted, and what has
-//! a round trip (labels, identifiers, node names and data) comes back unchanged.
+//! strings, client options, TLS keys and passwords, owner labels, lock identifiers, and the names
+//! and data of lock nodes as a real server lists them. Whatever the input: no panic, and either
+//! success or `InvalidArgument` with a message naming what was wrong; valid input is accepted,
+//! and what has a round trip (labels, identifiers, node names and data) comes back unchanged.
 //!
 //! Cases per property: `PROPTEST_CASES` (default 256; the properties that talk to the server run
 //! an eighth as many). `PROPTEST_RNG_SEED` replays a run (scripts/fuzz sets both). The server is
@@ -547,5 +547,45 @@ proptest! {
             prop_assert_eq!(left, expected, "only the strays are left");
             Ok::<(), TestCaseError>(())
         })?;
+    }
+}
+
+// ------------------------------------------------------------------ TLS options
+
+/// Armored random base64: what an encrypted key's PEM looks like, holding anything.
+fn armored_key() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9+/=\n]{0,200}".prop_map(|body| {
+        format!("-----BEGIN ENCRYPTED PRIVATE KEY-----\n{body}\n-----END ENCRYPTED PRIVATE KEY-----\n")
+    })
+}
+
+proptest! {
+    // Decrypting a real key costs its key derivation: fewer cases.
+    #![proptest_config(server_config())]
+
+    /// A client key (random text, random armored PEM, or the test kit's encrypted key) with any
+    /// password: `check` never panics, refuses with `InvalidArgument`, and its message quotes
+    /// neither the password nor the key.
+    #[test]
+    fn tls_keys_and_passwords_are_refused_without_quoting_them(
+        key in prop_oneof![2 => any_text(), 2 => armored_key(), 1 => Just(zklock_testkit::TlsCerts::get().alice_encrypted_key().0)],
+        password in prop::option::of("[ -~]{8,24}"),
+    ) {
+        let (cert, _) = zklock_testkit::TlsCerts::get().client("alice");
+        let mut tls = zklock::TlsOptions::without_verification();
+        tls.client_cert_pem = Some(cert);
+        tls.client_key_pem = Some(key.clone());
+        tls.client_key_password = password.clone();
+        prop_assume!(password.as_deref() != Some(zklock_testkit::TlsCerts::get().alice_encrypted_key().1.as_str()));
+        let err = tls.check().expect_err("no usable key");
+        prop_assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{}", err);
+        let shown = format!("{err} {err:?} {tls:?}");
+        if let Some(password) = &password {
+            prop_assert!(!shown.contains(password.as_str()), "{}", shown);
+        }
+        let body = key.lines().find(|line| line.len() >= 16 && !line.starts_with("-----"));
+        if let Some(body) = body {
+            prop_assert!(!shown.contains(body), "{}", shown);
+        }
     }
 }

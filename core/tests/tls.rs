@@ -2,7 +2,8 @@
 //! client certificates required, x509 auth), started by the test kit with certificates made by
 //! `scripts/zk tls-certs`: a lock held and released over TLS, each refused handshake naming its
 //! cause (untrusted, expired, another host's, no client certificate), an x509 ACL keeping another
-//! identity out, and a TLS session surviving a leader kill.
+//! identity out, a TLS session surviving a leader kill; an encrypted client key with its
+//! password, verification off, a server-name override; and a lock over TLS 1.3 on ZooKeeper 3.9.
 
 mod common;
 
@@ -287,4 +288,152 @@ fn no_write_over_tls_raises_sigpipe() {
         other.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap().release().await.unwrap();
         client.close().await;
     });
+}
+
+/// A client whose options are refused must fail at once, before any traffic: nothing listens on
+/// this port, so reaching the network would end in a timeout instead.
+const NOWHERE: &str = "localhost:1";
+
+async fn refused_at_once(tls: zklock::TlsOptions) -> zklock::Error {
+    let started = std::time::Instant::now();
+    let err = Client::connect_with(NOWHERE, options(tls)).await.err().expect("refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused before any traffic, not after {:?}",
+        started.elapsed()
+    );
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_client_key_is_used_with_its_password_which_is_never_shown() {
+    let (key, password) = certs().alice_encrypted_key();
+    assert!(key.contains("BEGIN ENCRYPTED PRIVATE KEY"));
+    let mut tls = tls_as(Some("alice"));
+    tls.client_key_pem = Some(key.clone());
+    tls.client_key_password = Some(password.clone());
+    let shown = format!("{:?}", options(tls.clone()));
+    assert!(!shown.contains(&password) && !shown.contains("BEGIN"), "{shown}");
+    // The server knows the client by alice's certificate: an x509 ACL naming her admits it.
+    let path = unique_path("tls-encrypted-key");
+    let client = Client::connect_with(&server().tls_connect_string(), options(tls.clone())).await.unwrap();
+    let acl = Acl::Custom(vec![AclEntry::new(Perms::ALL, "x509", certs().x509_id("alice"))]);
+    let lock = client.lock_with(&path, LockOptions { acl, ..LockOptions::default() }).unwrap();
+    let guard = lock.acquire(&Owner::unique()).await.unwrap();
+    // What the lock node tells others carries no secret.
+    for holder in lock.contenders().await.unwrap() {
+        let identity = format!("{holder:?}");
+        assert!(!identity.contains(&password) && !identity.contains("PRIVATE"), "{identity}");
+    }
+    guard.release().await.unwrap();
+    client.close().await;
+
+    // A wrong password, and none, are invalid arguments naming the key, never the password.
+    tls.client_key_password = Some("not the password".into());
+    let err = refused_at_once(tls.clone()).await;
+    assert!(err.message().contains("client private key could not be decrypted with the password"), "{err}");
+    assert!(!format!("{err}{err:?}").contains("not the password"), "{err:?}");
+    tls.client_key_password = None;
+    let err = refused_at_once(tls).await;
+    assert!(err.message().contains("client private key is encrypted and no password is given"), "{err}");
+    // Read from files, the key's errors name its file.
+    let mut tls = zklock::TlsOptions::from_pem_files(
+        Some(&certs().path("ca.pem")),
+        Some(&certs().path("alice.pem")),
+        Some(&certs().path("alice-encrypted.key")),
+    )
+    .unwrap();
+    tls.client_key_password = Some("wrong".into());
+    let err = refused_at_once(tls.clone()).await;
+    let named = certs().path("alice-encrypted.key").display().to_string();
+    assert!(err.message().contains(&format!("client private key {named} could not be decrypted")), "{err}");
+    tls.client_key_password = Some(password);
+    Client::connect_with(&server().tls_connect_string(), options(tls)).await.unwrap().close().await;
+    let missing = certs().path("no-such.pem");
+    let err = zklock::TlsOptions::from_pem_files(Some(&missing), None, None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains(&format!("cannot read the CA bundle {}", missing.display())), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_verification_any_server_certificate_is_accepted() {
+    // No CA at all (and the server's certificate names localhost, not the address used): the
+    // connection is encrypted, the server unauthenticated. Mutual TLS still works.
+    let by_address = format!("127.0.0.1:{}", server().secure_port(0));
+    let mut tls = zklock::TlsOptions::without_verification();
+    let (cert, key) = certs().client("alice");
+    tls.client_cert_pem = Some(cert);
+    tls.client_key_pem = Some(key);
+    let client = Client::connect_with(&by_address, options(tls.clone())).await.expect("connects unverified");
+    let path = unique_path("tls-unverified");
+    client.lock(&path).unwrap().acquire(&Owner::unique()).await.unwrap().release().await.unwrap();
+    client.close().await;
+    // Verification on, with no CA bundle: refused at once, saying so.
+    tls.verify_certificates = true;
+    let err = refused_at_once(tls).await;
+    assert!(err.message().contains("no CA bundle"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_name_replaces_the_connect_strings_host_in_verification() {
+    // The certificate names localhost; reached by address, the server name makes it verify.
+    let by_address = format!("127.0.0.1:{}", server().secure_port(0));
+    let mut tls = tls_as(Some("alice"));
+    tls.server_name = Some("localhost".into());
+    let client = Client::connect_with(&by_address, options(tls.clone())).await.expect("verified as localhost");
+    client.close().await;
+    // Another name is checked, and refused, as that name.
+    tls.server_name = Some("zk.example.com".into());
+    refused(&by_address, tls.clone(), "does not name the host zk.example.com (name mismatch: it names localhost)")
+        .await;
+    tls.server_name = Some("not a host name".into());
+    let err = refused_at_once(tls).await;
+    assert!(err.message().contains("server name \"not a host name\" is no valid host name"), "{err}");
+}
+
+/// The field version of the server, 3.9.3, serving TLS 1.3 only: a lock over it, and a missing
+/// client certificate named as such. The server refusing TLS 1.2 (checked with openssl) makes
+/// the handshakes TLS 1.3 ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_over_tls_1_3_on_zookeeper_3_9() {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::builder()
+            .server_version(zklock_testkit::ZkServer::V3_9)
+            .tls(ClientAuth::Need)
+            .extra_config("ssl.protocol=TLSv1.3")
+            .extra_config("ssl.enabledProtocols=TLSv1.3")
+            .start()
+    })
+    .await
+    .unwrap();
+    let port = cluster.secure_port(0);
+    let handshake = move |version: &'static str| {
+        let output = std::process::Command::new("openssl")
+            .args(["s_client", "-connect", &format!("localhost:{port}"), version, "-brief"])
+            .args(["-CAfile", certs().path("ca.pem").to_str().unwrap()])
+            .args(["-cert", certs().path("alice.pem").to_str().unwrap()])
+            .args(["-key", certs().path("alice.key").to_str().unwrap()])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let tls12 = tokio::task::spawn_blocking(move || handshake("-tls1_2")).await.unwrap();
+    assert!(!tls12.contains("Protocol version: TLSv1.2"), "the server speaks TLS 1.2 too: {tls12}");
+    let tls13 = tokio::task::spawn_blocking(move || handshake("-tls1_3")).await.unwrap();
+    assert!(tls13.contains("Protocol version: TLSv1.3"), "the server speaks TLS 1.3: {tls13}");
+
+    // Over TLS 1.3 the client's handshake is over before the server refuses its (missing)
+    // certificate: the refusal, read with the session handshake, still names its cause.
+    refused(&cluster.tls_connect_string(), tls_as(None), "requires a client certificate and none is configured").await;
+
+    let path = unique_path("tls13");
+    let client = Client::connect_with(&cluster.tls_connect_string(), options(tls_as(Some("alice")))).await.unwrap();
+    let guard = client.lock(&path).unwrap().acquire(&Owner::unique()).await.unwrap();
+    let zk = observer_at(&cluster.connect_string()).await;
+    assert_eq!(children(&zk, &path).await.len(), 1);
+    guard.release().await.unwrap();
+    wait_children(&zk, &path, 0).await;
+    client.close().await;
 }

@@ -473,7 +473,7 @@ static void call_connect(void) {
   zkl_options_init(&opts);
   /* Short, so that a connect string that passes the checks times out fast where no server is. */
   opts.connect_timeout_ms = live || nonexistent_chroot ? 10000 : 1 + (int64_t)below(40);
-  switch (below(12)) {
+  switch (below(17)) {
     case 0: if (live || nonexistent_chroot) o = NULL; break; /* NULL: the defaults (a 10 s connect timeout) */
     case 1: opts.session_timeout_ms = -1 - (int64_t)below(1000); bad(&e, "opts->session_timeout_ms is"); break;
     case 2: opts.connect_timeout_ms = INT64_MIN + (int64_t)below(3); bad(&e, "opts->connect_timeout_ms is"); break;
@@ -483,6 +483,23 @@ static void call_connect(void) {
     case 6: opts.digest_auth = chance(50) ? "no-colon" : ""; bad(&e, "user:password"); break;
     case 7: opts.digest_auth = "user\xff:pass"; bad(&e, "opts->digest_auth is not valid UTF-8"); break;
     case 8: opts.digest_auth = "fuzz:secret"; break;
+    case 9: opts.sasl_mechanism = chance(50) ? "PLAIN" : "digest-md5"; bad(&e, "opts->sasl_mechanism is"); break;
+    case 10:
+      opts.sasl_mechanism = chance(50) ? "DIGEST-MD5" : "GSSAPI";
+      opts.sasl_username = "fuzz"; /* DIGEST-MD5 without its password; GSSAPI with a user it does not take */
+      bad(&e, "DIGEST-MD5 needs"), bad(&e, "GSSAPI takes no");
+      break;
+    case 11: opts.tls = chance(50) ? 4 + (int32_t)below(1000) : -1 - (int32_t)below(1000); bad(&e, "opts->tls is"); break;
+    case 12:
+      opts.tls_ca_file = "/zklock-fuzz/no-such-ca.pem";
+      if (chance(50)) opts.tls = ZKL_TLS_VERIFY_FULL, bad(&e, "cannot read the CA bundle /zklock-fuzz/no-such-ca.pem");
+      else bad(&e, "opts->tls is ZKL_TLS_OFF but a tls_ field is set");
+      break;
+    case 13:
+      opts.tls = chance(50) ? ZKL_TLS_VERIFY_FULL : ZKL_TLS_VERIFY_CA;
+      if (chance(50)) opts.tls_key_password = "fuzz-password";
+      bad(&e, "opts->tls_ca_file is NULL");
+      break;
     default: break;
   }
   zkl_client *out = (zkl_client *)(uintptr_t)0xdead0;
@@ -844,7 +861,11 @@ static void call_misc(int f) {
       if (null) bad(&e, "opts is NULL");
       int rc = zkl_options_init(null ? NULL : &opts);
       check(f, rc, &e, "opts");
-      if (rc == ZKL_OK && (opts.session_timeout_ms || opts.connect_timeout_ms || opts.digest_auth || opts.jute_maxbuffer))
+      if (rc == ZKL_OK && (opts.session_timeout_ms || opts.connect_timeout_ms || opts.digest_auth || opts.jute_maxbuffer ||
+                           opts.tls || opts.tls_ca_file || opts.tls_cert_file || opts.tls_key_file ||
+                           opts.tls_key_password || opts.tls_server_name || opts.sasl_mechanism || opts.sasl_username ||
+                           opts.sasl_password || opts.sasl_principal || opts.sasl_keytab || opts.sasl_credential_cache ||
+                           opts.sasl_service_name || opts.sasl_host))
         fail("zkl_options_init left a field unset");
       break;
     }

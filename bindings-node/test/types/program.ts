@@ -15,6 +15,8 @@ import zklock, {
   type Participant,
   type ZklockError,
   type LockLostError,
+  type SaslOptions,
+  type TlsOptions,
 } from 'zklock'
 
 async function main(): Promise<void> {
@@ -23,7 +25,12 @@ async function main(): Promise<void> {
     connectTimeoutMs: 5000,
     auth: 'user:password',
     juteMaxbuffer: 4 << 20,
+    sasl: { mechanism: 'DIGEST-MD5', username: 'alice', password: 'secret' },
   })
+  const kerberos: SaslOptions = { mechanism: 'GSSAPI', principal: 'alice@EXAMPLE.COM', keytab: '/etc/zk/alice.keytab' }
+  void kerberos
+  const tls: TlsOptions = { ca: [Buffer.from('PEM'), 'PEM'], cert: 'PEM', key: Buffer.from('PEM'), passphrase: 'pw', rejectUnauthorized: true, servername: 'zk1' }
+  await Client.connect('zk1:2281', { tls })
   const stop: () => void = client.onStateChange((state) => console.log(state.toUpperCase()))
   const lock: Lock = client.lock('/locks/report', { identifier: 'job' })
   const controller = new AbortController()

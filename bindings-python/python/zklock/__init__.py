@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import weakref
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Iterator, Literal, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Type, Union
 
 from . import _native
 from ._errors import (
@@ -75,7 +76,8 @@ __version__: str = _native.__version__
 #: but can neither queue nor delete); ``"creator_all"`` (others cannot even list the queue); or
 #: custom ``(perms, scheme, id)`` entries, perms from ``PERM_*`` (e.g.
 #: ``(PERM_ALL, "digest", "user:" + base64(sha1(b"user:password")))``, ``(PERM_READ, "world",
-#: "anyone")``). The creator presets need ``auth`` on the client.
+#: "anyone")``, ``(PERM_ALL, "sasl", "alice")``). The creator presets need ``auth`` or
+#: ``sasl_options`` on the client (the creator is its digest user and its SASL identity).
 Acl = Union[Literal["open", "creator_all_world_read", "creator_all"], Sequence[Tuple[int, str, str]]]
 
 # Owner of each asyncio task. Keyed weakly by the task itself, not by id(task): ids are reused
@@ -132,6 +134,18 @@ class Client(_native.Client):
     can make clients of its own; a client inherited from the parent is closed there (``closed``
     is True, ``state`` is ``"closed"``, ``close()`` does nothing) and its locks raise
     ``ClosedError``.
+
+    TLS, with kazoo's names: ``use_ssl=True`` reaches every server on its ``secureClientPort``.
+    ``ca`` is the CA bundle file (PEM) the servers' certificates must chain to (required: no
+    system store is consulted); ``certfile`` and ``keyfile`` the client's certificate chain and
+    key files (PEM), for mutual TLS and ZooKeeper's x509 auth; ``keyfile_password`` the
+    password of an encrypted key (PKCS#8). All are paths, read at connect. Unlike kazoo's,
+    host names are checked by default: ``check_hostname=False`` turns that off (the chain is
+    still verified), ``server_hostname`` verifies (and sends as SNI) that name instead of each
+    host of ``hosts``. ``verify_certs=False`` verifies nothing, for tests only. Bad TLS
+    arguments (an unreadable file, a wrong key password, TLS arguments without ``use_ssl``)
+    raise ``InvalidArgumentError`` before any network traffic, and no message shows a key or
+    its password; a refused handshake ends in ``LockTimeout`` naming its cause.
     """
 
     def __init__(
@@ -142,12 +156,30 @@ class Client(_native.Client):
         connect_timeout: float = 10.0,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
+        sasl_options: Optional[Dict[str, str]] = None,
+        use_ssl: bool = False,
+        ca: Union[str, "os.PathLike[str]", None] = None,
+        certfile: Union[str, "os.PathLike[str]", None] = None,
+        keyfile: Union[str, "os.PathLike[str]", None] = None,
+        keyfile_password: Optional[str] = None,
+        verify_certs: bool = True,
+        check_hostname: Optional[bool] = None,
+        server_hostname: Optional[str] = None,
     ) -> None:
         """Connects to ``hosts`` (``"host:port[,host:port...][/chroot]"``), blocking until a
         session is established or ``connect_timeout`` seconds pass (then ``LockTimeout``).
         ``session_timeout`` is asked of the server, in seconds; ``auth`` is
         ``"user:password"`` or ``(user, password)`` (digest); ``jute_maxbuffer`` is the servers'
-        packet limit in bytes, if they allow more than ZooKeeper's default."""
+        packet limit in bytes, if they allow more than ZooKeeper's default.
+
+        ``sasl_options`` authenticates every connection with SASL, in kazoo's words:
+        ``{"mechanism": "DIGEST-MD5", "username": ..., "password": ...}``, or
+        ``{"mechanism": "GSSAPI", "principal": "alice@EXAMPLE.COM"}`` for Kerberos with the
+        default credential cache, plus ``"keytab"`` (a path) or ``"credential_cache"``, and
+        ``"service"`` (default ``"zookeeper"``) and ``"host"`` for the servers' principals.
+        Refused credentials raise ``AuthFailedError`` at once; Kerberos needs MIT Kerberos's
+        ``libgssapi_krb5.so.2`` on the host (``InvalidArgumentError`` says so if it is missing).
+        ``use_ssl`` and the TLS arguments after it: see the class."""
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
 

@@ -1,5 +1,6 @@
 # Stubs of the native module (bindings-python/src), checked against it by mypy's stubtest.
-from typing import Any, Callable, Final, Literal, Optional, Sequence, Tuple, Union, final
+import os
+from typing import Any, Callable, Dict, Final, Literal, Optional, Sequence, Tuple, Union, final
 
 from typing_extensions import Self, disjoint_base
 
@@ -46,6 +47,15 @@ class Client:
         connect_timeout: float = 10.0,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
+        sasl_options: Optional[Dict[str, str]] = None,
+        use_ssl: bool = False,
+        ca: Union[str, os.PathLike[str], None] = None,
+        certfile: Union[str, os.PathLike[str], None] = None,
+        keyfile: Union[str, os.PathLike[str], None] = None,
+        keyfile_password: Optional[str] = None,
+        verify_certs: bool = True,
+        check_hostname: Optional[bool] = None,
+        server_hostname: Optional[str] = None,
     ) -> Self: ...
     @property
     def hosts(self) -> str: ...

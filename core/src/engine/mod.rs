@@ -131,7 +131,7 @@ impl Recipe {
         read_write: bool,
         options: crate::LockOptions,
     ) -> Result<Recipe> {
-        options.acl.check(client.options.digest_auth.as_deref()).map_err(|err| err.with_path(&path))?;
+        options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
         let recipe = Recipe {
             client,

@@ -77,6 +77,23 @@ impl Recipe {
         Ok(())
     }
 
+    /// Who the server knows this session as (whoAmI, asked once per session): the identities
+    /// an `auth:` entry became, x509 and shortened principals included. A server older than
+    /// 3.7 cannot tell: then what the options say.
+    async fn identities(&self, requests: &Requests<'_>) -> std::result::Result<crate::acl::Identities, Failed> {
+        if let Some(identities) = requests.session.identities.get() {
+            return Ok(identities.clone());
+        }
+        let identities = match requests.retry(|| requests.zk().list_auth_users()).await? {
+            Ok(users) => self
+                .client
+                .identities
+                .with_reported(users.iter().map(|user| (user.scheme().to_owned(), user.user().to_owned()))),
+            Err(_) => self.client.identities.clone(),
+        };
+        Ok(requests.session.identities.get_or_init(|| async { identities }).await.clone())
+    }
+
     /// For a protected lock: refuses to go on under a lock path whose ACL grants others more
     /// than the lock's ACL (made open by someone else, or by a zklock without an ACL, say), as
     /// its nodes would not be protected. `listed` is the path's version at the listing; its
@@ -95,21 +112,18 @@ impl Recipe {
             Err(zk::Error::NoNode) => return Ok(()),
             Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the lock path's ACL"))),
         };
-        let digest_auth = self.client.options.digest_auth.as_deref();
-        if let Some(missing) = crate::acl::missing_rights(&acl, digest_auth) {
-            let who = digest_auth.map_or("an unauthenticated client".to_owned(), |auth| {
-                format!("digest user {}", auth.split(':').next().unwrap_or_default())
-            });
+        let identities = &self.identities(requests).await?;
+        if let Some(missing) = crate::acl::missing_rights(&acl, identities) {
             return Err(Failed::Error(self.error(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "the lock path's ACL ({}) does not grant this client ({who}) {missing}, which a contender \
-                     needs: connect with digest auth as a user the ACL names, or use another path",
+                    "the lock path's ACL ({}) does not grant this client ({identities}) {missing}, which a \
+                     contender needs: connect with digest auth or SASL as a user the ACL names, or use another path",
                     crate::acl::describe(&acl)
                 ),
             )));
         }
-        let excess = self.acl.excess(&acl, digest_auth);
+        let excess = self.acl.excess(&acl, identities);
         if excess.is_empty() {
             *self.acl_checked.lock() = Some(path_version(&stat));
             return Ok(());

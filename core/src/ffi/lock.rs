@@ -264,7 +264,8 @@ fn acl_entries(options: &zkl_lock_options) -> Result<Vec<crate::AclEntry>, Failu
 }
 
 /// As zkl_lock_new, with options (NULL: the defaults, as zkl_lock_new). With an ACL naming the
-/// authenticated creator the client must have digest auth (zkl_options.digest_auth).
+/// authenticated creator the client must have digest auth (zkl_options.digest_auth) or SASL
+/// (zkl_options.sasl_mechanism).
 ///
 /// Ownership: path and opts (and what it points to) are borrowed for the call. On ZKL_OK, *out
 /// receives a new lock that the caller owns and frees with zkl_lock_free; on failure *out is

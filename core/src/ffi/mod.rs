@@ -32,7 +32,10 @@ mod owner;
 mod participants;
 mod runtime;
 
-pub use self::client::{zkl_client, zkl_options, zkl_session_callback, zkl_session_state};
+pub use self::client::{
+    zkl_client, zkl_options, zkl_session_callback, zkl_session_state, ZKL_TLS_NO_VERIFY, ZKL_TLS_OFF,
+    ZKL_TLS_VERIFY_CA, ZKL_TLS_VERIFY_FULL,
+};
 pub use self::error::zkl_result;
 pub use self::lock::{
     zkl_acl_entry, zkl_hold_state, zkl_lock, zkl_lock_options, zkl_lost_callback, zkl_lost_reason, ZKL_ACL_CREATOR_ALL,

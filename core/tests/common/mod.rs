@@ -107,3 +107,23 @@ pub fn packets_received(connect: &str, session_id: i64) -> u64 {
     let recved = line.split(['(', ')', ',']).find_map(|field| field.strip_prefix("recved=")).expect("recved= in cons");
     recved.parse().unwrap()
 }
+
+/// A lock on `path` held by `first` and handed to `second` once released: `second` finds it held,
+/// queues (seen by `observer`, a client that may list `path`), and gets it after the release.
+/// Both clients are closed at the end.
+pub async fn hand_over(first: Client, second: Client, observer: &zk::Client, path: &str) {
+    let (me, other) = (zklock::Owner::unique(), zklock::Owner::unique());
+    let guard = first.lock(path).unwrap().acquire(&me).await.unwrap();
+    assert_eq!(children(observer, path).await.len(), 1);
+    let seconds = second.lock(path).unwrap();
+    assert!(seconds.try_acquire(&other).await.unwrap().is_none(), "held by the first client");
+    let waiting = tokio::spawn(async move { seconds.acquire_timeout(&other, Duration::from_secs(10)).await });
+    wait_children(observer, path, 2).await;
+    guard.release().await.unwrap();
+    let seconds_guard = waiting.await.unwrap().expect("the second client gets the lock once released");
+    assert_eq!(seconds_guard.hold().state(), zklock::HoldState::Held);
+    seconds_guard.release().await.unwrap();
+    wait_children(observer, path, 0).await;
+    first.close().await;
+    second.close().await;
+}

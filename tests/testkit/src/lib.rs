@@ -50,6 +50,23 @@
 //! # let _ = (connect, ca, cert, key);
 //! ```
 //!
+//! # SASL and Kerberos
+//! [`ClusterBuilder::sasl_digest`] starts servers that authenticate SASL DIGEST-MD5 clients (a
+//! JAAS `DigestLoginModule` with the given users), [`ClusterBuilder::kerberos`] servers that
+//! authenticate Kerberos (GSSAPI) clients of a [`Kdc`]: MIT's KDC on loopback with a realm,
+//! principals and keytabs made by `scripts/zk kdc`. Either way ACL entries name clients as
+//! `sasl:<identity>`, and [`ClusterBuilder::sasl_required`] refuses clients without SASL.
+//!
+//! ```no_run
+//! use zklock_testkit::{Cluster, Kdc};
+//!
+//! let digest = Cluster::builder().sasl_digest(&[("alice", "alice-pw")]).start();
+//! let kdc = Kdc::start(); // a client finds it through KRB5_CONFIG=kdc.krb5_conf()
+//! let kerberos = Cluster::builder().kerberos(&kdc).start();
+//! let keytab = kdc.keytab("alice"); // alice@ZKLOCK.TEST; connect as localhost:<port>
+//! # let _ = (digest, kerberos, keytab);
+//! ```
+//!
 //! # Network faults and Curator
 //! * [`proxy`]: [`Proxy`], a fault-injecting TCP proxy between a client and a server (pass, cut,
 //!   stall, cut right after a given request), and [`ProxiedCluster`], one proxy per server.
@@ -292,6 +309,8 @@ impl Server {
 /// Builds a [`Cluster`]. Obtain one with [`Cluster::builder`].
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
+    sasl: Option<Sasl>,
+    sasl_required: bool,
     tls: Option<ClientAuth>,
     tls_keystore: Option<String>,
     servers: usize,
@@ -305,6 +324,8 @@ pub struct ClusterBuilder {
 impl Default for ClusterBuilder {
     fn default() -> Self {
         ClusterBuilder {
+            sasl: None,
+            sasl_required: false,
             tls: None,
             tls_keystore: None,
             servers: 1,
@@ -330,6 +351,29 @@ impl ClusterBuilder {
     /// certificate is required. The plaintext port stays (four-letter words use it).
     pub fn tls(mut self, client_auth: ClientAuth) -> Self {
         self.tls = Some(client_auth);
+        self
+    }
+
+    /// Authenticate SASL DIGEST-MD5 clients: `users` are the (name, password) pairs of the
+    /// servers' JAAS `DigestLoginModule` (letters, digits, `_.@-`). ACL entries name them
+    /// `sasl:<name>`.
+    pub fn sasl_digest(mut self, users: &[(&str, &str)]) -> Self {
+        self.sasl = Some(Sasl::Digest(users.iter().map(|(u, p)| format!("{u}:{p}")).collect::<Vec<_>>().join(",")));
+        self
+    }
+
+    /// Authenticate Kerberos (SASL GSSAPI) clients of `kdc`'s realm: the servers are
+    /// `zookeeper/localhost@ZKLOCK.TEST`, so clients connect to them as `localhost`. ACL entries
+    /// name clients `sasl:<principal>` (`sasl:alice@ZKLOCK.TEST`).
+    pub fn kerberos(mut self, kdc: &Kdc) -> Self {
+        self.sasl = Some(Sasl::Kerberos(kdc.dir.clone()));
+        self
+    }
+
+    /// With SASL, refuse clients that did not authenticate with it (`enforce.auth.enabled`,
+    /// schemes `sasl`): their first request ends their session.
+    pub fn sasl_required(mut self) -> Self {
+        self.sasl_required = true;
         self
     }
 
@@ -676,6 +720,14 @@ impl Cluster {
                     cmd.arg(&spec);
                 }
                 cmd.env("ZK_TICK_MS", b.tick_ms.to_string()).env("ZK_EXTRA_CFG", b.extra_config.join("\n"));
+                match &b.sasl {
+                    Some(Sasl::Digest(users)) => cmd.env("ZK_SASL_DIGEST_USERS", users),
+                    Some(Sasl::Kerberos(dir)) => cmd.env("ZK_KRB5_DIR", dir),
+                    None => &mut cmd,
+                };
+                if b.sasl_required {
+                    cmd.env("ZK_SASL_REQUIRED", "1");
+                }
                 if let Some(client_auth) = b.tls {
                     cmd.env("ZK_TLS_DIR", &TlsCerts::get().dir)
                         .env("ZK_SECURE_CLIENT_PORT", ports[plain + i].to_string())
@@ -932,8 +984,8 @@ impl ClientAuth {
 
 /// Test certificates, made once per test process by `scripts/zk tls-certs` (EC P-256, valid for
 /// two days): a CA, the servers' certificate (for `localhost` only, not `127.0.0.1`), client
-/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`),
-/// another CA that signed none of them, and a server certificate that expired in 2020.
+/// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`;
+/// alice's key also encrypted), another CA that signed none of them, and a server certificate that expired in 2020.
 #[derive(Debug)]
 pub struct TlsCerts {
     /// Where the PEM files are.
@@ -973,9 +1025,121 @@ impl TlsCerts {
         (self.read(&format!("{name}.pem")), self.read(&format!("{name}.key")))
     }
 
+    /// alice's private key encrypted (PKCS#8 PEM), and its password.
+    pub fn alice_encrypted_key(&self) -> (String, String) {
+        (self.read("alice-encrypted.key"), self.read("alice-encrypted.password").trim_end().to_owned())
+    }
+
+    /// The path of one of the files (`ca.pem`, `alice.pem`, `alice.key`, ...).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
     /// The x509 auth identity ZooKeeper gives client `name`: its certificate's subject.
     pub fn x509_id(&self, name: &str) -> String {
         format!("CN={name},O=zklock")
+    }
+}
+
+/// The SASL mechanism of a [`ClusterBuilder`]'s servers.
+#[derive(Clone, Debug)]
+enum Sasl {
+    /// DIGEST-MD5 users, as `ZK_SASL_DIGEST_USERS` takes them.
+    Digest(String),
+    /// Kerberos, with the realm in this directory.
+    Kerberos(PathBuf),
+}
+
+/// A Kerberos realm, [`Kdc::REALM`], served by MIT's KDC (`krb5kdc`, Debian's `krb5-kdc`,
+/// installed if missing) on a free loopback port, made by `scripts/zk kdc` in a directory of
+/// its own: the servers' principal `zookeeper/localhost`, clients `alice` and `bob` with their
+/// keytabs, and `gone.keytab`, whose principal the KDC no longer knows. `Drop` stops the KDC
+/// and removes the directory; the KDC dies with the test process, as servers do.
+///
+/// Clients find it through [`Kdc::krb5_conf`]: set `KRB5_CONFIG` to it in the test process
+/// before any Kerberos call.
+#[derive(Debug)]
+pub struct Kdc {
+    /// The realm's directory: krb5.conf, kdc.log, the keytabs.
+    pub dir: PathBuf,
+    child: Mutex<Child>,
+}
+
+impl Kdc {
+    /// The realm's name.
+    pub const REALM: &'static str = "ZKLOCK.TEST";
+
+    /// Makes a realm and starts its KDC; returns once it accepts connections.
+    pub fn start() -> Kdc {
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let dir = new_base_dir().join("kdc");
+            let mut cmd = zk_command();
+            cmd.arg("kdc").arg(&dir);
+            run_checked(cmd, "scripts/zk kdc");
+            let port: u16 =
+                fs::read_to_string(dir.join("port")).ok().and_then(|p| p.trim().parse().ok()).expect("kdc port");
+            let (read_end, _write_end) = lifeline();
+            let mut cmd = zk_command();
+            cmd.arg("exec-kdc")
+                .arg(&dir)
+                .env("ZK_WATCH_STDIN", "1")
+                .env_remove("ZK_PARENT_PID")
+                .stdin(Stdio::from(read_end.try_clone().expect("dup lifeline pipe")))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if std::env::var_os("ZK_TESTKIT_KEEP").is_none() {
+                cmd.env("ZK_CLEANUP_DIR", "1");
+            }
+            let child = cmd.spawn().unwrap_or_else(|e| panic!("zklock-testkit: spawn scripts/zk exec-kdc: {e}"));
+            let kdc = Kdc { dir, child: Mutex::new(child) };
+            let deadline = Instant::now() + START_TIMEOUT;
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return kdc;
+                }
+                if !kdc.running() {
+                    break;
+                }
+                thread::sleep(POLL);
+            }
+            last = fs::read_to_string(kdc.dir.join("kdc.log")).unwrap_or_default();
+            if !last.contains("in use") {
+                break;
+            }
+        }
+        panic!("zklock-testkit: could not start the KDC; its log:\n{last}");
+    }
+
+    fn running(&self) -> bool {
+        matches!(self.child.lock().unwrap_or_else(|e| e.into_inner()).try_wait(), Ok(None))
+    }
+
+    /// The Kerberos configuration for this realm's clients (`KRB5_CONFIG`).
+    pub fn krb5_conf(&self) -> PathBuf {
+        self.dir.join("krb5.conf")
+    }
+
+    /// The keytab of client `name` (`alice`, `bob`; `gone`: a principal the KDC does not know).
+    pub fn keytab(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.keytab"))
+    }
+
+    /// The principal of client `name`: `name@ZKLOCK.TEST`.
+    pub fn principal(name: &str) -> String {
+        format!("{name}@{}", Kdc::REALM)
+    }
+}
+
+impl Drop for Kdc {
+    fn drop(&mut self) {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        // exec-kdc execs the KDC, so the child is the KDC.
+        let _ = child.kill();
+        let _ = child.wait();
+        if std::env::var_os("ZK_TESTKIT_KEEP").is_none() {
+            let _ = fs::remove_dir_all(self.dir.parent().unwrap_or(&self.dir));
+        }
     }
 }
 

@@ -19,7 +19,8 @@
 //! * `fips-only`: Force TLS FIPS mode. This should be considered as an application only feature to
 //!   fulfill security requirement at global level.
 //! * `sasl`: Toggle SASL support.
-//! * `sasl-gssapi`: Toggle only GSSAPI SASL support. This relies on binding package `libgssapi-sys`.
+//! * `sasl-gssapi`: Toggle only GSSAPI SASL support. The GSS-API library (MIT Kerberos's
+//!   `libgssapi_krb5.so.2`) is loaded at run time, on first use: nothing to link against.
 //! * `sasl-digest-md5`: Toggle only DIGEST-MD5 SASL support.
 //!
 //! ## Async runtime support

@@ -4,12 +4,12 @@ use rsasl::callback::{Context, Request, SessionCallback, SessionData};
 use rsasl::prelude::*;
 use rsasl::property::{AuthId, Password, Realm};
 
-use super::{Result, SaslInitiator, SaslInnerOptions, SaslOptions, SaslSession};
+use super::{Mechanism, Result, SaslInitiator, SaslInnerOptions, SaslOptions, SaslSession};
 
 /// DIGEST-MD5 SASL options.
 ///
-/// Uses [SaslOptions::digest_md5] to construct one.
-#[derive(Clone, Debug)]
+/// Uses [SaslOptions::digest_md5] to construct one. `Debug` shows no password.
+#[derive(Clone)]
 pub struct DigestMd5SaslOptions {
     realm: Option<Cow<'static, str>>,
     username: Cow<'static, str>,
@@ -29,6 +29,15 @@ impl DigestMd5SaslOptions {
     #[cfg(test)]
     pub fn with_realm(self, realm: impl Into<Cow<'static, str>>) -> Self {
         Self { realm: Some(realm.into()), ..self }
+    }
+}
+
+impl std::fmt::Debug for DigestMd5SaslOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DigestMd5SaslOptions")
+            .field("realm", &self.realm)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
     }
 }
 
@@ -68,6 +77,6 @@ impl SaslInitiator for DigestMd5SaslOptions {
         let config = SASLConfig::builder().with_defaults().with_callback(callback).unwrap();
         let client = SASLClient::new(config);
         let session = client.start_suggested(&[Mechname::parse(b"DIGEST-MD5").unwrap()]).unwrap();
-        SaslSession::new(session)
+        SaslSession::new(Mechanism::Rsasl(session))
     }
 }

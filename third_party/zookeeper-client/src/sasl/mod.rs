@@ -16,11 +16,24 @@ mod mechanisms {
     mod digest_md5;
 }
 
+#[cfg(feature = "sasl-digest-md5")]
 use rsasl::prelude::*;
 
-use crate::error::Error;
+/// Why a SASL exchange failed, in words for the connect observer, and whether trying again
+/// may help (a KDC that did not answer) or not (credentials refused, a broken exchange).
+#[derive(Debug)]
+pub(crate) struct SaslFailure {
+    pub message: String,
+    pub transient: bool,
+}
 
-pub(crate) type Result<T, E = crate::error::Error> = std::result::Result<T, E>;
+impl SaslFailure {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), transient: false }
+    }
+}
+
+pub(crate) type Result<T, E = SaslFailure> = std::result::Result<T, E>;
 
 pub(crate) trait SaslInitiator {
     fn new_session(&self, hostname: &str) -> Result<SaslSession>;
@@ -41,9 +54,8 @@ enum SaslInnerOptions {
 impl SaslOptions {
     /// Constructs a default [GssapiSaslOptions] for further customization.
     ///
-    /// Make sure localhost is granted by Kerberos KDC, unlike Java counterpart this library
-    /// provides no mean to grant ticket from KDC but simply utilizes whatever the ticket cache
-    /// have.
+    /// The GSS-API library (MIT Kerberos's `libgssapi_krb5.so.2`) is loaded at run time, on
+    /// first use: [GssapiSaslOptions::check_library] says whether this host has it.
     #[cfg(feature = "sasl-gssapi")]
     #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-gssapi"))))]
     pub fn gssapi() -> GssapiSaslOptions {
@@ -59,6 +71,16 @@ impl SaslOptions {
     ) -> DigestMd5SaslOptions {
         DigestMd5SaslOptions::new(username, password)
     }
+
+    /// The mechanism's name, as SASL names it (`GSSAPI`, `DIGEST-MD5`).
+    pub fn mechanism(&self) -> &'static str {
+        match &self.0 {
+            #[cfg(feature = "sasl-digest-md5")]
+            SaslInnerOptions::DigestMd5(_) => "DIGEST-MD5",
+            #[cfg(feature = "sasl-gssapi")]
+            SaslInnerOptions::Gssapi(_) => "GSSAPI",
+        }
+    }
 }
 
 impl SaslInitiator for SaslOptions {
@@ -72,43 +94,80 @@ impl SaslInitiator for SaslOptions {
     }
 }
 
+/// One mechanism's client side of an exchange: rsasl's for DIGEST-MD5; our own over the
+/// run-time loaded GSS-API library for GSSAPI.
+enum Mechanism {
+    #[cfg(feature = "sasl-digest-md5")]
+    Rsasl(Session),
+    #[cfg(feature = "sasl-gssapi")]
+    Gssapi(GssapiClient),
+}
+
 pub struct SaslSession {
     output: Vec<u8>,
-    session: Session,
+    mechanism: Mechanism,
     finished: bool,
 }
 
 impl SaslSession {
-    fn new(session: Session) -> Result<Self> {
-        let mut session = Self { session, output: Default::default(), finished: false };
-        if session.session.are_we_first() {
+    fn new(mechanism: Mechanism) -> Result<Self> {
+        let mut session = Self { mechanism, output: Default::default(), finished: false };
+        let first = match &session.mechanism {
+            #[cfg(feature = "sasl-digest-md5")]
+            Mechanism::Rsasl(session) => session.are_we_first(),
+            #[cfg(feature = "sasl-gssapi")]
+            Mechanism::Gssapi(_) => true,
+        };
+        if first {
             session.step(Default::default())?;
         }
         Ok(session)
     }
 
     pub fn name(&self) -> &str {
-        self.session.get_mechname().as_str()
+        match &self.mechanism {
+            #[cfg(feature = "sasl-digest-md5")]
+            Mechanism::Rsasl(session) => session.get_mechname().as_str(),
+            #[cfg(feature = "sasl-gssapi")]
+            Mechanism::Gssapi(_) => "GSSAPI",
+        }
     }
 
     pub fn initial(&self) -> &[u8] {
         &self.output
     }
 
+    /// The response to the server's `challenge`, or `None` once the exchange is complete.
     pub fn step(&mut self, challenge: &[u8]) -> Result<Option<&[u8]>> {
         if self.finished {
-            return Err(Error::UnexpectedError(format!("SASL {} session already finished", self.name())));
+            // A server may answer the last response with an empty token instead of none.
+            if challenge.is_empty() {
+                return Ok(None);
+            }
+            return Err(SaslFailure::new(format!("SASL {}: the server sent more after the exchange ended", self.name())));
         }
         self.output.clear();
-        match self.session.step(Some(challenge), &mut self.output).map_err(Error::other)? {
-            State::Running => Ok(Some(&self.output)),
-            State::Finished(MessageSent::Yes) => {
-                self.finished = true;
-                Ok(Some(&self.output))
+        let finished = match &mut self.mechanism {
+            #[cfg(feature = "sasl-digest-md5")]
+            Mechanism::Rsasl(session) => {
+                let name = session.get_mechname().as_str().to_owned();
+                match session
+                    .step(Some(challenge), &mut self.output)
+                    .map_err(|err| SaslFailure::new(format!("SASL {name}: {err}")))?
+                {
+                    State::Running => None,
+                    State::Finished(MessageSent::Yes) => Some(true),
+                    State::Finished(MessageSent::No) => Some(false),
+                }
             },
-            State::Finished(MessageSent::No) => {
+            #[cfg(feature = "sasl-gssapi")]
+            Mechanism::Gssapi(client) => client.step(challenge, &mut self.output)?,
+        };
+        match finished {
+            None => Ok(Some(&self.output)),
+            Some(sent) => {
                 self.finished = true;
-                Ok(None)
+                Ok(sent.then_some(self.output.as_slice()))
             },
         }
     }

@@ -295,6 +295,12 @@ impl Connector {
         self.timeout
     }
 
+    /// Whether TLS connections present a client certificate (a zklock patch, for the causes).
+    #[cfg(feature = "tls")]
+    pub fn has_client_cert(&self) -> bool {
+        self.tls.as_ref().is_some_and(TlsClient::has_client_cert)
+    }
+
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }

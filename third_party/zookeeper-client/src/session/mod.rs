@@ -39,16 +39,18 @@ use crate::error::Error;
 use crate::proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, PredefinedXid, ReplyHeader};
 use crate::record;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-use crate::sasl::{SaslInitiator, SaslOptions, SaslSession};
+use crate::sasl::{SaslFailure, SaslInitiator, SaslOptions, SaslSession};
 #[cfg(feature = "tls")]
 use crate::tls::TlsOptions;
 
 pub const PASSWORD_LEN: usize = 16;
 
 /// A connection failure in words an operator can act on.
-fn describe_connect_failure(err: &std::io::Error) -> String {
+fn describe_connect_failure(err: &std::io::Error, has_client_cert: bool) -> String {
+    #[cfg(not(feature = "tls"))]
+    let _ = has_client_cert;
     #[cfg(feature = "tls")]
-    if let Some(cause) = crate::tls::describe_failure(err) {
+    if let Some(cause) = crate::tls::describe_failure(err, has_client_cert) {
         return cause;
     }
     match err.kind() {
@@ -168,6 +170,7 @@ impl Builder {
             sasl_options: self.sasl,
             #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
             sasl_session: None,
+            auth_failure: None,
 
             session,
             session_timeout: self.session_timeout,
@@ -208,6 +211,8 @@ pub struct Session {
     sasl_options: Option<SaslOptions>,
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     sasl_session: Option<SaslSession>,
+    /// Why the last session handshake failed authenticating, in words, for the connect observer.
+    auth_failure: Option<String>,
 
     pub authes: Vec<MarshalledRequest>,
     state_sender: sync::watch::Sender<SessionState>,
@@ -380,12 +385,14 @@ impl Session {
                 let Some(sasl) = self.sasl_session.as_mut() else {
                     return Err(Error::UnexpectedError("got sasl response while no client sasl session".to_string()));
                 };
-                match record::deserialize::<Option<&[u8]>>(&mut body)? {
-                    None => depot.complete_sasl(),
-                    Some(challenge) => match sasl.step(challenge)? {
-                        None => depot.complete_sasl(),
-                        Some(response) => depot.push_sasl(response),
-                    },
+                let stepped = match record::deserialize::<Option<&[u8]>>(&mut body)? {
+                    None => Ok(None),
+                    Some(challenge) => sasl.step(challenge),
+                };
+                match stepped {
+                    Ok(None) => depot.complete_sasl(),
+                    Ok(Some(response)) => depot.push_sasl(response),
+                    Err(failure) => return Err(self.sasl_failed(failure)),
                 }
                 return Ok(());
             }
@@ -403,9 +410,20 @@ impl Session {
     fn handle_reply(&mut self, header: ReplyHeader, body: &[u8], depot: &mut Depot) -> Result<(), Error> {
         if header.err == ErrorCode::SessionExpired as i32 {
             return Err(Error::SessionExpired);
-        } else if header.err == ErrorCode::AuthFailed as i32
-            || header.err == ErrorCode::SessionClosedRequireSaslAuth as i32
-        {
+        } else if header.err == ErrorCode::AuthFailed as i32 {
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            if let Some(sasl) = &self.sasl_session {
+                self.auth_failure = Some(format!("the server refused the SASL {} authentication", sasl.name()));
+            }
+            return Err(Error::AuthFailed);
+        } else if header.err == ErrorCode::SessionClosedRequireSaslAuth as i32 {
+            let failure = "the server requires SASL authentication, and this client has none configured".to_owned();
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            let failure = match &self.sasl_session {
+                Some(sasl) => format!("the server refused the SASL {} authentication (it requires SASL)", sasl.name()),
+                None => failure,
+            };
+            self.auth_failure = Some(failure);
             return Err(Error::AuthFailed);
         }
         if header.xid == PredefinedXid::Notification as i32 {
@@ -644,12 +662,28 @@ impl Session {
         let Some(options) = self.sasl_options.as_ref() else {
             return Ok(());
         };
-        let session = options.new_session(host).inspect_err(|e| {
-            warn!("fail to open sasl session for {host}: {e}");
-        })?;
+        let session = match options.new_session(host) {
+            Ok(session) => session,
+            Err(failure) => {
+                warn!("fail to open sasl session for {host}: {}", failure.message);
+                return Err(self.sasl_failed(failure));
+            },
+        };
         depot.push_sasl(session.initial());
         self.sasl_session = Some(session);
         Ok(())
+    }
+
+    /// A SASL exchange that failed on this side: refused credentials (a wrong principal or
+    /// keytab, say) end the session as the server's refusal would, instead of being retried
+    /// until the session times out; only a KDC that did not answer is worth another round.
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    fn sasl_failed(&mut self, failure: SaslFailure) -> Error {
+        self.auth_failure = Some(failure.message.clone());
+        match failure.transient {
+            true => Error::with_message(failure.message),
+            false => Error::AuthFailed,
+        }
     }
 
     fn send_authes(&self, depot: &mut Depot) {
@@ -674,7 +708,11 @@ impl Session {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
                 // The session's own deadline passing says nothing about the host.
                 if !deadline.elapsed() {
-                    self.observe_failure(endpoint, &describe_connect_failure(&err));
+                    #[cfg(feature = "tls")]
+                    let has_client_cert = self.connector.has_client_cert();
+                    #[cfg(not(feature = "tls"))]
+                    let has_client_cert = false;
+                    self.observe_failure(endpoint, &describe_connect_failure(&err, has_client_cert));
                 }
                 return Err(Error::ConnectionLoss);
             },
@@ -685,9 +723,14 @@ impl Session {
         };
         depot.reset();
         buf.clear();
+        self.auth_failure = None;
         self.send_connect(depot);
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-        self.send_sasl(depot, endpoint.host)?;
+        if let Err(err) = self.send_sasl(depot, endpoint.host) {
+            let cause = self.auth_failure.take().unwrap_or_default();
+            self.observe_failure(endpoint, &cause);
+            return Err(err);
+        }
         self.send_authes(depot);
         self.watch_manager.resend_watches(self.last_zxid, depot);
         self.last_send = Instant::now();
@@ -697,11 +740,13 @@ impl Session {
         match self.serve_connecting(&mut conn, buf, depot).await {
             Err(err) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
-                let cause = if !buf.is_empty() && self.session_state == SessionState::Disconnected {
+                let cause = if let Some(failure) = self.auth_failure.take() {
+                    failure
+                } else if !buf.is_empty() && self.session_state == SessionState::Disconnected {
                     "not a ZooKeeper server: it answered the session handshake with something else".to_owned()
                 } else {
                     #[cfg(feature = "tls")]
-                    let tls = crate::tls::describe_failure(&err);
+                    let tls = crate::tls::describe_failure(&err, self.connector.has_client_cert());
                     #[cfg(not(feature = "tls"))]
                     let tls = None;
                     match &err {

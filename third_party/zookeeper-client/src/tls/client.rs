@@ -11,7 +11,7 @@ use rustls::pki_types::ServerName;
 use rustls::{AlertDescription, CertificateError, ClientConfig, SignatureScheme};
 use tracing::warn;
 
-use super::{NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
+use super::{NoCertificateVerification, NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
 use crate::client::Result;
 use crate::error::Error;
 
@@ -26,6 +26,7 @@ impl TlsDynamicConnector {
         let config = TlsClient::create_config(TlsClientOptions {
             certs: (*certs).clone(),
             hostname_verification: options.hostname_verification,
+            certificate_verification: options.certificate_verification,
             #[cfg(all(feature = "fips", not(feature = "fips-only")))]
             fips: options.fips,
         })?;
@@ -38,6 +39,7 @@ impl TlsDynamicConnector {
             let options = TlsClientOptions {
                 certs: (*certs).clone(),
                 hostname_verification: self.options.hostname_verification,
+                certificate_verification: self.options.certificate_verification,
                 #[cfg(all(feature = "fips", not(feature = "fips-only")))]
                 fips: self.options.fips,
             };
@@ -153,30 +155,36 @@ impl std::error::Error for ClientCertWanted {
     }
 }
 
+const CLIENT_CERT_WANTED: &str =
+    "TLS handshake refused: the server requires a client certificate and none is configured";
+
 /// Why a TLS connection failed, in words an operator can act on, if `err` (or an error in its
-/// source chain) is a TLS failure; `None` otherwise. (A zklock patch: the connect observer's
-/// cause.)
-pub(crate) fn describe_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+/// source chain) is a TLS failure; `None` otherwise. `has_client_cert`: whether this client
+/// presents a certificate. (A zklock patch: the connect observer's cause.)
+pub(crate) fn describe_failure(err: &(dyn std::error::Error + 'static), has_client_cert: bool) -> Option<String> {
     let mut next = Some(err);
     while let Some(err) = next {
         if err.downcast_ref::<ClientCertWanted>().is_some() {
-            return Some(
-                "TLS handshake refused: the server requires a client certificate and none is configured".to_owned(),
-            );
+            return Some(CLIENT_CERT_WANTED.to_owned());
         }
         if let Some(err) = err.downcast_ref::<rustls::Error>() {
-            return Some(describe_rustls(err));
+            return Some(describe_rustls(err, has_client_cert));
         }
-        // io::Error's source() skips its own custom payload: look at that first.
+        // io::Error's source() skips its own custom payload, and so does an Arc's (which
+        // `Error::other` keeps its source in): look at the payload first.
+        let shared = err.downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>();
         next = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
             Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
-            None => err.source(),
+            None => match shared {
+                Some(inner) => Some(&**inner as &(dyn std::error::Error + 'static)),
+                None => err.source(),
+            },
         };
     }
     None
 }
 
-fn describe_rustls(err: &rustls::Error) -> String {
+fn describe_rustls(err: &rustls::Error, has_client_cert: bool) -> String {
     use rustls::Error as E;
     let certificate = |err: &CertificateError| match err {
         CertificateError::UnknownIssuer => {
@@ -210,9 +218,12 @@ fn describe_rustls(err: &rustls::Error) -> String {
     };
     match err {
         E::InvalidCertificate(err) => format!("TLS handshake failed: {}", certificate(err)),
-        E::AlertReceived(AlertDescription::CertificateRequired) => {
-            "TLS handshake refused: the server requires a client certificate and none is configured".to_owned()
-        },
+        E::AlertReceived(AlertDescription::CertificateRequired) => CLIENT_CERT_WANTED.to_owned(),
+        // Over TLS 1.3 the client's handshake ends before the server checks its (empty)
+        // certificate: the server's alert then comes with the first read.
+        E::AlertReceived(
+            AlertDescription::BadCertificate | AlertDescription::CertificateUnknown | AlertDescription::HandshakeFailure,
+        ) if !has_client_cert => CLIENT_CERT_WANTED.to_owned(),
         E::AlertReceived(
             alert @ (AlertDescription::BadCertificate
             | AlertDescription::UnknownCA
@@ -233,6 +244,8 @@ fn describe_rustls(err: &rustls::Error) -> String {
 #[derive(Clone)]
 pub(crate) struct TlsClient {
     inner: TlsInnerClient,
+    /// Sent as SNI and verified instead of each endpoint's host (a zklock patch).
+    server_name: Option<ServerName<'static>>,
 }
 
 impl TlsClient {
@@ -242,6 +255,7 @@ impl TlsClient {
                 let options = TlsClientOptions {
                     certs,
                     hostname_verification: options.hostname_verification,
+                    certificate_verification: options.certificate_verification,
                     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
                     fips: options.fips,
                 };
@@ -252,13 +266,26 @@ impl TlsClient {
                 let options = TlsClientOptions {
                     certs,
                     hostname_verification: options.hostname_verification,
+                    certificate_verification: options.certificate_verification,
                     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
                     fips: options.fips,
                 };
                 TlsDynamicConnector::new(options).map(TlsInnerClient::Dynamic)?
             },
         };
-        Ok(Self { inner })
+        Ok(Self { inner, server_name: None })
+    }
+
+    pub(super) fn with_server_name(self, server_name: Option<ServerName<'static>>) -> Self {
+        Self { server_name, ..self }
+    }
+
+    /// Whether this client presents a certificate to servers that ask (a zklock patch).
+    pub fn has_client_cert(&self) -> bool {
+        match &self.inner {
+            TlsInnerClient::Static(config) => config.client_auth_cert_resolver.has_certs(),
+            TlsInnerClient::Dynamic(connector) => connector.get().client_auth_cert_resolver.has_certs(),
+        }
     }
 
     fn create_config(options: TlsClientOptions<TlsCerts>) -> Result<Arc<ClientConfig>> {
@@ -277,6 +304,11 @@ impl TlsClient {
         #[cfg(not(feature = "fips"))]
         let builder = ClientConfig::builder();
         let builder = match options.hostname_verification {
+            // A zklock patch: the documented off switch for tests, no verifying at all.
+            _ if !options.certificate_verification => unsafe {
+                let verifier = NoCertificateVerification::new(builder.crypto_provider());
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
+            },
             true => {
                 let verifier = WebPkiServerVerifier::builder_with_provider(
                     certs.ca.roots.into(),
@@ -317,9 +349,12 @@ impl TlsClient {
         host: &str,
         stream: S,
     ) -> std::io::Result<TlsStream<S>> {
-        let domain = ServerName::try_from(host)
-            .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err))?
-            .to_owned();
+        let domain = match &self.server_name {
+            Some(name) => name.clone(),
+            None => ServerName::try_from(host)
+                .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err))?
+                .to_owned(),
+        };
         self.inner.connect(domain, stream).await
     }
 }
@@ -583,6 +618,7 @@ mod tests {
             super::TlsInnerCerts::Static(certs) => super::TlsClientOptions {
                 certs,
                 hostname_verification: options.hostname_verification,
+                certificate_verification: options.certificate_verification,
                 #[cfg(not(feature = "fips-only"))]
                 fips: options.fips,
             },

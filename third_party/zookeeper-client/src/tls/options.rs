@@ -2,7 +2,7 @@ use std::sync::{Arc, RwLock};
 
 use derive_where::derive_where;
 use ignore_result::Ignore;
-use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName};
 use rustls::RootCertStore;
 
 use super::TlsClient;
@@ -254,6 +254,8 @@ pub struct TlsOptions {
     identity: Option<TlsIdentity>,
     certs: Option<TlsCertsOptions>,
     hostname_verification: bool,
+    certificate_verification: bool,
+    server_name: Option<ServerName<'static>>,
     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
     fips: bool,
 }
@@ -279,6 +281,8 @@ impl TlsOptions {
             identity: None,
             certs: None,
             hostname_verification: true,
+            certificate_verification: true,
+            server_name: None,
             #[cfg(all(feature = "fips", not(feature = "fips-only")))]
             fips: false,
         }
@@ -291,6 +295,26 @@ impl TlsOptions {
     pub unsafe fn with_no_hostname_verification(mut self) -> Self {
         self.hostname_verification = false;
         self
+    }
+
+    /// Disables verification of the server's certificate altogether (a zklock patch): any
+    /// certificate is accepted, and no CA is needed. The handshake's signatures are still checked.
+    ///
+    /// # Safety
+    /// Anyone on the path can pose as the server: for tests only.
+    pub unsafe fn with_no_certificate_verification(mut self) -> Self {
+        self.certificate_verification = false;
+        self
+    }
+
+    /// The name to send as SNI and verify the server's certificate against, instead of the host
+    /// of each endpoint (a zklock patch). Fails if it is no valid DNS name or IP address.
+    pub fn with_server_name(mut self, name: &str) -> Result<Self> {
+        let name = ServerName::try_from(name)
+            .map_err(|err| Error::with_other("invalid tls server name", err))?
+            .to_owned();
+        self.server_name = Some(name);
+        Ok(self)
     }
 
     /// Enables FIPS mode at runtime for tls connection.
@@ -355,7 +379,14 @@ impl TlsOptions {
     pub(super) fn into_client_options(self) -> Result<TlsClientOptions<TlsInnerCerts>> {
         let certs = match self.certs.map(TlsInnerCerts::from) {
             None => {
-                let certs = TlsCertsBuilder { ca: self.ca, identity: self.identity }.build()?;
+                // Without certificate verification no CA is needed (a zklock patch).
+                let ca = match self.ca {
+                    None if !self.certificate_verification => {
+                        Some(TlsCa { roots: RootCertStore::empty(), crls: Vec::new() })
+                    },
+                    ca => ca,
+                };
+                let certs = TlsCertsBuilder { ca, identity: self.identity }.build()?;
                 TlsInnerCerts::Static(certs)
             },
             Some(certs) => certs,
@@ -363,20 +394,23 @@ impl TlsOptions {
         Ok(TlsClientOptions {
             certs,
             hostname_verification: self.hostname_verification,
+            certificate_verification: self.certificate_verification,
             #[cfg(all(feature = "fips", not(feature = "fips-only")))]
             fips: self.fips,
         })
     }
 
     pub(crate) fn into_client(self) -> Result<TlsClient> {
+        let server_name = self.server_name.clone();
         let options = self.into_client_options()?;
-        TlsClient::new(options)
+        Ok(TlsClient::new(options)?.with_server_name(server_name))
     }
 }
 
 pub(super) struct TlsClientOptions<Certs> {
     pub certs: Certs,
     pub hostname_verification: bool,
+    pub certificate_verification: bool,
     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
     pub fips: bool,
 }

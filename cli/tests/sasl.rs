@@ -1,0 +1,145 @@
+//! `zklock exec` and `zklock status` over SASL, against real ZooKeeper 3.8 servers that refuse
+//! clients without SASL: DIGEST-MD5 (a JAAS DigestLoginModule) with the password from the
+//! environment or from a file (never an argument: there is no such flag), a command run under
+//! the lock, its status, and a wrong password refused at once (exit 69) without showing it; and
+//! Kerberos with a keytab, against a real MIT KDC, and a principal the keytab has no key for.
+
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use zklock_testkit::Cluster;
+
+const USAGE: i32 = 64;
+const UNAVAILABLE: i32 = 69;
+const PASSWORD: &str = "alice-cli-Secret";
+
+fn server() -> &'static Cluster {
+    static SERVER: OnceLock<Cluster> = OnceLock::new();
+    SERVER.get_or_init(|| Cluster::builder().sasl_digest(&[("alice", PASSWORD)]).sasl_required().start())
+}
+
+fn unique(tag: &str) -> String {
+    format!("/zklock-cli-sasl-{}-{tag}/lock", std::process::id())
+}
+
+/// `zklock ARGS...` against the SASL server, as alice (mechanism and user from the environment)
+/// with `password` in ZKLOCK_SASL_PASSWORD unless None.
+fn zklock(args: &[&str], password: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    command
+        .args(&args[..1])
+        .args(["--zk", &server().connect_string(), "--connect-timeout", "10"])
+        .args(&args[1..])
+        .env_remove("ZK_CONNECT")
+        .env("ZKLOCK_SASL_MECHANISM", "DIGEST-MD5")
+        .env("ZKLOCK_SASL_USER", "alice")
+        .env_remove("ZKLOCK_SASL_PASSWORD")
+        .stdin(Stdio::null());
+    if let Some(password) = password {
+        command.env("ZKLOCK_SASL_PASSWORD", password);
+    }
+    command.output().expect("run zklock")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn exec_and_status_run_over_sasl_with_the_password_from_the_environment_or_a_file() {
+    let path = unique("exec");
+    // exec runs the command under the lock; inside it, status (password from a file) sees the
+    // holder. Neither output shows the password.
+    let dir = std::env::temp_dir().join(format!("zklock-cli-sasl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("password");
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    let status = format!(
+        "{} status --zk {} --sasl-password-file {} --json {path}",
+        env!("CARGO_BIN_EXE_zklock"),
+        server().connect_string(),
+        file.display()
+    );
+    let out = zklock(&["exec", "--label", "sasl-job", &path, "--", "sh", "-c", &status], Some(PASSWORD));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(json["holders"][0]["identity"]["label"], "sasl-job", "{json}");
+    assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
+    // Afterwards the lock is free (status exits 3).
+    let out = zklock(&["status", &path], Some(PASSWORD));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_wrong_password_is_refused_at_once_without_showing_it() {
+    let started = Instant::now();
+    let out = zklock(&["status", &unique("wrong")], Some("not-alices-password"));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(UNAVAILABLE), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(8), "refused at once: {:?}", started.elapsed());
+    assert!(stderr.contains("the server refused the SASL DIGEST-MD5 authentication"), "{stderr}");
+    assert!(!stderr.contains("not-alices-password"), "{stderr}");
+}
+
+#[test]
+fn the_password_is_never_an_argument_and_missing_options_are_usage_errors() {
+    // No flag takes the password itself.
+    let out = zklock(&["status", "--sasl-password", PASSWORD, &unique("argv")], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{stderr}");
+    assert!(stderr.contains("unexpected argument '--sasl-password'"), "{stderr}");
+    // DIGEST-MD5 without a password says where to put it.
+    let out = zklock(&["status", &unique("none")], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{stderr}");
+    assert!(stderr.contains("--sasl-password-file FILE or ZKLOCK_SASL_PASSWORD"), "{stderr}");
+    // A server requiring SASL refuses a client without it.
+    let out = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["status", "--zk", &server().connect_string(), &unique("plain")])
+        .env_remove("ZK_CONNECT")
+        .env_remove("ZKLOCK_SASL_MECHANISM")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(UNAVAILABLE), "{stderr}");
+    assert!(stderr.contains("requires SASL authentication"), "{stderr}");
+}
+
+#[test]
+fn exec_and_status_run_over_kerberos_with_a_keytab() {
+    let kdc = zklock_testkit::Kdc::start();
+    let kerberos = Cluster::builder().kerberos(&kdc).sasl_required().start();
+    // The servers are zookeeper/localhost: named so in --zk.
+    let connect = format!("localhost:{}", kerberos.client_port(0));
+    let path = unique("kerberos");
+    let run = |args: &[&str], principal: &str| {
+        Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .args(&args[..1])
+            .args(["--zk", &connect, "--sasl-mechanism", "GSSAPI", "--sasl-principal", principal])
+            .arg("--sasl-keytab")
+            .arg(kdc.keytab("alice"))
+            .args(&args[1..])
+            .env_remove("ZK_CONNECT")
+            .env("KRB5_CONFIG", kdc.krb5_conf())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run zklock")
+    };
+    let status = format!(
+        "{} status --zk {connect} --sasl-mechanism GSSAPI --sasl-principal alice@ZKLOCK.TEST --sasl-keytab {} {path}",
+        env!("CARGO_BIN_EXE_zklock"),
+        kdc.keytab("alice").display()
+    );
+    let out = run(&["exec", "--label", "krb-job", &path, "--", "sh", "-c", &status], "alice@ZKLOCK.TEST");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("krb-job"), "status inside exec shows the holder: {stdout}");
+    // A principal the keytab has no key for: refused at once.
+    let out = run(&["status", &path], "mallory@ZKLOCK.TEST");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(UNAVAILABLE), "{stderr}");
+    assert!(stderr.contains("could not get the credentials of mallory@ZKLOCK.TEST"), "{stderr}");
+}
