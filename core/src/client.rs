@@ -340,6 +340,23 @@ impl Client {
         Ok(crate::ReadWriteLock::new(Lock::pair(&self.inner, path.to_owned(), options)?))
     }
 
+    /// A counting semaphore on `path` allowing `max_leases` at once: Curator's
+    /// InterProcessSemaphoreV2 recipe, node for node (see [`crate::Semaphore`]). Validated as
+    /// [`Client::lock`]; sends nothing. With max 1 it is Curator's InterProcessSemaphoreMutex.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] if `max_leases` is 0, or `path` is not a lock path.
+    pub fn semaphore(&self, path: &str, max_leases: u32) -> Result<crate::Semaphore> {
+        self.semaphore_with(path, crate::SemaphoreOptions::new(crate::MaxLeases::Fixed(max_leases)))
+    }
+
+    /// As [`Client::semaphore`], with options: among them a max read from a shared count
+    /// ([`crate::MaxLeases::SharedCount`]).
+    pub fn semaphore_with(&self, path: &str, options: crate::SemaphoreOptions) -> Result<crate::Semaphore> {
+        validate::lock_path(path, &self.inner.chroot)?;
+        crate::Semaphore::new(&self.inner, path.to_owned(), options)
+    }
+
     /// The locks at and under `prefix` (the root included), in path order: every node there
     /// whose children include lock nodes of zklock, Curator or kazoo. Reads only, one listing
     /// per node visited; for tools (`zklock ls`), not for a hot path.

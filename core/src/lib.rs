@@ -30,6 +30,12 @@
 //! `__WRIT__` nodes): a [`ReadWriteLock`] whose two sides are ordinary [`Lock`]s. See its docs
 //! for the rules (writers not starved, downgrade, upgrade refused with [`ErrorKind::Deadlock`]).
 //!
+//! ## The semaphore
+//! [`Client::semaphore`] gives Curator's InterProcessSemaphoreV2 recipe (an internal mutex at
+//! `<path>/locks`, leases at `<path>/leases`): a [`Semaphore`] allowing at most `max` leases at
+//! once, a fixed number or a shared count ([`MaxLeases`]); `n` leases are taken all or nothing.
+//! Not reentrant; with max 1 it is Curator's InterProcessSemaphoreMutex. See its docs.
+//!
 //! ## Inside
 //! One contend loop (`engine`) serves every recipe; what differs is a small per-[`Mode`] policy
 //! that, given the queue and our place in it, answers "held" or "wait for that node".
@@ -66,6 +72,7 @@ mod policy;
 mod retry;
 mod rwlock;
 mod sasl;
+mod semaphore;
 mod session;
 mod tls;
 mod validate;
@@ -84,6 +91,7 @@ pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
+pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
 pub use crate::session::LostReason;
 pub use crate::tls::TlsOptions;
 pub use crate::validate::{check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER};

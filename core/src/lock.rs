@@ -417,6 +417,12 @@ impl Lock {
         self.recipe.owners.reenter(owner, self.mode, path).transpose().map(|id| id.map(Entered::Counted))
     }
 
+    /// For a recipe built on this lock (the semaphore's internal mutex): `owner`'s guard, within
+    /// `wait`; `Ok(None)` when not had by then.
+    pub(crate) async fn guard_within(&self, owner: &Owner, wait: Wait) -> Result<Option<LockGuard>> {
+        Ok(self.acquire_hold(owner, wait).await?.map(|hold| self.guard(owner, hold)))
+    }
+
     /// For a guard, which keeps its hold: a re-entry looks its hold up.
     async fn acquire_hold(&self, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         match self.acquire_as(owner, wait).await? {

@@ -1,6 +1,7 @@
 //! What each kind of lock node may do, given the queue: the only part of a recipe that differs
-//! between the mutex, the read lock and the write lock (and, later, a semaphore). The contend
-//! loop in `engine` asks [`Mode::decide`] and either holds or watches the node it names.
+//! between the mutex, the read lock and the write lock; and the semaphore's rule
+//! ([`leases_fit`]). The contend loop in `engine` asks [`Mode::decide`] and either holds or
+//! watches the node it names; the semaphore's lease step asks [`leases_fit`].
 
 use serde::{Deserialize, Serialize};
 
@@ -194,6 +195,37 @@ pub(crate) fn holders<T>(
     holders
 }
 
+/// The semaphore's layout (Curator's InterProcessSemaphoreV2): under its path, the internal
+/// mutex (a mutex's `_c_<uuid>-lock-<sequence>` nodes) and the lease parent, whose children are
+/// the leases, `_c_<uuid>-lease-<sequence>`.
+pub(crate) const SEMAPHORE_MUTEX: &str = "locks";
+pub(crate) const SEMAPHORE_LEASES: &str = "leases";
+pub(crate) const LEASE_MARKER: &str = "lease-";
+
+/// The semaphore's rule. Acquirers take the internal mutex one at a time, so there is no queue of
+/// leases to decide in: the one acquirer that holds the mutex has made its lease nodes and holds
+/// them all once the lease parent has no more than `max` children (every child counts, as in
+/// Curator); until then it waits for the children, or `max`, to change, still holding the mutex,
+/// so the acquirers behind it stay in their order.
+pub(crate) fn leases_fit(leases: usize, max: u32) -> bool {
+    leases <= max as usize
+}
+
+/// Whether a child named `name` says its parent is a semaphore's path (its lease parent) or its
+/// lease parent (a lease node): no lock may queue there.
+pub(crate) fn marks_a_semaphore(name: &str) -> bool {
+    name == SEMAPHORE_LEASES || is_lease_node(name)
+}
+
+/// A lease node's name: the marker, then the server's sequence (ten digits or more; past the
+/// sequence limit a sign).
+pub(crate) fn is_lease_node(name: &str) -> bool {
+    name.rfind(LEASE_MARKER).is_some_and(|at| {
+        let sequence = &name[at + LEASE_MARKER.len()..];
+        sequence.len() >= 10 && sequence.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+    })
+}
+
 impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -302,6 +334,18 @@ mod tests {
         // Past the limit sequences repeat: a reader behind the writer is no downgrade.
         let queue = [(Some(Write), i64::from(i32::MAX)), (Some(Read), i64::from(i32::MAX))];
         assert_eq!(holders(&queue, |n| n.0, |n| Some(n.1)), vec![0]);
+    }
+
+    #[test]
+    fn leases_fit_up_to_max_and_mark_a_semaphore() {
+        assert!(leases_fit(3, 3));
+        assert!(!leases_fit(4, 3));
+        assert!(leases_fit(0, 1));
+        assert!(is_lease_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-lease-0000000007"));
+        assert!(!is_lease_node("_c_0abad917-53a6-4ed9-bfac-3327be0d1234-lock-0000000007"));
+        assert!(!is_lease_node("lease-7"));
+        assert!(marks_a_semaphore("leases"));
+        assert!(!marks_a_semaphore("locks"), "a lock path may have a child named locks");
     }
 
     #[test]

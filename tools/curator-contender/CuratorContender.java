@@ -1,15 +1,17 @@
-// CuratorContender: one Apache Curator lock (an InterProcessMutex, or an InterProcessReadWriteLock),
-// driven line by line over stdin/stdout, so zklock's interop tests can make Curator and zklock
+// CuratorContender: one Apache Curator lock (an InterProcessMutex, an InterProcessReadWriteLock, or
+// an InterProcessSemaphoreV2), driven line by line over stdin/stdout, so zklock's interop tests can make Curator and zklock
 // contend for the same lock.
 //
 // Usage: java -cp <curator classpath>:<dir of CuratorContender.class> CuratorContender \
-//            <connectString> <lockPath> <name> [mutex|read|write]
+//            <connectString> <lockPath> <name> [mutex|read|write|semaphore:<maxLeases>]
 //
 // One CuratorFramework (session timeout $CURATOR_SESSION_TIMEOUT_MS, default 10000 ms; connection
 // timeout $CURATOR_CONNECTION_TIMEOUT_MS, default 15000 ms; ExponentialBackoffRetry(100 ms, 10
 // retries, at most 2 s apart)) and one lock on <lockPath>: an InterProcessMutex (mutex, the
 // default), or one InterProcessReadWriteLock (read or write: which of its sides the plain
-// acquire and release take; both sides are there, for a downgrade). Once connected it prints
+// acquire and release take; both sides are there, for a downgrade), or an InterProcessSemaphoreV2
+// with that many max leases (semaphore:N: acquire takes one lease, release returns the oldest one
+// held, nodes lists the lease nodes, getParticipantNodes()). Once connected it prints
 //   READY <name> <sessionIdHex>
 // then reads commands, one per line, and answers each with exactly one line on stdout (flushed):
 //   acquire  -> lock.acquire() (blocks; reentrant), then  ACQUIRED <name> <epochMicros>
@@ -29,7 +31,8 @@
 //   nodes    -> NODES <comma-separated participant nodes>  (full paths, in queue order, the
 //               holder first; empty if <lockPath> does not exist): getParticipantNodes() of the
 //               mutex; for read/write, that of both sides (Curator gives each side's own nodes
-//               only) merged in sequence order
+//               only) merged in sequence order; for a semaphore, the names of its lease nodes
+//               (getParticipantNodes(): the children of <lockPath>/leases, as the server lists them)
 //   quit     -> closes the client (its session: its lock nodes vanish) and exits 0
 // stdin EOF (the test process is gone) does the same as quit. Any exception: one line
 //   ERROR <acquire|release|downgrade|nodes|...>: <exception>
@@ -64,6 +67,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.KeeperException;
 
@@ -75,8 +80,10 @@ public final class CuratorContender {
         out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err);
         final String kind = args.length == 4 ? args[3] : "mutex";
-        if ((args.length != 3 && args.length != 4) || !List.of("mutex", "read", "write").contains(kind)) {
-            System.err.println("usage: CuratorContender <connectString> <lockPath> <name> [mutex|read|write]");
+        final boolean isSemaphore = kind.matches("semaphore:[1-9][0-9]*");
+        if ((args.length != 3 && args.length != 4) || !(List.of("mutex", "read", "write").contains(kind) || isSemaphore)) {
+            System.err.println(
+                    "usage: CuratorContender <connectString> <lockPath> <name> [mutex|read|write|semaphore:<maxLeases>]");
             System.exit(2);
         }
         final String connect = args[0];
@@ -97,11 +104,17 @@ public final class CuratorContender {
             halt(client, 1);
         }
         long sessionId = client.getZookeeperClient().getZooKeeper().getSessionId();
+        final InterProcessSemaphoreV2 semaphore = isSemaphore
+                ? new InterProcessSemaphoreV2(client, path, Integer.parseInt(kind.substring("semaphore:".length())))
+                : null;
+        final java.util.ArrayDeque<Lease> leases = new java.util.ArrayDeque<>();
         final InterProcessReadWriteLock readWrite =
-                kind.equals("mutex") ? null : new InterProcessReadWriteLock(client, path);
-        final InterProcessMutex lock = readWrite == null
-                ? new InterProcessMutex(client, path)
-                : kind.equals("read") ? readWrite.readLock() : readWrite.writeLock();
+                kind.equals("mutex") || isSemaphore ? null : new InterProcessReadWriteLock(client, path);
+        final InterProcessMutex lock = isSemaphore
+                ? null
+                : readWrite == null
+                        ? new InterProcessMutex(client, path)
+                        : kind.equals("read") ? readWrite.readLock() : readWrite.writeLock();
         say("READY " + name + " " + Long.toHexString(sessionId));
 
         ExecutorService worker = Executors.newSingleThreadExecutor(r -> {
@@ -140,7 +153,11 @@ public final class CuratorContender {
                 case "acquire":
                     worker.execute(() -> {
                         try {
-                            side.acquire();
+                            if (semaphore != null) {
+                                leases.add(semaphore.acquire());
+                            } else {
+                                side.acquire();
+                            }
                             say("ACQUIRED " + name + " " + epochMicros());
                         } catch (Throwable e) {
                             error(verb, e);
@@ -150,8 +167,15 @@ public final class CuratorContender {
                 case "release":
                     worker.execute(() -> {
                         try {
+                            if (semaphore != null && leases.isEmpty()) {
+                                throw new IllegalStateException("no lease held");
+                            }
                             long leaving = epochMicros(); // the critical section ends here
-                            side.release();
+                            if (semaphore != null) {
+                                leases.poll().close();
+                            } else {
+                                side.release();
+                            }
                             say("RELEASED " + name + " " + leaving);
                         } catch (Throwable e) {
                             error(verb, e);
@@ -180,7 +204,9 @@ public final class CuratorContender {
                     try {
                         Collection<String> nodes;
                         try {
-                            nodes = readWrite == null ? lock.getParticipantNodes() : participants(readWrite);
+                            nodes = semaphore != null
+                                    ? semaphore.getParticipantNodes()
+                                    : readWrite == null ? lock.getParticipantNodes() : participants(readWrite);
                         } catch (KeeperException.NoNodeException e) {
                             nodes = java.util.Collections.emptyList();
                         }

@@ -34,6 +34,7 @@ mod participants;
 mod path;
 mod release;
 mod released;
+mod semaphore;
 
 use attempt::{find_mine, Attempt, OurNode};
 use listing::{in_queue_order, list, Listing, SharedListing};
@@ -285,30 +286,7 @@ impl Recipe {
     /// at the back, on a new session, within its deadline. (A holder's loss is a loss: holds
     /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
-        let mut requeues = 0u32;
-        loop {
-            let result = self.attempt(mode, owner, wait.clone()).await;
-            let requeue = match &result {
-                Err(err) => {
-                    err.kind() == ErrorKind::SessionExpired
-                        && matches!(
-                            err.lost_reason(),
-                            Some(LostReason::SessionExpired | LostReason::DisconnectedTooLong)
-                        )
-                        && !wait.only_try
-                }
-                Ok(_) => false,
-            };
-            if !requeue {
-                return result;
-            }
-            requeues += 1;
-            // Not in a tight loop, should new sessions keep ending at once.
-            wait.within(tokio::time::sleep(Duration::from_millis(50 * u64::from(requeues.min(20))))).await;
-            if wait.is_over() {
-                return Ok(None);
-            }
-        }
+        again_on_new_session(&wait, |wait| self.attempt(mode, owner, wait)).await
     }
 
     /// One acquisition attempt, with its node removed on every way out but success.
@@ -567,6 +545,37 @@ impl Recipe {
                 Reply::Reconnected => {}
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "checking our lock node"))),
             }
+        }
+    }
+}
+
+/// Runs `attempt` until it holds, fails, or the deadline passes; an attempt that failed because
+/// its session ended (expired, or disconnected past its timeout) is made again, on a new session,
+/// within the deadline (see [`Recipe::contend`]).
+pub(crate) async fn again_on_new_session<T, F, Fut>(wait: &Wait, mut attempt: F) -> Result<Option<T>>
+where
+    F: FnMut(Wait) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let mut requeues = 0u32;
+    loop {
+        let result = attempt(wait.clone()).await;
+        let requeue = match &result {
+            Err(err) => {
+                err.kind() == ErrorKind::SessionExpired
+                    && matches!(err.lost_reason(), Some(LostReason::SessionExpired | LostReason::DisconnectedTooLong))
+                    && !wait.only_try
+            }
+            Ok(_) => false,
+        };
+        if !requeue {
+            return result;
+        }
+        requeues += 1;
+        // Not in a tight loop, should new sessions keep ending at once.
+        wait.within(tokio::time::sleep(Duration::from_millis(50 * u64::from(requeues.min(20))))).await;
+        if wait.is_over() {
+            return Ok(None);
         }
     }
 }

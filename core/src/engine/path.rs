@@ -21,6 +21,13 @@ pub(super) fn path_version(stat: &zk::Stat) -> PathVersion {
 impl Recipe {
     /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
     pub(super) fn conflict(&self, mode: Mode, names: &[String]) -> Option<Error> {
+        if let Some(name) = names.iter().find(|name| crate::policy::marks_a_semaphore(name)) {
+            let message = format!(
+                "a lock cannot use this path: it is a semaphore's (it holds {name}); the lock would ignore the \
+                 semaphore's rules, so use another path"
+            );
+            return Some(Error::recipe_conflict(message).with_path(&self.path));
+        }
         let name = names.iter().find(|name| !mode.shares_path_with(name))?;
         let other = Mode::of_node(name).expect("a node of no known lock shares any path");
         let (ours, theirs) = match mode {

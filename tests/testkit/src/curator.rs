@@ -230,15 +230,20 @@ pub enum CuratorLock {
     /// `InterProcessReadWriteLock.writeLock()`: exclusive. (As a contender's lock: the same, the
     /// plain `acquire`/`release` taking the write side.)
     Write,
+    /// `InterProcessSemaphoreV2` with this many max leases: `acquire` takes one lease (several
+    /// outstanding acquires take one each), `release` returns the oldest lease held, `nodes`
+    /// lists the names of the lease nodes.
+    Semaphore(u32),
 }
 
 impl CuratorLock {
     /// The contender program's argument for this lock.
-    fn arg(self) -> &'static str {
+    fn arg(self) -> String {
         match self {
-            CuratorLock::Mutex => "mutex",
-            CuratorLock::Read => "read",
-            CuratorLock::Write => "write",
+            CuratorLock::Mutex => "mutex".to_owned(),
+            CuratorLock::Read => "read".to_owned(),
+            CuratorLock::Write => "write".to_owned(),
+            CuratorLock::Semaphore(max_leases) => format!("semaphore:{max_leases}"),
         }
     }
 }
@@ -342,7 +347,15 @@ impl CuratorContender {
         let build = build(version);
         let (cds_flag, dump) = cds_for_spawn(build);
         let mut cmd = Command::new("java");
-        cmd.args(JVM_FLAGS).args(cds_flag).args(["-cp", &build.classpath, MAIN_CLASS, connect, path, name, kind.arg()]);
+        cmd.args(JVM_FLAGS).args(cds_flag).args([
+            "-cp",
+            &build.classpath,
+            MAIN_CLASS,
+            connect,
+            path,
+            name,
+            &kind.arg(),
+        ]);
         if let Some(t) = session_timeout {
             cmd.env("CURATOR_SESSION_TIMEOUT_MS", t.as_millis().to_string());
         }
@@ -531,7 +544,11 @@ impl CuratorContender {
     /// `release_side(CuratorLock::Read)`. Panics on `ERROR` (e.g. the write side not held).
     pub fn downgrade(&mut self) -> u128 {
         assert_eq!(self.outstanding_acquires, 0, "contender {}: downgrade while an acquire is outstanding", self.name);
-        assert!(self.kind != CuratorLock::Mutex, "contender {}: a mutex has no downgrade", self.name);
+        assert!(
+            matches!(self.kind, CuratorLock::Read | CuratorLock::Write),
+            "contender {}: only a read/write lock downgrades",
+            self.name
+        );
         self.send("downgrade");
         match self.wait_line(REPLY_TIMEOUT, |l| l.starts_with("DOWNGRADED ") || l.starts_with("ERROR downgrade:")) {
             Ok(l) if l.starts_with("DOWNGRADED ") => self.timestamp(&l),
@@ -541,10 +558,16 @@ impl CuratorContender {
     }
 
     fn side_command(&self, verb: &str, side: CuratorLock) -> String {
-        assert!(self.kind != CuratorLock::Mutex, "contender {}: a mutex has no sides", self.name);
+        assert!(
+            matches!(self.kind, CuratorLock::Read | CuratorLock::Write),
+            "contender {}: only a read/write lock has sides",
+            self.name
+        );
         match side {
             CuratorLock::Read | CuratorLock::Write => format!("{verb} {}", side.arg()),
-            CuratorLock::Mutex => panic!("contender {}: side {side:?} (Read or Write)", self.name),
+            CuratorLock::Mutex | CuratorLock::Semaphore(_) => {
+                panic!("contender {}: side {side:?} (Read or Write)", self.name)
+            }
         }
     }
 

@@ -2,29 +2,20 @@
 //! Curator's mutex and zklock's on one path. Every test runs against Debian 12's Curator 5.4 and
 //! the field version, Curator 5.7.1 (`curator_5_4::` and `curator_5_7::`).
 
+#[macro_use]
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::wait_until;
 use zklock::{Client, Owner};
 use zklock_testkit::curator::epoch_micros;
 use zklock_testkit::{shared_connect_string, CuratorContender, CuratorVersion, Proxy};
 use zookeeper_client as zk;
-
-/// One test per case and Curator version: `curator_5_4::CASE` and `curator_5_7::CASE` call
-/// `CASE(version)`.
-macro_rules! both_versions {
-    ($($case:ident),* $(,)?) => {
-        mod curator_5_4 {
-            $( #[test] fn $case() { super::$case(zklock_testkit::CuratorVersion::V5_4) } )*
-        }
-        mod curator_5_7 {
-            $( #[test] fn $case() { super::$case(zklock_testkit::CuratorVersion::V5_7) } )*
-        }
-    };
-}
 
 both_versions!(
     two_contenders_queue_fifo_with_mutual_exclusion_and_leave_no_nodes,
@@ -67,17 +58,6 @@ fn children(connect: &str, path: &str) -> Option<Vec<String>> {
             Err(e) => panic!("list_children {path}: {e}"),
         }
     })
-}
-
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    f()
 }
 
 fn two_contenders_queue_fifo_with_mutual_exclusion_and_leave_no_nodes(version: CuratorVersion) {

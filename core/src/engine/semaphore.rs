@@ -1,0 +1,350 @@
+//! The semaphore's lease step (Curator's InterProcessSemaphoreV2), on the engine's requests,
+//! attempts and holds. The semaphore (`crate::semaphore`) takes its internal mutex (a [`crate::Lock`]
+//! at `<path>/locks`), then this step, on the recipe of its lease parent `<path>/leases`, makes
+//! the acquisition's lease nodes and waits, still under the mutex, until they fit
+//! ([`policy::leases_fit`]); on every way out but success its nodes are removed, as an attempt's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use super::attempt::{find_mine, Attempt, OurNode};
+use super::participants::is_lock_node;
+use super::path::CONTAINER;
+use super::{Failed, Recipe, Wait};
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::owners::Owner;
+use crate::policy;
+use crate::retry::{connection_lost, Reply, Requests, Stop};
+use crate::semaphore::MaxLeases;
+use crate::session::Session;
+
+/// A shared count node as Curator's SharedCount writes it: a 4-byte big-endian int.
+fn parse_count(path: &str, data: &[u8]) -> Result<i32> {
+    let bytes: [u8; 4] = data.try_into().map_err(|_| {
+        Error::invalid(format!(
+            "the shared count node holds {} bytes, not a count (Curator's SharedCount stores a 4-byte big-endian \
+             int)",
+            data.len()
+        ))
+        .with_path(path)
+    })?;
+    Ok(i32::from_be_bytes(bytes))
+}
+
+impl Recipe {
+    /// Before the internal mutex, once per semaphore (`checked`): its path holds no lock nodes (a
+    /// lock's queue there would ignore the semaphore). And each time, for a shared count, that it
+    /// reads as a count of at least `n` (made with its seed first if missing, as Curator's
+    /// SharedCount does). `Ok(None)`: the deadline passed first.
+    pub(crate) async fn prepare_leases(
+        &self,
+        semaphore: &str,
+        max: &MaxLeases,
+        n: u32,
+        wait: &Wait,
+        checked: &AtomicBool,
+    ) -> Result<Option<()>> {
+        if checked.load(Ordering::Acquire) && matches!(max, MaxLeases::Fixed(_)) {
+            return Ok(Some(()));
+        }
+        let Some(session) = Box::pin(wait.within(self.client.session(&self.path))).await else { return Ok(None) };
+        let session = session?;
+        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
+        let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
+        let prepared = async {
+            if !checked.load(Ordering::Acquire) {
+                match requests.retry(|| requests.zk().list_children(semaphore)).await? {
+                    Ok(names) => {
+                        if let Some(name) = names.iter().find(|name| is_lock_node(name)) {
+                            let message = format!(
+                                "a semaphore cannot use this path: it holds lock nodes ({name}); the semaphore would \
+                                 ignore the lock's rules, so use another path"
+                            );
+                            return Err(Failed::Error(Error::recipe_conflict(message).with_path(semaphore)));
+                        }
+                    }
+                    Err(zk::Error::NoNode) => {}
+                    Err(err) => return Err(Failed::Error(Error::from_zk(err, semaphore, "listing the semaphore"))),
+                }
+                checked.store(true, Ordering::Release);
+            }
+            if let MaxLeases::SharedCount { path, seed } = max {
+                let (count, _) = self.read_count(&requests, path, *seed, false).await?;
+                if i64::from(n) > i64::from(count) {
+                    return Err(Failed::Error(
+                        Error::invalid(format!(
+                            "{n} leases asked for, more than the shared count's max of {count}: they would never fit"
+                        ))
+                        .with_path(path),
+                    ));
+                }
+            }
+            Ok(())
+        };
+        match prepared.await {
+            Ok(()) => Ok(Some(())),
+            Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            Err(Failed::Error(err)) => Err(err),
+            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
+                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the semaphore")
+            })),
+        }
+    }
+
+    /// The shared count at `path`, and with `watch` a watcher of its changes. A missing node is
+    /// made with `seed` (persistent; its missing parents containers), as Curator's SharedCount
+    /// makes it when it starts.
+    async fn read_count(
+        &self,
+        requests: &Requests<'_>,
+        path: &str,
+        seed: u32,
+        watch: bool,
+    ) -> std::result::Result<(i32, Option<zk::OneshotWatcher>), Failed> {
+        let zk = requests.zk();
+        let read = || {
+            if watch {
+                zk.get_and_watch_data(path).map(|read| read.map(|(data, _, watcher)| (data, Some(watcher)))).boxed()
+            } else {
+                zk.get_data(path).map(|read| read.map(|(data, _)| (data, None))).boxed()
+            }
+        };
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        loop {
+            match requests.retry(read).await? {
+                Ok((data, watcher)) => return Ok((parse_count(path, &data)?, watcher)),
+                Err(zk::Error::NoNode) => {}
+                Err(err) => return Err(Failed::Error(Error::from_zk(err, path, "reading the shared count"))),
+            }
+            let seed = i32::try_from(seed).unwrap_or(i32::MAX).to_be_bytes();
+            match requests.send(zk.create(path, &seed, &persistent)).await? {
+                Reply::Answered(Ok(_) | Err(zk::Error::NodeExists)) | Reply::Reconnected => {}
+                Reply::Answered(Err(zk::Error::NoNode)) => {
+                    let parent = &path[..path.rfind('/').unwrap_or_default()];
+                    if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
+                        return Err(Failed::Error(Error::from_zk(err, path, "creating the shared count's parents")));
+                    }
+                }
+                Reply::Answered(Err(err)) => {
+                    return Err(Failed::Error(Error::from_zk(err, path, "creating the shared count")))
+                }
+            }
+        }
+    }
+
+    /// Under the semaphore's internal mutex: makes `n` lease nodes on `session` (the mutex
+    /// hold's) and waits until they fit, within `wait`. All or nothing: `Ok(None)` (the deadline
+    /// passed, or only trying they did not fit) and every error leave no lease node behind.
+    pub(crate) async fn take_leases(
+        &self,
+        session: &Arc<Session>,
+        n: u32,
+        max: &MaxLeases,
+        owner: &Owner,
+        wait: &Wait,
+    ) -> Result<Option<Vec<Hold>>> {
+        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
+        let requests = Requests::new(&self.client, session, deadline).with_abort(wait.abort.clone());
+        let mut attempts: Vec<Attempt> = (0..n)
+            .map(|_| Attempt {
+                client: self.client.clone(),
+                session: session.clone(),
+                path: self.path.clone(),
+                // Each lease node its own uuid, as Curator's protected creates have.
+                name_prefix: format!("_c_{}-{}", self.client.attempt_ids.next(), policy::LEASE_MARKER),
+                node: None,
+                armed: false,
+            })
+            .collect();
+        let result = Box::pin(self.leases_and_wait(&requests, max, owner, wait.only_try, &mut attempts)).await;
+        let result = match result {
+            Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            result => result,
+        };
+        match &result {
+            Ok(Some(_)) | Err(Failed::Stopped(Stop::Closed | Stop::SessionOver)) => {
+                // Held; or the session is gone, and its ephemeral nodes with it.
+                attempts.iter_mut().for_each(|attempt| attempt.armed = false);
+            }
+            _ => {
+                futures::future::join_all(attempts.iter_mut().map(Attempt::remove)).await;
+            }
+        }
+        result.map_err(|failed| match failed {
+            Failed::Error(err) => err,
+            Failed::Stopped(stop) => self.stopped(session, stop, || {
+                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the semaphore")
+            }),
+        })
+    }
+
+    async fn leases_and_wait(
+        &self,
+        requests: &Requests<'_>,
+        max: &MaxLeases,
+        owner: &Owner,
+        only_try: bool,
+        attempts: &mut [Attempt],
+    ) -> std::result::Result<Option<Vec<Hold>>, Failed> {
+        let zk = requests.zk();
+        let session = requests.session;
+        let mut made: Vec<Option<OurNode>> = vec![None; attempts.len()];
+        loop {
+            // The lease nodes not made yet, and right behind them the listing (and the shared
+            // count): ZooKeeper answers a session's requests in order, so one round trip, and the
+            // listing shows the nodes.
+            let missing: Vec<usize> = (0..attempts.len()).filter(|&i| made[i].is_none()).collect();
+            let prefixes: Vec<String> = missing.iter().map(|&i| self.child_path(&attempts[i].name_prefix)).collect();
+            let data = if missing.is_empty() { Vec::new() } else { self.node_data(owner) };
+            let (options, _) = self.node_options(zk::CreateMode::EphemeralSequential);
+            let creates: Vec<_> = prefixes.iter().map(|prefix| zk.create(prefix, &data, &options)).collect();
+            for &i in &missing {
+                attempts[i].armed = true;
+            }
+            let listing = zk.list_and_watch_children(&self.path);
+            let count = match max {
+                MaxLeases::SharedCount { path, .. } => Some(zk.get_and_watch_data(path)),
+                MaxLeases::Fixed(_) => None,
+            };
+            let mut unknown = Vec::new();
+            let mut no_parent = false;
+            for (&i, create) in missing.iter().zip(creates) {
+                match requests.bounded(create).await? {
+                    Ok((stat, sequence)) => {
+                        let name = format!("{}{}", attempts[i].name_prefix, sequence);
+                        attempts[i].node = Some(self.child_path(&name));
+                        made[i] = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
+                    }
+                    Err(zk::Error::NoNode) => no_parent = true,
+                    Err(err) if connection_lost(&err) => unknown.push(i),
+                    Err(err) => return Err(Failed::Error(self.zk_error(err, "creating a lease node"))),
+                }
+            }
+            // The listing went out behind the creates: if one was cut off, so was it, and this is
+            // where the reconnection is waited for.
+            let listed = requests.send(listing).await?;
+            for i in unknown {
+                made[i] = match find_mine(requests, &self.path, &attempts[i].name_prefix).await? {
+                    Ok(found) => found,
+                    Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lease node"))),
+                };
+                attempts[i].node = made[i].as_ref().map(|ours| self.child_path(&ours.name));
+            }
+            if no_parent {
+                self.make_parents(requests).await?;
+                continue;
+            }
+            let (children, children_changed) = match listed {
+                Reply::Answered(Ok(listed)) => listed,
+                Reply::Answered(Err(zk::Error::NoNode)) | Reply::Reconnected => continue,
+                Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "listing the leases"))),
+            };
+            if made.iter().any(Option::is_none) {
+                continue;
+            }
+            requests.progressed();
+            let (max_now, max_changed) = match (max, count) {
+                (MaxLeases::Fixed(max), _) => (i64::from(*max), None),
+                (MaxLeases::SharedCount { path, .. }, Some(count)) => match requests.send(count).await? {
+                    Reply::Answered(Ok((data, _, watcher))) => (i64::from(parse_count(path, &data)?), Some(watcher)),
+                    Reply::Answered(Err(zk::Error::NoNode)) => {
+                        return Err(Failed::Error(Error::invalid("the shared count node is gone").with_path(path)))
+                    }
+                    Reply::Reconnected => continue,
+                    Reply::Answered(Err(err)) => {
+                        return Err(Failed::Error(Error::from_zk(err, path, "reading the shared count")))
+                    }
+                },
+                (MaxLeases::SharedCount { .. }, None) => unreachable!("a shared count is read with each listing"),
+            };
+            if let Some(name) = children.iter().find(|name| is_lock_node(name)) {
+                let message = format!(
+                    "a semaphore cannot use this path: its lease parent holds lock nodes ({name}), which are not \
+                     leases; use another path"
+                );
+                return Err(Failed::Error(Error::recipe_conflict(message).with_path(&self.path)));
+            }
+            let gone = |node: &Option<OurNode>| node.as_ref().is_some_and(|node| !children.contains(&node.name));
+            if let Some(i) = made.iter().position(gone) {
+                // Someone deleted a lease node of ours: make it again (we still hold the mutex).
+                made[i] = None;
+                attempts[i].node = None;
+                continue;
+            }
+            if policy::leases_fit(children.len(), u32::try_from(max_now.max(0)).unwrap_or(u32::MAX)) {
+                let holds = made
+                    .iter()
+                    .zip(attempts.iter())
+                    .map(|(node, attempt)| {
+                        let node = node.as_ref().expect("all made");
+                        let path = attempt.node.clone().expect("set with the node");
+                        let hold = Hold::new(session, &self.client.closed, path, node.sequence, node.czxid);
+                        self.client.node_watcher.add(&hold);
+                        hold
+                    })
+                    .collect();
+                return Ok(Some(holds));
+            }
+            if only_try {
+                return Ok(None);
+            }
+            drop(children);
+            let changed = async {
+                match max_changed {
+                    Some(max_changed) => {
+                        tokio::select! {
+                            event = children_changed.changed() => event,
+                            event = max_changed.changed() => event,
+                        }
+                    }
+                    None => children_changed.changed().await,
+                }
+            };
+            let event = Box::pin(requests.bounded(changed)).await?;
+            match (event.event_type, event.session_state) {
+                (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
+                (zk::EventType::Session, zk::SessionState::Closed) => return Err(Stop::Closed.into()),
+                (zk::EventType::Session, zk::SessionState::AuthFailed) => {
+                    return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting").into())
+                }
+                // The leases or the max changed, or the connection did: look again.
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Recipe {
+    /// The session a semaphore's internal mutex is held on, where its leases are made: a mutex
+    /// whose session is over is no mutex (the acquisition starts again on a new session).
+    pub(crate) fn session_of(&self, hold: &Hold) -> Result<Arc<Session>> {
+        match hold.inner.session.upgrade() {
+            Some(session) if !session.is_over() => Ok(session),
+            gone => Err(match gone {
+                Some(session) => self.session_over_error(&session),
+                None => self
+                    .error(ErrorKind::SessionExpired, "the session expired; a new attempt starts a new session")
+                    .with_lost_reason(Some(crate::LostReason::SessionExpired)),
+            }),
+        }
+    }
+
+    /// The shared count's value now (made with `seed` if missing).
+    pub(crate) async fn shared_count(&self, path: &str, seed: u32) -> Result<i32> {
+        let session = self.client.session(path).await?;
+        let requests = Requests::new(&self.client, &session, Some(Instant::now() + session.timeout));
+        match self.read_count(&requests, path, seed, false).await {
+            Ok((count, _)) => Ok(count),
+            Err(Failed::Error(err)) => Err(err),
+            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
+                Error::new(ErrorKind::ConnectionLoss, "no answer from ZooKeeper reading the shared count")
+                    .with_path(path)
+            })),
+        }
+    }
+}

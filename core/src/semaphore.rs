@@ -1,0 +1,389 @@
+//! The counting semaphore: Curator's InterProcessSemaphoreV2, node for node. The recipe is the
+//! engine's: a [`Lock`] for the internal mutex and the lease step in `engine::semaphore`; this is
+//! its public face.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::ClientInner;
+use crate::engine::{again_on_new_session, Recipe, Wait};
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::lock::{Lock, LockOptions, Participant};
+use crate::owners::Owner;
+use crate::policy;
+use crate::validate;
+
+/// How many leases a [`Semaphore`] allows at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MaxLeases {
+    /// A number every user of the path agrees on (as in Curator, nothing checks that they do).
+    Fixed(u32),
+    /// The value of a shared count at `path`, stored as Curator's `SharedCount` stores it (a
+    /// 4-byte big-endian int), so Curator and zklock processes agree on it and anyone may change
+    /// it at run time (`SharedCount.setCount`, or a 4-byte `setData`): waiting acquirers follow
+    /// the change. A missing node is made with `seed`, as Curator's `SharedCount.start` does.
+    SharedCount {
+        /// The count's node (relative to the client's chroot).
+        path: String,
+        /// Its value if it has to be made.
+        seed: u32,
+    },
+}
+
+/// Options for [`crate::Client::semaphore_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreOptions {
+    /// How many leases at once.
+    pub max_leases: MaxLeases,
+    /// Recorded in each node's identity, as [`LockOptions::identifier`].
+    pub identifier: Option<String>,
+}
+
+impl SemaphoreOptions {
+    /// Options with this max and no identifier.
+    pub fn new(max_leases: MaxLeases) -> SemaphoreOptions {
+        SemaphoreOptions { max_leases, identifier: None }
+    }
+
+    /// With an identifier recorded in each node's identity.
+    pub fn identifier(mut self, identifier: impl Into<String>) -> SemaphoreOptions {
+        self.identifier = Some(identifier.into());
+        self
+    }
+}
+
+/// A counting semaphore on one ZooKeeper path: at most `max` leases held at once, across every
+/// process and language that uses the path, Curator's `InterProcessSemaphoreV2` among them.
+/// Cheap to clone.
+///
+/// # The recipe (Curator's, node for node)
+/// * `<path>/locks` is an internal mutex (Curator's `InterProcessMutex` nodes,
+///   `_c_<uuid>-lock-<sequence>`); acquirers take it one at a time, in order.
+/// * `<path>/leases` holds the leases: one protected EPHEMERAL_SEQUENTIAL node each,
+///   `_c_<uuid>-lease-<sequence>`.
+/// * An acquirer takes the mutex, makes its lease nodes, and lists the leases: it holds them once
+///   there are no more than `max` (every child counts); otherwise it waits for the leases (or,
+///   with a shared count, the max) to change, still holding the mutex, so the acquirers behind
+///   it keep their order. Then it releases the mutex. So acquirers are served first come, first
+///   served, and zklock and Curator count the same leases.
+///
+/// # n leases: all or nothing, under one deadline
+/// [`Semaphore::acquire`] with `n > 1` makes its `n` lease nodes together under the mutex and
+/// holds them all, or, at its deadline, on a cancel or an error, removes every one of them and
+/// the mutex node. Curator's `acquire(qty, ...)` takes the mutex once per lease and keeps the
+/// leases it has while it queues for the next: two callers holding part of what they want can
+/// each wait for the other forever (max 2, each wanting 2, each holding 1: the one at the mutex
+/// waits for a lease that the other, queued behind it at the mutex, will never return). Here an
+/// acquirer holds nothing while it queues: the only leases it waits for are complete sets held
+/// by others, which they return. (Curator callers that hold part of a set can still make a
+/// zklock acquirer wait on them: mix the two only with one lease per acquisition.)
+///
+/// # Not reentrant
+/// As in Curator, a lease is a thing held, not an owner's count: acquiring again takes another
+/// lease, and any thread or task may release a [`Lease`]. A semaphore with max 1 is Curator's
+/// `InterProcessSemaphoreMutex`: a non-reentrant mutex, releasable from anywhere, on the same
+/// nodes (so the two interoperate).
+#[derive(Clone)]
+pub struct Semaphore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: String,
+    max: MaxLeases,
+    mutex: Lock,
+    /// The recipe of the lease parent: its nodes' data, removal, release and listing.
+    leases: Arc<Recipe>,
+    /// Whether the path was seen to hold no lock nodes.
+    checked: AtomicBool,
+}
+
+impl Semaphore {
+    pub(crate) fn new(client: &Arc<ClientInner>, path: String, options: SemaphoreOptions) -> Result<Semaphore> {
+        let invalid = |message: String| Err(Error::invalid(message).with_path(&path));
+        match &options.max_leases {
+            MaxLeases::Fixed(0) => return invalid("a semaphore's max leases must be at least 1, not 0".to_owned()),
+            MaxLeases::Fixed(_) => {}
+            MaxLeases::SharedCount { path: count, seed } => {
+                validate::lock_path(count, &client.chroot)
+                    .map_err(|err| Error::invalid(format!("shared count path: {}", err.message())).with_path(count))?;
+                if *seed < 1 || i32::try_from(*seed).is_err() {
+                    return invalid(format!("a shared count's seed must be from 1 to {}, not {seed}", i32::MAX));
+                }
+            }
+        }
+        let lock_options = LockOptions { identifier: options.identifier, ..LockOptions::default() };
+        let mutex = Lock::new(client, format!("{path}/{}", policy::SEMAPHORE_MUTEX), lock_options.clone())?;
+        let leases_path = format!("{path}/{}", policy::SEMAPHORE_LEASES);
+        let leases = Arc::new(Recipe::new(client.clone(), leases_path, false, lock_options)?);
+        Ok(Semaphore {
+            inner: Arc::new(Inner { path, max: options.max_leases, mutex, leases, checked: AtomicBool::new(false) }),
+        })
+    }
+
+    /// The semaphore's path, relative to the client's chroot.
+    pub fn path(&self) -> &str {
+        &self.inner.path
+    }
+
+    /// Where its max comes from.
+    pub fn max_leases(&self) -> &MaxLeases {
+        &self.inner.max
+    }
+
+    /// The max now: the fixed number, or the shared count's value (read from the server; its
+    /// node made with the seed if missing).
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] if the shared count's node is not a 4-byte count.
+    pub async fn current_max_leases(&self) -> Result<i64> {
+        match &self.inner.max {
+            MaxLeases::Fixed(max) => Ok(i64::from(*max)),
+            MaxLeases::SharedCount { path, seed } => Ok(i64::from(self.inner.leases.shared_count(path, *seed).await?)),
+        }
+    }
+
+    /// Acquires `n` leases, all or nothing, waiting as long as it takes.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`], before any traffic, if `n` is 0 or more than a fixed max;
+    ///   before any node is made, if `n` is more than the shared count, or its node is not a
+    ///   4-byte count, or the path holds lock nodes (or a lock's queue is at `<path>/leases`):
+    ///   then [`Error::is_recipe_conflict`] says so.
+    /// * [`ErrorKind::Closed`] if the client is or gets closed.
+    ///
+    /// A waiter whose session ends queues again on a new session, as a lock's waiter does.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future removes its lease nodes and releases the mutex in the background.
+    pub async fn acquire(&self, n: u32) -> Result<Leases> {
+        let leases = self.acquire_within(n, Wait::from_timeout(None)).await?;
+        Ok(leases.expect("waiting forever never gives up"))
+    }
+
+    /// As [`Semaphore::acquire`], giving up with [`ErrorKind::Timeout`] after `timeout`: one
+    /// deadline for the mutex and all `n` leases, retries included. Every node it made is
+    /// removed before this returns. A zero timeout only tries, as [`Semaphore::try_acquire`].
+    pub async fn acquire_timeout(&self, n: u32, timeout: Duration) -> Result<Leases> {
+        match self.acquire_within(n, Wait::from_timeout(Some(timeout))).await? {
+            Some(leases) => Ok(leases),
+            None if timeout.is_zero() => Err(self.error(ErrorKind::Timeout, "no room (tried once: zero timeout)")),
+            None => Err(self.error(ErrorKind::Timeout, format!("{n} leases not acquired within {timeout:?}"))),
+        }
+    }
+
+    /// Acquires `n` leases only if they fit now and no other acquirer holds the mutex: one try;
+    /// `Ok(None)` otherwise, with every node it made removed before this returns.
+    pub async fn try_acquire(&self, n: u32) -> Result<Option<Leases>> {
+        self.acquire_within(n, Wait::from_timeout(Some(Duration::ZERO))).await
+    }
+
+    /// The binding-level acquire: `timeout` of `None` waits forever, `Some(ZERO)` only tries;
+    /// once `abort` is cancelled the acquisition ends as at its deadline, its nodes removed.
+    /// `Ok(None)`: not acquired in time (or aborted).
+    pub async fn acquire_for(
+        &self,
+        n: u32,
+        timeout: Option<Duration>,
+        abort: Option<tokio_util::sync::CancellationToken>,
+    ) -> Result<Option<Leases>> {
+        self.acquire_within(n, Wait { abort, ..Wait::from_timeout(timeout) }).await
+    }
+
+    async fn acquire_within(&self, n: u32, wait: Wait) -> Result<Option<Leases>> {
+        if n == 0 {
+            return Err(self.error(ErrorKind::InvalidArgument, "at least 1 lease must be asked for, not 0"));
+        }
+        if let MaxLeases::Fixed(max) = self.inner.max {
+            if n > max {
+                return Err(self.error(
+                    ErrorKind::InvalidArgument,
+                    format!("{n} leases asked for, more than the semaphore's max of {max}: they would never fit"),
+                ));
+            }
+        }
+        if self.inner.mutex.client().is_closed() {
+            return Err(self.error(ErrorKind::Closed, "the client was closed"));
+        }
+        let holds = again_on_new_session(&wait, |wait| self.attempt(n, wait)).await?;
+        let recipe = &self.inner.leases;
+        Ok(holds.map(|holds| Leases {
+            leases: holds.into_iter().map(|hold| Lease { recipe: recipe.clone(), hold, armed: true }).collect(),
+        }))
+    }
+
+    /// One attempt: the mutex, then the leases on its session, then the mutex released.
+    async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Hold>>> {
+        let inner = &self.inner;
+        let prepared = inner.leases.prepare_leases(&inner.path, &inner.max, n, &wait, &inner.checked);
+        if Box::pin(prepared).await?.is_none() {
+            return Ok(None);
+        }
+        // A fresh owner each time: the mutex is not reentrant here, and its node's identity
+        // carries the default label.
+        let owner = Owner::unique();
+        let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
+        let leases = match inner.leases.session_of(mutex.hold()) {
+            Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, &wait)).await,
+            Err(err) => Err(err),
+        };
+        // Held, or the lease nodes are gone already: now the mutex, before this returns (as
+        // Curator's does), so that nothing of this acquisition is left in the queue.
+        let _ = mutex.release().await;
+        leases
+    }
+
+    /// Who holds leases and who waits: the lease nodes (each with the identity in its node:
+    /// zklock's JSON, or for Curator the raw data, the client's address by default) and the
+    /// acquirers queued at the internal mutex.
+    pub async fn participants(&self) -> Result<SemaphoreParticipants> {
+        let max = self.current_max_leases().await?;
+        let mut leases = self.inner.leases.participants(false).await?;
+        let queue = self.inner.mutex.contenders().await?;
+        for lease in &mut leases {
+            lease.sequence = lease.node.rsplit(policy::LEASE_MARKER).next().and_then(|digits| digits.parse().ok());
+        }
+        // While there are more leases than max, the acquirer at the head of the mutex queue waits
+        // with its nodes made: those of its session made since it queued there.
+        let waiting = |lease: &Participant| {
+            leases.len() as i64 > max
+                && queue
+                    .first()
+                    .is_some_and(|head| lease.session_id == head.session_id && lease.fencing_token > head.fencing_token)
+        };
+        let (waiting, mut leases): (Vec<Participant>, Vec<Participant>) = leases.iter().cloned().partition(waiting);
+        let waiting_leases = waiting.len();
+        leases.extend(waiting);
+        Ok(SemaphoreParticipants { leases, waiting_leases, queue, max_leases: max })
+    }
+
+    fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
+        Error::new(kind, message).with_path(&self.inner.path)
+    }
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore").field("path", &self.inner.path).field("max", &self.inner.max).finish()
+    }
+}
+
+/// Who holds a [`Semaphore`]'s leases and who waits, from one listing of each of its parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreParticipants {
+    /// The lease nodes in creation order, those held first, then the last `waiting_leases`: made
+    /// by the acquirer at the head of `queue`, which waits until they fit. (Their `mode` is
+    /// `None`: a lease is no lock node.)
+    pub leases: Vec<Participant>,
+    /// How many of `leases`, at the end, are not held yet.
+    pub waiting_leases: usize,
+    /// The acquirers at the internal mutex, in order: the first is making its lease nodes or
+    /// waiting for them to fit, the others wait for their turn.
+    pub queue: Vec<Participant>,
+    /// The max when listed.
+    pub max_leases: i64,
+}
+
+impl SemaphoreParticipants {
+    /// The lease nodes held.
+    pub fn holders(&self) -> &[Participant] {
+        &self.leases[..self.leases.len() - self.waiting_leases]
+    }
+}
+
+/// Leases taken together by one [`Semaphore::acquire`]. Dropping them releases each in the
+/// background; [`Leases::release`] releases them and waits for the server.
+#[must_use = "dropping the leases releases them"]
+#[derive(Debug)]
+pub struct Leases {
+    leases: Vec<Lease>,
+}
+
+impl Leases {
+    /// Each lease, in the order its node was made.
+    pub fn leases(&self) -> &[Lease] {
+        &self.leases
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Never: an acquisition takes at least one lease.
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
+    }
+
+    /// The leases, to release one by one.
+    pub fn into_leases(self) -> Vec<Lease> {
+        self.leases
+    }
+
+    /// Releases every lease, and returns once the server confirmed each delete; the first
+    /// error, if any (see [`Lease::release`]), after trying them all.
+    pub async fn release(self) -> Result<()> {
+        let results = futures::future::join_all(self.leases.into_iter().map(Lease::release)).await;
+        results.into_iter().collect()
+    }
+}
+
+/// One lease of a [`Semaphore`]: its node, fencing token and [`crate::HoldState`] (held,
+/// suspended, lost). Dropping it releases it in the background.
+#[must_use = "dropping a lease releases it"]
+pub struct Lease {
+    recipe: Arc<Recipe>,
+    hold: Hold,
+    armed: bool,
+}
+
+impl Lease {
+    /// The hold: lease node, sequence, fencing token, state and lost signal.
+    pub fn hold(&self) -> &Hold {
+        &self.hold
+    }
+
+    /// The lease node's creation zxid: it rises across the leases of a path.
+    pub fn fencing_token(&self) -> i64 {
+        self.hold.fencing_token()
+    }
+
+    /// The lease node's name (`_c_<uuid>-lease-<sequence>`), as Curator's `Lease.getNodeName`.
+    pub fn node_name(&self) -> &str {
+        self.hold.node_path().rsplit('/').next().unwrap_or_default()
+    }
+
+    /// Deletes the lease node, returning once the server confirmed it.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::LockLost`] if the lease was lost (session expired, client closed, node
+    ///   deleted by someone else): nothing is deleted.
+    /// * [`ErrorKind::ConnectionLoss`] if the connection dropped first: the delete goes on in
+    ///   the background until the node is gone or the session is over.
+    pub async fn release(mut self) -> Result<()> {
+        self.armed = false;
+        self.recipe.delete_held(&self.hold).await
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (recipe, hold) = (self.recipe.clone(), self.hold.clone());
+        self.recipe.client.runtime.spawn(async move {
+            let _ = recipe.delete_held(&hold).await;
+        });
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease").field("hold", &self.hold).finish()
+    }
+}
