@@ -52,6 +52,17 @@ SCALE_METRICS = [
 # (key, label, higher is better): for a wait, the ratio is the peer's over ours, so that above 1x
 # is better for zklock throughout.
 MUTEX_RATIOS = [("uncontended_cycles_per_s", "uncontended", True), ("handoffs_per_s", "handoffs", True)]
+# The columns of a BENCH_TLS=1 run's TLS twins: the impl's name with this suffix.
+TLS_SUFFIX = " over TLS"
+# Issue 24's goals for them: over TLS at least 0.9x our plaintext figures, and 1.4x Curator's over TLS.
+TLS_VS_PLAINTEXT = [
+    ("uncontended_cycles_per_s", "uncontended (goal >= 0.90x)", True),
+    ("handoffs_per_s", "handoffs (goal >= 0.90x)", True),
+]
+TLS_VS_CURATOR = [
+    ("uncontended_cycles_per_s", "uncontended (goal >= 1.40x)", True),
+    ("handoffs_per_s", "handoffs (goal >= 1.40x)", True),
+]
 RW_RATIOS = [
     ("read_cycles_per_s", "read cycles", True),
     ("read_mostly_ops_per_s", "read-mostly ops", True),
@@ -159,7 +170,10 @@ def table(path):
     print()
 
     def find(prefix):
-        return next((n for n in names if n.startswith(prefix)), None)
+        """The column of the impl named so: its plaintext one, or with TLS_SUFFIX its TLS twin."""
+        tls = prefix.endswith(TLS_SUFFIX)
+        base = prefix.removesuffix(TLS_SUFFIX)
+        return next((n for n in names if n.startswith(base) and n.endswith(TLS_SUFFIX) == tls), None)
 
     # Ratios are taken round by round (an impl's floor is measured in its own run; the impls of one
     # round ran in one pass, minutes apart at most), then summarised by their median and range.
@@ -177,6 +191,11 @@ def table(path):
         ("zklock (python)", "kazoo", MUTEX_RATIOS),
         ("zklock (python)", "curator", RW_RATIOS + scale_ratios),
         ("zklock (node)", "curator", scale_ratios),
+        # BENCH_TLS=1: each over TLS against its plaintext self (goal for zklock: >= 0.90x), and
+        # zklock against Curator, both over TLS (goal: >= 1.40x).
+        ("zklock (rust)" + TLS_SUFFIX, "zklock (rust)", TLS_VS_PLAINTEXT),
+        ("curator" + TLS_SUFFIX, "curator", MUTEX_RATIOS),
+        ("zklock (rust)" + TLS_SUFFIX, "curator" + TLS_SUFFIX, TLS_VS_CURATOR),
     ]:
         mine, theirs = find(ours), find(peer)
         if not (mine and theirs):

@@ -22,6 +22,12 @@
 //                          skipped figures print as null; and scale (long: only when named)
 //   BENCH_SCALE_WAITERS    the scale workload's queue lengths (default 1000,5000,10000)
 //   BENCH_SCALE_TIMEOUT    bound on each of its runs, seconds (default 300)
+//
+// Over TLS, the ZooKeeper client's own system properties (scripts/bench BENCH_TLS=1 sets them):
+//   -Dzookeeper.client.secure=true -Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty
+//   -Dzookeeper.ssl.keyStore.location=KEY_AND_CERT.pem -Dzookeeper.ssl.keyStore.type=PEM
+//   -Dzookeeper.ssl.trustStore.location=CA.pem -Dzookeeper.ssl.trustStore.type=PEM
+// with the Netty jars on the classpath, and the server's TLS address as the argument.
 
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
@@ -56,7 +62,9 @@ import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
 
 public final class CuratorBench {
-    static final String IMPL = "curator 5.4.0";
+    // Over TLS (the ZooKeeper client's zookeeper.client.secure, set by scripts/bench): a column of
+    // its own beside the plaintext one.
+    static final String IMPL = "curator 5.4.0" + (Boolean.getBoolean("zookeeper.client.secure") ? " over TLS" : "");
     static final int SESSION_TIMEOUT_MS = 10_000;
     static final int CONNECTION_TIMEOUT_MS = 15_000;
     /** Bound on any single blocking acquire, so a broken server fails the run instead of hanging it. */

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use zklock::{Client, Owner};
+use zklock::{Client, ClientOptions, Owner, TlsOptions};
 use zookeeper_client as zk;
 
 mod scale;
@@ -23,6 +23,61 @@ fn seconds_from_env() -> Duration {
 fn hold_from_env() -> Duration {
     let us = std::env::var("BENCH_HOLD_US").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
     Duration::from_micros(us)
+}
+
+/// The server the workloads connect to: `ZK_CONNECT`, plaintext, or with `BENCH_TLS_DIR` its TLS
+/// address (scripts/bench passes `scripts/zk run --tls`'s), trusting that directory's ca.pem and
+/// presenting alice.pem/alice.key, as made by `scripts/zk tls-certs` (its servers require a
+/// client certificate).
+struct Server {
+    connect: String,
+    tls: Option<TlsFiles>,
+}
+
+struct TlsFiles {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+impl Server {
+    fn from_env() -> Server {
+        let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT names the server (scripts/bench sets it)");
+        let tls = std::env::var_os("BENCH_TLS_DIR").filter(|dir| !dir.is_empty()).map(|dir| {
+            let dir = std::path::PathBuf::from(dir);
+            let read = |name: &str| {
+                let path = dir.join(name);
+                std::fs::read_to_string(&path)
+                    .unwrap_or_else(|err| panic!("BENCH_TLS_DIR: cannot read {}: {err}", path.display()))
+            };
+            TlsFiles { ca: read("ca.pem"), cert: read("alice.pem"), key: read("alice.key") }
+        });
+        Server { connect, tls }
+    }
+
+    async fn client(&self) -> Client {
+        let tls = self.tls.as_ref().map(|files| {
+            let mut tls = TlsOptions::new(files.ca.clone());
+            tls.client_cert_pem = Some(files.cert.clone());
+            tls.client_key_pem = Some(files.key.clone());
+            tls
+        });
+        Client::connect_with(&self.connect, ClientOptions { tls, ..ClientOptions::default() }).await.unwrap()
+    }
+
+    /// A bare ZooKeeper client (the same crate, the same transport) for the floors.
+    async fn raw_client(&self) -> zk::Client {
+        match &self.tls {
+            None => zk::Client::connect(&self.connect).await.unwrap(),
+            Some(files) => {
+                let tls = zk::TlsOptions::new()
+                    .with_pem_ca(&files.ca)
+                    .and_then(|tls| tls.with_pem_identity(&files.cert, &files.key))
+                    .expect("BENCH_TLS_DIR: usable PEM certificates");
+                zk::Client::connector().with_tls(tls).secure_connect(&self.connect).await.unwrap()
+            }
+        }
+    }
 }
 
 fn percentile_us(sorted: &[Duration], p: f64) -> f64 {
@@ -85,14 +140,14 @@ async fn cycles(
 /// alternating slices so that the server's and the disk's drift over the run weighs on all alike.
 async fn uncontended_and_floor(
     client: &Client,
-    connect: &str,
+    server: &Server,
     base: &str,
     warmup: Duration,
     measure: Duration,
 ) -> (Uncontended, f64, f64) {
     let lock = client.lock(&format!("{base}/uncontended")).unwrap();
     let owner = Owner::new(1);
-    let floor_zk = zk::Client::connect(connect).await.unwrap();
+    let floor_zk = server.raw_client().await;
     // Made by the first floor create's NoNode, like any later removal of it.
     let floor_parent = format!("{base}/floor");
     cycles(&lock, &owner, warmup / 3, None).await;
@@ -152,10 +207,10 @@ async fn floor_cycles(zk: &zk::Client, parent: &str, budget: Duration, listed: b
     (count, started.elapsed())
 }
 
-async fn contended(connect: &str, path: &str, warmup: Duration, measure: Duration) -> f64 {
+async fn contended(server: &Server, path: &str, warmup: Duration, measure: Duration) -> f64 {
     let mut clients = Vec::new();
     for _ in 0..CONTENDERS {
-        clients.push(Client::connect(connect).await.unwrap());
+        clients.push(server.client().await);
     }
     let handoffs = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -217,10 +272,10 @@ struct ReadMostlySamples {
 /// The read-mostly workload: [`CONTENDERS`] sessions, one task and one read/write lock each, one
 /// shared path, each looping over its [`OpSequence`]: acquire the read (or write) side, hold for
 /// `hold`, release. Sharing and exclusion are checked while holding.
-async fn read_mostly(connect: &str, path: &str, warmup: Duration, measure: Duration, hold: Duration) -> ReadMostly {
+async fn read_mostly(server: &Server, path: &str, warmup: Duration, measure: Duration, hold: Duration) -> ReadMostly {
     let mut clients = Vec::new();
     for _ in 0..CONTENDERS {
-        clients.push(Client::connect(connect).await.unwrap());
+        clients.push(server.client().await);
     }
     let ops = Arc::new(AtomicU64::new(0));
     let (stop, measuring) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
@@ -326,11 +381,12 @@ async fn reentrant_ns(client: &Client, path: &str) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT names the server (scripts/bench sets it)");
+    let server = Server::from_env();
+    let connect = server.connect.clone();
     let measure = seconds_from_env();
     let warmup = Duration::from_secs(1).min(measure);
     let base = format!("/zklock-bench/{}", std::process::id());
-    let client = Client::connect(&connect).await.unwrap();
+    let client = server.client().await;
 
     // BENCH_WORKLOADS=uncontended,contended,reentrant,read,read_mostly (default: all) runs a
     // subset; the skipped figures print as null. The floor is measured with the uncontended
@@ -338,16 +394,18 @@ async fn main() {
     let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
     let named = |name: &str| selected.split(',').any(|w| w.trim() == name);
     let wanted = |name: &str| selected.is_empty() || named(name);
+    // It reads the queue with four-letter words, which the TLS port does not answer.
+    assert!(!(named("scale") && server.tls.is_some()), "the scale workload is not run over TLS (BENCH_TLS_DIR)");
     let nan = f64::NAN;
     let (un, floor, floor_listed) = if wanted("uncontended") {
         eprintln!("[zklock] uncontended, alternating with the raw floor (create+delete, and with the listing)...");
-        uncontended_and_floor(&client, &connect, &base, warmup, measure).await
+        uncontended_and_floor(&client, &server, &base, warmup, measure).await
     } else {
         (Uncontended { cycles_per_s: nan, acquire: vec![], release: vec![] }, nan, nan)
     };
     let handoffs = if wanted("contended") {
         eprintln!("[zklock] contended, {CONTENDERS} sessions...");
-        contended(&connect, &format!("{base}/contended"), warmup, measure).await
+        contended(&server, &format!("{base}/contended"), warmup, measure).await
     } else {
         nan
     };
@@ -366,7 +424,7 @@ async fn main() {
     let mostly = if wanted("read_mostly") {
         let hold = hold_from_env();
         eprintln!("[zklock] read-mostly, {CONTENDERS} sessions, 1 write in {WRITE_ONE_IN}, holds of {hold:?}...");
-        let r = read_mostly(&connect, &format!("{base}/read-mostly"), warmup, measure, hold).await;
+        let r = read_mostly(&server, &format!("{base}/read-mostly"), warmup, measure, hold).await;
         eprintln!(
             "[zklock] read-mostly: {:.1} ops/s; {} reads, {} writes measured; mean hold {:?}",
             r.ops_per_s,
@@ -395,8 +453,11 @@ async fn main() {
     client.close().await;
 
     let read_mostly_hold_us = if mostly.ops_per_s.is_nan() { nan } else { mostly.mean_hold.as_secs_f64() * 1e6 };
+    // The TLS run is a column of its own beside the plaintext one.
+    let impl_name = if server.tls.is_some() { "zklock (rust) over TLS" } else { "zklock (rust)" };
     let json = format!(
-        "{{\"impl\":\"zklock (rust)\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1},\"read_cycles_per_s\":{:.1},\"read_acquire_p50_us\":{:.1},\"read_acquire_p99_us\":{:.1},\"read_release_p50_us\":{:.1},\"read_release_p99_us\":{:.1},\"read_mostly_ops_per_s\":{:.1},\"read_mostly_reader_wait_p50_us\":{:.1},\"read_mostly_reader_wait_p99_us\":{:.1},\"read_mostly_writer_wait_p50_us\":{:.1},\"read_mostly_writer_wait_p99_us\":{:.1},\"read_mostly_hold_us\":{:.1}}}",
+        "{{\"impl\":\"{}\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1},\"read_cycles_per_s\":{:.1},\"read_acquire_p50_us\":{:.1},\"read_acquire_p99_us\":{:.1},\"read_release_p50_us\":{:.1},\"read_release_p99_us\":{:.1},\"read_mostly_ops_per_s\":{:.1},\"read_mostly_reader_wait_p50_us\":{:.1},\"read_mostly_reader_wait_p99_us\":{:.1},\"read_mostly_writer_wait_p50_us\":{:.1},\"read_mostly_writer_wait_p99_us\":{:.1},\"read_mostly_hold_us\":{:.1}}}",
+        impl_name,
         un.cycles_per_s,
         percentile_us(&un.acquire, 0.5),
         percentile_us(&un.acquire, 0.99),
