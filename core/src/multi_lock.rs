@@ -12,7 +12,7 @@ use crate::hold::{Hold, HoldState};
 use crate::lock::{Lock, LockGuard};
 use crate::owners::Owner;
 use crate::policy::Mode;
-use crate::semaphore::{Leases, MaxLeases, Semaphore};
+use crate::semaphore::{Leases, Semaphore};
 use crate::session::LostReason;
 
 /// What a member of a [`MultiLock`] takes. The order of the variants is the tie-break of the
@@ -124,17 +124,7 @@ impl MultiLock {
         }
         for member in &members {
             if let Member::Leases(semaphore, n) = member {
-                if *n == 0 {
-                    return Err(Error::invalid("at least 1 lease must be asked for, not 0").with_path(semaphore.path()));
-                }
-                if let MaxLeases::Fixed(max) = semaphore.max_leases() {
-                    if n > max {
-                        return Err(Error::invalid(format!(
-                            "{n} leases asked for, more than the semaphore's max of {max}: they would never fit"
-                        ))
-                        .with_path(semaphore.path()));
-                    }
-                }
+                semaphore.check_lease_count(*n)?;
             }
         }
         Ok(MultiLock { members, runtime })

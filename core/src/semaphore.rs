@@ -198,7 +198,8 @@ impl Semaphore {
         self.acquire_within(n, Wait { abort, ..Wait::from_timeout(timeout) }).await
     }
 
-    pub(crate) async fn acquire_within(&self, n: u32, wait: Wait) -> Result<Option<Leases>> {
+    /// Refuses, before any traffic, `n` of 0 or more than a fixed max.
+    pub(crate) fn check_lease_count(&self, n: u32) -> Result<()> {
         if n == 0 {
             return Err(self.error(ErrorKind::InvalidArgument, "at least 1 lease must be asked for, not 0"));
         }
@@ -210,6 +211,11 @@ impl Semaphore {
                 ));
             }
         }
+        Ok(())
+    }
+
+    pub(crate) async fn acquire_within(&self, n: u32, wait: Wait) -> Result<Option<Leases>> {
+        self.check_lease_count(n)?;
         if self.inner.mutex.client().is_closed() {
             return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }
