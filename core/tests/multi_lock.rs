@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use zklock::{ErrorKind, HoldState, LostReason, Member, MemberKind, MultiGuard, Owner};
+use zklock::{Client, ClientOptions, ErrorKind, HoldState, LostReason, Member, MemberKind, MultiGuard, Owner};
+use zklock_testkit::{Cluster, Proxy};
 use zookeeper_client as zk;
 
 /// The holders' nodes of a multi-lock's members under `prefix`, as the server has them: lock
@@ -275,4 +276,49 @@ async fn bad_input_is_refused_before_any_traffic() {
     let err = client.multi_lock([Member::leases(&client.semaphore(&path, 2).unwrap(), 3)]).unwrap_err();
     assert!(err.kind() == ErrorKind::InvalidArgument && err.message().contains("max of 2"), "{err}");
     assert!(observer.check_stat(&path).await.unwrap().is_none(), "nothing was sent: no lock path made");
+}
+
+/// Members may come from several clients. One whose session is lost (its connection stalled at
+/// the fault proxy past the session timeout) makes the multi-lock Lost, named with the reason;
+/// the member on the healthy session is still released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_session_is_lost_loses_the_multi_lock() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let (a, b) = ("/multi/lost-session/a", "/multi/lost-session/b");
+    let options = ClientOptions { session_timeout: Duration::from_secs(2), ..Default::default() };
+    let healthy = Client::connect_with(&cluster.connect_string(), options.clone()).await.unwrap();
+    let stalled = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let members = [stalled.read_write_lock(b).unwrap().write().clone().into(), healthy.lock(a).unwrap().into()];
+    let multi = healthy.multi_lock(members).unwrap();
+    let guard = multi.acquire(&Owner::unique()).await.unwrap();
+    proxy.stall();
+    let lost = tokio::time::timeout(Duration::from_secs(10), guard.lost()).await.expect("the loss is told");
+    assert_eq!((lost.path.as_str(), lost.kind), (b, MemberKind::Write));
+    assert!(matches!(lost.reason, LostReason::DisconnectedTooLong | LostReason::SessionExpired), "{lost:?}");
+    assert_eq!(guard.state(), HoldState::Lost);
+    proxy.pass();
+    let err = guard.release().await.expect_err("the lost member is reported");
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert!(children(&observer, a).await.is_empty(), "the healthy member's node is deleted");
+}
+
+/// An error taking a later member (here a semaphore on a path that holds a mutex's nodes: a
+/// recipe conflict) releases the members already taken before it is returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_on_a_later_member_releases_those_taken() {
+    let base = unique_path("multi-error");
+    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+    let observer = observer().await;
+    let other = client().await;
+    let mutex_at_b = other.lock(&b).unwrap().acquire(&Owner::unique()).await.unwrap();
+    let client = client().await;
+    let members = [Member::leases(&client.semaphore(&b, 2).unwrap(), 1), client.lock(&a).unwrap().into()];
+    let err = client.multi_lock(members).unwrap().acquire(&Owner::unique()).await.unwrap_err();
+    assert!(err.is_recipe_conflict(), "{err}");
+    assert_eq!(err.path(), Some(b.as_str()), "{err}");
+    assert!(children(&observer, &a).await.is_empty(), "a, taken first, is released");
+    assert_eq!(children(&observer, &b).await.len(), 1, "only the mutex's own node at b");
+    mutex_at_b.release().await.unwrap();
 }
