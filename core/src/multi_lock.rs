@@ -57,19 +57,25 @@ impl Member {
     pub fn kind(&self) -> MemberKind {
         match self {
             Member::Lock(lock) => match lock.mode() {
+                Mode::Exclusive => MemberKind::Mutex,
                 Mode::Read => MemberKind::Read,
                 Mode::Write => MemberKind::Write,
-                _ => MemberKind::Mutex,
             },
             Member::Leases(..) => MemberKind::Leases,
         }
     }
 
-    fn runtime(&self) -> tokio::runtime::Handle {
+    fn client(&self) -> crate::Client {
         match self {
-            Member::Lock(lock) => lock.client().inner.runtime.clone(),
-            Member::Leases(semaphore, _) => semaphore.client().inner.runtime.clone(),
+            Member::Lock(lock) => lock.client(),
+            Member::Leases(semaphore, _) => semaphore.client(),
         }
+    }
+
+    /// The path on the server (the client's chroot and the path): members of clients with other
+    /// chroots sort, and are told apart, by where their nodes really are.
+    fn server_path(&self) -> String {
+        format!("{}{}", self.client().inner.chroot, self.path())
     }
 }
 
@@ -82,8 +88,8 @@ impl From<Lock> for Member {
 /// Several locks taken together, from [`crate::Client::multi_lock`]: mutexes, sides of
 /// read/write locks and semaphore leases, all held or none.
 ///
-/// * **One canonical order.** Members are taken sorted by path, then by [`MemberKind`], whatever
-///   order they were given in, so two multi-locks over the same paths never each hold what the
+/// * **One canonical order.** Members are taken sorted by path (on the server: the client's
+///   chroot and the path), then by [`MemberKind`], whatever order they were given in, so two multi-locks over the same paths never each hold what the
 ///   other waits for. (Curator's InterProcessMultiLock takes them in list order.)
 /// * **One deadline** for all of them (Curator gives each member the full timeout).
 /// * **Nothing left behind.** On a timeout, an error or a cancel (the future dropped), what was
@@ -109,11 +115,11 @@ impl MultiLock {
         let Some(first) = members.first() else {
             return Err(Error::invalid("a multi-lock needs at least one member, got none"));
         };
-        let runtime = first.runtime();
-        // Stable: the order is the paths' and kinds', never the caller's.
-        members.sort_by(|a, b| (a.path(), a.kind()).cmp(&(b.path(), b.kind())));
+        let runtime = first.client().inner.runtime.clone();
+        // The order is the paths' and kinds', never the caller's.
+        members.sort_by_cached_key(|member| (member.server_path(), member.kind()));
         for pair in members.windows(2) {
-            if pair[0].path() == pair[1].path() {
+            if pair[0].server_path() == pair[1].server_path() {
                 return Err(Error::invalid(format!(
                     "{:?} and {:?} are both on this path: a multi-lock takes each path once",
                     pair[0].kind(),
