@@ -357,6 +357,16 @@ impl Client {
         crate::Semaphore::new(&self.inner, path.to_owned(), options)
     }
 
+    /// A multi-lock over `members` (see [`crate::MultiLock`]): taken together in one canonical
+    /// order (by path, then kind), under one deadline, all or nothing. Sends nothing.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] for no member, two members on one path, 0 leases or more
+    ///   leases than a fixed max.
+    pub fn multi_lock(&self, members: impl IntoIterator<Item = crate::Member>) -> Result<crate::MultiLock> {
+        crate::MultiLock::new(members)
+    }
+
     /// The locks at and under `prefix` (the root included), in path order: every node there
     /// whose children include lock nodes of zklock, Curator or kazoo. Reads only, one listing
     /// per node visited; for tools (`zklock ls`), not for a hot path.

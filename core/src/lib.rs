@@ -36,6 +36,12 @@
 //! once, a fixed number or a shared count ([`MaxLeases`]); `n` leases are taken all or nothing.
 //! Not reentrant; with max 1 it is Curator's InterProcessSemaphoreMutex. See its docs.
 //!
+//! ## The multi-lock
+//! [`Client::multi_lock`] takes several members together (mutexes, sides of read/write locks,
+//! semaphore leases): in one canonical order (by path, then [`MemberKind`]) so that two
+//! multi-locks over the same paths cannot deadlock, under one deadline, and all or nothing. See
+//! [`MultiLock`].
+//!
 //! ## Inside
 //! One contend loop (`engine`) serves every recipe; what differs is a small per-[`Mode`] policy
 //! that, given the queue and our place in it, answers "held" or "wait for that node".
@@ -66,6 +72,7 @@ mod error;
 pub mod ffi;
 mod hold;
 mod lock;
+mod multi_lock;
 mod order;
 mod owners;
 mod policy;
@@ -87,6 +94,7 @@ pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
+pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;
 pub use crate::policy::Mode;
 pub use crate::rwlock::ReadWriteLock;

@@ -129,6 +129,11 @@ impl Semaphore {
         &self.inner.path
     }
 
+    /// The client this semaphore was made from.
+    pub(crate) fn client(&self) -> crate::Client {
+        self.inner.mutex.client()
+    }
+
     /// Where its max comes from.
     pub fn max_leases(&self) -> &MaxLeases {
         &self.inner.max
@@ -193,7 +198,8 @@ impl Semaphore {
         self.acquire_within(n, Wait { abort, ..Wait::from_timeout(timeout) }).await
     }
 
-    async fn acquire_within(&self, n: u32, wait: Wait) -> Result<Option<Leases>> {
+    /// Refuses, before any traffic, `n` of 0 or more than a fixed max.
+    pub(crate) fn check_lease_count(&self, n: u32) -> Result<()> {
         if n == 0 {
             return Err(self.error(ErrorKind::InvalidArgument, "at least 1 lease must be asked for, not 0"));
         }
@@ -205,6 +211,11 @@ impl Semaphore {
                 ));
             }
         }
+        Ok(())
+    }
+
+    pub(crate) async fn acquire_within(&self, n: u32, wait: Wait) -> Result<Option<Leases>> {
+        self.check_lease_count(n)?;
         if self.inner.mutex.client().is_closed() {
             return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }

@@ -1,0 +1,373 @@
+//! The multi-lock: several locks taken together (Curator's InterProcessMultiLock), each member by
+//! its own recipe's acquire path, in one canonical order and under one deadline.
+
+use std::time::Duration;
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+
+use crate::engine::Wait;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::{Hold, HoldState};
+use crate::lock::{Lock, LockGuard};
+use crate::owners::Owner;
+use crate::policy::Mode;
+use crate::semaphore::{Leases, Semaphore};
+use crate::session::LostReason;
+
+/// What a member of a [`MultiLock`] takes. The order of the variants is the tie-break of the
+/// canonical order (after the path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemberKind {
+    /// A mutex ([`crate::Client::lock`]).
+    Mutex,
+    /// The read side of a read/write lock.
+    Read,
+    /// The write side of a read/write lock.
+    Write,
+    /// Leases of a semaphore.
+    Leases,
+}
+
+/// One member of a [`MultiLock`]: a lock (a mutex or a side of a read/write lock), or `n`
+/// leases of a semaphore.
+#[derive(Clone, Debug)]
+pub enum Member {
+    /// A mutex or one side of a read/write lock, taken for the multi-lock's owner.
+    Lock(Lock),
+    /// This many leases of the semaphore, all or nothing.
+    Leases(Semaphore, u32),
+}
+
+impl Member {
+    /// `n` leases of `semaphore`.
+    pub fn leases(semaphore: &Semaphore, n: u32) -> Member {
+        Member::Leases(semaphore.clone(), n)
+    }
+
+    /// The member's path (the lock's, or the semaphore's), relative to its client's chroot.
+    pub fn path(&self) -> &str {
+        match self {
+            Member::Lock(lock) => lock.path(),
+            Member::Leases(semaphore, _) => semaphore.path(),
+        }
+    }
+
+    /// What it takes.
+    pub fn kind(&self) -> MemberKind {
+        match self {
+            Member::Lock(lock) => match lock.mode() {
+                Mode::Exclusive => MemberKind::Mutex,
+                Mode::Read => MemberKind::Read,
+                Mode::Write => MemberKind::Write,
+            },
+            Member::Leases(..) => MemberKind::Leases,
+        }
+    }
+
+    fn client(&self) -> crate::Client {
+        match self {
+            Member::Lock(lock) => lock.client(),
+            Member::Leases(semaphore, _) => semaphore.client(),
+        }
+    }
+
+    /// The path on the server (the client's chroot and the path): members of clients with other
+    /// chroots sort, and are told apart, by where their nodes really are.
+    fn server_path(&self) -> String {
+        format!("{}{}", self.client().inner.chroot, self.path())
+    }
+}
+
+impl From<Lock> for Member {
+    fn from(lock: Lock) -> Member {
+        Member::Lock(lock)
+    }
+}
+
+/// Several locks taken together, from [`crate::Client::multi_lock`]: mutexes, sides of
+/// read/write locks and semaphore leases, all held or none.
+///
+/// * **One canonical order.** Members are taken sorted by path (on the server: the client's
+///   chroot and the path), then by [`MemberKind`], whatever order they were given in, so two multi-locks over the same paths never each hold what the
+///   other waits for. (Curator's InterProcessMultiLock takes them in list order.)
+/// * **One deadline** for all of them (Curator gives each member the full timeout).
+/// * **Nothing left behind.** On a timeout, an error or a cancel (the future dropped), what was
+///   taken is released in reverse order, and the member being acquired removes its own nodes.
+///   Release is in reverse order too.
+/// * **Lost if any member is lost**: [`MultiGuard::state`] and [`MultiGuard::lost`] say which.
+///
+/// Mutexes and sides are taken for one [`Owner`], so they re-enter as a lock does; leases are
+/// not reentrant (as a semaphore's). Each member is taken by its own recipe, so it queues fairly
+/// with every other user of its path.
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    members: Vec<Member>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl MultiLock {
+    /// The members in canonical order. Refuses, before any traffic and with
+    /// [`ErrorKind::InvalidArgument`]: no member, two members on one path (the same lock twice,
+    /// or both sides of one read/write lock), 0 leases, or more leases than a fixed max.
+    pub fn new(members: impl IntoIterator<Item = Member>) -> Result<MultiLock> {
+        let mut members: Vec<Member> = members.into_iter().collect();
+        let Some(first) = members.first() else {
+            return Err(Error::invalid("a multi-lock needs at least one member, got none"));
+        };
+        let runtime = first.client().inner.runtime.clone();
+        // The order is the paths' and kinds', never the caller's.
+        members.sort_by_cached_key(|member| (member.server_path(), member.kind()));
+        for pair in members.windows(2) {
+            if pair[0].server_path() == pair[1].server_path() {
+                return Err(Error::invalid(format!(
+                    "{:?} and {:?} are both on this path: a multi-lock takes each path once",
+                    pair[0].kind(),
+                    pair[1].kind()
+                ))
+                .with_path(pair[0].path()));
+            }
+        }
+        for member in &members {
+            if let Member::Leases(semaphore, n) = member {
+                semaphore.check_lease_count(*n)?;
+            }
+        }
+        Ok(MultiLock { members, runtime })
+    }
+
+    /// The members, in the order they are taken.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Takes every member for `owner`, waiting as long as it takes.
+    ///
+    /// # Notable errors
+    /// Any member's (see [`Lock::acquire`] and [`Semaphore::acquire`]); what was taken is
+    /// released, in reverse order, before this returns.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future releases what was taken in the background, in reverse order, and the
+    /// member being acquired removes its nodes as its own acquire does.
+    pub async fn acquire(&self, owner: &Owner) -> Result<MultiGuard> {
+        let guard = self.acquire_within(owner, Wait::from_timeout(None)).await?;
+        Ok(guard.expect("waiting forever never gives up"))
+    }
+
+    /// As [`MultiLock::acquire`], giving up with [`ErrorKind::Timeout`] (naming the member it
+    /// waited for) after `timeout`: one deadline for all the members. Every node taken is
+    /// removed before this returns. A zero timeout tries each member once.
+    pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<MultiGuard> {
+        self.acquire_within(owner, Wait::from_timeout(Some(timeout))).await?.map_err(|member| {
+            Error::new(
+                ErrorKind::Timeout,
+                format!("{:?} not acquired within {timeout:?} for all members", member.kind()),
+            )
+            .with_path(member.path())
+        })
+    }
+
+    /// The binding-level acquire: `timeout` of `None` waits forever, `Some(ZERO)` tries each
+    /// member once; once `abort` is cancelled it ends as at its deadline. `Ok(None)`: not
+    /// acquired in time (or aborted), with every node taken removed.
+    pub async fn acquire_for(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: Option<tokio_util::sync::CancellationToken>,
+    ) -> Result<Option<MultiGuard>> {
+        Ok(self.acquire_within(owner, Wait { abort, ..Wait::from_timeout(timeout) }).await?.ok())
+    }
+
+    /// `Err(member)`: the member not had by the deadline.
+    async fn acquire_within(&self, owner: &Owner, wait: Wait) -> Result<Result<MultiGuard, &Member>> {
+        let mut taken = Taken { parts: Vec::with_capacity(self.members.len()), runtime: self.runtime.clone() };
+        for member in &self.members {
+            // One `wait`, cloned: one deadline (an Instant) for every member.
+            let part = match member {
+                Member::Lock(lock) => Box::pin(lock.guard_within(owner, wait.clone())).await.map(|g| g.map(Part::Lock)),
+                Member::Leases(semaphore, n) => {
+                    Box::pin(semaphore.acquire_within(*n, wait.clone())).await.map(|l| l.map(Part::Leases))
+                }
+            };
+            match part {
+                Ok(Some(part)) => taken.parts.push((member.clone(), part)),
+                // A release's own error (a lost member, or a delete that goes on in the
+                // background after a connection loss) leaves no node either way.
+                Ok(None) => {
+                    let _ = taken.release().await;
+                    return Ok(Err(member));
+                }
+                Err(err) => {
+                    let _ = taken.release().await;
+                    return Err(err);
+                }
+            }
+        }
+        Ok(Ok(MultiGuard { taken }))
+    }
+}
+
+/// What one member holds.
+enum Part {
+    Lock(LockGuard),
+    Leases(Leases),
+}
+
+impl Part {
+    fn holds(&self) -> Vec<Hold> {
+        match self {
+            Part::Lock(guard) => vec![guard.hold().clone()],
+            Part::Leases(leases) => leases.leases().iter().map(|lease| lease.hold().clone()).collect(),
+        }
+    }
+
+    /// Releases it (the leases last made first), waiting for the server; the first error.
+    async fn release(self) -> Result<()> {
+        match self {
+            Part::Lock(guard) => guard.release().await,
+            Part::Leases(leases) => {
+                let mut result = Ok(());
+                for lease in leases.into_leases().into_iter().rev() {
+                    let released = lease.release().await;
+                    result = result.and(released);
+                }
+                result
+            }
+        }
+    }
+}
+
+/// The members taken so far, in canonical order; dropped, they are released in the background
+/// in reverse order (each member's own drop would release them all at once, in any order).
+struct Taken {
+    parts: Vec<(Member, Part)>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Taken {
+    async fn release(&mut self) -> Result<()> {
+        release_in_reverse(&mut self.parts).await
+    }
+}
+
+/// Releases every part in reverse order, each confirmed before the next; the first error.
+async fn release_in_reverse(parts: &mut Vec<(Member, Part)>) -> Result<()> {
+    let mut result = Ok(());
+    while let Some((_, part)) = parts.pop() {
+        let released = part.release().await;
+        result = result.and(released);
+    }
+    result
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        // A plain Vec in the task, not a `Taken`: if the runtime drops the task unfinished (at
+        // shutdown), each part's own drop releases it, rather than this spawning again.
+        let mut parts = std::mem::take(&mut self.parts);
+        self.runtime.spawn(async move {
+            let _ = release_in_reverse(&mut parts).await;
+        });
+    }
+}
+
+/// Every member of a [`MultiLock`], held. Dropping it releases them in the background in reverse
+/// order; [`MultiGuard::release`] releases and waits for the server.
+#[must_use = "dropping the guard releases every member"]
+pub struct MultiGuard {
+    taken: Taken,
+}
+
+/// A member of a held multi-lock that was lost, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberLost {
+    /// The member's path.
+    pub path: String,
+    /// What it took there.
+    pub kind: MemberKind,
+    /// Why its hold (or one of its leases) was lost.
+    pub reason: LostReason,
+}
+
+impl MultiGuard {
+    /// The members, in canonical order.
+    pub fn members(&self) -> impl Iterator<Item = &Member> {
+        self.taken.parts.iter().map(|(member, _)| member)
+    }
+
+    /// Each member's holds (one for a lock, one per lease), in canonical order.
+    pub fn holds(&self) -> Vec<(&Member, Vec<Hold>)> {
+        self.taken.parts.iter().map(|(member, part)| (member, part.holds())).collect()
+    }
+
+    /// Each member's fencing tokens (one for a lock, one per lease), in canonical order.
+    pub fn fencing_tokens(&self) -> Vec<(&Member, Vec<i64>)> {
+        self.taken
+            .parts
+            .iter()
+            .map(|(member, part)| (member, part.holds().iter().map(Hold::fencing_token).collect()))
+            .collect()
+    }
+
+    /// `Lost` if any member is lost (see [`MultiGuard::lost_member`]), else `Suspended` if any
+    /// is suspended, else `Held`.
+    pub fn state(&self) -> HoldState {
+        let states: Vec<HoldState> =
+            self.taken.parts.iter().flat_map(|(_, part)| part.holds()).map(|hold| hold.state()).collect();
+        if states.contains(&HoldState::Lost) {
+            HoldState::Lost
+        } else if states.contains(&HoldState::Suspended) {
+            HoldState::Suspended
+        } else {
+            HoldState::Held
+        }
+    }
+
+    /// The first member (in canonical order) found lost, if any.
+    pub fn lost_member(&self) -> Option<MemberLost> {
+        self.taken.parts.iter().find_map(|(member, part)| {
+            part.holds().iter().find_map(|hold| hold.lost_reason()).map(|reason| lost(member, reason))
+        })
+    }
+
+    /// Resolves when a member is lost, saying which and why. Pending for as long as every member
+    /// is held.
+    pub async fn lost(&self) -> MemberLost {
+        let mut losses: FuturesUnordered<_> = self
+            .taken
+            .parts
+            .iter()
+            .flat_map(|(member, part)| part.holds().into_iter().map(move |hold| (member, hold)))
+            .map(|(member, hold)| async move { hold.lost().await.map(|reason| lost(member, reason)) })
+            .collect();
+        while let Some(signal) = losses.next().await {
+            if let Some(lost) = signal {
+                return lost;
+            }
+        }
+        // Only a release ends a hold without a loss, and the guard's holds are released only
+        // with the guard.
+        std::future::pending().await
+    }
+
+    /// Releases every member in reverse canonical order, each confirmed by the server before the
+    /// next; the first error (see [`Lock::release`], [`crate::Lease::release`]) after trying all.
+    pub async fn release(mut self) -> Result<()> {
+        self.taken.release().await
+    }
+}
+
+fn lost(member: &Member, reason: LostReason) -> MemberLost {
+    MemberLost { path: member.path().to_owned(), kind: member.kind(), reason }
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard").field("holds", &self.holds()).finish()
+    }
+}
