@@ -8,9 +8,10 @@
 #   make install PREFIX=/tmp/z PROFILE=debug  # debug build (what scripts/test-c and scripts/demo use)
 #   make uninstall PREFIX=...
 #   make header                               # regenerate include/zklock.h (scripts/gen-header)
-#   make install PREFIX=... GLIBC=2.17        # linked against glibc 2.17 by zig (cargo-zigbuild and
-#                                             # zig on PATH; scripts/package does this), so the
-#                                             # library and the command run on any glibc >= 2.17
+#   make install PREFIX=... GLIBC=2.17        # linked against glibc 2.17 by zig (scripts/zig-glibc:
+#                                             # cargo-zigbuild and zig on PATH; scripts/package does
+#                                             # this), so the library and the command run on any
+#                                             # glibc >= 2.17; built in target/glibc-2.17/
 #
 # The crate types are given to `cargo rustc` here rather than in core/Cargo.toml, so every other
 # build of the core stays a plain rlib.
@@ -36,27 +37,26 @@ SOVERSION := $(if $(filter 0,$(MAJOR)),0.$(MINOR),$(MAJOR))
 SONAME := libzklock.so.$(SOVERSION)
 
 # GLIBC: empty, the host's toolchain and C library (the build machine's glibc is the floor);
-# or a glibc version to link against, with zig as the linker (cargo-zigbuild's target suffix).
+# or a glibc version to link against, with zig as the linker: scripts/zig-glibc, which builds in
+# $(CARGO_TARGET_DIR)/glibc-$(GLIBC), shared with the wheel and the npm addon of scripts/package.
 GLIBC ?=
 ifeq ($(GLIBC),)
   CARGO_BUILD := $(CARGO) build
   CARGO_RUSTC := $(CARGO) rustc
-  TARGET_FLAG :=
-  TARGET_SUBDIR :=
+  BUILD_DIR := $(CARGO_TARGET_DIR)
 else
-  ZIG_TRIPLE := $(shell uname -m)-unknown-linux-gnu
-  CARGO_BUILD := cargo-zigbuild zigbuild
-  CARGO_RUSTC := cargo-zigbuild rustc
-  TARGET_FLAG := --target $(ZIG_TRIPLE).$(GLIBC)
-  TARGET_SUBDIR := /$(ZIG_TRIPLE)
+  ZIG_GLIBC := CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(dir $(abspath $(lastword $(MAKEFILE_LIST))))scripts/zig-glibc $(GLIBC)
+  CARGO_BUILD := $(ZIG_GLIBC) $(CARGO) build
+  CARGO_RUSTC := $(ZIG_GLIBC) $(CARGO) rustc
+  BUILD_DIR := $(CARGO_TARGET_DIR)/glibc-$(GLIBC)
 endif
 
 ifeq ($(PROFILE),release)
   PROFILE_FLAG := --release
-  OUT := $(CARGO_TARGET_DIR)$(TARGET_SUBDIR)/release
+  OUT := $(BUILD_DIR)/release
 else ifeq ($(PROFILE),debug)
   PROFILE_FLAG :=
-  OUT := $(CARGO_TARGET_DIR)$(TARGET_SUBDIR)/debug
+  OUT := $(BUILD_DIR)/debug
 else
   $(error PROFILE must be release or debug)
 endif
@@ -79,7 +79,7 @@ all: lib cli
 lib:
 	@echo "building libzklock ($(PROFILE)) with cargo; its output goes to $(OUT)/zklock-build.log"
 	@mkdir -p $(OUT)
-	$(CARGO_RUSTC) -p zklock --lib --features ffi $(PROFILE_FLAG) $(TARGET_FLAG) --crate-type cdylib --crate-type staticlib \
+	$(CARGO_RUSTC) -p zklock --lib --features ffi $(PROFILE_FLAG) --crate-type cdylib --crate-type staticlib \
 	  -- $(RUSTFLAGS_LIB) --print native-static-libs 2>$(OUT)/zklock-build.log \
 	  || { cat $(OUT)/zklock-build.log >&2; exit 1; }
 	@sed -n 's/.*native-static-libs: //p' $(OUT)/zklock-build.log | tail -n 1 >$(OUT)/zklock-native-libs
@@ -87,7 +87,7 @@ lib:
 
 # The `zklock` command, in the same profile as the library.
 cli:
-	$(CARGO_BUILD) -q -p zklock-cli --bin zklock $(PROFILE_FLAG) $(TARGET_FLAG)
+	$(CARGO_BUILD) -q -p zklock-cli --bin zklock $(PROFILE_FLAG)
 
 # The .so is installed stripped; its debug info goes beside it in .debug/ (where gdb looks for
 # the file its .gnu_debuglink names). The zklock command is installed stripped (25 MB -> a few). The system libraries of a static link lose -lgcc_s, which

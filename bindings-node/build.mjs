@@ -6,28 +6,27 @@
 //   node build.mjs --release  # release (npm run build; the benchmark)
 //   node build.mjs --release --print-path  # only build, and print the library's path
 //   node build.mjs --release --print-path --glibc 2.17
-//       # linked against glibc 2.17 by zig (`cargo zigbuild --target x86_64-unknown-linux-gnu.2.17`,
-//       # cargo-zigbuild and zig on PATH), so the addon loads on any glibc >= 2.17 (scripts/package)
+//       # linked against glibc 2.17 by zig (scripts/zig-glibc: cargo-zigbuild and zig on PATH), in
+//       # target/glibc-2.17/ with the wheel and the C library, so the addon loads on any
+//       # glibc >= 2.17 (scripts/package)
 import { spawnSync } from 'node:child_process'
 import { copyFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const args = ['build', '-p', 'zklock-node', '--message-format=json-render-diagnostics']
-if (process.argv.includes('--release')) args.push('--release')
+let command = [process.env.CARGO ?? 'cargo', 'build', '-p', 'zklock-node', '--message-format=json-render-diagnostics']
+if (process.argv.includes('--release')) command.push('--release')
 const glibc = process.argv.indexOf('--glibc')
 if (glibc !== -1) {
   const version = process.argv[glibc + 1]
-  const arch = { x64: 'x86_64', arm64: 'aarch64' }[process.arch]
-  if (process.platform !== 'linux' || !arch || !/^2\.\d+$/.test(version ?? '')) {
+  if (process.platform !== 'linux' || !['x64', 'arm64'].includes(process.arch) || !/^2\.\d+$/.test(version ?? '')) {
     console.error(`build.mjs: --glibc 2.N is for Linux x64 or arm64 (here ${process.platform}-${process.arch}, ${version})`)
     process.exit(2)
   }
-  args[0] = 'zigbuild'
-  args.push('--target', `${arch}-unknown-linux-gnu.${version}`)
+  command = [join(here, '..', 'scripts', 'zig-glibc'), version, ...command]
 }
-const cargo = spawnSync(process.env.CARGO ?? 'cargo', args, {
+const cargo = spawnSync(command[0], command.slice(1), {
   cwd: here,
   stdio: ['ignore', 'pipe', 'inherit'],
   encoding: 'utf8',

@@ -41,10 +41,21 @@ fn _at_exit(py: Python<'_>, clients: Vec<Bound<'_, client::Client>>) {
 
 const AT_EXIT_CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The `zklock` command, the cli crate's own (linked in rather than shipped as a second binary):
+/// runs the command line `argv` (the program name first) and returns its exit status. For the
+/// package's console script and `python -m zklock`, which set the process up as the command
+/// expects (see `zklock/__main__.py`).
+#[pyfunction]
+fn _command(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
+    py.detach(|| zklock_cli::main(argv))
+}
+
 #[pymodule(gil_used = true)]
 mod _native {
     #[pymodule_export]
     use super::_at_exit;
+    #[pymodule_export]
+    use super::_command;
     #[pymodule_export]
     use super::client::Client;
     #[pymodule_export]

@@ -15,6 +15,7 @@ __all__ = [
     "Participant",
     "ReadWriteLock",
     "_at_exit",
+    "_command",
     "PERM_READ",
     "PERM_WRITE",
     "PERM_CREATE",
@@ -150,3 +151,4 @@ class ReadWriteLock:
     def holders(self) -> list[Participant]: ...
 
 def _at_exit(clients: list[Client]) -> None: ...
+def _command(argv: list[str]) -> int: ...

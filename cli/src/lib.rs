@@ -1,0 +1,83 @@
+//! `zklock`: run a command under a ZooKeeper lock (`zklock exec`), and see who holds and who
+//! waits (`zklock status`). Built on the zklock core, so it queues fairly with zklock in any
+//! language and with Curator.
+//!
+//! A library so that the command has one implementation wherever it is installed from: the
+//! `zklock` binary (`make install`) and the Python package's `zklock` console script (the wheel's
+//! native module links this crate) both run [`main`].
+
+mod child;
+mod codes;
+mod connection;
+mod exec;
+mod human;
+mod ls;
+mod status;
+mod status_line;
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+const EXAMPLES: &str = "\
+Examples:
+  # A cron job that must never run twice at once across machines (skips if already running):
+  */5 * * * * zklock exec -n --zk zk1:2181,zk2:2181 /locks/report -- /usr/local/bin/report
+
+  # A deploy script that waits up to 10 minutes for the previous deploy:
+  zklock exec -w 600 --label deploy-$USER /locks/deploy -- ./deploy.sh production
+
+  # A shell script that locks its own remainder:
+  coproc LOCK { zklock hold --zk zk1:2181 /locks/deploy; }
+  read -r NODE TOKEN <&\"${LOCK[0]}\"   # held from here; closing its stdin releases it
+
+  # Who holds it, and who waits:
+  zklock status --zk zk1:2181 /locks/deploy
+
+  # Every lock under /locks, with its holder and how many wait:
+  zklock ls --zk zk1:2181 /locks
+
+Run `zklock exec --help`, `zklock status --help` and `zklock ls --help` for the exit codes.";
+
+#[derive(Parser)]
+#[command(name = "zklock", version, about = "Run a command under a ZooKeeper lock, and see who holds and who waits", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Exec(exec::Args),
+    /// Take the lock, print its node and fencing token, and hold it until stdin closes
+    Hold(exec::HoldArgs),
+    Status(status::Args),
+    Ls(ls::Args),
+}
+
+/// Runs the command line `args` (the program name first) and returns the exit status; the
+/// caller exits with it. It owns the process while it runs, as a program's main does: `exec` and
+/// `hold` block SIGINT, SIGTERM and SIGHUP in the calling thread (before starting threads of their
+/// own, which inherit that), start COMMAND as a child whose parent-death signal is tied to the
+/// calling thread, and stop the process with COMMAND on Ctrl-Z. So it is called on the main
+/// thread, before any other thread is started, with SIGINT at its default.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() { codes::USAGE } else { 0 };
+        }
+    };
+    let code = match cli.command {
+        Command::Exec(args) => exec::run(args),
+        Command::Hold(args) => exec::hold(args),
+        Command::Status(args) => status::run(args),
+        Command::Ls(args) => ls::run(args),
+    };
+    // What is buffered goes out before the caller exits (std::process::exit flushes stdout only
+    // when called from a Rust program's own main).
+    let _ = std::io::stdout().flush();
+    code
+}
