@@ -328,7 +328,7 @@ typedef struct {
    * SASL authentication on every connection: "DIGEST-MD5" (with sasl_username and
    * sasl_password) or "GSSAPI" (Kerberos, with sasl_principal; needs MIT Kerberos's
    * libgssapi_krb5.so.2 on the host, else ZKL_INVALID_ARGUMENT saying so), or NULL for none.
-   * The servers then know the client as sasl:<username or principal>, which the creator ACL
+   * The servers then know the client as sasl:USER (the username or principal), which the creator ACL
    * presets mean. Refused credentials fail zkl_client_connect with ZKL_AUTH_FAILED at once.
    * Every sasl_* string is borrowed: only read during zkl_client_connect.
    */
