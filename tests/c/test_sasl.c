@@ -2,7 +2,7 @@
  * --sasl` starts with a JAAS DigestLoginModule for the users of ZK_SASL_USERS: a lock held and
  * released, a wrong password refused at once with ZKL_AUTH_FAILED (its message never showing the
  * password), a creator ACL that another user cannot pass, and incomplete options refused before
- * any network traffic. (Kerberos: core/tests/kerberos.rs; the ABI only passes the options on.) */
+ * any network traffic, GSSAPI's too. (Kerberos against a real KDC: test_kerberos.c.) */
 #define _GNU_SOURCE
 #include "harness.h"
 
