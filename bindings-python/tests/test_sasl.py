@@ -1,8 +1,8 @@
 """SASL DIGEST-MD5 from Python, kazoo's `sasl_options`, against the test server, which
 `scripts/zk run --sasl` starts with a JAAS DigestLoginModule for the users of ZK_SASL_USERS: a lock
 held and released, a wrong password refused at once with AuthFailedError (never showing it), a
-sasl-ACL'd lock that another user cannot take (kazoo seeing its sasl identity), and bad options refused before any traffic. (Kerberos: core/tests/kerberos.rs; the binding only
-translates the options, whose GSSAPI keys are checked here.)"""
+sasl-ACL'd lock that another user cannot take (kazoo seeing its sasl identity), and bad options
+refused before any traffic, GSSAPI's keys too. (Kerberos against a real KDC: test_kerberos.py.)"""
 
 from __future__ import annotations
 
