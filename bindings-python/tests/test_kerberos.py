@@ -1,6 +1,6 @@
 """SASL GSSAPI (Kerberos) from Python, kazoo's `sasl_options={"mechanism": "GSSAPI", ...}`, against
 the real MIT KDC and the Kerberos server that `scripts/zk run --kerberos` starts beside the suite's
-server (ZK_KRB5_CONNECT, the keytabs in ZK_KRB5_DIR, KRB5_CONFIG): a lock held and released with
+server (ZK_KRB5_CONNECT, the keytabs in ZK_KRB5_KEYTABS, KRB5_CONFIG): a lock held and released with
 keytabs, a sasl-ACL'd lock that another principal cannot take, and a wrong principal refused at
 once with AuthFailedError. Without that server these tests fail: scripts/test-python starts it."""
 
@@ -26,7 +26,7 @@ def env(name: str) -> str:
 
 
 def kerberos(name: str, keytab_of: str | None = None) -> dict[str, str]:
-    keytab = os.path.join(env("ZK_KRB5_DIR"), f"{keytab_of or name}.keytab")
+    keytab = os.path.join(env("ZK_KRB5_KEYTABS"), f"{keytab_of or name}.keytab")
     return {"mechanism": "GSSAPI", "principal": f"{name}@ZKLOCK.TEST", "keytab": keytab}
 
 

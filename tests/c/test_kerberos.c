@@ -1,6 +1,6 @@
 /* SASL GSSAPI (Kerberos) from C (zkl_options.sasl_*), against the real MIT KDC and the Kerberos
  * server that `scripts/zk run --kerberos` starts beside the suite's server (ZK_KRB5_CONNECT, the
- * keytabs in ZK_KRB5_DIR, KRB5_CONFIG): a lock held and released with keytabs, a creator ACL that
+ * keytabs in ZK_KRB5_KEYTABS, KRB5_CONFIG): a lock held and released with keytabs, a creator ACL that
  * another principal cannot pass, and a wrong principal refused at once with ZKL_AUTH_FAILED. */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -14,7 +14,7 @@ static const char *env_or_die(const char *name) {
 /* The options of `name`@ZKLOCK.TEST with the keytab `keytab_of`.keytab; the strings in bufs. */
 static zkl_options kerberos(const char *name, const char *keytab_of, char principal[128], char keytab[512]) {
   snprintf(principal, 128, "%s@ZKLOCK.TEST", name);
-  snprintf(keytab, 512, "%s/%s.keytab", env_or_die("ZK_KRB5_DIR"), keytab_of);
+  snprintf(keytab, 512, "%s/%s.keytab", env_or_die("ZK_KRB5_KEYTABS"), keytab_of);
   zkl_options opts;
   zkl_options_init(&opts);
   opts.sasl_mechanism = "GSSAPI";
