@@ -1,8 +1,8 @@
 // SASL DIGEST-MD5 (the `sasl` option) against the test server, which `scripts/zk run --sasl`
 // starts with a JAAS DigestLoginModule for the users of ZK_SASL_USERS: a lock held and released,
 // a wrong password rejected at once with ZKLOCK_AUTH_FAILED (never showing it), a creator ACL
-// that another user cannot pass, and bad options refused before any traffic. (Kerberos:
-// core/tests/kerberos.rs; the binding only passes the options on.)
+// that another user cannot pass, and bad options refused before any traffic, GSSAPI's too.
+// (Kerberos against a real KDC: test/kerberos.test.mjs.)
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 
