@@ -7,7 +7,6 @@ once with AuthFailedError. Without that server these tests fail: scripts/test-py
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterator
 
@@ -15,7 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 
 import zklock
-from conftest import children, wait_children
+from conftest import hand_over
 
 
 def env(name: str) -> str:
@@ -46,25 +45,7 @@ def observer() -> Iterator[KazooClient]:
 
 def test_a_lock_is_held_and_released_over_kerberos(observer: KazooClient, path: str) -> None:
     with connect_as("alice") as alice, connect_as("bob") as bob:
-        lock = alice.lock(path)
-        assert lock.acquire()
-        assert len(children(observer, path)) == 1
-        bobs = bob.lock(path)
-        assert not bobs.acquire(blocking=False)
-        got = threading.Event()
-
-        def wait() -> None:
-            if bobs.acquire(timeout=15):
-                got.set()
-                bobs.release()
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
-        wait_children(observer, path, 2)
-        lock.release()
-        waiter.join()
-        assert got.is_set()
-        wait_children(observer, path, 0)
+        hand_over(alice, bob, observer, path)
 
 
 def test_a_kerberos_acl_keeps_another_principal_out(observer: KazooClient, path: str) -> None:
