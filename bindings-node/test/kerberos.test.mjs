@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 
 import { Client, codes } from 'zklock'
-import { uniquePath, ephemeralsUnder, waitFor } from './helpers.mjs'
+import { uniquePath, handOver } from './helpers.mjs'
 
 function env(name) {
   const value = process.env[name]
@@ -17,7 +17,7 @@ function env(name) {
 }
 
 const KRB5 = () => env('ZK_KRB5_CONNECT')
-// The same server for the `dump` observer, by address (it listens on 127.0.0.1, not ::1).
+// The same server for handOver's `dump` observer, by address (it listens on 127.0.0.1, not ::1).
 const observed = () => `127.0.0.1:${KRB5().split(':')[1]}`
 const as = (name, keytabOf = name) => ({
   connectTimeoutMs: 10000,
@@ -29,15 +29,7 @@ test('a lock is held and released over Kerberos', async () => {
   const alice = await Client.connect(KRB5(), as('alice'))
   const bob = await Client.connect(KRB5(), as('bob'))
   try {
-    const hold = await alice.lock(lockPath).acquire()
-    assert.equal((await ephemeralsUnder(lockPath, observed())).length, 1)
-    assert.equal(await bob.lock(lockPath).acquire({ timeoutMs: 0 }), false, 'held by alice')
-    const waiting = bob.lock(lockPath).acquire({ timeoutMs: 10000 })
-    await waitFor(async () => (await ephemeralsUnder(lockPath, observed())).length === 2, { what: 'bob queued' })
-    await hold.release()
-    const bobs = await waiting
-    assert.equal(bobs.state, 'held')
-    await bobs.release()
+    await handOver(alice, bob, lockPath, observed())
   } finally {
     await alice.close()
     await bob.close()
