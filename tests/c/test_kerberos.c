@@ -37,16 +37,7 @@ static void test_lock_over_kerberos(void) {
   h_unique_path(path, sizeof path, "krb-lock");
   zkl_client *alice = connect_as("alice");
   zkl_client *bob = connect_as("bob");
-  zkl_lock *lock = NULL, *bobs = NULL;
-  CHECK_RC(zkl_lock_new(alice, path, &lock), ZKL_OK, "kerberos: alice makes a lock");
-  CHECK_RC(zkl_lock_acquire(lock, -1), ZKL_OK, "kerberos: alice acquires over GSSAPI");
-  CHECK_RC(zkl_lock_new(bob, path, &bobs), ZKL_OK, "kerberos: bob makes a lock on the path");
-  CHECK_RC(zkl_lock_acquire(bobs, 0), ZKL_TIMEOUT, "kerberos: bob finds it held");
-  CHECK_RC(zkl_lock_release(lock), ZKL_OK, "kerberos: alice releases");
-  CHECK_RC(zkl_lock_acquire(bobs, 10000), ZKL_OK, "kerberos: bob acquires after her");
-  CHECK_RC(zkl_lock_release(bobs), ZKL_OK, "kerberos: bob releases");
-  zkl_lock_free(lock);
-  zkl_lock_free(bobs);
+  h_hand_over(alice, bob, path, "kerberos: alice to bob");
   zkl_client_close(alice);
   zkl_client_close(bob);
 }
