@@ -1,5 +1,6 @@
 // Test support: the server under test, unique lock paths, an independent observer of the lock
 // nodes, the fault proxy, and waiting on conditions with deadlines.
+import assert from 'node:assert/strict'
 import net from 'node:net'
 import { spawn, execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -57,6 +58,22 @@ export async function waitFor(condition, { timeoutMs = 10000, what = 'condition'
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
+}
+
+/**
+ * `first` holds the lock at `lockPath`, `second` finds it held, queues (the server's `dump` shows
+ * both nodes) and gets it when `first` releases, then releases it. `server`: as ephemeralsUnder's.
+ */
+export async function handOver(first, second, lockPath, server = ZK) {
+  const hold = await first.lock(lockPath).acquire()
+  assert.equal((await ephemeralsUnder(lockPath, server)).length, 1)
+  assert.equal(await second.lock(lockPath).acquire({ timeoutMs: 0 }), false, 'held by the first')
+  const waiting = second.lock(lockPath).acquire({ timeoutMs: 10000 })
+  await waitFor(async () => (await ephemeralsUnder(lockPath, server)).length === 2, { what: 'the second queued' })
+  await hold.release()
+  const seconds = await waiting
+  assert.equal(seconds.state, 'held')
+  await seconds.release()
 }
 
 /** Settles as `promise` does, or rejects naming `what` if it has not settled within `timeoutMs`. */

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 import uuid
 from typing import Any, Callable, Iterator, Optional
@@ -87,6 +88,30 @@ def wait_children(kazoo: KazooClient, path: str, count: int, timeout: float = DE
 
     wait_until(check, f"{count} children of {path}", timeout)
     return found[0]
+
+
+def hand_over(first: zklock.Client, second: zklock.Client, kazoo: KazooClient, path: str) -> None:
+    """`first` holds the lock at `path`, `second` finds it held, queues (kazoo sees both nodes)
+    and gets it when `first` releases; nothing is left under `path`."""
+    lock = first.lock(path)
+    assert lock.acquire()
+    assert len(children(kazoo, path)) == 1
+    seconds = second.lock(path)
+    assert not seconds.acquire(blocking=False)
+    got = threading.Event()
+
+    def wait() -> None:
+        if seconds.acquire(timeout=15):
+            got.set()
+            seconds.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    wait_children(kazoo, path, 2)
+    lock.release()
+    waiter.join()
+    assert got.is_set()
+    wait_children(kazoo, path, 0)
 
 
 class Proxy:

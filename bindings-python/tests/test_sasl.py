@@ -1,20 +1,19 @@
 """SASL DIGEST-MD5 from Python, kazoo's `sasl_options`, against the test server, which
 `scripts/zk run --sasl` starts with a JAAS DigestLoginModule for the users of ZK_SASL_USERS: a lock
 held and released, a wrong password refused at once with AuthFailedError (never showing it), a
-sasl-ACL'd lock that another user cannot take (kazoo seeing its sasl identity), and bad options refused before any traffic. (Kerberos: core/tests/kerberos.rs; the binding only
-translates the options, whose GSSAPI keys are checked here.)"""
+sasl-ACL'd lock that another user cannot take (kazoo seeing its sasl identity), and bad options
+refused before any traffic, GSSAPI's keys too. (Kerberos against a real KDC: test_kerberos.py.)"""
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import pytest
 from kazoo.client import KazooClient
 
 import zklock
-from conftest import children, wait_children
+from conftest import hand_over
 
 
 def users() -> dict[str, str]:
@@ -34,25 +33,7 @@ def connect_as(zk_connect: str, user: str) -> zklock.Client:
 
 def test_a_lock_is_held_and_released_over_sasl_digest_md5(zk_connect: str, kazoo: KazooClient, path: str) -> None:
     with connect_as(zk_connect, "alice") as alice, connect_as(zk_connect, "bob") as bob:
-        lock = alice.lock(path)
-        assert lock.acquire()
-        assert len(children(kazoo, path)) == 1
-        bobs = bob.lock(path)
-        assert not bobs.acquire(blocking=False)
-        got = threading.Event()
-
-        def wait() -> None:
-            if bobs.acquire(timeout=15):
-                got.set()
-                bobs.release()
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
-        wait_children(kazoo, path, 2)
-        lock.release()
-        waiter.join()
-        assert got.is_set()
-        wait_children(kazoo, path, 0)
+        hand_over(alice, bob, kazoo, path)
 
 
 def test_a_wrong_password_is_refused_at_once(zk_connect: str) -> None:

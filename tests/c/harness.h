@@ -110,6 +110,24 @@ static inline void h_unique_path(char *buf, size_t len, const char *test) {
   snprintf(buf, len, "/zklock-c-tests/%s-%d-%ld%09ld", test, (int)getpid(), (long)ts.tv_sec, ts.tv_nsec);
 }
 
+/* `first` holds the lock at `path`, `second` finds it held and gets it once `first` releases;
+ * each step a check named "<what>: ...". */
+static inline void h_hand_over(zkl_client *first, zkl_client *second, const char *path, const char *what) {
+  char name[192];
+#define H_STEP(step) (snprintf(name, sizeof name, "%s: %s", what, step), name)
+  zkl_lock *lock = NULL, *seconds = NULL;
+  CHECK_RC(zkl_lock_new(first, path, &lock), ZKL_OK, H_STEP("the first client makes a lock"));
+  CHECK_RC(zkl_lock_acquire(lock, -1), ZKL_OK, H_STEP("the first acquires"));
+  CHECK_RC(zkl_lock_new(second, path, &seconds), ZKL_OK, H_STEP("the second makes a lock on the path"));
+  CHECK_RC(zkl_lock_acquire(seconds, 0), ZKL_TIMEOUT, H_STEP("the second finds it held"));
+  CHECK_RC(zkl_lock_release(lock), ZKL_OK, H_STEP("the first releases"));
+  CHECK_RC(zkl_lock_acquire(seconds, 10000), ZKL_OK, H_STEP("the second acquires after it"));
+  CHECK_RC(zkl_lock_release(seconds), ZKL_OK, H_STEP("the second releases"));
+#undef H_STEP
+  zkl_lock_free(lock);
+  zkl_lock_free(seconds);
+}
+
 static inline zkl_client *h_connect(void) {
   zkl_client *client = NULL;
   int rc = zkl_client_connect(h_zk_connect(), NULL, &client);
