@@ -601,13 +601,18 @@ impl ClientInner {
         Ok(Session::start(zk, Arc::downgrade(self), &self.closed.token, &self.runtime))
     }
 
+    /// The hosts of the connect string (`host:port`), in its order.
+    fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.connect_string.split('/').next().unwrap_or_default().split(',')
+    }
+
     /// How long one attempt to establish a session with one server may take, if less than the
     /// ZooKeeper client's own bound (its connection timeout, 2/5 of the session timeout): each
     /// host's share of the connect timeout, at least 2 s (a healthy server answers in
     /// milliseconds, a TLS or Kerberos handshake over a slow link in a few hundred). Without it a
     /// silent server ahead of a healthy one took the whole of a shorter connect timeout.
     fn handshake_timeout(&self) -> Option<Duration> {
-        let hosts = self.connect_string.split('/').next().unwrap_or_default().split(',').count().max(1);
+        let hosts = self.hosts().count().max(1);
         let share = (self.options.connect_timeout / hosts as u32).max(Duration::from_secs(2));
         (share < self.options.session_timeout * 2 / 5).then_some(share)
     }
@@ -615,9 +620,8 @@ impl ClientInner {
     /// Why each host of the connect string gave no session, in its order: the last cause seen
     /// for it, or that it never answered.
     fn connect_causes(&self, failures: &[(String, String)]) -> String {
-        let hosts = self.connect_string.split('/').next().unwrap_or_default();
-        let mut causes: Vec<String> = hosts
-            .split(',')
+        let mut causes: Vec<String> = self
+            .hosts()
             .map(|host| {
                 let cause = failures.iter().find(|(seen, _)| seen == host).map_or("no answer", |(_, cause)| cause);
                 format!("{host}: {cause}")
@@ -625,7 +629,7 @@ impl ClientInner {
             .collect();
         // Hosts the client named otherwise (resolved addresses) keep their own entries.
         for (seen, cause) in failures {
-            if !hosts.split(',').any(|host| host == seen) {
+            if !self.hosts().any(|host| host == seen) {
                 causes.push(format!("{seen}: {cause}"));
             }
         }
