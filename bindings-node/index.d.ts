@@ -240,6 +240,19 @@ export declare class Client {
    * or one writer. Throws ZKLOCK_INVALID_ARGUMENT for a bad path.
    */
   readWriteLock(path: string, options?: LockOptions): ReadWriteLock
+  /**
+   * A counting semaphore on `path` (Curator's InterProcessSemaphoreV2): `{ maxLeases: 3 }`, or
+   * the max from a shared count, `{ sharedCount: { path, seed } }`. Throws
+   * ZKLOCK_INVALID_ARGUMENT for a bad path, a max of 0, a seed of 0, or both or neither.
+   */
+  semaphore(path: string, options: SemaphoreOptions): Semaphore
+  /**
+   * Several locks taken together, all or none (Curator's InterProcessMultiLock, without its
+   * deadlock): Locks (mutexes, or a ReadWriteLock's `read` or `write`) and semaphore leases.
+   * Throws ZKLOCK_INVALID_ARGUMENT for no member, two members on one path, 0 leases or more
+   * than a fixed max.
+   */
+  multiLock(members: readonly MultiLockMember[]): MultiLock
   /** Ends the session at once: its lock nodes go, pending acquisitions reject with ZKLOCK_CLOSED, holds are lost. Idempotent. */
   close(): Promise<void>
 }
@@ -331,11 +344,169 @@ export declare class Hold {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+export interface SemaphoreOptionsBase {
+  /** Recorded in each node's identity (see `participants()`). */
+  identifier?: string
+}
+
+/** A semaphore's max: a fixed number, or a shared count's value. */
+export type SemaphoreOptions = SemaphoreOptionsBase &
+  (
+    | { /** At most this many leases at once (every user of the path must agree). */ maxLeases: number; sharedCount?: undefined }
+    | {
+        /**
+         * The max is the count at `path`, a 4-byte big-endian int as Curator's SharedCount
+         * stores it, made with `seed` if missing: change it at run time (Curator's setCount, or
+         * any 4-byte setData) and waiters follow. A node that is not 4 bytes rejects
+         * acquisitions with ZKLOCK_INVALID_ARGUMENT.
+         */
+        sharedCount: { path: string; seed: number }
+        maxLeases?: undefined
+      }
+  )
+
+export interface LeaseAcquireOptions extends AcquireOptions {
+  /** How many leases, all or nothing (default 1). More than the max rejects with ZKLOCK_INVALID_ARGUMENT. */
+  leases?: number
+}
+
+/** Who holds a semaphore's leases and who waits. */
+export interface SemaphoreParticipants {
+  /** The lease nodes held, in creation order (`mode` absent: a lease is no lock node). */
+  holders: Participant[]
+  /** The lease nodes of the acquirer at the head of `queue`, made, waiting until they fit. */
+  waiting: Participant[]
+  /** The acquirers at the internal mutex (`<path>/locks`), in order. */
+  queue: Participant[]
+  /** The max when listed. */
+  maxLeases: number
+}
+
+/**
+ * A counting semaphore (Curator's InterProcessSemaphoreV2, node for node, so Curator and zklock
+ * count the same leases): at most max leases at once. Acquirers are served first come, first
+ * served; n leases are taken all or nothing under one deadline. Not reentrant: each acquisition
+ * takes leases of its own. With max 1 it is Curator's InterProcessSemaphoreMutex.
+ */
+export declare class Semaphore {
+  private constructor()
+  readonly path: string
+  /** The max now: the fixed one, or the shared count's value. */
+  currentMaxLeases(): Promise<number>
+  /** The lease nodes held and waiting, and the queue at the internal mutex. */
+  participants(): Promise<SemaphoreParticipants>
+  /**
+   * Resolves to the leases, or to `false` if `timeoutMs` passed first (one deadline for all of
+   * them; every node of the attempt removed). Rejects with an AbortError if `signal` aborts.
+   */
+  acquire(options?: LeaseAcquireOptions & { timeoutMs?: undefined }): Promise<Leases>
+  acquire(options: LeaseAcquireOptions): Promise<Leases | false>
+  /**
+   * Runs `fn(leases)` holding the leases and releases them when `fn` settles. Rejects with
+   * ZKLOCK_TIMEOUT if `timeoutMs` passed first; errors as `lock.withLock`'s.
+   */
+  withLease<T>(fn: (leases: Leases) => T | PromiseLike<T>, options?: LeaseAcquireOptions): Promise<Awaited<T>>
+}
+
+/**
+ * Leases taken together by one acquisition. Held until released, lost, or the client closes
+ * (collecting this object does not release them).
+ */
+export declare class Leases {
+  private constructor()
+  /** How many leases. */
+  readonly count: number
+  /** Each lease node's creation zxid, in the order made: they rise across a path's leases. Throws ZKLOCK_LOCK_LOST once one is lost. */
+  readonly fencingTokens: bigint[]
+  /** The lease nodes' paths. */
+  readonly nodes: string[]
+  /** The worst of the leases' states (`'lost'` if one is lost), or `'released'`. */
+  readonly state: HoldState
+  /** Aborts when a lease is lost (never on release); its reason is a LockLostError. */
+  readonly signal: AbortSignal
+  /**
+   * Deletes every lease node; resolves once the server confirmed each. Rejects with
+   * ZKLOCK_NOT_OWNER if already released, ZKLOCK_LOCK_LOST if a lease was lost (the others are
+   * still deleted).
+   */
+  release(): Promise<void>
+  /** Releases, unless already released. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** What a multi-lock member takes: a mutex, a side of a read/write lock, or leases. */
+export type MemberKind = 'mutex' | 'read' | 'write' | 'leases'
+
+/** A member of `client.multiLock`: a Lock, or `leases` (default 1) of a semaphore. */
+export type MultiLockMember = Lock | { semaphore: Semaphore; leases?: number }
+
+/** A multi-lock member: where, what it takes there, and how many (leases; 1 for a lock). */
+export interface MemberInfo {
+  readonly path: string
+  readonly kind: MemberKind
+  readonly count: number
+}
+
+/** The reason of an aborted `multiHold.signal`: names the member lost. */
+export interface MemberLostError extends LockLostError {
+  member: { path: string; kind: MemberKind }
+}
+
+/**
+ * Several locks taken together, all or none, in one canonical order (by path, then kind) so that
+ * two multi-locks over the same paths never deadlock, under one deadline; released in reverse
+ * order. Each acquisition is a new owner of the member locks.
+ */
+export declare class MultiLock {
+  private constructor()
+  /** The members in the order they are taken. */
+  readonly members: readonly MemberInfo[]
+  /**
+   * Resolves to a MultiHold, or to `false` if `timeoutMs` passed first (`0`: each member tried
+   * once), with what was taken released. Rejects with an AbortError if `signal` aborts.
+   */
+  acquire(options?: AcquireOptions & { timeoutMs?: undefined }): Promise<MultiHold>
+  acquire(options: AcquireOptions): Promise<MultiHold | false>
+  /**
+   * Runs `fn(multiHold)` holding every member, as their owner (nested calls on a member lock
+   * re-enter), and releases when `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed
+   * first; errors as `lock.withLock`'s.
+   */
+  withLocks<T>(fn: (held: MultiHold) => T | PromiseLike<T>, options?: AcquireOptions): Promise<Awaited<T>>
+}
+
+/** Every member of a multi-lock, held until released, lost, or the client closes. */
+export declare class MultiHold {
+  private constructor()
+  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order. */
+  readonly fencingTokens: Array<{ path: string; kind: MemberKind; tokens: bigint[] }>
+  /** `'lost'` if any member is, else `'suspended'` if any is, else `'held'`; `'released'` once released. */
+  readonly state: HoldState
+  /** The first member (in canonical order) found lost, or null. */
+  readonly lostMember: { path: string; kind: MemberKind; lostReason: LostReason } | null
+  /** Aborts when a member is lost (never on release); its reason is a MemberLostError naming it. */
+  readonly signal: AbortSignal
+  /**
+   * Releases every member in reverse canonical order, each confirmed before the next. Rejects
+   * with ZKLOCK_NOT_OWNER if already released, or with the first member's error (ZKLOCK_LOCK_LOST
+   * for a lost member) once the others are released.
+   */
+  release(): Promise<void>
+  /** Runs `fn()` as the owner of the member locks: calls on them in it re-enter. */
+  run<T>(fn: () => T): T
+  /** Releases, unless already released. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
 declare const zklock: {
   Client: typeof Client
   Lock: typeof Lock
   ReadWriteLock: typeof ReadWriteLock
   Hold: typeof Hold
+  Semaphore: typeof Semaphore
+  Leases: typeof Leases
+  MultiLock: typeof MultiLock
+  MultiHold: typeof MultiHold
   ZkLockError: typeof ZkLockError
   AbortError: typeof AbortError
   codes: typeof codes

@@ -196,6 +196,16 @@ function checkBytes(value, name) {
   return value
 }
 
+// A count of leases (n, or a max): the core refuses 0 with its own message, the same in every
+// language; this only checks that it is a whole number a u32 holds.
+function checkCount(value, name, { fallback }) {
+  if (value === undefined || value === null) return fallback
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 2 ** 32 - 1) {
+    throw invalid(`${name} must be an integer from 1 to ${2 ** 32 - 1}, got ${describe(value)}`)
+  }
+  return value
+}
+
 function checkString(value, name, { optional = false } = {}) {
   if (optional && (value === undefined || value === null)) return undefined
   if (typeof value !== 'string' || value.length === 0) {
@@ -427,6 +437,57 @@ class Client {
     return new ReadWriteLock(CONSTRUCT, nativeLock, this.#signals)
   }
 
+  /**
+   * A counting semaphore on `path` (Curator's InterProcessSemaphoreV2): at most `maxLeases`
+   * leases at once, or as many as the shared count at `sharedCount.path` says (a 4-byte int, as
+   * Curator's SharedCount stores it; made with `sharedCount.seed` if missing). Option
+   * `identifier`, as for `lock`. Nothing is sent to ZooKeeper until the first acquisition.
+   */
+  semaphore(path, options) {
+    checkString(path, 'path')
+    const opts = checkOptions(options, ['maxLeases', 'sharedCount', 'identifier'], 'client.semaphore')
+    const identifier = checkString(opts.identifier, 'identifier', { optional: true })
+    const maxLeases = checkCount(opts.maxLeases, 'maxLeases', { fallback: undefined })
+    let countPath, seed
+    if (opts.sharedCount !== undefined && opts.sharedCount !== null) {
+      const count = checkOptions(opts.sharedCount, ['path', 'seed'], 'client.semaphore: sharedCount')
+      countPath = checkString(count.path, 'sharedCount.path')
+      seed = checkCount(count.seed, 'sharedCount.seed', { fallback: undefined })
+      if (seed === undefined) throw invalid('sharedCount.seed is required: the count if its node must be made')
+    }
+    if ((maxLeases === undefined) === (countPath === undefined)) {
+      throw invalid(`client.semaphore needs exactly one of maxLeases and sharedCount, got ${maxLeases === undefined ? 'neither' : 'both'}`)
+    }
+    const nativeSemaphore = this.#native.semaphore(path, maxLeases, countPath, seed, identifier)
+    return new Semaphore(CONSTRUCT, nativeSemaphore, this.#signals)
+  }
+
+  /**
+   * Several locks taken together, all or none (Curator's InterProcessMultiLock, without its
+   * deadlock): `members` are Locks (mutexes, or the `read` or `write` side of a ReadWriteLock)
+   * and `{ semaphore, leases }` (n leases of a Semaphore, default 1). They are taken in one
+   * canonical order (by path, then kind) whatever the order given, under one deadline.
+   */
+  multiLock(members) {
+    if (!Array.isArray(members)) throw invalid(`client.multiLock needs an array of members, got ${describe(members)}`)
+    const builder = new native.NativeMultiLockBuilder()
+    const locks = []
+    members.forEach((member, i) => {
+      if (member instanceof Lock) {
+        builder.addLock(nativeOfLock(member))
+        locks.push(member)
+      } else if (member instanceof ReadWriteLock) {
+        throw invalid(`members[${i}] is a ReadWriteLock: give its read or write side`)
+      } else if (member !== null && typeof member === 'object' && member.semaphore instanceof Semaphore) {
+        const opts = checkOptions(member, ['semaphore', 'leases'], `client.multiLock: members[${i}]`)
+        builder.addLeases(nativeOfSemaphore(opts.semaphore), checkCount(opts.leases, `members[${i}].leases`, { fallback: 1 }))
+      } else {
+        throw invalid(`members[${i}] must be a Lock or { semaphore, leases }, got ${describe(member)}`)
+      }
+    })
+    return new MultiLock(CONSTRUCT, builder.build(), locks, this.#signals)
+  }
+
   /** Ends the session at once: its lock nodes go, pending acquisitions reject. Idempotent. */
   async close() {
     await fromCaller(this.#native.close(), callSiteOf(this.close))
@@ -446,7 +507,7 @@ class Client {
 
 // What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
 // assigned in Lock's static block, where its private fields are in scope.
-let runAs, releaseOwner, signalsOfClient
+let runAs, releaseOwner, signalsOfClient, nativeOfLock
 
 class Lock {
   #native
@@ -470,6 +531,8 @@ class Lock {
     releaseOwner = (lock, owner, caller) => lock.#releaseOwner(owner, caller)
     // Where a hold's signal registers, so that close() can deliver the loss at once.
     signalsOfClient = (lock) => lock.#signals
+    // For a multi-lock's members.
+    nativeOfLock = (lock) => lock.#native
   }
 
   constructor(token, nativeLock, signals, flows = new AsyncLocalStorage()) {
@@ -743,6 +806,33 @@ function lostError(lost, path) {
   return error
 }
 
+/**
+ * The lost signal of `holds` ([nativeHold, errorOf(lost)] pairs): aborted with the error of the
+ * first hold found lost, never for a release. Its entry in the client's `signals` lets close()
+ * deliver the loss at once (the native notification does not keep the process alive).
+ */
+function lostSignal(holds, signals) {
+  const controller = new AbortController()
+  const entry = {
+    abortIfLost() {
+      if (controller.signal.aborted) return
+      const lost = holds.find(([nativeHold]) => nativeHold.state === 'lost')
+      if (lost !== undefined) controller.abort(lost[1](lost[0].lost))
+    },
+  }
+  entry.abortIfLost()
+  if (!controller.signal.aborted) {
+    signals.add(entry)
+    for (const [nativeHold, errorOf] of holds) {
+      nativeHold.watchLost((lost) => {
+        signals.delete(entry)
+        if (!controller.signal.aborted) controller.abort(errorOf(lost))
+      })
+    }
+  }
+  return { controller, entry }
+}
+
 /** One level of a held lock, from `lock.acquire()` or given to `withLock`'s function. */
 class Hold {
   #lock
@@ -781,27 +871,10 @@ class Hold {
    */
   get signal() {
     if (this.#controller === null) {
-      const controller = new AbortController()
-      this.#controller = controller
-      const nativeHold = this.#native
       const path = this.#lock.path
-      const signals = signalsOfClient(this.#lock)
-      const entry = {
-        abortIfLost() {
-          if (!controller.signal.aborted && nativeHold.state === 'lost') {
-            controller.abort(lostError(nativeHold.lost, path))
-          }
-        },
-      }
-      this.#signalEntry = entry
-      entry.abortIfLost()
-      if (!controller.signal.aborted) {
-        signals.add(entry)
-        nativeHold.watchLost((lost) => {
-          signals.delete(entry)
-          controller.abort(lostError(lost, path))
-        })
-      }
+      const lost = lostSignal([[this.#native, (reason) => lostError(reason, path)]], signalsOfClient(this.#lock))
+      this.#controller = lost.controller
+      this.#signalEntry = lost.entry
     }
     return this.#controller.signal
   }
@@ -835,7 +908,388 @@ class Hold {
   }
 }
 
+// ----------------------------------------------------------------------------- semaphore, multi-lock
+
+// Abortable acquisitions of semaphores and multi-locks are named by these ids (a lock's are by
+// owner): unique among those in flight.
+let nextAbortId = 0
+
+/**
+ * Runs a native acquisition, `start(abortId)`, that `signal` (if any) aborts through
+ * `target.abort(abortId)`: resolves to what it resolves to (null at the timeout), or rejects
+ * with an AbortError once its nodes are removed (what it got just as it aborted is released).
+ */
+async function acquireAbortably(target, start, signal) {
+  if (signal === undefined) {
+    try {
+      return await start(undefined)
+    } catch (error) {
+      throw restacked(error)
+    }
+  }
+  const abortId = (nextAbortId = (nextAbortId + 1) % 2 ** 32)
+  const stopWatching = onAbort(signal, () => target.abort(abortId))
+  try {
+    let acquired
+    try {
+      acquired = await start(abortId)
+    } catch (error) {
+      throw restacked(error)
+    }
+    if (signal.aborted) {
+      if (acquired) await acquired.release().catch(() => {})
+      throw abortError(signal)
+    }
+    return acquired
+  } finally {
+    stopWatching()
+  }
+}
+
+// The options of `acquire` and of the `with...` helpers: [timeoutMs, signal], and, for a
+// semaphore, the number of leases.
+function acquisitionOptions(options, allowed, what) {
+  const opts = checkOptions(options, allowed, what)
+  const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
+  const signal = checkSignal(opts.signal)
+  if (signal?.aborted) throw abortError(signal)
+  return { timeoutMs, signal, leases: checkCount(opts.leases, 'leases', { fallback: 1 }) }
+}
+
+// Runs `fn(held)` and releases `held` when it settles; `fn`'s own error wins over a failed
+// release, which it carries as `releaseError` (as withLock does).
+async function runThenRelease(held, fn, run) {
+  let result
+  try {
+    result = await run(() => fn(held))
+  } catch (error) {
+    await held.release().catch((releaseError) => {
+      if (error !== null && typeof error === 'object' && Object.isExtensible(error) && !('releaseError' in error)) {
+        error.releaseError = releaseError
+      }
+    })
+    throw error
+  }
+  await held.release()
+  return result
+}
+
+const SEMAPHORE_ACQUIRE_OPTIONS = Object.freeze(['leases', 'timeoutMs', 'signal'])
+
+let nativeOfSemaphore
+
+/**
+ * A counting semaphore (Curator's InterProcessSemaphoreV2, node for node): at most max leases
+ * held at once across every process and language on the path. Not reentrant: each acquisition
+ * takes leases of its own, and any flow may release them. With max 1 it is Curator's
+ * InterProcessSemaphoreMutex.
+ */
+class Semaphore {
+  #native
+  #path
+  #signals
+
+  static {
+    nativeOfSemaphore = (semaphore) => semaphore.#native
+  }
+
+  constructor(token, nativeSemaphore, signals) {
+    if (token !== CONSTRUCT) throw invalid('use `client.semaphore(path, options)` to make a Semaphore')
+    this.#native = nativeSemaphore
+    this.#path = nativeSemaphore.path
+    this.#signals = signals
+  }
+
+  get path() {
+    return this.#path
+  }
+
+  /** The max now: the fixed one, or the shared count's value (read from the server). */
+  currentMaxLeases() {
+    return fromCaller(this.#native.currentMaxLeases(), callSiteOf(this.currentMaxLeases))
+  }
+
+  /** The lease nodes held, those waiting (the head of the queue's), and the queue at the internal mutex. */
+  participants() {
+    return fromCaller(this.#native.participants(), callSiteOf(this.participants))
+  }
+
+  /**
+   * Acquires `leases` leases (default 1), all or nothing, and resolves to them, or to `false`
+   * when `timeoutMs` passed first (`0`: only tries): one deadline for all of them, and every node
+   * of the attempt removed before it resolves.
+   */
+  acquire(options) {
+    let opts
+    try {
+      opts = acquisitionOptions(options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.acquire')
+    } catch (error) {
+      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
+    }
+    return this.#acquire(opts)
+  }
+
+  /**
+   * Runs `fn(leases)` holding the leases (option `leases`, default 1) and releases them when
+   * `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed before they were obtained.
+   */
+  async withLease(fn, options) {
+    if (typeof fn !== 'function') throw invalid(`withLease needs a function, got ${describe(fn)}`)
+    const opts = acquisitionOptions(options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.withLease')
+    const leases = await this.#acquire(opts)
+    if (leases === false) {
+      throw zklockError(codes.TIMEOUT, `${opts.leases} lease(s) not acquired within ${opts.timeoutMs} ms`, this.#path)
+    }
+    return runThenRelease(leases, fn, (call) => call())
+  }
+
+  async #acquire({ leases, timeoutMs, signal }) {
+    const start = (abortId) => this.#native.acquire(leases, timeoutMs, abortId)
+    const nativeLeases = await acquireAbortably(this.#native, start, signal)
+    return nativeLeases ? new Leases(CONSTRUCT, nativeLeases, this.#path, this.#signals) : false
+  }
+}
+
+/** The worst state of several holds: lost if any is, else suspended if any is, else held. */
+function worstState(nativeHolds) {
+  const states = nativeHolds.map((nativeHold) => nativeHold.state)
+  return ['lost', 'suspended', 'released'].find((state) => states.includes(state)) ?? 'held'
+}
+
+/** Leases taken together by one `semaphore.acquire()`, each with its node and fencing token. */
+class Leases {
+  #native
+  #holds
+  #path
+  #signals
+  #released = false
+  #controller = null
+  #signalEntry = null
+
+  constructor(token, nativeLeases, path, signals) {
+    if (token !== CONSTRUCT) throw invalid('leases come from semaphore.acquire()')
+    this.#native = nativeLeases
+    this.#holds = nativeLeases.holds()
+    this.#path = path
+    this.#signals = signals
+  }
+
+  /** How many leases. */
+  get count() {
+    return this.#holds.length
+  }
+
+  /** Each lease node's creation zxid (bigints, in the order made): they rise across the leases of a path. Throws ZKLOCK_LOCK_LOST once one is lost. */
+  get fencingTokens() {
+    return this.#holds.map((nativeHold) => nativeHold.fencingToken)
+  }
+
+  /** The lease nodes' paths (`<path>/leases/_c_<uuid>-lease-<sequence>`). */
+  get nodes() {
+    return this.#holds.map((nativeHold) => nativeHold.nodePath)
+  }
+
+  /** `'held'`, `'suspended'` or `'lost'` (the worst of the leases'), or `'released'`. */
+  get state() {
+    return this.#released ? 'released' : worstState(this.#holds)
+  }
+
+  /** Aborts when a lease is lost (never on release), with a ZKLOCK_LOCK_LOST error as its reason. */
+  get signal() {
+    if (this.#controller === null) {
+      const path = this.#path
+      const lost = lostSignal(
+        this.#holds.map((nativeHold) => [nativeHold, (reason) => lostError(reason, path)]),
+        this.#signals,
+      )
+      this.#controller = lost.controller
+      this.#signalEntry = lost.entry
+    }
+    return this.#controller.signal
+  }
+
+  /**
+   * Deletes every lease node and resolves once the server confirmed each. Rejects with
+   * ZKLOCK_NOT_OWNER if already released, ZKLOCK_LOCK_LOST if a lease was lost (it is not
+   * deleted; the others are).
+   */
+  release() {
+    if (this.#released) {
+      return Promise.reject(zklockError(codes.NOT_OWNER, 'these leases were already released', this.#path))
+    }
+    this.#released = true
+    if (this.#signalEntry !== null) this.#signals.delete(this.#signalEntry)
+    return fromCaller(this.#native.release(), callSiteOf(this.release))
+  }
+
+  /** `await using leases = await semaphore.acquire()` releases at the end of the block. */
+  async [Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')]() {
+    if (!this.#released) await this.release()
+  }
+}
+
+const MULTI_ACQUIRE_OPTIONS = Object.freeze(['timeoutMs', 'signal'])
+
+/**
+ * Several locks taken together, all or none, from `client.multiLock(members)`: taken in one
+ * canonical order (by path, then kind), so two multi-locks over the same paths never deadlock,
+ * under one deadline, released in reverse order.
+ */
+class MultiLock {
+  #native
+  #locks
+  #signals
+  #members
+
+  constructor(token, nativeMultiLock, locks, signals) {
+    if (token !== CONSTRUCT) throw invalid('use `client.multiLock(members)` to make a MultiLock')
+    this.#native = nativeMultiLock
+    this.#locks = locks
+    this.#signals = signals
+    this.#members = Object.freeze(nativeMultiLock.members().map((member) => Object.freeze(member)))
+  }
+
+  /** The members in the order they are taken: `{ path, kind, count }`, kind `'mutex'`, `'read'`, `'write'` or `'leases'`. */
+  get members() {
+    return this.#members
+  }
+
+  /**
+   * Takes every member and resolves to a MultiHold, or to `false` when `timeoutMs` passed first
+   * (`0`: each member tried once), with what was taken released. Each acquisition is a new
+   * owner of the member locks: it does not re-enter what the calling flow holds.
+   */
+  acquire(options) {
+    let opts
+    try {
+      opts = acquisitionOptions(options, MULTI_ACQUIRE_OPTIONS, 'multiLock.acquire')
+    } catch (error) {
+      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
+    }
+    return this.#acquire(opts)
+  }
+
+  /**
+   * Runs `fn(multiHold)` holding every member and releases them when `fn` settles; inside `fn`,
+   * calls on the member locks re-enter. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed first.
+   */
+  async withLocks(fn, options) {
+    if (typeof fn !== 'function') throw invalid(`withLocks needs a function, got ${describe(fn)}`)
+    const opts = acquisitionOptions(options, MULTI_ACQUIRE_OPTIONS, 'multiLock.withLocks')
+    const held = await this.#acquire(opts)
+    if (held === false) {
+      throw zklockError(codes.TIMEOUT, `not every member acquired within ${opts.timeoutMs} ms`, this.#members[0].path)
+    }
+    return runThenRelease(held, fn, (call) => held.run(call))
+  }
+
+  async #acquire({ timeoutMs, signal }) {
+    const owner = native.newOwner()
+    const start = (abortId) => this.#native.acquire(owner, timeoutMs, abortId)
+    const guard = await acquireAbortably(this.#native, start, signal)
+    return guard ? new MultiHold(CONSTRUCT, guard, owner, this.#locks, this.#signals) : false
+  }
+}
+
+// A multi-lock member's loss: the member's path and kind, and why.
+function memberLostError(member, lost) {
+  const error = zklockError(codes.LOCK_LOST, `${member.kind} member of a multi-lock lost: ${lost.description}`, member.path)
+  error.lostReason = lost.reason
+  error.member = { path: member.path, kind: member.kind }
+  return error
+}
+
+/** Every member of a multi-lock, held. */
+class MultiHold {
+  #native
+  #owner
+  #locks
+  #signals
+  #members
+  #released = false
+  #controller = null
+  #signalEntry = null
+
+  constructor(token, nativeGuard, owner, locks, signals) {
+    if (token !== CONSTRUCT) throw invalid('multi-holds come from multiLock.acquire()')
+    this.#native = nativeGuard
+    this.#owner = owner
+    this.#locks = locks
+    this.#signals = signals
+    this.#members = nativeGuard.members().map((member, i) => ({ ...member, holds: nativeGuard.holds(i) }))
+  }
+
+  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order: `{ path, kind, tokens }`. */
+  get fencingTokens() {
+    return this.#members.map(({ path, kind, holds }) => ({ path, kind, tokens: holds.map((h) => h.fencingToken) }))
+  }
+
+  /** `'held'`, `'suspended'` or `'lost'` (the worst of the members'), or `'released'`. */
+  get state() {
+    return this.#released ? 'released' : this.#native.state
+  }
+
+  /** The first member (in canonical order) found lost, `{ path, kind, lostReason }`, or null. */
+  get lostMember() {
+    const lost = this.#native.lostMember
+    return lost ? { path: lost.path, kind: lost.kind, lostReason: lost.lost.reason } : null
+  }
+
+  /** Aborts when a member is lost (never on release); its reason, a ZKLOCK_LOCK_LOST error, names the member (`reason.member`). */
+  get signal() {
+    if (this.#controller === null) {
+      const holds = this.#members.flatMap((member) =>
+        member.holds.map((nativeHold) => [nativeHold, (reason) => memberLostError(member, reason)]),
+      )
+      const lost = lostSignal(holds, this.#signals)
+      this.#controller = lost.controller
+      this.#signalEntry = lost.entry
+    }
+    return this.#controller.signal
+  }
+
+  /**
+   * Releases every member in reverse canonical order, each confirmed before the next. Rejects
+   * with ZKLOCK_NOT_OWNER if already released, and with the first member's error (say
+   * ZKLOCK_LOCK_LOST for a lost member) after releasing the others.
+   */
+  release() {
+    if (this.#released) {
+      return Promise.reject(zklockError(codes.NOT_OWNER, 'this multi-lock was already released', this.#members[0].path))
+    }
+    this.#released = true
+    if (this.#signalEntry !== null) this.#signals.delete(this.#signalEntry)
+    return fromCaller(this.#native.release(), callSiteOf(this.release))
+  }
+
+  /** Runs `fn()` as this hold's owner: calls on the member locks in it (and what it starts) re-enter. */
+  run(fn) {
+    if (typeof fn !== 'function') throw invalid(`multiHold.run needs a function, got ${describe(fn)}`)
+    const nested = this.#locks.reduceRight((inner, lock) => () => runAs(lock, this.#owner, inner), fn)
+    return nested()
+  }
+
+  /** Releases, unless already released. */
+  async [Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')]() {
+    if (!this.#released) await this.release()
+  }
+}
+
 /** zklock's version (the native addon's): one number for the crate, the wheel and the npm package. */
 const version = native.version()
 
-module.exports = { Client, Lock, ReadWriteLock, Hold, ZkLockError, AbortError, codes, perms, version }
+module.exports = {
+  Client,
+  Lock,
+  ReadWriteLock,
+  Hold,
+  Semaphore,
+  Leases,
+  MultiLock,
+  MultiHold,
+  ZkLockError,
+  AbortError,
+  codes,
+  perms,
+  version,
+}

@@ -8,7 +8,9 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
-use zklock::{Acl, ClientOptions, GssapiOptions, LockOptions, Perms, SaslOptions, SessionState};
+use zklock::{
+    Acl, ClientOptions, GssapiOptions, LockOptions, MaxLeases, Perms, SaslOptions, SemaphoreOptions, SessionState,
+};
 
 use crate::lock::NativeLock;
 
@@ -84,6 +86,7 @@ fn lock_options(
 }
 use crate::runtime::{self, Shared};
 use crate::rwlock::NativeReadWriteLock;
+use crate::semaphore::NativeSemaphore;
 
 /// The `tls` option as `tls.connect` names it, PEM contents as strings (the JavaScript layer
 /// joined arrays and decoded Buffers, and checked the types).
@@ -137,7 +140,7 @@ pub fn connect<'env>(
         options.jute_maxbuffer = limit;
     }
     runtime::promise(env, async move { zklock::Client::connect_with(&hosts, options).await }, |env, client| {
-        let shared = Arc::new(Shared { client });
+        let shared = Arc::new(Shared { client, kept: Default::default() });
         // Only fails if Node refuses the cleanup hook; the session then ends by TCP reset.
         let _ = runtime::register(env, &shared);
         NativeClient { shared }
@@ -201,6 +204,36 @@ impl NativeClient {
         let options = lock_options(identifier, acl, acl_entries)?;
         match self.shared.client.read_write_lock_with(&path, options) {
             Ok(lock) => Ok(NativeReadWriteLock::new(lock, self.shared.clone())),
+            Err(err) => Err(crate::error::to_js(env, &err)),
+        }
+    }
+
+    /// A semaphore on `path` with a fixed max (`max_leases`) or the max read from a shared count
+    /// (`count_path`, made with `count_seed` if missing); the JavaScript layer passes exactly one.
+    #[napi]
+    pub fn semaphore(
+        &self,
+        env: &Env,
+        path: String,
+        max_leases: Option<u32>,
+        count_path: Option<String>,
+        count_seed: Option<u32>,
+        identifier: Option<String>,
+    ) -> napi::Result<NativeSemaphore> {
+        let max = match (max_leases, count_path) {
+            (Some(max), None) => MaxLeases::Fixed(max),
+            (None, Some(path)) => MaxLeases::SharedCount { path, seed: count_seed.unwrap_or(1) },
+            _ => {
+                return Err(napi::Error::new(
+                    napi::Status::InvalidArg,
+                    "ZKLOCK_INVALID_ARGUMENT: a semaphore takes maxLeases or a shared count, exactly one",
+                ))
+            }
+        };
+        let mut options = SemaphoreOptions::new(max);
+        options.identifier = identifier;
+        match self.shared.client.semaphore_with(&path, options) {
+            Ok(semaphore) => Ok(NativeSemaphore::new(semaphore, self.shared.clone())),
             Err(err) => Err(crate::error::to_js(env, &err)),
         }
     }

@@ -13,15 +13,19 @@ mod client;
 mod error;
 mod hold;
 mod lock;
+mod multi_lock;
 mod runtime;
 mod rwlock;
+mod semaphore;
 
 pub use client::{connect, NativeClient, NativeStateWatch};
 pub use error::set_error_class;
 pub use hold::NativeHold;
 pub use lock::{fast_path, new_owner, set_thread_id, Identity, NativeLock, Participant};
+pub use multi_lock::{NativeMultiGuard, NativeMultiLock, NativeMultiLockBuilder};
 pub use runtime::close_all_at_exit;
 pub use rwlock::NativeReadWriteLock;
+pub use semaphore::{NativeLeases, NativeSemaphore};
 
 /// The version of zklock, the same for the crate, the wheel and the npm package.
 #[napi_derive::napi]

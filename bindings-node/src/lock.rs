@@ -16,11 +16,11 @@ use crate::runtime::{self, Shared};
 
 #[napi]
 pub struct NativeLock {
-    lock: zklock::Lock,
+    pub(crate) lock: zklock::Lock,
     /// This lock's key in [`LOCKS`], for the reentrant fast path.
     key: u32,
     /// Keeps the client (and its exit hook entry) alive as long as a lock made from it.
-    _shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// Abortable acquisitions in flight, by owner (the core allows one per owner).
     aborts: Arc<Mutex<Vec<(u64, CancellationToken)>>>,
 }
@@ -77,7 +77,7 @@ pub fn new_owner() -> i64 {
 
 /// The owner for an id from [`new_owner`], labelled as messages and lock nodes name it: the async
 /// flow, and the JavaScript thread it runs on.
-fn owner(id: i64) -> Owner {
+pub(crate) fn owner(id: i64) -> Owner {
     with_owner(id, Owner::clone)
 }
 
@@ -109,7 +109,7 @@ impl NativeLock {
             locks.insert(*last, lock.clone());
             *last
         });
-        NativeLock { lock, key, _shared: shared, aborts: Arc::default() }
+        NativeLock { lock, key, shared, aborts: Arc::default() }
     }
 }
 

@@ -196,6 +196,9 @@ unsafe extern "C" fn settle(
 /// that JavaScript let go of is not kept alive by the hook.
 pub(crate) struct Shared {
     pub(crate) client: zklock::Client,
+    /// Leases and multi-lock guards whose JavaScript handle was collected unreleased: held until
+    /// released by the session's end (see `semaphore::keep_unreleased`).
+    pub(crate) kept: parking_lot::Mutex<Vec<Box<dyn std::any::Any + Send>>>,
 }
 
 thread_local! {

@@ -215,3 +215,63 @@ export function freePort() {
     server.on('error', reject)
   })
 }
+
+/**
+ * A bare ZooKeeper client of its own (the wire protocol, a few requests), sharing no code with
+ * zklock: it changes what a Curator process or an operator would (a SharedCount's value, a node
+ * deleted from under its holder). `setData(path, bytes)`, `delete(path)`, `close()`; each
+ * rejects with the server's error code.
+ */
+export async function rawZooKeeper(server = ZK) {
+  const [hostPort, chroot] = server.split(',')[0].split('/')
+  if (chroot) throw new Error('rawZooKeeper: no chroot')
+  const [host, port] = hostPort.split(':')
+  const socket = net.connect({ host, port: Number(port) })
+  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+  let buffered = Buffer.alloc(0)
+  let waiting = null
+  socket.on('data', (chunk) => {
+    buffered = Buffer.concat([buffered, chunk])
+    waiting?.()
+  })
+  // The next length-prefixed frame from the server.
+  const frame = async () => {
+    while (buffered.length < 4 || buffered.length < 4 + buffered.readInt32BE(0)) {
+      await new Promise((resolve) => (waiting = resolve))
+    }
+    const length = buffered.readInt32BE(0)
+    const body = buffered.subarray(4, 4 + length)
+    buffered = buffered.subarray(4 + length)
+    return body
+  }
+  const int = (value) => {
+    const bytes = Buffer.alloc(4)
+    bytes.writeInt32BE(value)
+    return bytes
+  }
+  const long = () => Buffer.alloc(8) // 0
+  const bytes = (data) => Buffer.concat([int(data.length), data])
+  const send = (...parts) => {
+    const body = Buffer.concat(parts)
+    socket.write(Buffer.concat([int(body.length), body]))
+  }
+  // ConnectRequest: protocol version, last zxid seen, timeout, session id, password, read-only.
+  send(int(0), long(), int(10000), long(), bytes(Buffer.alloc(16)), Buffer.from([0]))
+  await frame()
+  let xid = 0
+  const request = async (type, ...body) => {
+    send(int(++xid), int(type), ...body)
+    const reply = await frame()
+    const err = reply.readInt32BE(12)
+    if (err !== 0) throw new Error(`ZooKeeper error ${err} for request type ${type}`)
+  }
+  const path = (text) => bytes(Buffer.from(text, 'utf8'))
+  return {
+    setData: (nodePath, data) => request(5, path(nodePath), bytes(Buffer.from(data)), int(-1)),
+    delete: (nodePath) => request(2, path(nodePath), int(-1)),
+    async close() {
+      await request(-11)
+      socket.destroy()
+    },
+  }
+}

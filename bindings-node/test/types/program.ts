@@ -17,6 +17,13 @@ import zklock, {
   type LockLostError,
   type SaslOptions,
   type TlsOptions,
+  Semaphore,
+  Leases,
+  MultiLock,
+  MultiHold,
+  type MemberKind,
+  type MemberLostError,
+  type SemaphoreParticipants,
 } from 'zklock'
 
 async function main(): Promise<void> {
@@ -94,6 +101,37 @@ async function main(): Promise<void> {
   console.log(rw.path, modes, readers.length, all.length, mode, zklock.ReadWriteLock === ReadWriteLock)
   stop()
   console.log(result, state, held, zklock.codes.TIMEOUT, zklock.perms.ALL)
+  const semaphore: Semaphore = client.semaphore('/jobs/nightly', { maxLeases: 3, identifier: 'job' })
+  const shared: Semaphore = client.semaphore('/jobs/shared', { sharedCount: { path: '/jobs/shared-max', seed: 3 } })
+  const max: number = await shared.currentMaxLeases()
+  const leases: Leases | false = await semaphore.acquire({ leases: 2, timeoutMs: 5000, signal: controller.signal })
+  if (leases) {
+    const tokens: bigint[] = leases.fencingTokens
+    console.log(leases.count, leases.nodes[0], leases.state, leases.signal.aborted, tokens[0])
+    await leases.release()
+  }
+  {
+    await using one = await semaphore.acquire()
+    console.log(one.count)
+  }
+  const counted: number = await semaphore.withLease(async (held) => held.count, { leases: 1, timeoutMs: 1000 })
+  const seen: SemaphoreParticipants = await semaphore.participants()
+  console.log(max, counted, seen.holders.length, seen.waiting.length, seen.queue[0]?.sessionId, seen.maxLeases)
+  const multi: MultiLock = client.multiLock([lock, rw.write, { semaphore, leases: 1 }, { semaphore: shared }])
+  const kinds: MemberKind[] = multi.members.map((member) => member.kind)
+  const multiHold: MultiHold | false = await multi.acquire({ timeoutMs: 1000 })
+  if (multiHold) {
+    multiHold.signal.addEventListener('abort', () => {
+      const reason = multiHold.signal.reason as MemberLostError
+      console.log(reason.member.path, reason.member.kind, reason.lostReason)
+    })
+    const lostPath: string | undefined = multiHold.lostMember?.path
+    console.log(multiHold.state, multiHold.fencingTokens[0]?.tokens[0], lostPath, kinds)
+    await multiHold.run(async () => lock.withLock(async () => {}))
+    await multiHold.release()
+  }
+  const inside: string = await multi.withLocks(async (held) => held.state, { signal: controller.signal })
+  console.log(inside, zklock.Semaphore === Semaphore, zklock.MultiHold === MultiHold)
   const parts: string[] = [version, zklock.version].map((v) => v.split('.')[0])
   console.log(parts)
   await client.close()

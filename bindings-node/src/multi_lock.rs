@@ -1,0 +1,207 @@
+//! The multi-lock: the core's, translated. Its locks are taken for an owner id that the
+//! JavaScript layer assigns (an async flow, as for a lock), so nested calls on a member lock
+//! re-enter.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
+use napi_derive::napi;
+use parking_lot::Mutex;
+
+use crate::hold::{Lost, NativeHold};
+use crate::lock::NativeLock;
+use crate::runtime::{self, Shared};
+use crate::semaphore::{abort, abort_token, forget_abort, keep_unreleased, timeout, Aborts, NativeSemaphore};
+
+fn kind_name(kind: zklock::MemberKind) -> &'static str {
+    match kind {
+        zklock::MemberKind::Mutex => "mutex",
+        zklock::MemberKind::Read => "read",
+        zklock::MemberKind::Write => "write",
+        zklock::MemberKind::Leases => "leases",
+    }
+}
+
+/// A member as JavaScript sees it: where, and what it takes there.
+#[napi(object)]
+pub struct MemberInfo {
+    pub path: String,
+    /// `mutex`, `read`, `write` or `leases`.
+    pub kind: String,
+    /// Leases asked for (a lease member), or 1.
+    pub count: u32,
+}
+
+fn member_info(member: &zklock::Member) -> MemberInfo {
+    let count = match member {
+        zklock::Member::Leases(_, n) => *n,
+        zklock::Member::Lock(_) => 1,
+    };
+    MemberInfo { path: member.path().to_owned(), kind: kind_name(member.kind()).to_owned(), count }
+}
+
+/// Collects the members, in the caller's order (the core sorts them), then makes the multi-lock.
+#[napi]
+pub struct NativeMultiLockBuilder {
+    members: Vec<zklock::Member>,
+    shared: Option<Arc<Shared>>,
+}
+
+#[napi]
+impl NativeMultiLockBuilder {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)] // a JavaScript constructor
+    pub fn new() -> NativeMultiLockBuilder {
+        NativeMultiLockBuilder { members: Vec::new(), shared: None }
+    }
+
+    #[napi]
+    pub fn add_lock(&mut self, lock: &NativeLock) {
+        self.members.push(lock.lock.clone().into());
+        self.shared.get_or_insert_with(|| lock.shared.clone());
+    }
+
+    #[napi]
+    pub fn add_leases(&mut self, semaphore: &NativeSemaphore, n: u32) {
+        self.members.push(zklock::Member::leases(&semaphore.semaphore, n));
+        self.shared.get_or_insert_with(|| semaphore.shared.clone());
+    }
+
+    /// The multi-lock; ZKLOCK_INVALID_ARGUMENT (before any traffic) for no member, two on one
+    /// path, 0 leases or more than a fixed max.
+    #[napi]
+    pub fn build(&mut self, env: &Env) -> napi::Result<NativeMultiLock> {
+        let members = std::mem::take(&mut self.members);
+        let multi = zklock::MultiLock::new(members).map_err(|err| crate::error::to_js(env, &err))?;
+        let shared = self.shared.take().expect("a multi-lock with members has a client");
+        Ok(NativeMultiLock { multi, shared, aborts: Aborts::default() })
+    }
+}
+
+#[napi]
+pub struct NativeMultiLock {
+    multi: zklock::MultiLock,
+    shared: Arc<Shared>,
+    aborts: Aborts,
+}
+
+#[napi]
+impl NativeMultiLock {
+    /// The members in the order they are taken (canonical: by path, then kind).
+    #[napi]
+    pub fn members(&self) -> Vec<MemberInfo> {
+        self.multi.members().iter().map(member_info).collect()
+    }
+
+    /// Takes every member for `owner_id`; resolves to the guard, or to `null` when `timeout_ms`
+    /// passed (`0`: each member tried once) or [`NativeMultiLock::abort`] was called for
+    /// `abort_id`, once what was taken is released.
+    #[napi]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        owner_id: i64,
+        timeout_ms: Option<f64>,
+        abort_id: Option<u32>,
+    ) -> napi::Result<PromiseRaw<'env, Option<NativeMultiGuard>>> {
+        let multi = self.multi.clone();
+        let owner = crate::lock::owner(owner_id);
+        let abort = abort_token(&self.aborts, abort_id);
+        let aborts = self.aborts.clone();
+        let shared = self.shared.clone();
+        let acquisition = async move {
+            let result = multi.acquire_for(&owner, timeout(timeout_ms), abort).await;
+            forget_abort(&aborts, abort_id);
+            result
+        };
+        runtime::promise(env, acquisition, move |_, guard| guard.map(|guard| NativeMultiGuard::new(guard, shared)))
+    }
+
+    #[napi]
+    pub fn abort(&self, abort_id: u32) {
+        abort(&self.aborts, abort_id);
+    }
+}
+
+/// Every member held.
+#[napi]
+pub struct NativeMultiGuard {
+    guard: Mutex<Option<zklock::MultiGuard>>,
+    /// Each member, in canonical order, with its holds (one per lease).
+    members: Vec<(MemberInfo, Vec<zklock::Hold>)>,
+    shared: Arc<Shared>,
+}
+
+impl NativeMultiGuard {
+    fn new(guard: zklock::MultiGuard, shared: Arc<Shared>) -> NativeMultiGuard {
+        let members = guard.holds().into_iter().map(|(member, holds)| (member_info(member), holds)).collect();
+        NativeMultiGuard { guard: Mutex::new(Some(guard)), members, shared }
+    }
+}
+
+impl Drop for NativeMultiGuard {
+    fn drop(&mut self) {
+        if let Some(guard) = self.guard.get_mut().take() {
+            keep_unreleased(&self.shared, Box::new(guard));
+        }
+    }
+}
+
+/// A member lost, and why.
+#[napi(object)]
+pub struct MemberLost {
+    pub path: String,
+    pub kind: String,
+    pub lost: Lost,
+}
+
+#[napi]
+impl NativeMultiGuard {
+    /// The members, in canonical order.
+    #[napi]
+    pub fn members(&self) -> Vec<MemberInfo> {
+        self.members
+            .iter()
+            .map(|(info, _)| MemberInfo { path: info.path.clone(), kind: info.kind.clone(), count: info.count })
+            .collect()
+    }
+
+    /// The holds of the member at `index` (canonical order): one for a lock, one per lease.
+    #[napi]
+    pub fn holds(&self, index: u32) -> Vec<NativeHold> {
+        self.members
+            .get(index as usize)
+            .map_or_else(Vec::new, |(_, holds)| holds.iter().cloned().map(NativeHold::new).collect())
+    }
+
+    /// `held`, `suspended` or `lost` (the worst of the members'), or `released`.
+    #[napi(getter)]
+    pub fn state(&self) -> &'static str {
+        self.guard.lock().as_ref().map_or("released", |guard| guard.state().as_str())
+    }
+
+    /// The first member (in canonical order) found lost, if any.
+    #[napi(getter)]
+    pub fn lost_member(&self) -> Option<MemberLost> {
+        let lost = self.guard.lock().as_ref()?.lost_member()?;
+        Some(MemberLost { path: lost.path, kind: kind_name(lost.kind).to_owned(), lost: Lost::from(lost.reason) })
+    }
+
+    /// Releases every member in reverse canonical order, each confirmed before the next; the
+    /// first error after trying all.
+    #[napi]
+    pub fn release<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let guard = self.guard.lock().take();
+        runtime::promise(
+            env,
+            async move {
+                match guard {
+                    Some(guard) => guard.release().await,
+                    None => Ok(()),
+                }
+            },
+            |_, ()| (),
+        )
+    }
+}

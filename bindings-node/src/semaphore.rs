@@ -1,0 +1,184 @@
+//! The counting semaphore and its leases: the core's, translated. Acquisitions are not owned by
+//! an async flow (a lease is not reentrant), so an abortable one is named by an id that the
+//! JavaScript layer picks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
+use napi_derive::napi;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::hold::NativeHold;
+use crate::lock::Participant;
+use crate::runtime::{self, Shared};
+
+/// Abortable acquisitions in flight, by the id the JavaScript layer gave each.
+pub(crate) type Aborts = Arc<Mutex<Vec<(u32, CancellationToken)>>>;
+
+/// A token for an abortable acquisition with this id, forgotten again by [`forget_abort`].
+pub(crate) fn abort_token(aborts: &Aborts, abort_id: Option<u32>) -> Option<CancellationToken> {
+    abort_id.map(|id| {
+        let token = CancellationToken::new();
+        aborts.lock().push((id, token.clone()));
+        token
+    })
+}
+
+pub(crate) fn forget_abort(aborts: &Aborts, abort_id: Option<u32>) {
+    if let Some(id) = abort_id {
+        aborts.lock().retain(|(each, _)| *each != id);
+    }
+}
+
+pub(crate) fn abort(aborts: &Aborts, abort_id: u32) {
+    if let Some((_, token)) = aborts.lock().iter().find(|(id, _)| *id == abort_id) {
+        token.cancel();
+    }
+}
+
+pub(crate) fn timeout(timeout_ms: Option<f64>) -> Option<Duration> {
+    timeout_ms.map(|ms| Duration::from_secs_f64(ms / 1000.0))
+}
+
+#[napi]
+pub struct NativeSemaphore {
+    pub(crate) semaphore: zklock::Semaphore,
+    pub(crate) shared: Arc<Shared>,
+    aborts: Aborts,
+}
+
+impl NativeSemaphore {
+    pub(crate) fn new(semaphore: zklock::Semaphore, shared: Arc<Shared>) -> NativeSemaphore {
+        NativeSemaphore { semaphore, shared, aborts: Aborts::default() }
+    }
+}
+
+#[napi]
+impl NativeSemaphore {
+    #[napi(getter)]
+    pub fn path(&self) -> String {
+        self.semaphore.path().to_owned()
+    }
+
+    /// Acquires `n` leases, all or nothing; resolves to them, or to `null` when `timeout_ms`
+    /// passed (`0`: only tried) or when [`NativeSemaphore::abort`] was called for `abort_id`,
+    /// once every node of the attempt is removed.
+    #[napi]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        n: u32,
+        timeout_ms: Option<f64>,
+        abort_id: Option<u32>,
+    ) -> napi::Result<PromiseRaw<'env, Option<NativeLeases>>> {
+        let semaphore = self.semaphore.clone();
+        let abort = abort_token(&self.aborts, abort_id);
+        let aborts = self.aborts.clone();
+        let shared = self.shared.clone();
+        let acquisition = async move {
+            let result = semaphore.acquire_for(n, timeout(timeout_ms), abort).await;
+            forget_abort(&aborts, abort_id);
+            result
+        };
+        runtime::promise(env, acquisition, move |_, leases| leases.map(|leases| NativeLeases::new(leases, shared)))
+    }
+
+    /// Gives up the acquisition in flight with this id, if any: its promise resolves to `null`.
+    #[napi]
+    pub fn abort(&self, abort_id: u32) {
+        abort(&self.aborts, abort_id);
+    }
+
+    /// The max now: the fixed one, or the shared count's value.
+    #[napi]
+    pub fn current_max_leases<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, i64>> {
+        let semaphore = self.semaphore.clone();
+        runtime::promise(env, async move { semaphore.current_max_leases().await }, |_, max| max)
+    }
+
+    #[napi]
+    pub fn participants<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, SemaphoreParticipants>> {
+        let semaphore = self.semaphore.clone();
+        runtime::promise(env, async move { semaphore.participants().await }, |_, all| {
+            let holders = all.holders().len();
+            let mut leases = all.leases.into_iter().map(Participant::from);
+            SemaphoreParticipants {
+                holders: leases.by_ref().take(holders).collect(),
+                waiting: leases.collect(),
+                queue: all.queue.into_iter().map(Participant::from).collect(),
+                max_leases: all.max_leases,
+            }
+        })
+    }
+}
+
+/// Who holds a semaphore's leases and who waits (the core's `SemaphoreParticipants`).
+#[napi(object)]
+pub struct SemaphoreParticipants {
+    /// The lease nodes held, in creation order.
+    pub holders: Vec<Participant>,
+    /// The lease nodes made by the acquirer at the head of `queue`, waiting until they fit.
+    pub waiting: Vec<Participant>,
+    /// The acquirers at the internal mutex, in order.
+    pub queue: Vec<Participant>,
+    pub max_leases: i64,
+}
+
+/// What an acquisition's holds become once JavaScript lets go of their handle unreleased: kept
+/// until the client goes, as a lock's hold outlives its handles, rather than released at
+/// whatever moment the garbage collector picks.
+pub(crate) fn keep_unreleased(shared: &Shared, held: Box<dyn std::any::Any + Send>) {
+    shared.kept.lock().push(held);
+}
+
+/// Leases taken together by one acquisition.
+#[napi]
+pub struct NativeLeases {
+    leases: Mutex<Option<zklock::Leases>>,
+    holds: Vec<zklock::Hold>,
+    shared: Arc<Shared>,
+}
+
+impl NativeLeases {
+    fn new(leases: zklock::Leases, shared: Arc<Shared>) -> NativeLeases {
+        let holds = leases.leases().iter().map(|lease| lease.hold().clone()).collect();
+        NativeLeases { leases: Mutex::new(Some(leases)), holds, shared }
+    }
+}
+
+impl Drop for NativeLeases {
+    fn drop(&mut self) {
+        if let Some(leases) = self.leases.get_mut().take() {
+            keep_unreleased(&self.shared, Box::new(leases));
+        }
+    }
+}
+
+#[napi]
+impl NativeLeases {
+    /// Each lease's hold (node, fencing token, state, lost signal), in the order made.
+    #[napi]
+    pub fn holds(&self) -> Vec<NativeHold> {
+        self.holds.iter().cloned().map(NativeHold::new).collect()
+    }
+
+    /// Deletes every lease node; resolves once the server confirmed each (the first error after
+    /// trying them all: ZKLOCK_LOCK_LOST for a lost lease, which is not deleted).
+    #[napi]
+    pub fn release<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let leases = self.leases.lock().take();
+        runtime::promise(
+            env,
+            async move {
+                match leases {
+                    Some(leases) => leases.release().await,
+                    None => Ok(()),
+                }
+            },
+            |_, ()| (),
+        )
+    }
+}
