@@ -637,21 +637,7 @@ class Lock {
         throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)
       }
     }
-    let result
-    try {
-      result = await runAs(this, owner, fn, hold)
-    } catch (error) {
-      // The function's error is the one that matters; a failed release (say, the lock was
-      // lost meanwhile) is attached to it.
-      await hold.release().catch((releaseError) => {
-        if (error !== null && typeof error === 'object' && Object.isExtensible(error) && !('releaseError' in error)) {
-          error.releaseError = releaseError
-        }
-      })
-      throw error
-    }
-    await hold.release()
-    return result
+    return runThenRelease(hold, fn, (call) => runAs(this, owner, call))
   }
 
   /**
@@ -956,8 +942,9 @@ function acquisitionOptions(options, allowed, what) {
   return { timeoutMs, signal, leases: checkCount(opts.leases, 'leases', { fallback: 1 }) }
 }
 
-// Runs `fn(held)` and releases `held` when it settles; `fn`'s own error wins over a failed
-// release, which it carries as `releaseError` (as withLock does).
+// Runs `fn(held)` (through `run(call)`, which may run it as an owner) and releases `held` when it
+// settles. The function's error is the one that matters: a failed release (say, the lock was lost
+// meanwhile) is attached to it as `releaseError`.
 async function runThenRelease(held, fn, run) {
   let result
   try {
@@ -972,6 +959,28 @@ async function runThenRelease(held, fn, run) {
   }
   await held.release()
   return result
+}
+
+// `acquire(options)` of a semaphore or a multi-lock: the options checked at once (a bad one
+// rejects with the stack of `caller`'s caller), then `take(opts)`.
+function acquireChecked(options, allowed, what, caller, take) {
+  let opts
+  try {
+    opts = acquisitionOptions(options, allowed, what)
+  } catch (error) {
+    return Promise.reject(atCaller(error, callSiteOf(caller)))
+  }
+  return take(opts)
+}
+
+// `withLease` and `withLocks`: `take(opts)`, then `fn(held)` run by `run(held, call)`, then the
+// release; `timedOut(opts)` is the error when nothing was had in time.
+async function withTaken(fn, options, allowed, what, { take, timedOut, run }) {
+  if (typeof fn !== 'function') throw invalid(`${what} needs a function, got ${describe(fn)}`)
+  const opts = acquisitionOptions(options, allowed, what)
+  const held = await take(opts)
+  if (held === false) throw timedOut(opts)
+  return runThenRelease(held, fn, (call) => run(held, call))
 }
 
 const SEMAPHORE_ACQUIRE_OPTIONS = Object.freeze(['leases', 'timeoutMs', 'signal'])
@@ -1020,27 +1029,19 @@ class Semaphore {
    * of the attempt removed before it resolves.
    */
   acquire(options) {
-    let opts
-    try {
-      opts = acquisitionOptions(options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.acquire')
-    } catch (error) {
-      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
-    }
-    return this.#acquire(opts)
+    return acquireChecked(options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.acquire', this.acquire, (opts) => this.#acquire(opts))
   }
 
   /**
    * Runs `fn(leases)` holding the leases (option `leases`, default 1) and releases them when
    * `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed before they were obtained.
    */
-  async withLease(fn, options) {
-    if (typeof fn !== 'function') throw invalid(`withLease needs a function, got ${describe(fn)}`)
-    const opts = acquisitionOptions(options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.withLease')
-    const leases = await this.#acquire(opts)
-    if (leases === false) {
-      throw zklockError(codes.TIMEOUT, `${opts.leases} lease(s) not acquired within ${opts.timeoutMs} ms`, this.#path)
-    }
-    return runThenRelease(leases, fn, (call) => call())
+  withLease(fn, options) {
+    return withTaken(fn, options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.withLease', {
+      take: (opts) => this.#acquire(opts),
+      timedOut: (opts) => zklockError(codes.TIMEOUT, `${opts.leases} lease(s) not acquired within ${opts.timeoutMs} ms`, this.#path),
+      run: (leases, call) => call(),
+    })
   }
 
   async #acquire({ leases, timeoutMs, signal }) {
@@ -1160,27 +1161,19 @@ class MultiLock {
    * owner of the member locks: it does not re-enter what the calling flow holds.
    */
   acquire(options) {
-    let opts
-    try {
-      opts = acquisitionOptions(options, MULTI_ACQUIRE_OPTIONS, 'multiLock.acquire')
-    } catch (error) {
-      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
-    }
-    return this.#acquire(opts)
+    return acquireChecked(options, MULTI_ACQUIRE_OPTIONS, 'multiLock.acquire', this.acquire, (opts) => this.#acquire(opts))
   }
 
   /**
    * Runs `fn(multiHold)` holding every member and releases them when `fn` settles; inside `fn`,
    * calls on the member locks re-enter. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed first.
    */
-  async withLocks(fn, options) {
-    if (typeof fn !== 'function') throw invalid(`withLocks needs a function, got ${describe(fn)}`)
-    const opts = acquisitionOptions(options, MULTI_ACQUIRE_OPTIONS, 'multiLock.withLocks')
-    const held = await this.#acquire(opts)
-    if (held === false) {
-      throw zklockError(codes.TIMEOUT, `not every member acquired within ${opts.timeoutMs} ms`, this.#members[0].path)
-    }
-    return runThenRelease(held, fn, (call) => held.run(call))
+  withLocks(fn, options) {
+    return withTaken(fn, options, MULTI_ACQUIRE_OPTIONS, 'multiLock.withLocks', {
+      take: (opts) => this.#acquire(opts),
+      timedOut: (opts) => zklockError(codes.TIMEOUT, `not every member acquired within ${opts.timeoutMs} ms`, this.#members[0].path),
+      run: (held, call) => held.run(call),
+    })
   }
 
   async #acquire({ timeoutMs, signal }) {

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use crate::hold::{Lost, NativeHold};
 use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
-use crate::semaphore::{abort, abort_token, forget_abort, keep_unreleased, timeout, Aborts, NativeSemaphore};
+use crate::semaphore::{abort, abortable, keep_unreleased, timeout, Aborts, NativeSemaphore};
 
 fn kind_name(kind: zklock::MemberKind) -> &'static str {
     match kind {
@@ -107,14 +107,10 @@ impl NativeMultiLock {
     ) -> napi::Result<PromiseRaw<'env, Option<NativeMultiGuard>>> {
         let multi = self.multi.clone();
         let owner = crate::lock::owner(owner_id);
-        let abort = abort_token(&self.aborts, abort_id);
-        let aborts = self.aborts.clone();
         let shared = self.shared.clone();
-        let acquisition = async move {
-            let result = multi.acquire_for(&owner, timeout(timeout_ms), abort).await;
-            forget_abort(&aborts, abort_id);
-            result
-        };
+        let acquisition = abortable(&self.aborts, abort_id, move |abort| async move {
+            multi.acquire_for(&owner, timeout(timeout_ms), abort).await
+        });
         runtime::promise(env, acquisition, move |_, guard| guard.map(|guard| NativeMultiGuard::new(guard, shared)))
     }
 

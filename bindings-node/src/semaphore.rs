@@ -2,6 +2,7 @@
 //! an async flow (a lease is not reentrant), so an abortable one is named by an id that the
 //! JavaScript layer picks.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,18 +19,26 @@ use crate::runtime::{self, Shared};
 /// Abortable acquisitions in flight, by the id the JavaScript layer gave each.
 pub(crate) type Aborts = Arc<Mutex<Vec<(u32, CancellationToken)>>>;
 
-/// A token for an abortable acquisition with this id, forgotten again by [`forget_abort`].
-pub(crate) fn abort_token(aborts: &Aborts, abort_id: Option<u32>) -> Option<CancellationToken> {
-    abort_id.map(|id| {
+/// The acquisition `acquire(abort)`, given a token that [`abort`] with `abort_id` cancels (none
+/// without an id), which is forgotten again once the acquisition ends.
+pub(crate) fn abortable<F: Future>(
+    aborts: &Aborts,
+    abort_id: Option<u32>,
+    acquire: impl FnOnce(Option<CancellationToken>) -> F,
+) -> impl Future<Output = F::Output> {
+    let abort = abort_id.map(|id| {
         let token = CancellationToken::new();
         aborts.lock().push((id, token.clone()));
         token
-    })
-}
-
-pub(crate) fn forget_abort(aborts: &Aborts, abort_id: Option<u32>) {
-    if let Some(id) = abort_id {
-        aborts.lock().retain(|(each, _)| *each != id);
+    });
+    let acquisition = acquire(abort);
+    let aborts = aborts.clone();
+    async move {
+        let result = acquisition.await;
+        if let Some(id) = abort_id {
+            aborts.lock().retain(|(each, _)| *each != id);
+        }
+        result
     }
 }
 
@@ -75,14 +84,10 @@ impl NativeSemaphore {
         abort_id: Option<u32>,
     ) -> napi::Result<PromiseRaw<'env, Option<NativeLeases>>> {
         let semaphore = self.semaphore.clone();
-        let abort = abort_token(&self.aborts, abort_id);
-        let aborts = self.aborts.clone();
         let shared = self.shared.clone();
-        let acquisition = async move {
-            let result = semaphore.acquire_for(n, timeout(timeout_ms), abort).await;
-            forget_abort(&aborts, abort_id);
-            result
-        };
+        let acquisition = abortable(&self.aborts, abort_id, move |abort| async move {
+            semaphore.acquire_for(n, timeout(timeout_ms), abort).await
+        });
         runtime::promise(env, acquisition, move |_, leases| leases.map(|leases| NativeLeases::new(leases, shared)))
     }
 
