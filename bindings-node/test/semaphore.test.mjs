@@ -74,7 +74,12 @@ test('never more than max leases at once under load from four processes, and max
   const semPath = uniquePath('sem-load')
   const slots = fs.mkdtempSync(path.join(os.tmpdir(), 'zklock-node-sem-'))
   try {
+    // The gate holds every lease until the four processes queue, so that they contend together
+    // however slowly each starts.
+    const gate = await client.semaphore(semPath, { maxLeases: MAX }).acquire({ leases: MAX })
     const runs = [0, 1, 2, 3].map((i) => runScript('sem-holder.mjs', [semPath, String(MAX), slots, '4', String(i)], { timeoutMs: 60000 }))
+    await waitFor(async () => (await parts(semPath))[1] === 4, { timeoutMs: 30000, what: 'the four processes queued' })
+    await gate.release()
     const results = await Promise.all(runs.map((run) => run.exited))
     let most = 0
     for (const { code, stderr, lines } of results) {
@@ -254,7 +259,12 @@ test('a multi-lock in both argument orders from two processes, repeatedly, witho
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'zklock-node-multi-'))
   try {
     const inside = path.join(dir, 'inside')
+    // A gate on a (first in canonical order) until both processes queue there, so that they
+    // contend from their first round however slowly each starts.
+    const gate = await client.lock(a).acquire()
     const runs = ['ab', 'ba'].map((order) => runScript('multi-contender.mjs', [a, b, order, '10', inside], { timeoutMs: 60000 }))
+    await waitFor(async () => (await ephemeralsUnder(a)).length === 3, { timeoutMs: 30000, what: 'both processes queued' })
+    await gate.release()
     const results = await Promise.all(runs.map((run) => run.exited))
     for (const { code, stderr, lines } of results) {
       assert.equal(code, 0, `${lines.join('\n')}\n${stderr}`)
@@ -287,6 +297,12 @@ test('withLocks: canonical order, nested member locks re-enter, leases are membe
     const theirs = observer.multiLock([observer.lock(x)])
     assert.equal(await theirs.acquire({ timeoutMs: 300 }), false)
     await assert.rejects(theirs.withLocks(() => {}, { timeoutMs: 0 }), { code: codes.TIMEOUT })
+    // An aborted multi-lock acquisition rejects once its nodes are removed.
+    const controller = new AbortController()
+    const aborted = theirs.acquire({ signal: controller.signal })
+    await waitFor(async () => (await ephemeralsUnder(x)).length === 2, { what: 'theirs queued' })
+    controller.abort()
+    await assert.rejects(aborted, (error) => error instanceof AbortError)
     assert.equal((await ephemeralsUnder(x)).length, 1)
     return held.fencingTokens.length
   })
@@ -366,4 +382,22 @@ test('bad input is refused with ZKLOCK_INVALID_ARGUMENT before any traffic; a lo
   })
   assert.equal((await ephemeralsUnder(lockPath)).length, 1, 'nothing made beside the holder')
   await hold.release()
+})
+
+test("a closed client's semaphore and multi-lock reject with ZKLOCK_CLOSED, the stack showing the caller's line", async () => {
+  const closed = await Client.connect(ZK)
+  await closed.close()
+  const semaphore = closed.semaphore(uniquePath('closed-sem'), { maxLeases: 2 })
+  const multi = closed.multiLock([closed.lock(uniquePath('closed-multi')), { semaphore }])
+  for (const call of [
+    () => semaphore.acquire(),
+    () => semaphore.withLease(async () => {}),
+    () => semaphore.participants(),
+    () => multi.acquire(),
+    () => multi.withLocks(async () => {}),
+  ]) {
+    const rejected = await call().catch((error) => error)
+    assert.equal(rejected.code, codes.CLOSED, String(call))
+    assert.match(rejected.stack, /semaphore\.test\.mjs/, rejected.stack)
+  }
 })
