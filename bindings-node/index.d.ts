@@ -478,7 +478,7 @@ export declare class MultiLock {
 /** Every member of a multi-lock, held until released, lost, or the client closes. */
 export declare class MultiHold {
   private constructor()
-  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order. */
+  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order. Throws ZKLOCK_LOCK_LOST once a member is lost. */
   readonly fencingTokens: Array<{ path: string; kind: MemberKind; tokens: bigint[] }>
   /** `'lost'` if any member is, else `'suspended'` if any is, else `'held'`; `'released'` once released. */
   readonly state: HoldState

@@ -1212,7 +1212,7 @@ class MultiHold {
     this.#members = nativeGuard.members().map((member, i) => ({ ...member, holds: nativeGuard.holds(i) }))
   }
 
-  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order: `{ path, kind, tokens }`. */
+  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order: `{ path, kind, tokens }`. Throws ZKLOCK_LOCK_LOST once a member is lost. */
   get fencingTokens() {
     return this.#members.map(({ path, kind, holds }) => ({ path, kind, tokens: holds.map((h) => h.fencingToken) }))
   }
