@@ -30,7 +30,7 @@ fn new_owner(label: String) -> zklock::Owner {
 }
 
 /// `f` of the calling thread's owner, borrowed: the reentrant path skips a clone's atomic count.
-fn with_thread_owner<R>(py: Python<'_>, f: impl FnOnce(&zklock::Owner) -> R) -> R {
+pub(crate) fn with_thread_owner<R>(py: Python<'_>, f: impl FnOnce(&zklock::Owner) -> R) -> R {
     THREAD_OWNER.with(|cell| f(&init_thread_owner(py, cell).0))
 }
 
@@ -53,6 +53,12 @@ fn init_thread_owner<'a>(py: Python<'_>, cell: &'a OnceCell<(zklock::Owner, Stri
 pub(crate) struct Owner {
     inner: zklock::Owner,
     label: String,
+}
+
+impl Owner {
+    pub(crate) fn core(&self) -> &zklock::Owner {
+        &self.inner
+    }
 }
 
 #[pymethods]
@@ -87,7 +93,7 @@ impl Owner {
 
 /// Any object, taken for its truth, as `threading.RLock.acquire` takes `blocking`
 /// (`acquire(0)`, `acquire(blocking=None)`).
-pub(crate) struct Truthy(bool);
+pub(crate) struct Truthy(pub(crate) bool);
 
 impl<'a, 'py> FromPyObject<'a, 'py> for Truthy {
     type Error = PyErr;
@@ -99,7 +105,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Truthy {
 
 /// How a blocking acquire may wait, from `threading.RLock.acquire`'s arguments (with asyncio's
 /// None for "forever" beside RLock's -1).
-fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn rlock_wait(
+    py: Python<'_>,
+    path: &str,
+    blocking: bool,
+    timeout: Option<f64>,
+) -> PyResult<Option<Duration>> {
     if !blocking {
         if !waits_forever(timeout) {
             return Err(invalid_argument(py, path, "can't specify a timeout for a non-blocking call"));
@@ -110,12 +121,12 @@ fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: Option<f64>) 
 }
 
 /// Both spellings of "wait forever": asyncio's None, threading's -1.
-fn waits_forever(timeout: Option<f64>) -> bool {
+pub(crate) fn waits_forever(timeout: Option<f64>) -> bool {
     timeout.is_none_or(|seconds| seconds == -1.0)
 }
 
 /// A timeout in seconds: None or -1 waits forever, 0 only tries.
-fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option<Duration>> {
     if waits_forever(timeout) {
         return Ok(None);
     }
@@ -186,7 +197,7 @@ pub(crate) struct Lock {
 }
 
 impl Lock {
-    fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {
+    pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {
         self.inner.get(py, &self.path)
     }
 
