@@ -229,3 +229,21 @@ def test_asyncio_leases_and_hold(client, kazoo, path):
 
     asyncio.run(main())
     assert leases_of(kazoo, path) == [] and mutex_of(kazoo, path) == []
+
+
+def test_leases_collected_unreleased_are_released_in_the_background(client, kazoo, path):
+    semaphore = client.semaphore(path, max_leases=1)
+    semaphore.acquire()  # not kept: nothing can release them later, so they go now
+    wait_children(kazoo, f"{path}/leases", 0)
+    with semaphore.acquire(timeout=10) as leases:
+        assert leases.state == "held"
+
+
+def test_max_one_is_a_non_reentrant_mutex_released_from_another_thread(client, kazoo, path):
+    semaphore = client.semaphore(path, max_leases=1)
+    leases = semaphore.acquire()
+    assert semaphore.acquire(blocking=False) is None  # the same thread asking again gets nothing
+    released = threading.Thread(target=leases.release)
+    released.start()
+    released.join(timeout=10)
+    assert leases.state == "released" and leases_of(kazoo, path) == []
