@@ -722,7 +722,8 @@ class Semaphore(_native.Semaphore):
 
 
 #: What a member of a ``MultiLock`` takes: a mutex, a read or write side, or semaphore leases.
-_MemberKind = Literal["mutex", "read", "write", "leases"]
+# A Union at run time, as mypy's stubtest wants an alias of several literals to be.
+_MemberKind = Union[Literal["mutex"], Literal["read"], Literal["write"], Literal["leases"]]
 
 #: A member of a ``MultiLock``: a ``Lock`` (a mutex, or a side of a read/write lock), a
 #: ``Semaphore`` (one lease), or a ``(semaphore, n)`` pair (n leases).
