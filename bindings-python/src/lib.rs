@@ -62,11 +62,11 @@ mod _native {
     #[pymodule_export]
     use super::client::Client;
     #[pymodule_export]
-    use super::lock::{AsyncOp, Lock, Owner, Participant};
+    use super::lock::{Lock, Owner, Participant};
     #[pymodule_export]
     use super::multi_lock::{MultiGuard, MultiLock};
     #[pymodule_export]
-    use super::pending::Pending;
+    use super::pending::AsyncOp;
     #[pymodule_export]
     use super::rwlock::ReadWriteLock;
     #[pymodule_export]

@@ -3,17 +3,17 @@
 
 use std::cell::OnceCell;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict};
 use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
 use crate::error::{invalid_argument, to_py, IntoPyResult};
+use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
 use crate::rwlock::ReadWriteLock;
 
@@ -421,23 +421,11 @@ impl Lock {
             }
             result.map(|acquired| acquired.is_acquired())
         };
-        let done: Callback = callbacks::callback(done);
-        // Shared with `AsyncOp::cancel`, which drops it there and then: the owner may acquire
-        // again at once (asyncio.timeout cancels the very task that acquires next).
-        let running: Running = Arc::new(Mutex::new(Some(Box::pin(acquire))));
-        let polled = running.clone();
-        let task = runtime::handle().spawn(async move {
-            let result = std::future::poll_fn(|cx| match polled.lock().as_mut() {
-                Some(acquire) => acquire.as_mut().poll(cx).map(Some),
-                None => Poll::Ready(None),
-            })
-            .await;
-            // Not awaited: once the lock is ours, `done` must learn it even if this task is aborted.
-            if let Some(result) = result {
-                report(done, result);
-            }
-        });
-        Ok(Started::Running(AsyncOp { running: ForkSafe::new(running), abort: ForkSafe::new(task.abort_handle()) }))
+        // `cancel()` drops it there and then: the owner may acquire again at once
+        // (asyncio.timeout cancels the very task that acquires next).
+        Ok(Started::Running(pending::spawn(acquire, done, |py, acquired| {
+            Ok(PyBool::new(py, acquired).to_owned().into_any().unbind())
+        })))
     }
 
     /// Releases one level for `owner` without blocking. An inner level is counted down here, by
@@ -512,34 +500,6 @@ impl Lock {
         match self.mode {
             "exclusive" => format!("<zklock.Lock path={:?}>", self.path),
             mode => format!("<zklock.Lock path={:?} mode={mode}>", self.path),
-        }
-    }
-}
-
-/// An acquisition running on the runtime for an asyncio task.
-#[pyclass(frozen, module = "zklock._native")]
-pub(crate) struct AsyncOp {
-    /// The acquisition, until it finishes or is cancelled.
-    running: ForkSafe<Running>,
-    /// The task lives on the runtime of the process that started it.
-    abort: ForkSafe<tokio::task::AbortHandle>,
-}
-
-type Running = Arc<Mutex<Option<std::pin::Pin<Box<dyn std::future::Future<Output = zklock::Result<bool>> + Send>>>>>;
-
-#[pymethods]
-impl AsyncOp {
-    /// Drops the acquisition if it has not finished, here and now: core removes its node (in
-    /// the background), and its owner may acquire again at once. In a forked child it does
-    /// nothing: the task is the parent's.
-    fn cancel(&self, py: Python<'_>) {
-        if let Ok(running) = self.running.get(py, "this acquisition") {
-            // Taken out before dropped: dropping runs core's clean-up, outside the mutex.
-            let acquisition = running.lock().take();
-            drop(acquisition);
-        }
-        if let Ok(abort) = self.abort.get(py, "this acquisition") {
-            abort.abort();
         }
     }
 }

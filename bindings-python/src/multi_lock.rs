@@ -10,7 +10,7 @@ use zklock::{Hold, Member, MemberKind};
 use crate::callbacks;
 use crate::error::{invalid_argument, not_owner, IntoPyResult};
 use crate::lock::{rlock_wait, wait_for, with_thread_owner, Lock, Owner, Truthy};
-use crate::pending::{self, Pending};
+use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
 use crate::semaphore::{lease_count, state_of, watch_first_loss, Semaphore};
 
@@ -132,7 +132,7 @@ impl MultiLock {
         owner: &Owner,
         timeout: Option<f64>,
         done: Py<PyAny>,
-    ) -> PyResult<Pending> {
+    ) -> PyResult<AsyncOp> {
         let wait = wait_for(py, SUBJECT, timeout)?;
         let (multi, client) = self.core(py)?.clone();
         let owner = owner.core().clone();

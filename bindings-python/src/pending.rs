@@ -1,5 +1,5 @@
-//! `zklock._native.Pending`: an acquisition (a semaphore's, a multi-lock's) running on the runtime
-//! for an asyncio task, as `AsyncOp` is a lock's; its outcome is a Python object.
+//! `zklock._native.AsyncOp`: an acquisition (a lock's, a semaphore's, a multi-lock's) running on
+//! the runtime for an asyncio task; its outcome is handed to a Python callback.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,12 +17,12 @@ type Running<T> = Arc<Mutex<Option<Pin<Box<dyn Future<Output = T> + Send>>>>>;
 
 /// An acquisition running on the runtime; `cancel()` drops it.
 #[pyclass(frozen, module = "zklock._native")]
-pub(crate) struct Pending {
+pub(crate) struct AsyncOp {
     cancel: ForkSafe<Box<dyn Fn() + Send + Sync>>,
 }
 
 #[pymethods]
-impl Pending {
+impl AsyncOp {
     /// Drops the acquisition if it has not finished, here and now: core removes what it made
     /// (in the background). In a forked child it does nothing: the task is the parent's.
     fn cancel(&self, py: Python<'_>) {
@@ -35,7 +35,7 @@ impl Pending {
 /// Runs `acquire` on the runtime; `done(ok, value)` is then called on a runtime thread with the
 /// GIL: `(True, into_py(outcome))` or `(False, exception)`. If `done` never runs (the interpreter
 /// is exiting), the outcome is dropped, which releases what it holds.
-pub(crate) fn spawn<T, F, C>(acquire: F, done: Py<PyAny>, into_py: C) -> Pending
+pub(crate) fn spawn<T, F, C>(acquire: F, done: Py<PyAny>, into_py: C) -> AsyncOp
 where
     T: Send + 'static,
     F: Future<Output = zklock::Result<T>> + Send + 'static,
@@ -62,7 +62,7 @@ where
         }
     });
     let abort = task.abort_handle();
-    Pending {
+    AsyncOp {
         cancel: ForkSafe::new(Box::new(move || {
             // Taken out before dropped: dropping runs core's clean-up, outside the mutex.
             let acquisition = running.lock().take();

@@ -13,7 +13,7 @@ use crate::callbacks::{self, Callback};
 use crate::client::Client;
 use crate::error::{invalid_argument, not_owner, IntoPyResult};
 use crate::lock::{participants, rlock_wait, wait_for, Participant, Truthy};
-use crate::pending::{self, Pending};
+use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
 
 #[pyclass(subclass, frozen, module = "zklock._native")]
@@ -156,7 +156,7 @@ impl Semaphore {
     /// called on a runtime thread with the GIL (`LockTimeout` once `timeout` passes; None waits
     /// forever, 0 only tries). The returned operation's `cancel()` drops the acquisition, which
     /// removes its nodes.
-    fn _acquire_async(&self, py: Python<'_>, n: i64, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<Pending> {
+    fn _acquire_async(&self, py: Python<'_>, n: i64, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<AsyncOp> {
         let n = lease_count(py, &self.path, n)?;
         let wait = wait_for(py, &self.path, timeout)?;
         let (semaphore, client, path) = (self.core(py)?.clone(), self.core_client(py)?, self.path.clone());

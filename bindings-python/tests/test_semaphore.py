@@ -201,6 +201,11 @@ def test_bad_input_is_refused_before_any_traffic(client, kazoo, path, zk_connect
     with pytest.raises(zklock.InvalidArgumentError, match="non-blocking"):
         semaphore.acquire(1, timeout=1, blocking=False)
     assert not kazoo.exists(path)
+    # A shared count node that is no count: refused before any lease or mutex node is made.
+    kazoo.create(f"{path}-bad-count", b"three", makepath=True)
+    with pytest.raises(zklock.InvalidArgumentError, match="holds 5 bytes, not a count"):
+        client.semaphore(path, shared_count_path=f"{path}-bad-count", seed=1).acquire(timeout=5)
+    assert not kazoo.exists(path)
     # A lock's nodes and a semaphore's refuse each other's path, leaving nothing behind.
     with client.lock(path):
         with pytest.raises(zklock.InvalidArgumentError, match="a semaphore cannot use this path"):

@@ -573,7 +573,39 @@ class ReadWriteLock(_native.ReadWriteLock):
         return await asyncio.get_running_loop().run_in_executor(None, self.holders)
 
 
-class Leases:
+_Self = TypeVar("_Self", bound="_Releasable")
+
+
+class _Releasable:
+    """What an acquisition gives (``Leases``, ``MultiGuard``): a context manager, ``with`` and
+    ``async with``, that releases on leaving the block (a failed release rides along on the
+    block's own exception, as for a lock)."""
+
+    __slots__ = ()
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    async def release_async(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        _leave(self.release, exc)
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        await _leave_async(self.release_async, exc)
+
+    def __repr__(self) -> str:
+        return repr(getattr(self, "_native"))
+
+
+class Leases(_Releasable):
     """Leases taken together by one ``Semaphore.acquire`` (n of them, all or nothing). Not owned
     by a thread or a task: any may release them, once. A context manager, ``with`` and
     ``async with``: released on leaving the block.
@@ -644,21 +676,6 @@ class Leases:
         subscription = _Subscription(callback)
         self._native._watch(subscription)
         return subscription.cancel
-
-    def __enter__(self) -> "Leases":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
-        _leave(self.release, exc)
-
-    async def __aenter__(self) -> "Leases":
-        return self
-
-    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
-        await _leave_async(self.release_async, exc)
-
-    def __repr__(self) -> str:
-        return repr(self._native)
 
 
 class Semaphore(_native.Semaphore):
@@ -739,7 +756,7 @@ class MemberLost(NamedTuple):
     reason: str
 
 
-class MultiGuard:
+class MultiGuard(_Releasable):
     """Every member of a ``MultiLock``, held: from ``MultiLock.acquire``. Any thread or task may
     release it, once; a context manager (``with`` and ``async with``), released on leaving.
 
@@ -796,21 +813,6 @@ class MultiGuard:
         subscription = _Subscription(lambda path, kind, reason: callback(MemberLost(path, kind, reason)))
         self._native._watch(subscription)
         return subscription.cancel
-
-    def __enter__(self) -> "MultiGuard":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
-        _leave(self.release, exc)
-
-    async def __aenter__(self) -> "MultiGuard":
-        return self
-
-    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
-        await _leave_async(self.release_async, exc)
-
-    def __repr__(self) -> str:
-        return repr(self._native)
 
 
 class MultiLock(_native.MultiLock):
@@ -902,7 +904,7 @@ def _settle_held(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
     _settle(future, ok, value)
 
 
-async def _acquire_async(start: Callable[[Callable[[bool, Any], None]], _native.Pending]) -> Any:
+async def _acquire_async(start: Callable[[Callable[[bool, Any], None]], _native.AsyncOp]) -> Any:
     """Runs a native acquisition (a semaphore's, a multi-lock's) for the event loop: ``start(done)``
     begins it; a cancel drops it (core removes its nodes) and gives back what arrived meanwhile."""
     loop = asyncio.get_running_loop()
