@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
+import textwrap
 import threading
 
 import pytest
-from conftest import Proxy, children, identity, wait_children, wait_until
+from conftest import Proxy, children, identity, python_child, wait_children, wait_until
 
 import zklock
 
@@ -252,3 +254,37 @@ def test_max_one_is_a_non_reentrant_mutex_released_from_another_thread(client, k
     released.start()
     released.join(timeout=10)
     assert leases.state == "released" and leases_of(kazoo, path) == []
+
+
+BLOCKED_IN_ACQUIRE = textwrap.dedent(
+    """
+    import os, sys, zklock
+    client = zklock.Client(os.environ["ZK_CONNECT"])
+    semaphore = client.semaphore(os.environ["SEMAPHORE_PATH"], max_leases=2)
+    print("acquiring", flush=True)
+    try:
+        semaphore.acquire(2)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    """
+)
+
+
+def test_ctrl_c_during_acquire_removes_every_node_it_made(client, kazoo, path):
+    held = client.semaphore(path, max_leases=2).acquire()
+    child = python_child(BLOCKED_IN_ACQUIRE, env={"SEMAPHORE_PATH": path})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "acquiring"
+        wait_children(kazoo, f"{path}/leases", 3)  # its two lease nodes made: 3 > 2, it waits
+        child.send_signal(signal.SIGINT)
+        assert child.stdout.readline().strip() == "interrupted"
+        assert child.wait(timeout=10) == 3
+        # Removed as the acquisition is dropped, long before its session could time out.
+        wait_children(kazoo, f"{path}/leases", 1, timeout=2)
+        wait_children(kazoo, f"{path}/locks", 0, timeout=2)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    held.release()
