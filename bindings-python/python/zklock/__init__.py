@@ -708,7 +708,9 @@ class Semaphore(_native.Semaphore):
         with the GIL released; Ctrl-C raises KeyboardInterrupt and removes every node the
         attempt made. ``timeout`` in seconds (None or -1: forever; 0: one try) raises
         ``LockTimeout`` (a ``TimeoutError``) when it passes. ``blocking=False`` tries once and
-        returns None if the leases do not fit now (or another acquirer is at the mutex).
+        returns None if the leases do not fit now (or another acquirer is at the mutex). These
+        are kazoo's ``Semaphore.acquire(blocking, timeout)`` rules, giving the leases for True
+        (a lock's ``acquire`` gives False on a timeout; ``hold`` raises, as here).
 
         ``InvalidArgumentError`` before any traffic for n below 1 or above a fixed max; before
         any node is made for n above the shared count, or a path holding lock nodes."""
