@@ -288,3 +288,18 @@ def test_ctrl_c_during_acquire_removes_every_node_it_made(client, kazoo, path):
             child.kill()
         child.communicate()
     held.release()
+
+
+def test_a_cut_connection_suspends_leases_and_a_multi_guard_until_it_comes_back(kazoo, path, proxy: Proxy):
+    with zklock.Client(proxy.address, session_timeout=10.0) as client:
+        semaphore = client.semaphore(path, max_leases=2)
+        lost: list[object] = []
+        with semaphore.acquire() as leases, client.multi_lock([client.lock(f"{path}-lock")]).acquire() as guard:
+            leases.on_lost(lost.append)
+            guard.on_lost(lost.append)
+            proxy.command("cut")  # connections reset; the session lives on for its timeout
+            wait_until(lambda: (leases.state, guard.state) == ("suspended", "suspended"), "both to be suspended")
+            proxy.command("pass")
+            wait_until(lambda: (leases.state, guard.state) == ("held", "held"), "both held again", timeout=10)
+        assert lost == []
+    assert leases_of(kazoo, path) == [] and children(kazoo, f"{path}-lock") == []
