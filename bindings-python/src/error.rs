@@ -82,6 +82,12 @@ pub(crate) fn invalid_argument(py: Python<'_>, subject: &str, what: impl std::fm
     instance(invalid_argument_class(py), (message, subject))
 }
 
+/// A release of what was released already, worded as core words its own.
+pub(crate) fn not_owner(py: Python<'_>, subject: &str, what: impl std::fmt::Display) -> PyErr {
+    let message = format!("not owner on {subject}: {what}");
+    instance(not_owner_class(py), (message, subject))
+}
+
 /// A client used in a process other than the one that made it (after `fork()`).
 pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
     let message = format!(

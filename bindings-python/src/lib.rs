@@ -10,8 +10,11 @@ mod callbacks;
 mod client;
 mod error;
 mod lock;
+mod multi_lock;
+mod pending;
 mod runtime;
 mod rwlock;
+mod semaphore;
 
 use pyo3::prelude::*;
 
@@ -59,9 +62,15 @@ mod _native {
     #[pymodule_export]
     use super::client::Client;
     #[pymodule_export]
-    use super::lock::{AsyncOp, Lock, Owner, Participant};
+    use super::lock::{Lock, Owner, Participant};
+    #[pymodule_export]
+    use super::multi_lock::{MultiGuard, MultiLock};
+    #[pymodule_export]
+    use super::pending::AsyncOp;
     #[pymodule_export]
     use super::rwlock::ReadWriteLock;
+    #[pymodule_export]
+    use super::semaphore::{Leases, Semaphore, SemaphoreParticipants};
 
     // Permission bits of custom ACL entries (ZooKeeper's, as the core numbers them).
     #[pymodule_export]

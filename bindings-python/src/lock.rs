@@ -3,17 +3,17 @@
 
 use std::cell::OnceCell;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict};
 use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
 use crate::error::{invalid_argument, to_py, IntoPyResult};
+use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
 use crate::rwlock::ReadWriteLock;
 
@@ -30,7 +30,7 @@ fn new_owner(label: String) -> zklock::Owner {
 }
 
 /// `f` of the calling thread's owner, borrowed: the reentrant path skips a clone's atomic count.
-fn with_thread_owner<R>(py: Python<'_>, f: impl FnOnce(&zklock::Owner) -> R) -> R {
+pub(crate) fn with_thread_owner<R>(py: Python<'_>, f: impl FnOnce(&zklock::Owner) -> R) -> R {
     THREAD_OWNER.with(|cell| f(&init_thread_owner(py, cell).0))
 }
 
@@ -53,6 +53,12 @@ fn init_thread_owner<'a>(py: Python<'_>, cell: &'a OnceCell<(zklock::Owner, Stri
 pub(crate) struct Owner {
     inner: zklock::Owner,
     label: String,
+}
+
+impl Owner {
+    pub(crate) fn core(&self) -> &zklock::Owner {
+        &self.inner
+    }
 }
 
 #[pymethods]
@@ -87,7 +93,7 @@ impl Owner {
 
 /// Any object, taken for its truth, as `threading.RLock.acquire` takes `blocking`
 /// (`acquire(0)`, `acquire(blocking=None)`).
-pub(crate) struct Truthy(bool);
+pub(crate) struct Truthy(pub(crate) bool);
 
 impl<'a, 'py> FromPyObject<'a, 'py> for Truthy {
     type Error = PyErr;
@@ -99,7 +105,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Truthy {
 
 /// How a blocking acquire may wait, from `threading.RLock.acquire`'s arguments (with asyncio's
 /// None for "forever" beside RLock's -1).
-fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn rlock_wait(
+    py: Python<'_>,
+    path: &str,
+    blocking: bool,
+    timeout: Option<f64>,
+) -> PyResult<Option<Duration>> {
     if !blocking {
         if !waits_forever(timeout) {
             return Err(invalid_argument(py, path, "can't specify a timeout for a non-blocking call"));
@@ -110,12 +121,12 @@ fn rlock_wait(py: Python<'_>, path: &str, blocking: bool, timeout: Option<f64>) 
 }
 
 /// Both spellings of "wait forever": asyncio's None, threading's -1.
-fn waits_forever(timeout: Option<f64>) -> bool {
+pub(crate) fn waits_forever(timeout: Option<f64>) -> bool {
     timeout.is_none_or(|seconds| seconds == -1.0)
 }
 
 /// A timeout in seconds: None or -1 waits forever, 0 only tries.
-fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyResult<Option<Duration>> {
     if waits_forever(timeout) {
         return Ok(None);
     }
@@ -186,7 +197,7 @@ pub(crate) struct Lock {
 }
 
 impl Lock {
-    fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {
+    pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {
         self.inner.get(py, &self.path)
     }
 
@@ -410,23 +421,11 @@ impl Lock {
             }
             result.map(|acquired| acquired.is_acquired())
         };
-        let done: Callback = callbacks::callback(done);
-        // Shared with `AsyncOp::cancel`, which drops it there and then: the owner may acquire
-        // again at once (asyncio.timeout cancels the very task that acquires next).
-        let running: Running = Arc::new(Mutex::new(Some(Box::pin(acquire))));
-        let polled = running.clone();
-        let task = runtime::handle().spawn(async move {
-            let result = std::future::poll_fn(|cx| match polled.lock().as_mut() {
-                Some(acquire) => acquire.as_mut().poll(cx).map(Some),
-                None => Poll::Ready(None),
-            })
-            .await;
-            // Not awaited: once the lock is ours, `done` must learn it even if this task is aborted.
-            if let Some(result) = result {
-                report(done, result);
-            }
-        });
-        Ok(Started::Running(AsyncOp { running: ForkSafe::new(running), abort: ForkSafe::new(task.abort_handle()) }))
+        // `cancel()` drops it there and then: the owner may acquire again at once
+        // (asyncio.timeout cancels the very task that acquires next).
+        Ok(Started::Running(pending::spawn(acquire, done, |py, acquired| {
+            Ok(PyBool::new(py, acquired).to_owned().into_any().unbind())
+        })))
     }
 
     /// Releases one level for `owner` without blocking. An inner level is counted down here, by
@@ -501,34 +500,6 @@ impl Lock {
         match self.mode {
             "exclusive" => format!("<zklock.Lock path={:?}>", self.path),
             mode => format!("<zklock.Lock path={:?} mode={mode}>", self.path),
-        }
-    }
-}
-
-/// An acquisition running on the runtime for an asyncio task.
-#[pyclass(frozen, module = "zklock._native")]
-pub(crate) struct AsyncOp {
-    /// The acquisition, until it finishes or is cancelled.
-    running: ForkSafe<Running>,
-    /// The task lives on the runtime of the process that started it.
-    abort: ForkSafe<tokio::task::AbortHandle>,
-}
-
-type Running = Arc<Mutex<Option<std::pin::Pin<Box<dyn std::future::Future<Output = zklock::Result<bool>> + Send>>>>>;
-
-#[pymethods]
-impl AsyncOp {
-    /// Drops the acquisition if it has not finished, here and now: core removes its node (in
-    /// the background), and its owner may acquire again at once. In a forked child it does
-    /// nothing: the task is the parent's.
-    fn cancel(&self, py: Python<'_>) {
-        if let Ok(running) = self.running.get(py, "this acquisition") {
-            // Taken out before dropped: dropping runs core's clean-up, outside the mutex.
-            let acquisition = running.lock().take();
-            drop(acquisition);
-        }
-        if let Ok(abort) = self.abort.get(py, "this acquisition") {
-            abort.abort();
         }
     }
 }

@@ -134,6 +134,24 @@ def test_the_stubs_type_a_user_program_strictly(tmp_path):
             def blocking(lock: zklock.Lock) -> bool:
                 return lock.acquire(0)
 
+            def leased(s: zklock.Semaphore) -> list[int]:
+                with s.acquire(2, timeout=5) as leases:  # blocking: never None
+                    return leases.fencing_tokens
+
+            def tried(s: zklock.Semaphore) -> bool:
+                leases = s.acquire(blocking=False)
+                return leases is not None and leases.state == "held"
+
+            async def leased_async(s: zklock.Semaphore) -> int:
+                async with s.hold(1, timeout=5) as leases:
+                    return leases.fencing_token
+
+            def together(c: zklock.Client, s: zklock.Semaphore) -> str:
+                multi = c.multi_lock([c.lock("/a"), c.read_write_lock("/b").read, (s, 2), s])
+                with multi.acquire(timeout=5) as guard:
+                    lost = guard.lost_member
+                    return guard.state if lost is None else lost.path
+
             with zklock.Client("127.0.0.1:2181", jute_maxbuffer=4 << 20) as c:
                 assert c.state in ("connected", "disconnected", "expired", "auth_failed", "closed")
             """

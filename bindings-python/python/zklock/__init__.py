@@ -1,6 +1,7 @@
 """zklock: a fair, reentrant ZooKeeper lock that behaves like ``threading.RLock``.
 
-The lock recipes (Apache Curator's InterProcessMutex and InterProcessReadWriteLock, node for node)
+The recipes (Apache Curator's InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2
+and InterProcessMultiLock, node for node, the multi-lock without its deadlock)
 live in the Rust core; this package translates types, errors, ownership and blocking. Owners: the
 sync API acquires for the calling thread, the asyncio API for the current task.
 
@@ -11,6 +12,10 @@ sync API acquires for the calling thread, the asyncio API for the current task.
         rw = client.read_write_lock("/locks/catalog")
         with rw.read:
             ...
+        with client.semaphore("/jobs/nightly", max_leases=3).acquire(2) as leases:
+            ...
+        with client.multi_lock([client.lock("/accounts/a"), client.lock("/accounts/b")]).acquire():
+            ...
 """
 
 from __future__ import annotations
@@ -20,7 +25,24 @@ import atexit
 import os
 import weakref
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Iterator, Literal, Optional, Sequence, Tuple, Type, Union
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Generic,
+    Iterator,
+    List,
+    Literal,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    overload,
+)
 
 from . import _native
 from ._errors import (
@@ -38,13 +60,29 @@ from ._errors import (
     ZooKeeperError,
     attach_release_error,
 )
-from ._native import PERM_ADMIN, PERM_ALL, PERM_CREATE, PERM_DELETE, PERM_READ, PERM_WRITE, Participant
+from ._native import (
+    PERM_ADMIN,
+    PERM_ALL,
+    PERM_CREATE,
+    PERM_DELETE,
+    PERM_READ,
+    PERM_WRITE,
+    Participant,
+    SemaphoreParticipants,
+)
 
 # Spelled out: type checkers (mypy, stubtest) read only literal lists, not `_errors.__all__`.
 __all__ = [
     "Client",
     "Lock",
     "ReadWriteLock",
+    "Semaphore",
+    "Leases",
+    "SemaphoreParticipants",
+    "MultiLock",
+    "MultiGuard",
+    "MemberLost",
+    "MultiLockMember",
     "Participant",
     "ZkLockError",
     "InvalidArgumentError",
@@ -210,6 +248,30 @@ class Client(_native.Client):
         """A fair read/write lock on ``path``: ``.read`` is shared, ``.write`` exclusive (nothing
         is sent until the first acquisition). ``acl`` as for ``lock``."""
         return ReadWriteLock(self, path, identifier=identifier, acl=acl)
+
+    def semaphore(
+        self,
+        path: str,
+        max_leases: Optional[int] = None,
+        *,
+        shared_count_path: Optional[str] = None,
+        seed: Optional[int] = None,
+        identifier: Optional[str] = None,
+    ) -> "Semaphore":
+        """A counting semaphore on ``path`` (Curator's InterProcessSemaphoreV2, node for node):
+        at most ``max_leases`` leases at once; or as many as the shared count at
+        ``shared_count_path`` says, a 4-byte int as Curator's ``SharedCount`` stores it (made
+        with ``seed`` if missing; change it at run time and waiters follow). Sends nothing; a
+        max below 1, or a missing or extra argument, raises ``InvalidArgumentError`` here."""
+        return Semaphore(
+            self, path, max_leases, shared_count_path=shared_count_path, seed=seed, identifier=identifier
+        )
+
+    def multi_lock(self, members: "Sequence[MultiLockMember]") -> "MultiLock":
+        """Several locks taken together, all or none: each member a ``Lock`` (a mutex, or a side
+        of a read/write lock), a ``Semaphore`` (one lease) or a ``(semaphore, n)`` pair (n leases).
+        Members may come from other clients too. See ``MultiLock``. Sends nothing."""
+        return MultiLock(members)
 
     def __enter__(self) -> "Client":
         return self
@@ -509,6 +571,377 @@ class ReadWriteLock(_native.ReadWriteLock):
     async def holders_async(self) -> "list[Participant]":
         """As ``holders()``, without blocking the event loop (see ``Lock.holder_async``)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.holders)
+
+
+_Self = TypeVar("_Self", bound="_Releasable")
+
+
+class _Releasable:
+    """What an acquisition gives (``Leases``, ``MultiGuard``): a context manager, ``with`` and
+    ``async with``, that releases on leaving the block (a failed release rides along on the
+    block's own exception, as for a lock)."""
+
+    __slots__ = ()
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    async def release_async(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        _leave(self.release, exc)
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        await _leave_async(self.release_async, exc)
+
+    def __repr__(self) -> str:
+        return repr(getattr(self, "_native"))
+
+
+class Leases(_Releasable):
+    """Leases taken together by one ``Semaphore.acquire`` (n of them, all or nothing). Not owned
+    by a thread or a task: any may release them, once. A context manager, ``with`` and
+    ``async with``: released on leaving the block.
+
+    Each lease is a node of its own with its fencing token (``fencing_tokens``; the creation
+    zxid, rising across the leases of a path). ``state`` is ``"held"``, ``"suspended"`` (the
+    connection is down: stop touching the resource), ``"lost"`` if any lease is (session expired,
+    client closed, node deleted), or ``"released"``; ``on_lost`` calls back on the first loss.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Leases) -> None:
+        self._native = native
+
+    @property
+    def path(self) -> str:
+        """The semaphore's path."""
+        return self._native.path
+
+    @property
+    def nodes(self) -> List[str]:
+        """Each lease node's name (``_c_<uuid>-lease-<sequence>``), in the order they were made."""
+        return self._native.nodes
+
+    @property
+    def fencing_tokens(self) -> List[int]:
+        """Each lease's fencing token, in the order the nodes were made; ``LockLostError`` if a
+        lease was lost (a lost lease's token must not pass for a holder's)."""
+        return self._native.fencing_tokens
+
+    @property
+    def fencing_token(self) -> int:
+        """The first lease's fencing token (with one lease, its only one); as ``fencing_tokens``."""
+        return self._native.fencing_tokens[0]
+
+    @property
+    def state(self) -> Literal["held", "suspended", "lost", "released"]:
+        """``"lost"`` if any lease is lost, else ``"suspended"`` if any is, else ``"held"``;
+        ``"released"`` once released."""
+        return self._native.state
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the first lease found lost was lost (as ``on_lost`` says it), or None."""
+        return self._native.lost_reason
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def release(self) -> None:
+        """Releases every lease, returning once the server confirmed each delete (blocking, GIL
+        released, not interruptible). ``LockLostError`` if one was lost (the others are still
+        released); ``NotOwnerError`` if they were released already."""
+        self._native.release()
+
+    async def release_async(self) -> None:
+        """As ``release``, without blocking the event loop (not cancellable: a release runs to
+        completion so that no node is left behind)."""
+        await _run_async(self._native._release_async)
+
+    def on_lost(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+        """Calls ``callback(reason)`` once, when the first of these leases is lost (as
+        ``Lock.on_lost``: on the client's callback thread, holding the GIL). Returns a function
+        that unregisters it."""
+        if not callable(callback):
+            raise InvalidArgumentError(f"invalid argument on {self.path}: on_lost needs a callable", self.path)
+        subscription = _Subscription(callback)
+        self._native._watch(subscription)
+        return subscription.cancel
+
+
+class Semaphore(_native.Semaphore):
+    """A counting semaphore (Apache Curator's InterProcessSemaphoreV2, node for node, so Curator
+    and zklock count the same leases on one path): at most ``max_leases`` leases at once across
+    every process, or as many as a shared count says (``shared_count_path``, ``seed``: Curator's
+    ``SharedCount``, a 4-byte int; change it at run time and waiters follow).
+
+    Acquirers are served first come, first served (they queue at the internal mutex
+    ``<path>/locks``). ``acquire(n)`` takes n leases all or nothing, under one deadline: it holds
+    nothing while it queues, so two acquirers never each hold part of what the other waits for
+    (as Curator's ``acquire(qty)`` can); a timeout, a cancel or an error leaves no node.
+
+    Not reentrant, as in Curator: a lease is a thing held, not an owner's count, and any thread
+    or task may release it. With max 1 it is Curator's InterProcessSemaphoreMutex: a
+    non-reentrant mutex releasable from anywhere.
+
+    ``with sem.acquire(2) as leases:`` (blocking) or ``async with sem.hold(2) as leases:``.
+    """
+
+    @overload  # type: ignore[override]
+    def acquire(self, n: int = 1, timeout: Optional[float] = None, blocking: Literal[True] = True) -> Leases: ...
+    @overload
+    def acquire(self, n: int = 1, timeout: Optional[float] = None, *, blocking: bool) -> Optional[Leases]: ...
+    @overload
+    def acquire(self, n: int, timeout: Optional[float], blocking: bool) -> Optional[Leases]: ...
+
+    def acquire(self, n: int = 1, timeout: Optional[float] = None, blocking: bool = True) -> Optional[Leases]:
+        """Acquires ``n`` leases, all or nothing, and returns them (a context manager). Blocks
+        with the GIL released; Ctrl-C raises KeyboardInterrupt and removes every node the
+        attempt made. ``timeout`` in seconds (None or -1: forever; 0: one try) raises
+        ``LockTimeout`` (a ``TimeoutError``) when it passes. ``blocking=False`` tries once and
+        returns None if the leases do not fit now (or another acquirer is at the mutex). These
+        are kazoo's ``Semaphore.acquire(blocking, timeout)`` rules, giving the leases for True
+        (a lock's ``acquire`` gives False on a timeout; ``hold`` raises, as here).
+
+        ``InvalidArgumentError`` before any traffic for n below 1 or above a fixed max; before
+        any node is made for n above the shared count, or a path holding lock nodes."""
+        native = super().acquire(n, timeout, blocking)
+        return None if native is None else Leases(native)
+
+    async def acquire_async(self, n: int = 1, timeout: Optional[float] = None) -> Leases:
+        """As ``acquire``, without blocking the event loop: ``LockTimeout`` once ``timeout``
+        passes (None waits forever). Cancelling the task removes every node the attempt made
+        (and gives back leases acquired just as it was cancelled)."""
+        return Leases(await _acquire_async(lambda done: self._acquire_async(n, timeout, done)))
+
+    def hold(self, n: int = 1, timeout: Optional[float] = None) -> "_Acquiring[Leases]":
+        """A context manager (``with`` or ``async with``) that acquires ``n`` leases on entry
+        (``LockTimeout`` after ``timeout`` seconds), gives them, and releases them on exit."""
+        return _Acquiring(lambda: self.acquire(n, timeout), lambda: self.acquire_async(n, timeout))
+
+    async def participants_async(self) -> SemaphoreParticipants:
+        """As ``participants()``, without blocking the event loop (see ``Lock.holder_async``)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.participants)
+
+    @property
+    def client(self) -> "Client":
+        """The client this semaphore was made from."""
+        client = super().client
+        assert isinstance(client, Client)
+        return client
+
+
+#: What a member of a ``MultiLock`` takes: a mutex, a read or write side, or semaphore leases.
+# A Union at run time, as mypy's stubtest wants an alias of several literals to be.
+_MemberKind = Union[Literal["mutex"], Literal["read"], Literal["write"], Literal["leases"]]
+
+#: A member of a ``MultiLock``: a ``Lock`` (a mutex, or a side of a read/write lock), a
+#: ``Semaphore`` (one lease), or a ``(semaphore, n)`` pair (n leases).
+MultiLockMember = Union[Lock, Semaphore, Tuple[Semaphore, int]]
+
+
+class MemberLost(NamedTuple):
+    """A member of a held multi-lock that was lost: its ``path``, its ``kind`` (``"mutex"``,
+    ``"read"``, ``"write"`` or ``"leases"``) and the ``reason`` (as ``Lock.on_lost`` says it)."""
+
+    path: str
+    kind: _MemberKind
+    reason: str
+
+
+class MultiGuard(_Releasable):
+    """Every member of a ``MultiLock``, held: from ``MultiLock.acquire``. Any thread or task may
+    release it, once; a context manager (``with`` and ``async with``), released on leaving.
+
+    ``state`` is ``"lost"`` if any member is lost, else ``"suspended"`` if any is, else
+    ``"held"`` (``"released"`` once released); ``lost_member`` and ``on_lost`` say which member
+    and why."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.MultiGuard) -> None:
+        self._native = native
+
+    @property
+    def members(self) -> List[Tuple[str, _MemberKind]]:
+        """``(path, kind)`` of each member, in the canonical order they were taken."""
+        return self._native.members
+
+    @property
+    def fencing_tokens(self) -> List[Tuple[str, _MemberKind, List[int]]]:
+        """``(path, kind, tokens)`` of each member in canonical order: one token for a lock, one
+        per lease. ``LockLostError`` if a member was lost."""
+        return self._native.fencing_tokens
+
+    @property
+    def state(self) -> Literal["held", "suspended", "lost", "released"]:
+        """``"lost"`` if any member is, else ``"suspended"`` if any is, else ``"held"``;
+        ``"released"`` once released."""
+        return self._native.state
+
+    @property
+    def lost_member(self) -> Optional[MemberLost]:
+        """The first member (in canonical order) found lost, or None."""
+        lost = self._native.lost_member
+        return None if lost is None else MemberLost(*lost)
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def release(self) -> None:
+        """Releases every member in reverse canonical order, each confirmed by the server before
+        the next (blocking, not interruptible). ``LockLostError`` if a member was lost (the
+        others are still released); ``NotOwnerError`` if released already."""
+        self._native.release()
+
+    async def release_async(self) -> None:
+        """As ``release``, without blocking the event loop (not cancellable)."""
+        await _run_async(self._native._release_async)
+
+    def on_lost(self, callback: Callable[[MemberLost], Any]) -> Callable[[], None]:
+        """Calls ``callback(MemberLost(path, kind, reason))`` once, when the first member is
+        lost (as ``Lock.on_lost``). Returns a function that unregisters it."""
+        if not callable(callback):
+            raise InvalidArgumentError("invalid argument on multi_lock: on_lost needs a callable", "multi_lock")
+        subscription = _Subscription(lambda path, kind, reason: callback(MemberLost(path, kind, reason)))
+        self._native._watch(subscription)
+        return subscription.cancel
+
+
+class MultiLock(_native.MultiLock):
+    """Several locks taken together, all or none (Curator's InterProcessMultiLock, without its
+    deadlock): mutexes, read or write sides, and semaphore leases (see ``MultiLockMember``).
+
+    Members are taken in one canonical order, by path (on the server) then kind, whatever order
+    they were given in (``members`` shows it), so two multi-locks over the same paths never each
+    hold what the other waits for. One deadline for all of them; on a timeout, a cancel or an
+    error what was taken is released in reverse order and nothing is left. Release is in
+    reverse order too. Locks are taken for the caller (the calling thread, or the current task
+    in the asyncio API) and re-enter as a ``Lock`` does; leases are not reentrant.
+
+    ``with multi.acquire(timeout=10) as guard:`` or ``async with multi.hold(10) as guard:``.
+    Bad members (none, two on one path, 0 leases, more than a fixed max) raise
+    ``InvalidArgumentError`` before any traffic.
+    """
+
+    @overload  # type: ignore[override]
+    def acquire(self, timeout: Optional[float] = None, blocking: Literal[True] = True) -> MultiGuard: ...
+    @overload
+    def acquire(self, timeout: Optional[float] = None, *, blocking: bool) -> Optional[MultiGuard]: ...
+    @overload
+    def acquire(self, timeout: Optional[float], blocking: bool) -> Optional[MultiGuard]: ...
+
+    def acquire(self, timeout: Optional[float] = None, blocking: bool = True) -> Optional[MultiGuard]:
+        """Takes every member for the calling thread and returns the guard (a context manager).
+        Blocks with the GIL released; Ctrl-C raises KeyboardInterrupt and releases what was
+        taken. ``timeout`` in seconds (None or -1: forever) raises ``LockTimeout`` naming the
+        member waited for; ``blocking=False`` tries each member once and returns None if one is
+        taken."""
+        native = super().acquire(timeout, blocking)
+        return None if native is None else MultiGuard(native)
+
+    async def acquire_async(self, timeout: Optional[float] = None) -> MultiGuard:
+        """As ``acquire``, for the current task, without blocking the event loop. Cancelling the
+        task releases what was taken, in reverse order."""
+        owner = _task_owner()
+        assert owner is not None
+        return MultiGuard(await _acquire_async(lambda done: self._acquire_async(owner, timeout, done)))
+
+    def hold(self, timeout: Optional[float] = None) -> "_Acquiring[MultiGuard]":
+        """A context manager (``with`` or ``async with``) that takes every member on entry
+        (``LockTimeout`` after ``timeout`` seconds), gives the guard, and releases on exit."""
+        return _Acquiring(lambda: self.acquire(timeout), lambda: self.acquire_async(timeout))
+
+
+_Held = TypeVar("_Held", Leases, MultiGuard)
+
+
+class _Acquiring(Generic[_Held]):
+    """``Semaphore.hold`` and ``MultiLock.hold``: acquires on entry, releases on exit."""
+
+    def __init__(self, acquire: Callable[[], _Held], acquire_async: Callable[[], Awaitable[_Held]]) -> None:
+        self._acquire: Callable[[], _Held] = acquire
+        self._acquire_async: Callable[[], Awaitable[_Held]] = acquire_async
+        self._held: Optional[_Held] = None
+
+    def __enter__(self) -> _Held:
+        self._held = self._acquire()
+        return self._held
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        assert self._held is not None
+        held, self._held = self._held, None
+        _leave(held.release, exc)
+
+    async def __aenter__(self) -> _Held:
+        self._held = await self._acquire_async()
+        return self._held
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], traceback: Any) -> None:
+        assert self._held is not None
+        held, self._held = self._held, None
+        await _leave_async(held.release_async, exc)
+
+
+def _ignore(ok: bool, value: Any) -> None:
+    pass
+
+
+def _settle_held(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
+    """``_settle`` for what an acquisition gives (native leases or guard): given back if the task
+    was cancelled while it was acquired."""
+    if future.cancelled():
+        if ok:
+            value._release_async(_ignore)
+        return
+    _settle(future, ok, value)
+
+
+async def _acquire_async(start: Callable[[Callable[[bool, Any], None]], _native.AsyncOp]) -> Any:
+    """Runs a native acquisition (a semaphore's, a multi-lock's) for the event loop: ``start(done)``
+    begins it; a cancel drops it (core removes its nodes) and gives back what arrived meanwhile."""
+    loop = asyncio.get_running_loop()
+    future: "asyncio.Future[Any]" = loop.create_future()
+
+    def done(ok: bool, value: Any) -> None:  # on a runtime thread, holding the GIL
+        try:
+            loop.call_soon_threadsafe(_settle_held, future, ok, value)
+        except RuntimeError:  # the loop is closed: nobody will use it, give it back
+            if ok:
+                value._release_async(_ignore)
+
+    operation = start(done)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        operation.cancel()
+        if future.done() and not future.cancelled() and future.exception() is None:
+            future.result()._release_async(_ignore)
+        raise
+
+
+async def _run_async(start: Callable[[Callable[[bool, Any], None]], None]) -> None:
+    """Runs a native release for the event loop, to its end: not cancellable, so no node is left."""
+    loop = asyncio.get_running_loop()
+    future: "asyncio.Future[Any]" = loop.create_future()
+
+    def done(ok: bool, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+        except RuntimeError:
+            pass
+
+    start(done)
+    await asyncio.shield(future)
 
 
 def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:

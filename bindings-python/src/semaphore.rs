@@ -1,0 +1,381 @@
+//! `zklock._native.Semaphore` and `Leases`: core's counting semaphore (Curator's
+//! InterProcessSemaphoreV2), with kazoo's names for the blocking API. Leases have no owner: any
+//! thread or task may release them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use zklock::{Hold, HoldState, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
+
+use crate::callbacks::{self, Callback};
+use crate::client::Client;
+use crate::error::{invalid_argument, not_owner, IntoPyResult};
+use crate::lock::{participants, rlock_wait, wait_for, Participant, Truthy};
+use crate::pending::{self, AsyncOp};
+use crate::runtime::{self, ForkSafe};
+
+#[pyclass(subclass, frozen, module = "zklock._native")]
+pub(crate) struct Semaphore {
+    inner: ForkSafe<zklock::Semaphore>,
+    /// Keeps the Python client alive (and so registered for closing at exit), as a `Lock` does.
+    client: Py<Client>,
+    path: String,
+    max_leases: Option<u32>,
+    shared_count_path: Option<String>,
+}
+
+impl Semaphore {
+    pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Semaphore> {
+        self.inner.get(py, &self.path)
+    }
+
+    pub(crate) fn core_client(&self, py: Python<'_>) -> PyResult<zklock::Client> {
+        Ok(self.client.get().core(py)?.clone())
+    }
+}
+
+/// A count from Python as core's `u32`; out of its range, `InvalidArgumentError` saying `what`.
+pub(crate) fn count(py: Python<'_>, path: &str, value: i64, what: impl FnOnce() -> String) -> PyResult<u32> {
+    u32::try_from(value).map_err(|_| invalid_argument(py, path, what()))
+}
+
+/// `n` leases asked for, as core takes it (core refuses 0 and more than a fixed max).
+pub(crate) fn lease_count(py: Python<'_>, path: &str, n: i64) -> PyResult<u32> {
+    count(py, path, n, || format!("at least 1 lease must be asked for (and at most {}), not {n}", u32::MAX))
+}
+
+/// Core's leases as the Python object `done` and `acquire` give.
+fn leases_into_py(py: Python<'_>, client: zklock::Client, path: String, leases: zklock::Leases) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, Leases::new(client, path, leases))?.into_any())
+}
+
+#[pymethods]
+impl Semaphore {
+    /// A counting semaphore on `path`: at most `max_leases` at once, or as many as the shared
+    /// count at `shared_count_path` says (made with `seed` if missing). Sends nothing.
+    #[new]
+    #[pyo3(signature = (client, path, max_leases = None, *, shared_count_path = None, seed = None, identifier = None))]
+    fn new(
+        py: Python<'_>,
+        client: &Bound<'_, Client>,
+        path: &str,
+        max_leases: Option<i64>,
+        shared_count_path: Option<String>,
+        seed: Option<i64>,
+        identifier: Option<String>,
+    ) -> PyResult<Self> {
+        let max = match (max_leases, &shared_count_path, seed) {
+            (Some(max), None, None) => {
+                MaxLeases::Fixed(count(py, path, max, || format!("max_leases must be at least 1, not {max}"))?)
+            }
+            (None, Some(count_path), Some(seed)) => MaxLeases::SharedCount {
+                path: count_path.clone(),
+                seed: count(py, path, seed, || {
+                    format!("a shared count's seed must be from 1 to {}, not {seed}", i32::MAX)
+                })?,
+            },
+            (None, Some(_), None) => return Err(invalid_argument(
+                py,
+                path,
+                "shared_count_path needs seed= (the count written if its node is missing, as Curator's SharedCount)",
+            )),
+            (Some(_), Some(_), _) => {
+                return Err(invalid_argument(py, path, "give max_leases or shared_count_path, not both"))
+            }
+            (_, None, Some(_)) => return Err(invalid_argument(py, path, "seed is only for shared_count_path")),
+            (None, None, None) => {
+                return Err(invalid_argument(py, path, "a semaphore needs max_leases, or shared_count_path and seed"))
+            }
+        };
+        let mut options = SemaphoreOptions::new(max);
+        if let Some(identifier) = identifier {
+            options = options.identifier(identifier);
+        }
+        let semaphore = client.get().core(py)?.semaphore_with(path, options).py(py)?;
+        Ok(Semaphore {
+            inner: ForkSafe::new(semaphore),
+            client: client.clone().unbind(),
+            path: path.to_owned(),
+            max_leases: max_leases.map(|max| max as u32),
+            shared_count_path,
+        })
+    }
+
+    /// The client this semaphore was made from.
+    #[getter]
+    fn client(&self, py: Python<'_>) -> Py<Client> {
+        self.client.clone_ref(py)
+    }
+
+    /// The semaphore's path, relative to the client's chroot.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The fixed max, or None when it comes from a shared count.
+    #[getter]
+    fn max_leases(&self) -> Option<u32> {
+        self.max_leases
+    }
+
+    /// The shared count's path, or None for a fixed max.
+    #[getter]
+    fn shared_count_path(&self) -> Option<&str> {
+        self.shared_count_path.as_deref()
+    }
+
+    /// The max now: the fixed one, or the shared count's value (blocking).
+    fn current_max_leases(&self, py: Python<'_>) -> PyResult<i64> {
+        let semaphore = self.core(py)?;
+        runtime::block_on(py, semaphore.current_max_leases())?.py(py)
+    }
+
+    /// Acquires `n` leases, all or nothing (blocking, GIL released; Ctrl-C raises
+    /// KeyboardInterrupt and removes every node the attempt made).
+    #[pyo3(signature = (n = 1, timeout = None, blocking = Truthy(true)), text_signature = "(self, /, n=1, timeout=None, blocking=True)")]
+    fn acquire(&self, py: Python<'_>, n: i64, timeout: Option<f64>, blocking: Truthy) -> PyResult<Option<Leases>> {
+        let n = lease_count(py, &self.path, n)?;
+        let semaphore = self.core(py)?;
+        let client = self.core_client(py)?;
+        let leases = if blocking.0 {
+            match wait_for(py, &self.path, timeout)? {
+                None => Some(runtime::block_on(py, semaphore.acquire(n))?.py(py)?),
+                Some(timeout) => Some(runtime::block_on(py, semaphore.acquire_timeout(n, timeout))?.py(py)?),
+            }
+        } else {
+            rlock_wait(py, &self.path, false, timeout)?;
+            runtime::block_on(py, semaphore.try_acquire(n))?.py(py)?
+        };
+        Ok(leases.map(|leases| Leases::new(client, self.path.clone(), leases)))
+    }
+
+    /// Acquires `n` leases on the runtime: `done(True, Leases)` or `done(False, exception)` is
+    /// called on a runtime thread with the GIL (`LockTimeout` once `timeout` passes; None waits
+    /// forever, 0 only tries). The returned operation's `cancel()` drops the acquisition, which
+    /// removes its nodes.
+    fn _acquire_async(&self, py: Python<'_>, n: i64, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<AsyncOp> {
+        let n = lease_count(py, &self.path, n)?;
+        let wait = wait_for(py, &self.path, timeout)?;
+        let (semaphore, client, path) = (self.core(py)?.clone(), self.core_client(py)?, self.path.clone());
+        let acquire = async move {
+            match wait {
+                None => semaphore.acquire(n).await,
+                Some(timeout) => semaphore.acquire_timeout(n, timeout).await,
+            }
+        };
+        Ok(pending::spawn(acquire, done, move |py, leases| leases_into_py(py, client, path, leases)))
+    }
+
+    /// The leases held, the leases waiting and the queue at the internal mutex (blocking).
+    fn participants(&self, py: Python<'_>) -> PyResult<SemaphoreParticipants> {
+        let semaphore = self.core(py)?;
+        let all = runtime::block_on(py, semaphore.participants())?.py(py)?;
+        let holders = all.holders().len();
+        Ok(SemaphoreParticipants {
+            holders: all.leases[..holders].to_vec(),
+            leases: all.leases,
+            waiting_leases: all.waiting_leases,
+            queue: all.queue,
+            max_leases: all.max_leases,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        match (&self.max_leases, &self.shared_count_path) {
+            (Some(max), _) => format!("<zklock.Semaphore path={:?} max_leases={max}>", self.path),
+            (None, Some(count)) => format!("<zklock.Semaphore path={:?} shared_count_path={count:?}>", self.path),
+            (None, None) => format!("<zklock.Semaphore path={:?}>", self.path),
+        }
+    }
+}
+
+/// Who holds a semaphore's leases and who waits, from `Semaphore.participants()`.
+#[pyclass(frozen, module = "zklock._native")]
+pub(crate) struct SemaphoreParticipants {
+    leases: Vec<CoreParticipant>,
+    holders: Vec<CoreParticipant>,
+    waiting_leases: usize,
+    queue: Vec<CoreParticipant>,
+    max_leases: i64,
+}
+
+#[pymethods]
+impl SemaphoreParticipants {
+    /// Every lease node in creation order: those held, then the `waiting_leases` of the
+    /// acquirer at the head of `queue`, which waits for them to fit.
+    #[getter]
+    fn leases(&self) -> Vec<Participant> {
+        participants(self.leases.clone())
+    }
+
+    /// The lease nodes held.
+    #[getter]
+    fn holders(&self) -> Vec<Participant> {
+        participants(self.holders.clone())
+    }
+
+    /// How many of `leases`, at the end, are not held yet.
+    #[getter]
+    fn waiting_leases(&self) -> usize {
+        self.waiting_leases
+    }
+
+    /// The acquirers at the internal mutex, in order: the first is making its lease nodes or
+    /// waiting for them to fit, the others wait for their turn.
+    #[getter]
+    fn queue(&self) -> Vec<Participant> {
+        participants(self.queue.clone())
+    }
+
+    /// The max when listed.
+    #[getter]
+    fn max_leases(&self) -> i64 {
+        self.max_leases
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<zklock.SemaphoreParticipants held={} waiting={} queued={} max_leases={}>",
+            self.holders.len(),
+            self.waiting_leases,
+            self.queue.len(),
+            self.max_leases
+        )
+    }
+}
+
+/// What a set of holds is, as one: lost if any is, else suspended if any is, else held; released
+/// once every one is.
+pub(crate) fn state_of(holds: impl IntoIterator<Item = HoldState>) -> &'static str {
+    let states: Vec<HoldState> = holds.into_iter().collect();
+    let state = if states.contains(&HoldState::Lost) {
+        HoldState::Lost
+    } else if states.contains(&HoldState::Suspended) {
+        HoldState::Suspended
+    } else if states.iter().all(|state| *state == HoldState::Released) {
+        HoldState::Released
+    } else {
+        HoldState::Held
+    };
+    state.as_str()
+}
+
+/// Calls `call(callback, reason, index)` once, on `client`'s callback thread, when the first of
+/// `holds` is lost (never once they are released); `index` says which hold.
+pub(crate) fn watch_first_loss<F>(client: &zklock::Client, holds: &[Hold], callback: Callback, call: F)
+where
+    F: for<'py> Fn(&Bound<'py, PyAny>, &'static str, usize) -> PyResult<()> + Send + Sync + 'static,
+{
+    let fired = Arc::new(AtomicBool::new(false));
+    let call = Arc::new(call);
+    for (index, hold) in holds.iter().enumerate() {
+        let (fired, callback, call) = (fired.clone(), callback.clone(), call.clone());
+        client.on_hold_lost(hold.clone(), move |reason| {
+            if !fired.swap(true, Ordering::AcqRel) {
+                callbacks::run_now(callback, |callback| call(callback, reason.as_str(), index));
+            }
+        });
+    }
+}
+
+struct LeasesInner {
+    leases: Mutex<Option<zklock::Leases>>,
+    holds: Vec<Hold>,
+    client: zklock::Client,
+}
+
+/// Leases taken together by one `Semaphore.acquire`.
+#[pyclass(frozen, module = "zklock._native")]
+pub(crate) struct Leases {
+    inner: ForkSafe<LeasesInner>,
+    path: String,
+    nodes: Vec<String>,
+}
+
+impl Leases {
+    fn new(client: zklock::Client, path: String, leases: zklock::Leases) -> Leases {
+        let holds: Vec<Hold> = leases.leases().iter().map(|lease| lease.hold().clone()).collect();
+        let nodes = leases.leases().iter().map(|lease| lease.node_name().to_owned()).collect();
+        let inner = LeasesInner { leases: Mutex::new(Some(leases)), holds, client };
+        Leases { inner: ForkSafe::new(inner), path, nodes }
+    }
+
+    fn core(&self, py: Python<'_>) -> PyResult<&LeasesInner> {
+        self.inner.get(py, &self.path)
+    }
+
+    /// The leases, taken out to be released; `NotOwnerError` if they were released already.
+    fn take(&self, py: Python<'_>) -> PyResult<zklock::Leases> {
+        let taken = self.core(py)?.leases.lock().take();
+        taken.ok_or_else(|| not_owner(py, &self.path, "these leases were released already"))
+    }
+}
+
+#[pymethods]
+impl Leases {
+    /// The semaphore's path.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Each lease node's name (`_c_<uuid>-lease-<sequence>`), in the order they were made.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.nodes.clone()
+    }
+
+    /// Each lease's fencing token (its node's creation zxid); `LockLostError` if one was lost.
+    #[getter]
+    fn fencing_tokens(&self, py: Python<'_>) -> PyResult<Vec<i64>> {
+        self.core(py)?.holds.iter().map(|hold| hold.live_fencing_token().py(py)).collect()
+    }
+
+    /// `"held"`, `"suspended"` (the connection is down), `"lost"` if any lease is, or
+    /// `"released"`.
+    #[getter]
+    fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(state_of(self.core(py)?.holds.iter().map(Hold::state)))
+    }
+
+    /// Why the first lease found lost was lost, or None.
+    #[getter]
+    fn lost_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        Ok(self.core(py)?.holds.iter().find_map(Hold::lost_reason).map(zklock::LostReason::as_str))
+    }
+
+    /// Releases every lease (blocking, not interruptible), returning once the server confirmed
+    /// each delete; `LockLostError` if one was lost (the others are still released).
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let leases = self.take(py)?;
+        runtime::block_on_uninterrupted(py, leases.release()).py(py)
+    }
+
+    /// Releases on the runtime: `done(True, None)` or `done(False, exception)`.
+    fn _release_async(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<()> {
+        let leases = self.take(py)?;
+        pending::spawn(async move { leases.release().await }, done, |py, ()| Ok(py.None()));
+        Ok(())
+    }
+
+    /// Calls `callback(reason)` once, when the first of these leases is lost.
+    fn _watch(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        let inner = self.core(py)?;
+        watch_first_loss(&inner.client, &inner.holds, callbacks::callback(callback), |callback, reason, _| {
+            callback.call1((reason,)).map(drop)
+        });
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = self.state(py).unwrap_or("forked");
+        format!("<zklock.Leases path={:?} n={} state={state}>", self.path, self.nodes.len())
+    }
+}

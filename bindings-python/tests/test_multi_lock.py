@@ -1,0 +1,146 @@
+"""The multi-lock: locks, read/write sides and semaphore leases together, in one canonical order
+(no deadlock in either argument order), all or nothing, lost if any member is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+
+import pytest
+from conftest import children, wait_children, wait_until
+
+import zklock
+
+
+def _members(client: zklock.Client, base: str, reverse: bool) -> list[zklock.MultiLockMember]:
+    members: list[zklock.MultiLockMember] = [
+        client.lock(f"{base}/a"),
+        client.read_write_lock(f"{base}/b").write,
+        (client.semaphore(f"{base}/c", max_leases=2), 2),
+    ]
+    return members[::-1] if reverse else members
+
+
+def _multi_locker(connect: str, base: str, reverse: bool, rounds: int, inside, overlaps, start) -> None:
+    with zklock.Client(connect) as client:
+        multi = client.multi_lock(_members(client, base, reverse))
+        start.wait(timeout=30)
+        for _ in range(rounds):
+            # A deadlock would end in LockTimeout, and the process with a non-zero exit (as it
+            # does, both of them, with the members taken in list order instead).
+            with multi.acquire(timeout=15) as guard:
+                assert guard.state == "held"
+                with inside.get_lock():
+                    inside.value += 1
+                    if inside.value > 1:
+                        overlaps.value += 1
+                with inside.get_lock():
+                    inside.value -= 1
+
+
+def test_both_argument_orders_from_two_processes_never_deadlock(kazoo, path, zk_connect):
+    context = multiprocessing.get_context("spawn")
+    inside, overlaps = context.Value("i", 0), context.Value("i", 0)
+    start = context.Event()
+    processes = [
+        context.Process(target=_multi_locker, args=(zk_connect, path, reverse, 8, inside, overlaps, start))
+        for reverse in (False, True)
+    ]
+    for process in processes:
+        process.start()
+    start.set()  # both contend from their first round
+    for process in processes:
+        process.join(timeout=90)
+        if process.is_alive():
+            process.kill()
+    assert [process.exitcode for process in processes] == [0, 0]
+    assert overlaps.value == 0, "both held every member at once"
+    for name in ("a", "b", "c/leases", "c/locks"):
+        assert children(kazoo, f"{path}/{name}") == [], name
+
+
+def test_members_are_taken_in_canonical_order_and_released_in_reverse(client, kazoo, path):
+    multi = client.multi_lock(_members(client, path, reverse=True))
+    assert multi.members == [(f"{path}/a", "mutex"), (f"{path}/b", "write"), (f"{path}/c", "leases")]
+    with multi.acquire() as guard:
+        assert len(guard) == 3 and guard.state == "held" and guard.lost_member is None
+        tokens = guard.fencing_tokens
+        assert [(p, kind, len(t)) for p, kind, t in tokens] == [
+            (f"{path}/a", "mutex", 1),
+            (f"{path}/b", "write", 1),
+            (f"{path}/c", "leases", 2),
+        ]
+        # Taken in that order: each node's creation zxid (its token) is above the one before.
+        flat = [token for _, _, t in tokens for token in t]
+        assert flat == sorted(flat)
+        assert len(children(kazoo, f"{path}/a")) == 1 and len(children(kazoo, f"{path}/c/leases")) == 2
+        assert client.lock(f"{path}/a").is_held  # the calling thread holds the mutex (re-entrant)
+    assert guard.state == "released"
+    for name in ("a", "b", "c/leases", "c/locks"):
+        assert children(kazoo, f"{path}/{name}") == [], name
+
+
+def test_a_timeout_releases_what_was_taken_and_leaves_nothing(client, kazoo, path, zk_connect):
+    with zklock.Client(zk_connect) as other:
+        blocker = other.lock(f"{path}/b").acquire()  # the second member is taken elsewhere
+        assert blocker
+        multi = client.multi_lock([client.lock(f"{path}/b"), client.lock(f"{path}/a")])
+        with pytest.raises(zklock.LockTimeout, match=f"{path}/b"):
+            multi.acquire(timeout=0.5)
+        assert multi.acquire(blocking=False) is None
+        assert children(kazoo, f"{path}/a") == [] and len(children(kazoo, f"{path}/b")) == 1
+
+        async def cancelled() -> None:
+            waiting = asyncio.ensure_future(multi.acquire_async())
+            await asyncio.get_running_loop().run_in_executor(None, wait_children, kazoo, f"{path}/b", 2)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+
+        asyncio.run(cancelled())
+        wait_children(kazoo, f"{path}/b", 1)
+        wait_children(kazoo, f"{path}/a", 0)
+        other.lock(f"{path}/b").release()
+
+    async def in_a_task() -> None:
+        async with multi.hold(timeout=10) as guard:
+            assert guard.state == "held"
+
+    asyncio.run(in_a_task())
+    assert children(kazoo, f"{path}/a") == [] and children(kazoo, f"{path}/b") == []
+
+
+def test_a_lost_member_is_named(client, kazoo, path):
+    multi = client.multi_lock([client.lock(f"{path}/a"), (client.semaphore(f"{path}/c", 1), 1)])
+    guard = multi.acquire()
+    assert guard is not None
+    lost: list[zklock.MemberLost] = []
+    fired = threading.Event()
+    guard.on_lost(lambda member: (lost.append(member), fired.set()))
+    [lease] = children(kazoo, f"{path}/c/leases")
+    kazoo.delete(f"{path}/c/leases/{lease}")
+    assert fired.wait(timeout=10)
+    assert lost == [zklock.MemberLost(f"{path}/c", "leases", "node_deleted")]
+    assert guard.state == "lost" and guard.lost_member == lost[0]
+    with pytest.raises(zklock.LockLostError):
+        guard.release()  # reported, and the other members are still released
+    wait_until(lambda: not children(kazoo, f"{path}/a"), "the mutex member to be released")
+
+
+def test_bad_members_are_refused_before_any_traffic(client, kazoo, path):
+    semaphore = client.semaphore(f"{path}/s", max_leases=2)
+    lock = client.lock(f"{path}/l")
+    rw = client.read_write_lock(f"{path}/rw")
+    for members, words in [
+        ([], "at least one member"),
+        ([lock, client.lock(f"{path}/l")], "both on this path"),
+        ([rw.read, rw.write], "both on this path"),
+        ([(semaphore, 0)], "not 0"),
+        ([(semaphore, 3)], "max of 2"),
+        ([f"{path}/x"], "a member is a Lock"),
+        ([(lock, 1)], "a member is a Lock"),
+    ]:
+        with pytest.raises(zklock.InvalidArgumentError, match=words):
+            client.multi_lock(members)
+    assert not kazoo.exists(path)
