@@ -1052,11 +1052,6 @@ class Semaphore {
 }
 
 /** The worst state of several holds: lost if any is, else suspended if any is, else held. */
-function worstState(nativeHolds) {
-  const states = nativeHolds.map((nativeHold) => nativeHold.state)
-  return ['lost', 'suspended', 'released'].find((state) => states.includes(state)) ?? 'held'
-}
-
 /** Leases taken together by one `semaphore.acquire()`, each with its node and fencing token. */
 class Leases {
   #native
@@ -1092,7 +1087,7 @@ class Leases {
 
   /** `'held'`, `'suspended'` or `'lost'` (the worst of the leases'), or `'released'`. */
   get state() {
-    return this.#released ? 'released' : worstState(this.#holds)
+    return this.#native.state
   }
 
   /** Aborts when a lease is lost (never on release), with a ZKLOCK_LOCK_LOST error as its reason. */

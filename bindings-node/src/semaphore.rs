@@ -170,6 +170,13 @@ impl NativeLeases {
         self.holds.iter().cloned().map(NativeHold::new).collect()
     }
 
+    /// `held`, `suspended` or `lost` (the worst of the leases', see `HoldState::combined`), or
+    /// `released`.
+    #[napi(getter)]
+    pub fn state(&self) -> &'static str {
+        self.leases.lock().as_ref().map_or("released", |leases| leases.state().as_str())
+    }
+
     /// Deletes every lease node; resolves once the server confirmed each (the first error after
     /// trying them all: ZKLOCK_LOCK_LOST for a lost lease, which is not deleted).
     #[napi]

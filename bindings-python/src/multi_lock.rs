@@ -12,7 +12,7 @@ use crate::error::{invalid_argument, not_owner, IntoPyResult};
 use crate::lock::{rlock_wait, wait_for, with_thread_owner, Lock, Owner, Truthy};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
-use crate::semaphore::{lease_count, state_of, watch_first_loss, Semaphore};
+use crate::semaphore::{lease_count, state_of, warn_collected_unreleased, watch_first_loss, Semaphore};
 
 /// What `subject` names in errors about the multi-lock as a whole.
 const SUBJECT: &str = "multi_lock";
@@ -164,6 +164,14 @@ struct GuardInner {
 #[pyclass(frozen, module = "zklock._native")]
 pub(crate) struct MultiGuard {
     inner: ForkSafe<GuardInner>,
+}
+
+impl Drop for MultiGuard {
+    fn drop(&mut self) {
+        if self.inner.get_here().is_some_and(|inner| inner.guard.lock().is_some()) {
+            warn_collected_unreleased(c"zklock.MultiGuard collected unreleased: released now");
+        }
+    }
 }
 
 impl MultiGuard {

@@ -2,9 +2,6 @@
 //! InterProcessSemaphoreV2), with kazoo's names for the blocking API. Leases have no owner: any
 //! thread or task may release them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use zklock::{Hold, HoldState, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
@@ -247,38 +244,32 @@ impl SemaphoreParticipants {
     }
 }
 
-/// What a set of holds is, as one: lost if any is, else suspended if any is, else held; released
-/// once every one is.
+/// What a set of holds is, as one (see `HoldState::combined`).
 pub(crate) fn state_of(holds: impl IntoIterator<Item = HoldState>) -> &'static str {
-    let states: Vec<HoldState> = holds.into_iter().collect();
-    let state = if states.contains(&HoldState::Lost) {
-        HoldState::Lost
-    } else if states.contains(&HoldState::Suspended) {
-        HoldState::Suspended
-    } else if states.iter().all(|state| *state == HoldState::Released) {
-        HoldState::Released
-    } else {
-        HoldState::Held
-    };
-    state.as_str()
+    HoldState::combined(holds).as_str()
 }
 
 /// Calls `call(callback, reason, index)` once, on `client`'s callback thread, when the first of
 /// `holds` is lost (never once they are released); `index` says which hold.
 pub(crate) fn watch_first_loss<F>(client: &zklock::Client, holds: &[Hold], callback: Callback, call: F)
 where
-    F: for<'py> Fn(&Bound<'py, PyAny>, &'static str, usize) -> PyResult<()> + Send + Sync + 'static,
+    F: for<'py> FnOnce(&Bound<'py, PyAny>, &'static str, usize) -> PyResult<()> + Send + 'static,
 {
-    let fired = Arc::new(AtomicBool::new(false));
-    let call = Arc::new(call);
-    for (index, hold) in holds.iter().enumerate() {
-        let (fired, callback, call) = (fired.clone(), callback.clone(), call.clone());
-        client.on_hold_lost(hold.clone(), move |reason| {
-            if !fired.swap(true, Ordering::AcqRel) {
-                callbacks::run_now(callback, |callback| call(callback, reason.as_str(), index));
-            }
-        });
-    }
+    client.on_first_loss(holds.to_vec(), move |index, reason| {
+        callbacks::run_now(callback, |callback| call(callback, reason.as_str(), index));
+    });
+}
+
+/// Said when a set of holds is collected unreleased, as Python says of an unclosed file: core
+/// releases them all the same, but their holder may still believe it holds them.
+pub(crate) fn warn_collected_unreleased(message: &std::ffi::CStr) {
+    Python::attach(|py| {
+        let category = py.get_type::<pyo3::exceptions::PyResourceWarning>();
+        if let Err(err) = PyErr::warn(py, &category, message, 1) {
+            // Warnings made errors (-W error) cannot raise from a destructor.
+            err.write_unraisable(py, None);
+        }
+    });
 }
 
 struct LeasesInner {
@@ -311,6 +302,14 @@ impl Leases {
     fn take(&self, py: Python<'_>) -> PyResult<zklock::Leases> {
         let taken = self.core(py)?.leases.lock().take();
         taken.ok_or_else(|| not_owner(py, &self.path, "these leases were released already"))
+    }
+}
+
+impl Drop for Leases {
+    fn drop(&mut self) {
+        if self.inner.get_here().is_some_and(|inner| inner.leases.lock().is_some()) {
+            warn_collected_unreleased(c"zklock.Leases collected unreleased: released now");
+        }
     }
 }
 

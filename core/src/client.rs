@@ -428,6 +428,18 @@ impl Client {
             }
         });
     }
+
+    /// Calls `callback` with the index and reason of the first of `holds` to be lost (a set
+    /// taken together: leases, a multi-lock's members), once, on this client's callback thread;
+    /// never if they are all released.
+    pub fn on_first_loss(&self, holds: Vec<Hold>, callback: impl FnOnce(usize, LostReason) + Send + 'static) {
+        let client = self.clone();
+        self.inner.runtime.spawn(async move {
+            if let Some((index, reason)) = crate::hold::first_loss(&holds).await {
+                client.dispatch_callback(move || callback(index, reason));
+            }
+        });
+    }
 }
 
 /// Whether the client was closed (or dropped): the token wakes those waiting, and the flag

@@ -50,6 +50,41 @@ impl HoldState {
     fn is_final(self) -> bool {
         matches!(self, HoldState::Lost | HoldState::Released)
     }
+
+    /// Holds taken together (a semaphore's leases, a multi-lock's members) as one: `Lost` if any
+    /// is, else `Suspended` if any is, else `Held` if any is, else `Released`.
+    pub fn combined(states: impl IntoIterator<Item = HoldState>) -> HoldState {
+        states.into_iter().fold(HoldState::Released, |worst, state| {
+            let rank = |state| match state {
+                HoldState::Released => 0,
+                HoldState::Held => 1,
+                HoldState::Suspended => 2,
+                HoldState::Lost => 3,
+            };
+            if rank(state) > rank(worst) {
+                state
+            } else {
+                worst
+            }
+        })
+    }
+}
+
+/// Resolves with the index and reason of the first of `holds` to be lost, or with `None` once
+/// every one was released without a loss.
+pub async fn first_loss(holds: &[Hold]) -> Option<(usize, LostReason)> {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let mut losses: FuturesUnordered<_> = holds
+        .iter()
+        .enumerate()
+        .map(|(index, hold)| async move { hold.lost().await.map(|reason| (index, reason)) })
+        .collect();
+    while let Some(signal) = losses.next().await {
+        if signal.is_some() {
+            return signal;
+        }
+    }
+    None
 }
 
 const NODE_DELETED: u8 = 1;
@@ -455,5 +490,19 @@ async fn watch_own_node(info: Arc<HoldInfo>) {
             }
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HoldState::{self, *};
+
+    #[test]
+    fn combined_is_the_worst_state_and_released_only_when_all_are() {
+        assert_eq!(HoldState::combined([Held, Lost, Suspended, Released]), Lost);
+        assert_eq!(HoldState::combined([Held, Suspended, Released]), Suspended);
+        assert_eq!(HoldState::combined([Released, Held]), Held);
+        assert_eq!(HoldState::combined([Released, Released]), Released);
+        assert_eq!(HoldState::combined([]), Released);
     }
 }

@@ -92,7 +92,7 @@ pub use crate::acl::{Acl, AclEntry, Perms};
 pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
-pub use crate::hold::{Hold, HoldState, HoldStateChanges};
+pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
 pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;

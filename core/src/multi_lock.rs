@@ -3,9 +3,6 @@
 
 use std::time::Duration;
 
-use futures::stream::FuturesUnordered;
-use futures::StreamExt;
-
 use crate::engine::Wait;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
@@ -317,15 +314,7 @@ impl MultiGuard {
     /// `Lost` if any member is lost (see [`MultiGuard::lost_member`]), else `Suspended` if any
     /// is suspended, else `Held`.
     pub fn state(&self) -> HoldState {
-        let states: Vec<HoldState> =
-            self.taken.parts.iter().flat_map(|(_, part)| part.holds()).map(|hold| hold.state()).collect();
-        if states.contains(&HoldState::Lost) {
-            HoldState::Lost
-        } else if states.contains(&HoldState::Suspended) {
-            HoldState::Suspended
-        } else {
-            HoldState::Held
-        }
+        HoldState::combined(self.taken.parts.iter().flat_map(|(_, part)| part.holds()).map(|hold| hold.state()))
     }
 
     /// The first member (in canonical order) found lost, if any.
@@ -338,21 +327,19 @@ impl MultiGuard {
     /// Resolves when a member is lost, saying which and why. Pending for as long as every member
     /// is held.
     pub async fn lost(&self) -> MemberLost {
-        let mut losses: FuturesUnordered<_> = self
+        let members: Vec<(&Member, Hold)> = self
             .taken
             .parts
             .iter()
             .flat_map(|(member, part)| part.holds().into_iter().map(move |hold| (member, hold)))
-            .map(|(member, hold)| async move { hold.lost().await.map(|reason| lost(member, reason)) })
             .collect();
-        while let Some(signal) = losses.next().await {
-            if let Some(lost) = signal {
-                return lost;
-            }
+        let holds: Vec<Hold> = members.iter().map(|(_, hold)| hold.clone()).collect();
+        match crate::hold::first_loss(&holds).await {
+            Some((index, reason)) => lost(members[index].0, reason),
+            // Only a release ends a hold without a loss, and the guard's holds are released only
+            // with the guard.
+            None => std::future::pending().await,
         }
-        // Only a release ends a hold without a loss, and the guard's holds are released only
-        // with the guard.
-        std::future::pending().await
     }
 
     /// Releases every member in reverse canonical order, each confirmed by the server before the

@@ -9,10 +9,11 @@ use std::time::Duration;
 use crate::client::ClientInner;
 use crate::engine::{again_on_new_session, Recipe, Wait};
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::Hold;
+use crate::hold::{Hold, HoldState};
 use crate::lock::{Lock, LockOptions, Participant};
 use crate::owners::Owner;
 use crate::policy;
+use crate::session::LostReason;
 use crate::validate;
 
 /// How many leases a [`Semaphore`] allows at once.
@@ -328,6 +329,31 @@ impl Leases {
     /// Never: an acquisition takes at least one lease.
     pub fn is_empty(&self) -> bool {
         self.leases.is_empty()
+    }
+
+    /// `Lost` if any lease is, else `Suspended` if any is, else `Held` (see
+    /// [`HoldState::combined`]).
+    pub fn state(&self) -> HoldState {
+        HoldState::combined(self.leases.iter().map(|lease| lease.hold.state()))
+    }
+
+    /// The first lease found lost, if any: its index and why.
+    pub fn lost_lease(&self) -> Option<(usize, LostReason)> {
+        self.leases.iter().enumerate().find_map(|(index, lease)| Some((index, lease.hold.lost_reason()?)))
+    }
+
+    /// Resolves when a lease is lost, with its index and why; pending for as long as all are held.
+    pub async fn lost(&self) -> (usize, LostReason) {
+        match crate::hold::first_loss(&self.holds()).await {
+            Some(lost) => lost,
+            // Only a release ends a hold without a loss, and these are released only with them.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Each lease's hold, in the order the nodes were made.
+    pub fn holds(&self) -> Vec<Hold> {
+        self.leases.iter().map(|lease| lease.hold.clone()).collect()
     }
 
     /// The leases, to release one by one.

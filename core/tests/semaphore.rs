@@ -279,16 +279,19 @@ async fn a_lease_is_lost_when_its_session_expires() {
     let other = Client::connect_with(&cluster.connect_string(), options).await.unwrap();
 
     let leases = stalled.semaphore(path, 2).unwrap().acquire(2).await.unwrap();
-    let hold = leases.leases()[0].hold().clone();
+    assert_eq!(leases.state(), HoldState::Held);
+    assert_eq!(leases.lost_lease(), None);
     let waiting = tokio::spawn({
         let semaphore = other.semaphore(path, 2).unwrap();
         async move { semaphore.acquire(2).await.unwrap() }
     });
     wait_parts(&observer, path, 4, 1).await;
     proxy.stall();
-    let reason = tokio::time::timeout(Duration::from_secs(10), hold.lost()).await.expect("the loss is told");
-    assert!(matches!(reason, Some(LostReason::DisconnectedTooLong | LostReason::SessionExpired)), "{reason:?}");
+    let (_, reason) = tokio::time::timeout(Duration::from_secs(10), leases.lost()).await.expect("the loss is told");
+    assert!(matches!(reason, LostReason::DisconnectedTooLong | LostReason::SessionExpired), "{reason:?}");
     assert!(leases.leases().iter().all(|lease| lease.hold().state() == HoldState::Lost));
+    assert_eq!(leases.state(), HoldState::Lost);
+    assert!(leases.lost_lease().is_some());
     let next = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("the room goes on").unwrap();
     assert_eq!(next.len(), 2);
     proxy.pass();
