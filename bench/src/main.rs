@@ -254,12 +254,15 @@ async fn semaphore(server: &Server, path: &str, warmup: Duration, measure: Durat
         clients.push(server.client().await);
     }
     let leases = Arc::new(AtomicU64::new(0));
+    // Holding now, and the acquisitions that found more than max holding (must stay 0).
+    let (inside, over) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU64::new(0)));
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for client in &clients {
         let semaphore = client.semaphore(path, SEMAPHORE_MAX).unwrap();
         let (leases, measuring, stop) = (leases.clone(), measuring.clone(), stop.clone());
+        let (inside, over) = (inside.clone(), over.clone());
         tasks.push(tokio::spawn(async move {
             let mut waits = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -269,7 +272,11 @@ async fn semaphore(server: &Server, path: &str, warmup: Duration, measure: Durat
                 if measured && measuring.load(Ordering::Relaxed) {
                     waits.push(started.elapsed());
                 }
+                if inside.fetch_add(1, Ordering::SeqCst) >= SEMAPHORE_MAX {
+                    over.fetch_add(1, Ordering::Relaxed);
+                }
                 leases.fetch_add(1, Ordering::Relaxed);
+                inside.fetch_sub(1, Ordering::SeqCst);
                 held.release().await.unwrap();
             }
             waits
@@ -287,6 +294,7 @@ async fn semaphore(server: &Server, path: &str, warmup: Duration, measure: Durat
         waits.extend(task.await.unwrap());
     }
     waits.sort();
+    assert_eq!(over.load(Ordering::Relaxed), 0, "more than {SEMAPHORE_MAX} leases held at once");
     for client in clients {
         client.close().await;
     }
