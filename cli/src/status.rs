@@ -163,7 +163,7 @@ pub(crate) async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Partici
 }
 
 /// A semaphore's leases and queue, from the core's one listing of each of its parts.
-async fn semaphore_status(client: &zklock::Client, path: &str) -> Result<SemaphoreStatus, (i32, String)> {
+pub(crate) async fn semaphore_status(client: &zklock::Client, path: &str) -> Result<SemaphoreStatus, (i32, String)> {
     // The max is not stored at the path (Curator stores it nowhere): with max 1 the core counts
     // as acquiring the leases the acquirer at the head of the mutex queue made since it queued,
     // while there are two or more. That is what they are, but for the moment between their
