@@ -397,8 +397,7 @@ impl Exec {
     }
 
     /// Takes one lease of the semaphore at PATH, as the options say: `Ok(None)` when not had
-    /// with -n or within -w. The leases' owner label is the core's; `label` goes in as the
-    /// identifier, so that status shows it.
+    /// with -n or within -w; `label` is its owner label, as a lock's.
     async fn acquire_lease(
         &mut self,
         client: &Client,
@@ -407,7 +406,7 @@ impl Exec {
     ) -> Result<Option<(Taken, Hold)>, Exit> {
         let argument = if self.args.taking.max_from.is_some() { "--max-from" } else { "--max" };
         let semaphore = client
-            .semaphore_with(&self.args.path, SemaphoreOptions::new(max).identifier(label))
+            .semaphore_with(&self.args.path, SemaphoreOptions::new(max).label(label))
             .map_err(|err| Exit::fail(codes::USAGE, format!("{argument}: {err}")))?;
         let timeout = match self.args.taking.wait {
             Some(wait) => Some((self.started + wait).saturating_duration_since(Instant::now())),

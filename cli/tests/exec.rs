@@ -779,6 +779,10 @@ fn a_semaphore_runs_at_most_max_commands_at_once() {
         (0..2).map(|_| Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script))).collect();
     wait_until("two commands run", || scratch.read("log").lines().count() == 2);
     observer.wait_semaphore_parts(&scratch.path, 2, 0);
+    let view = observer.runtime.block_on(observer.client.semaphore(&scratch.path, 2).unwrap().participants()).unwrap();
+    let labels: Vec<Option<&str>> =
+        view.leases.iter().map(|lease| lease.identity.as_ref().map(|id| id.owner.as_str())).collect();
+    assert_eq!(labels, [Some("sh"), Some("sh")], "the leases carry exec's label (COMMAND's name)");
     let (status, stderr) = run(exec(&connect, &["--max", "2", "-n"], &scratch.path, &scratch.dir, "touch \"$D/ran\""));
     assert_eq!(status.code(), Some(1), "no lease free: {stderr}");
     assert!(!scratch.file("ran").exists());

@@ -57,8 +57,7 @@ fn locks_under_a_prefix_with_holders_and_waiters() {
         .map(|id| rt.block_on(rw.read().acquire(&Owner::with_label(id, format!("reader-{id}")))).unwrap())
         .collect();
     let pool = format!("{base}/pool");
-    let semaphore =
-        client.semaphore_with(&pool, SemaphoreOptions::new(MaxLeases::Fixed(3)).identifier("pooled")).unwrap();
+    let semaphore = client.semaphore_with(&pool, SemaphoreOptions::new(MaxLeases::Fixed(3)).label("pooled")).unwrap();
     let leases = rt.block_on(semaphore.acquire(2)).unwrap();
     // Used and released: its node stays, with no children, so it is not listed.
     let released = client.lock(&free).unwrap();
@@ -85,7 +84,7 @@ fn locks_under_a_prefix_with_holders_and_waiters() {
     assert_eq!(cells(&report), [report.as_str(), "held", "exclusive", "1", "0"]);
     assert_eq!(cells(&shared), [shared.as_str(), "held", "read", "2", "0"]);
     assert_eq!(cells(&pool), [pool.as_str(), "held", "semaphore", "2", "0"], "its mutex and leases not apart");
-    assert!(row(&pool).contains("identifier pooled)"), "{table}");
+    assert!(row(&pool).contains("pooled (host "), "{table}");
     let (_, json, _) = ls(&["--json", &pool]);
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!((json[0]["path"].as_str(), json[0]["kind"].as_str()), (Some(pool.as_str()), Some("semaphore")));

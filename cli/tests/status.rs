@@ -425,8 +425,8 @@ fn a_semaphores_leases_and_queue_in_text_and_json() {
     let rt = runtime();
     let path = unique("semaphore");
     let (alpha, beta, gamma) = (connect(&rt), connect(&rt), connect(&rt));
-    let semaphore = |client: &Client, identifier: &str| {
-        client.semaphore_with(&path, SemaphoreOptions::new(MaxLeases::Fixed(2)).identifier(identifier)).unwrap()
+    let semaphore = |client: &Client, label: &str| {
+        client.semaphore_with(&path, SemaphoreOptions::new(MaxLeases::Fixed(2)).label(label)).unwrap()
     };
     let alphas = semaphore(&alpha, "alpha");
     let held = rt.block_on(alphas.acquire(2)).unwrap();
@@ -455,13 +455,13 @@ fn a_semaphores_leases_and_queue_in_text_and_json() {
     assert_eq!(rows.len(), 5, "{table}");
     let tokens: Vec<String> = held.leases().iter().map(|lease| format!(" {} ", lease.fencing_token())).collect();
     for (row, token) in rows[..2].iter().zip(&tokens) {
-        assert!(row.starts_with("holding    lease") && row.contains("identifier alpha)"), "{table}");
+        assert!(row.starts_with("holding    lease") && row.contains(" alpha (host "), "{table}");
         assert!(row.contains(token.as_str()) && row.contains(&format!(" {:#x} ", alpha.session_id().unwrap())));
     }
-    assert!(rows[2].starts_with("acquiring  lease") && rows[2].contains("identifier beta)"), "{table}");
-    assert!(rows[3].starts_with("waiting    exclusive") && rows[3].contains("identifier beta)"), "{table}");
+    assert!(rows[2].starts_with("acquiring  lease") && rows[2].contains(" beta (host "), "{table}");
+    assert!(rows[3].starts_with("waiting    exclusive") && rows[3].contains(" beta (host "), "{table}");
     assert!(rows[4].starts_with("waiting    exclusive"), "{table}");
-    assert!(rows[4].contains("identifier gamma\\u{1b}[31m)") && !table.contains('\x1b'), "escaped: {table}");
+    assert!(rows[4].contains(" gamma\\u{1b}[31m (host ") && !table.contains('\x1b'), "escaped: {table}");
 
     let (code, json) = status_json(&path);
     assert_eq!(code, 0);
@@ -477,15 +477,15 @@ fn a_semaphores_leases_and_queue_in_text_and_json() {
         assert_eq!(holder["node"], lease.node_name());
         assert_eq!(holder["fencing_token"], lease.fencing_token());
         assert_eq!(holder["session_id"], alpha.session_id().unwrap());
-        assert_eq!(holder["identity"]["identifier"], "alpha");
+        assert_eq!(label(holder), "alpha");
         assert_eq!(holder["identity"]["pid"], std::process::id());
     }
     assert_eq!(
         (acquiring[0]["mode"].as_str(), acquiring[0]["session_id"].as_i64()),
         (Some("lease"), beta.session_id())
     );
-    assert_eq!(queue[0]["identity"]["identifier"], "beta");
-    assert_eq!(queue[1]["identity"]["identifier"], "gamma\x1b[31m", "JSON keeps the text exact");
+    assert_eq!(label(&queue[0]), "beta");
+    assert_eq!(label(&queue[1]), "gamma\x1b[31m", "JSON keeps the text exact");
     assert_eq!(queue[0]["mode"], "exclusive");
 
     // Every lease returned: beta and gamma get theirs in turn, then the semaphore is free.
