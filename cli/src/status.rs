@@ -78,62 +78,47 @@ pub fn run(args: Args) -> i32 {
 async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Duration>) -> Result<i32, (i32, String)> {
     loop {
         let (contenders, holders) = snapshot(lock).await.map_err(|err| failure_of(&err))?;
-        let semaphore = contenders.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore());
-        if semaphore {
+        let (text, code) = if contenders.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore()) {
             let status = semaphore_status(&lock.client(), &args.path).await?;
-            let text = match (args.json, interval.is_some()) {
-                (true, false) => serde_json::to_string_pretty(&status).expect("the status serializes") + "\n",
-                (true, true) => serde_json::to_string(&status).expect("the status serializes") + "\n",
-                // SAFETY: isatty only inspects the descriptor.
-                (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{}", status.table()),
-                (false, true) => status.table() + "\n",
-                (false, false) => status.table(),
-            };
-            let code = if status.held { 0 } else { codes::FREE };
-            match write_out(&text) {
-                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code),
-                Err(err) => return Err((codes::SOFTWARE, format!("cannot write the status: {err}"))),
-                Ok(()) => {}
+            (render(args, interval, &status, status.table()), if status.held { 0 } else { codes::FREE })
+        } else {
+            if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
+                let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
+                let more = if contenders.len() > names.len() { ", ..." } else { "" };
+                let message = format!(
+                    "{} is not a lock: none of its children is a lock node ({}{more})",
+                    args.path,
+                    names.join(", ")
+                );
+                return Err((codes::NOT_A_LOCK, message));
             }
-            let Some(interval) = interval else { return Ok(code) };
-            tokio::time::sleep(interval).await;
-            continue;
-        }
-        if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
-            let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
-            let more = if contenders.len() > names.len() { ", ..." } else { "" };
-            let message = format!(
-                "{} is not a lock: none of its children is a lock node ({}{more})",
-                args.path,
-                names.join(", ")
-            );
-            return Err((codes::NOT_A_LOCK, message));
-        }
-        let status = Status::new(&args.path, contenders, holders, now_ms());
-        let text = match (args.json, interval.is_some()) {
-            (true, false) => serde_json::to_string_pretty(&status).expect("the status serializes") + "\n",
-            (true, true) => serde_json::to_string(&status).expect("the status serializes") + "\n",
-            // SAFETY: isatty only inspects the descriptor.
-            (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{}", status.table()),
-            (false, true) => status.table() + "\n",
-            (false, false) => status.table(),
+            let status = Status::new(&args.path, contenders, holders, now_ms());
+            (render(args, interval, &status, status.table()), status_code(&status))
         };
         let mut stdout = std::io::stdout().lock();
         match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
             // A reader that has seen enough (`| head -1`) is not a failure.
-            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => return Ok(status_code(&status)),
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code),
             Err(err) => return Err((codes::SOFTWARE, format!("cannot write the status: {err}"))),
             Ok(()) => {}
         }
         drop(stdout);
-        let Some(interval) = interval else { return Ok(status_code(&status)) };
+        let Some(interval) = interval else { return Ok(code) };
         tokio::time::sleep(interval).await;
     }
 }
 
-fn write_out(text: &str) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+/// A status as the options say: JSON (one line a document with --watch) or the table (in place
+/// on a terminal with --watch).
+fn render(args: &Args, interval: Option<Duration>, status: &impl Serialize, table: String) -> String {
+    match (args.json, interval.is_some()) {
+        (true, false) => serde_json::to_string_pretty(status).expect("the status serializes") + "\n",
+        (true, true) => serde_json::to_string(status).expect("the status serializes") + "\n",
+        // SAFETY: isatty only inspects the descriptor.
+        (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{table}"),
+        (false, true) => table + "\n",
+        (false, false) => table,
+    }
 }
 
 fn status_code(status: &Status) -> i32 {

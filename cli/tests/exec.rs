@@ -422,11 +422,18 @@ fn through_proxy() -> (Proxy, String) {
 
 #[test]
 fn a_lost_lock_terminates_the_command_and_exits_with_the_lost_code() {
+    let (observer, scratch) = lose_the_hold_while_command_runs("lost", &[]);
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+/// Runs an exec with `options` through a proxy with a 2 s session, stalls the proxy while
+/// COMMAND runs, and checks that COMMAND got SIGTERM and zklock exited with the lost code.
+fn lose_the_hold_while_command_runs(test: &str, options: &[&str]) -> (Observer, Scratch) {
     let connect = shared_connect_string();
     let observer = Observer::new(&connect);
     let (proxy, proxied) = through_proxy();
-    let scratch = Scratch::new("lost");
-    let options = ["--session-timeout", "2"];
+    let scratch = Scratch::new(test);
+    let options = [&["--session-timeout", "2"], options].concat();
     let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, TRAPS_TERM));
     scratch.wait_for_line("log", "started");
     proxy.stall();
@@ -434,7 +441,7 @@ fn a_lost_lock_terminates_the_command_and_exits_with_the_lost_code() {
     assert_eq!(status.code(), Some(LOCK_LOST), "lost, though COMMAND exited 0: {stderr}");
     assert!(stderr.contains("lost the lock"), "{stderr}");
     assert!(scratch.read("log").contains("got-TERM"), "COMMAND got SIGTERM");
-    observer.wait_contenders(&scratch.path, 0);
+    (observer, scratch)
 }
 
 #[test]
@@ -820,18 +827,7 @@ fn a_semaphore_runs_at_most_max_commands_at_once() {
 /// A lease lost to an expired session terminates COMMAND, as a lost lock does.
 #[test]
 fn a_lost_lease_terminates_the_command_and_exits_with_the_lost_code() {
-    let connect = shared_connect_string();
-    let observer = Observer::new(&connect);
-    let (proxy, proxied) = through_proxy();
-    let scratch = Scratch::new("lost-lease");
-    let options = ["--session-timeout", "2", "--max", "3"];
-    let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, TRAPS_TERM));
-    scratch.wait_for_line("log", "started");
-    proxy.stall();
-    let (status, stderr) = running.finish();
-    assert_eq!(status.code(), Some(LOCK_LOST), "lost, though COMMAND exited 0: {stderr}");
-    assert!(stderr.contains("lost the lock"), "{stderr}");
-    assert!(scratch.read("log").contains("got-TERM"), "COMMAND got SIGTERM");
+    let (observer, scratch) = lose_the_hold_while_command_runs("lost-lease", &["--max", "3"]);
     observer.wait_semaphore_parts(&scratch.path, 0, 0);
 }
 
