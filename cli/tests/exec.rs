@@ -775,7 +775,8 @@ fn hold_prints_node_and_token_and_holds_until_stdin_closes() {
 }
 
 /// Three execs under a semaphore of max 2: two run together, the third waits until a lease is
-/// free (and `-n` gives up at once meanwhile); all finish, never more than two at once.
+/// free (and `-n` gives up at once meanwhile, a signalled waiter leaves no node, a lock is
+/// refused on the path); all finish, never more than two at once.
 #[test]
 fn a_semaphore_runs_at_most_max_commands_at_once() {
     let connect = shared_connect_string();
@@ -805,8 +806,15 @@ fn a_semaphore_runs_at_most_max_commands_at_once() {
     assert!(stderr.starts_with("zklock exec: --max: ") && stderr.contains("lock"), "{stderr}");
     observer.release(held);
     assert!(!scratch.file("ran").exists());
+    // A waiter queued at the mutex with its lease node made, waiting for it to fit, stopped by a
+    // signal: both its nodes go.
+    let stopped = Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script));
+    observer.wait_semaphore_parts(&scratch.path, 3, 1);
+    stopped.signal(libc::SIGTERM);
+    let (status, stderr) = stopped.finish();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    observer.wait_semaphore_parts(&scratch.path, 2, 0);
     let third = Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script));
-    // Queued at the mutex with its lease node made, waiting for it to fit.
     observer.wait_semaphore_parts(&scratch.path, 3, 1);
     assert_eq!(scratch.read("log").lines().count(), 2, "the third waits while two hold");
     scratch.touch("go");
