@@ -259,6 +259,11 @@ impl Recipes {
         self.0.iter().all(|p| p.fits_with(side.mode()))
     }
 
+    /// Whether the path is a semaphore's.
+    fn semaphore(&self) -> bool {
+        self.0.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore())
+    }
+
     /// The side a plain exec takes: the write side on a read/write lock's path, else the mutex.
     fn plain_side(&self) -> Side {
         if self.fit(Side::Mutex) {
@@ -464,6 +469,10 @@ impl Exec {
                 // between our look at the path and our node. A plain exec then takes the write
                 // side for good: the path is in use as a read/write lock.
                 Err(err) if err.is_recipe_conflict() => {
+                    // A semaphore's path stays one: no use looking again.
+                    if self.recipes_at_path(client).await?.semaphore() {
+                        return Err(Exit::fail(codes::USAGE, format!("{err} (--max N takes one of its leases)")));
+                    }
                     if plain {
                         side = Side::Write;
                     }

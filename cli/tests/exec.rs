@@ -798,7 +798,7 @@ fn a_semaphore_runs_at_most_max_commands_at_once() {
     // A lock on the semaphore's path is refused, and a semaphore on a lock's path.
     let (status, stderr) = run(exec(&connect, &["-n"], &scratch.path, &scratch.dir, "touch \"$D/ran\""));
     assert_eq!(status.code(), Some(USAGE), "{stderr}");
-    assert!(stderr.contains("semaphore"), "{stderr}");
+    assert!(stderr.contains("semaphore") && stderr.contains("--max N"), "{stderr}");
     let lock_path = format!("{}-lock", scratch.path);
     let held = observer.hold(&lock_path, "holder");
     let (status, stderr) = run(exec(&connect, &["--max", "2"], &lock_path, &scratch.dir, "touch \"$D/ran\""));
