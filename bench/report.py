@@ -37,6 +37,9 @@ METRICS = [
     ("read_mostly_writer_wait_p50_us", "rw: read-mostly writer wait p50 (us)", 1),
     ("read_mostly_writer_wait_p99_us", "rw: read-mostly writer wait p99 (us)", 1),
     ("read_mostly_hold_us", "rw: read-mostly mean hold (us)", 1),
+    ("semaphore_leases_per_s", "semaphore: leases/s (max 4, 16 sessions)", 1),
+    ("semaphore_wait_p50_us", "semaphore: wait p50 (us)", 1),
+    ("semaphore_wait_p99_us", "semaphore: wait p99 (us)", 1),
 ]
 # The scale workload, one row group per N: key scale_<N>_<suffix>. Numbers show the median over
 # the rounds; FIFO shows "yes" only if every round kept it; overlaps the most seen in a round.
@@ -62,6 +65,11 @@ TLS_VS_PLAINTEXT = [
 TLS_VS_CURATOR = [
     ("uncontended_cycles_per_s", "uncontended (goal >= 1.40x)", True),
     ("handoffs_per_s", "handoffs (goal >= 1.40x)", True),
+]
+# Issue 26's goal: leases/s at least 1.5x Curator's InterProcessSemaphoreV2.
+SEMAPHORE_RATIOS = [
+    ("semaphore_leases_per_s", "semaphore leases (goal >= 1.50x)", True),
+    ("semaphore_wait_p99_us", "semaphore wait p99 (theirs/ours)", False),
 ]
 RW_RATIOS = [
     ("read_cycles_per_s", "read cycles", True),
@@ -187,7 +195,7 @@ def table(path):
             lines.append((f"{n} uncontended vs its floor + listing", f"{m:.1f} % (rounds {r})"))
     scale_ratios = [(f"scale_{w}_handoffs_per_s", f"scale {w:,} waiters handoffs", True) for w in scale_ns]
     for ours, peer, figures in [
-        ("zklock (rust)", "curator", MUTEX_RATIOS + RW_RATIOS + scale_ratios),
+        ("zklock (rust)", "curator", MUTEX_RATIOS + RW_RATIOS + SEMAPHORE_RATIOS + scale_ratios),
         ("zklock (python)", "kazoo", MUTEX_RATIOS),
         ("zklock (python)", "curator", RW_RATIOS + scale_ratios),
         ("zklock (node)", "curator", scale_ratios),
@@ -207,7 +215,7 @@ def table(path):
                 else ratio(num(by_round[x.get("round")], key), num(x, key))
                 for x in runs[mine] if x.get("round") in by_round
             ]
-            if all(p is None for p in pairs) and key.startswith(("read", "scale", "uncontended", "handoffs")):
+            if all(p is None for p in pairs) and key.startswith(("read", "scale", "uncontended", "handoffs", "semaphore")):
                 continue  # a workload that one side did not run (BENCH_WORKLOADS), or could not finish
             m, r = spread(pairs)
             lines.append((f"{mine} / {theirs}: {label}", "n/a" if m == "n/a" else f"{m:.2f}x (rounds {r})"))

@@ -18,7 +18,7 @@
 //   BENCH_REENTRANT_WARMUP_SECONDS  minimum JIT warm-up of the reentrant loop (default 2)
 //   BENCH_HOLD_US          hold of each read-mostly operation, microseconds (default 0)
 //   BENCH_WORKLOADS        comma-separated subset of uncontended,contended,reentrant,read,
-//                          read_mostly (default: all; the floor comes with uncontended);
+//                          read_mostly,semaphore (default: all; the floor comes with uncontended);
 //                          skipped figures print as null; and scale (long: only when named)
 //   BENCH_SCALE_WAITERS    the scale workload's queue lengths (default 1000,5000,10000)
 //   BENCH_SCALE_TIMEOUT    bound on each of its runs, seconds (default 300)
@@ -56,6 +56,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.StandardLockInternalsDriver;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
@@ -69,6 +71,9 @@ public final class CuratorBench {
     static final int CONNECTION_TIMEOUT_MS = 15_000;
     /** Bound on any single blocking acquire, so a broken server fails the run instead of hanging it. */
     static final long ACQUIRE_TIMEOUT_S = 60;
+    /** The semaphore workload: sessions, and the max leases (zklock-bench's the same). */
+    static final int SEMAPHORE_SESSIONS = 16;
+    static final int SEMAPHORE_MAX = 4;
     /** One operation in this many of the read-mostly workload is a write. */
     static final long WRITE_ONE_IN = 10;
 
@@ -112,6 +117,8 @@ public final class CuratorBench {
                 ? uncontended(client, root + "/read", true) : new double[] {nan, nan, nan, nan, nan};
             double[] mostly = wanted(workloads, "read_mostly")
                 ? readMostly(root + "/read-mostly", clients, holdUs) : new double[] {nan, nan, nan, nan, nan, nan};
+            double[] leases = wanted(workloads, "semaphore")
+                ? semaphore(root + "/semaphore", SEMAPHORE_SESSIONS, SEMAPHORE_MAX) : new double[] {nan, nan, nan};
             // Long: only when named.
             Map<String, Object> scaled = workloads.contains("scale") ? scale(root) : new LinkedHashMap<>();
 
@@ -137,6 +144,9 @@ public final class CuratorBench {
             field(sb, "read_mostly_writer_wait_p50_us", mostly[3]);
             field(sb, "read_mostly_writer_wait_p99_us", mostly[4]);
             field(sb, "read_mostly_hold_us", mostly[5]);
+            field(sb, "semaphore_leases_per_s", leases[0]);
+            field(sb, "semaphore_wait_p50_us", leases[1]);
+            field(sb, "semaphore_wait_p99_us", leases[2]);
             for (Map.Entry<String, Object> e : scaled.entrySet()) {
                 sb.append(",\"").append(e.getKey()).append("\":");
                 Object v = e.getValue();
@@ -277,6 +287,95 @@ public final class CuratorBench {
             log("contended: %d sessions, %d handoffs in %.3fs = %.1f/s; per-session totals %s",
                 n, c1 - c0, elapsed, rate, Arrays.toString(perThread));
             return rate;
+        } finally {
+            stop.set(true);
+            for (CuratorFramework c : clients) {
+                c.close();
+            }
+        }
+    }
+
+    /**
+     * The semaphore workload: n sessions, one thread and one InterProcessSemaphoreV2 (max leases)
+     * each, all on one path, each acquiring one lease and returning it at once (as contended holds
+     * its mutex). At most max holding is checked while holding. Returns {leases/s, wait p50 us,
+     * wait p99 us}, the waits of the acquisitions begun in the measured window.
+     */
+    static double[] semaphore(String path, int n, int max) throws Exception {
+        List<CuratorFramework> clients = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        AtomicBoolean stop = new AtomicBoolean(false);
+        AtomicBoolean measuring = new AtomicBoolean(false);
+        AtomicLong counter = new AtomicLong();
+        AtomicInteger inside = new AtomicInteger();
+        AtomicLong violations = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch ready = new CountDownLatch(n);
+        CountDownLatch go = new CountDownLatch(1);
+        LongList[] waits = new LongList[n];
+        try {
+            for (int i = 0; i < n; i++) {
+                clients.add(newClient());
+            }
+            for (int i = 0; i < n; i++) {
+                final LongList mine = waits[i] = new LongList();
+                final InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(clients.get(i), path, max);
+                Thread t = new Thread(() -> {
+                    try {
+                        ready.countDown();
+                        go.await();
+                        while (!stop.get()) {
+                            boolean measured = measuring.get();
+                            long t0 = System.nanoTime();
+                            Lease lease = semaphore.acquire(ACQUIRE_TIMEOUT_S, TimeUnit.SECONDS);
+                            if (lease == null) {
+                                throw new IllegalStateException("acquire timed out after " + ACQUIRE_TIMEOUT_S + "s");
+                            }
+                            long waited = System.nanoTime() - t0;
+                            try {
+                                if (inside.incrementAndGet() > max) {
+                                    violations.incrementAndGet();
+                                }
+                                if (measured && measuring.get()) {
+                                    mine.add(waited);
+                                }
+                                counter.incrementAndGet();
+                                inside.decrementAndGet();
+                            } finally {
+                                semaphore.returnLease(lease);
+                            }
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                        stop.set(true);
+                    }
+                }, "lease-taker-" + i);
+                t.setDaemon(true);
+                threads.add(t);
+                t.start();
+            }
+            ready.await();
+            go.countDown();
+            sleepSeconds(warmupSeconds);
+            measuring.set(true);
+            long c0 = counter.get();
+            long t0 = System.nanoTime();
+            sleepSeconds(seconds);
+            long c1 = counter.get();
+            long t1 = System.nanoTime();
+            measuring.set(false);
+            stop.set(true);
+            joinChecked(threads, failure, violations, "lease taker", "at most " + max + " leases held");
+            LongList all = new LongList();
+            for (LongList w : waits) {
+                all.addAll(w);
+            }
+            long[] sorted = all.sorted();
+            double elapsed = (t1 - t0) / 1e9;
+            double rate = (c1 - c0) / elapsed;
+            log("semaphore: max %d, %d sessions, %d leases in %.3fs = %.1f/s; wait p50 %.0fus p99 %.0fus",
+                max, n, c1 - c0, elapsed, rate, pct(sorted, 50) / 1e3, pct(sorted, 99) / 1e3);
+            return new double[] {rate, pct(sorted, 50) / 1e3, pct(sorted, 99) / 1e3};
         } finally {
             stop.set(true);
             for (CuratorFramework c : clients) {

@@ -12,6 +12,10 @@ use zookeeper_client as zk;
 mod scale;
 
 const CONTENDERS: usize = 8;
+/// The semaphore workload: this many sessions contend for one lease each of a semaphore of
+/// [`SEMAPHORE_MAX`] (Curator's InterProcessSemaphoreV2 in CuratorBench.java).
+const SEMAPHORE_SESSIONS: usize = 16;
+const SEMAPHORE_MAX: u32 = 4;
 /// One operation in this many of the read-mostly workload is a write.
 const WRITE_ONE_IN: u64 = 10;
 
@@ -241,6 +245,62 @@ async fn contended(server: &Server, path: &str, warmup: Duration, measure: Durat
     rate
 }
 
+/// The semaphore workload: [`SEMAPHORE_SESSIONS`] sessions, one task each, acquiring one lease of
+/// a semaphore of [`SEMAPHORE_MAX`] and releasing it at once (as `contended` holds its lock):
+/// leases/s, and the waits of the acquisitions of the measured phase.
+async fn semaphore(server: &Server, path: &str, warmup: Duration, measure: Duration) -> (f64, Vec<Duration>) {
+    let mut clients = Vec::new();
+    for _ in 0..SEMAPHORE_SESSIONS {
+        clients.push(server.client().await);
+    }
+    let leases = Arc::new(AtomicU64::new(0));
+    // Holding now, and the acquisitions that found more than max holding (must stay 0).
+    let (inside, over) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU64::new(0)));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for client in &clients {
+        let semaphore = client.semaphore(path, SEMAPHORE_MAX).unwrap();
+        let (leases, measuring, stop) = (leases.clone(), measuring.clone(), stop.clone());
+        let (inside, over) = (inside.clone(), over.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut waits = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                // The waits of the acquisitions begun and done in the measured phase.
+                let (measured, started) = (measuring.load(Ordering::Relaxed), Instant::now());
+                let held = semaphore.acquire(1).await.unwrap();
+                if measured && measuring.load(Ordering::Relaxed) {
+                    waits.push(started.elapsed());
+                }
+                if inside.fetch_add(1, Ordering::SeqCst) >= SEMAPHORE_MAX {
+                    over.fetch_add(1, Ordering::Relaxed);
+                }
+                leases.fetch_add(1, Ordering::Relaxed);
+                inside.fetch_sub(1, Ordering::SeqCst);
+                held.release().await.unwrap();
+            }
+            waits
+        }));
+    }
+    tokio::time::sleep(warmup).await;
+    measuring.store(true, Ordering::Relaxed);
+    let (start_count, started) = (leases.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(measure).await;
+    let rate = (leases.load(Ordering::Relaxed) - start_count) as f64 / started.elapsed().as_secs_f64();
+    measuring.store(false, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let mut waits = Vec::new();
+    for task in tasks {
+        waits.extend(task.await.unwrap());
+    }
+    waits.sort();
+    assert_eq!(over.load(Ordering::Relaxed), 0, "more than {SEMAPHORE_MAX} leases held at once");
+    for client in clients {
+        client.close().await;
+    }
+    (rate, waits)
+}
+
 /// Uncontended read cycles: one session, the read side of a read/write lock on a fresh path.
 async fn read_cycles(client: &Client, path: &str, warmup: Duration, measure: Duration) -> Uncontended {
     let rw = client.read_write_lock(path).unwrap();
@@ -388,7 +448,7 @@ async fn main() {
     let base = format!("/zklock-bench/{}", std::process::id());
     let client = server.client().await;
 
-    // BENCH_WORKLOADS=uncontended,contended,reentrant,read,read_mostly (default: all) runs a
+    // BENCH_WORKLOADS=uncontended,contended,reentrant,read,read_mostly,semaphore (default: all) runs a
     // subset; the skipped figures print as null. The floor is measured with the uncontended
     // workload. `scale` (long) runs only when named.
     let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
@@ -436,6 +496,12 @@ async fn main() {
     } else {
         ReadMostly { ops_per_s: nan, reader_waits: vec![], writer_waits: vec![], mean_hold: Duration::ZERO }
     };
+    let (leases_per_s, lease_waits) = if wanted("semaphore") {
+        eprintln!("[zklock] semaphore, max {SEMAPHORE_MAX}, {SEMAPHORE_SESSIONS} sessions, one lease each...");
+        semaphore(&server, &format!("{base}/semaphore"), warmup, measure).await
+    } else {
+        (nan, vec![])
+    };
     let mut scale_runs = Vec::new();
     if named("scale") {
         let timeout = scale::timeout_from_env();
@@ -456,7 +522,7 @@ async fn main() {
     // The TLS run is a column of its own beside the plaintext one.
     let impl_name = if server.tls.is_some() { "zklock (rust) over TLS" } else { "zklock (rust)" };
     let json = format!(
-        "{{\"impl\":\"{}\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1},\"read_cycles_per_s\":{:.1},\"read_acquire_p50_us\":{:.1},\"read_acquire_p99_us\":{:.1},\"read_release_p50_us\":{:.1},\"read_release_p99_us\":{:.1},\"read_mostly_ops_per_s\":{:.1},\"read_mostly_reader_wait_p50_us\":{:.1},\"read_mostly_reader_wait_p99_us\":{:.1},\"read_mostly_writer_wait_p50_us\":{:.1},\"read_mostly_writer_wait_p99_us\":{:.1},\"read_mostly_hold_us\":{:.1}}}",
+        "{{\"impl\":\"{}\",\"uncontended_cycles_per_s\":{:.1},\"acquire_p50_us\":{:.1},\"acquire_p99_us\":{:.1},\"release_p50_us\":{:.1},\"release_p99_us\":{:.1},\"handoffs_per_s\":{:.1},\"reentrant_ns\":{:.1},\"floor_cycles_per_s\":{:.1},\"floor_listed_cycles_per_s\":{:.1},\"read_cycles_per_s\":{:.1},\"read_acquire_p50_us\":{:.1},\"read_acquire_p99_us\":{:.1},\"read_release_p50_us\":{:.1},\"read_release_p99_us\":{:.1},\"read_mostly_ops_per_s\":{:.1},\"read_mostly_reader_wait_p50_us\":{:.1},\"read_mostly_reader_wait_p99_us\":{:.1},\"read_mostly_writer_wait_p50_us\":{:.1},\"read_mostly_writer_wait_p99_us\":{:.1},\"read_mostly_hold_us\":{:.1},\"semaphore_leases_per_s\":{:.1},\"semaphore_wait_p50_us\":{:.1},\"semaphore_wait_p99_us\":{:.1}}}",
         impl_name,
         un.cycles_per_s,
         percentile_us(&un.acquire, 0.5),
@@ -478,6 +544,9 @@ async fn main() {
         percentile_us(&mostly.writer_waits, 0.5),
         percentile_us(&mostly.writer_waits, 0.99),
         read_mostly_hold_us,
+        leases_per_s,
+        percentile_us(&lease_waits, 0.5),
+        percentile_us(&lease_waits, 0.99),
     );
     let json = format!("{}{}}}", json.strip_suffix('}').unwrap(), scale::json_fields(&scale_runs));
     println!("{}", json.replace("NaN", "null"));

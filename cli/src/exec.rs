@@ -11,14 +11,17 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
-use zklock::{Client, ErrorKind, Hold, HoldState, HoldStateChanges, Lock, Mode, Owner, Participant};
+use zklock::{
+    Client, ErrorKind, Hold, HoldState, HoldStateChanges, Leases, Lock, MaxLeases, Mode, Owner, Participant,
+    SemaphoreOptions,
+};
 
 use crate::child::{
     foreground_terminal, forwarded_signals, give_terminal, group_alive, signal_group, spawn, status_code,
     stop_with_command, wait_in_thread, ChildEvent,
 };
 use crate::codes;
-use crate::status_line::show_status;
+use crate::status_line::{show_semaphore_status, show_status};
 
 /// When the core refuses a recipe because the path holds the other's nodes (a race to an empty
 /// path, or a contender that just left), exec looks at the path again after 50 ms, then 100 ms,
@@ -33,13 +36,18 @@ The lock: by default the mutex at PATH (zklock's, and Curator's InterProcessMute
 takes the read side of the read/write lock at PATH (Curator's InterProcessReadWriteLock), which
 any number of --shared execs hold together; --write takes its write side, alone. A plain exec on
 a path that already is a read/write lock takes the write side too, but on an empty path the
-mutex: give the exclusive users of a path shared with --shared execs --write.
+mutex: give the exclusive users of a path shared with --shared execs --write. --max N takes one
+lease of the counting semaphore at PATH instead (Curator's InterProcessSemaphoreV2): up to N execs
+run at once, the others wait in order. --max-from COUNT takes the max from the shared count at
+COUNT (Curator's SharedCount, a 4-byte int: change it at run time and waiters follow; made with
+--max, default 1, if missing). Every user of a semaphore must agree on its max.
 
 COMMAND gets in its environment:
   ZKLOCK_PATH           PATH
-  ZKLOCK_NODE           the lock node's path
+  ZKLOCK_NODE           the lock node's path (with --max, the lease node's)
   ZKLOCK_FENCING_TOKEN  a number that rises with each holder of PATH: a resource can refuse a
-                        writer whose token is lower than one it has seen
+                        writer whose token is lower than one it has seen (with --max, it rises
+                        with each lease)
   ZKLOCK_SESSION_ID     the ZooKeeper session holding the lock (0x...)
 
 COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP to zklock are forwarded to that
@@ -70,7 +78,9 @@ Examples:
   zklock exec -w 600 --label deploy-$USER /locks/deploy -- ./deploy.sh production
   # Readers together, a writer alone:
   zklock exec --shared /locks/db -- ./backup.sh
-  zklock exec --write /locks/db -- ./migrate.sh",
+  zklock exec --write /locks/db -- ./migrate.sh
+  # At most 3 at once (the others wait their turn):
+  zklock exec --max 3 /semaphores/backend -- ./nightly-job.sh",
         signalled = "128+N",
         conflict = codes::CONFLICT,
         usage = codes::USAGE,
@@ -130,6 +140,34 @@ pub struct Taking {
     /// The exit code when the lock was not had with -n or -w
     #[arg(short = 'E', long, value_name = "CODE", default_value_t = codes::CONFLICT as u8, allow_negative_numbers = true)]
     pub conflict_exit_code: u8,
+    /// Take one of N leases of the semaphore at PATH (Curator's InterProcessSemaphoreV2), not a
+    /// lock; with --max-from, the shared count's value if it has to be made
+    #[arg(long, value_name = "N", value_parser = max_leases, allow_negative_numbers = true, conflicts_with_all = ["shared", "write"])]
+    pub max: Option<u32>,
+    /// Take a lease of the semaphore at PATH whose max is the shared count at COUNT (Curator's
+    /// SharedCount), changeable at run time
+    #[arg(long, value_name = "COUNT", conflicts_with_all = ["shared", "write"])]
+    pub max_from: Option<String>,
+}
+
+impl Taking {
+    /// The semaphore's max, if a lease is taken rather than a lock.
+    fn max_leases(&self) -> Option<MaxLeases> {
+        match (&self.max_from, self.max) {
+            (Some(count), seed) => Some(MaxLeases::SharedCount { path: count.clone(), seed: seed.unwrap_or(1) }),
+            (None, Some(max)) => Some(MaxLeases::Fixed(max)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A semaphore's max: from 1 to 2^31-1 (what Curator's SharedCount can hold).
+fn max_leases(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<i64>() {
+        Ok(max) if (1..=i64::from(i32::MAX)).contains(&max) => Ok(max as u32),
+        Ok(max) => Err(format!("a semaphore's max leases must be from 1 to {}, not {max}", i32::MAX)),
+        Err(_) => Err("not a whole number".to_owned()),
+    }
 }
 
 /// `zklock hold`: exec's lock-taking options, with no command of one's own.
@@ -188,6 +226,12 @@ fn seconds(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| "must be a number of seconds, zero or more".to_owned())
 }
 
+/// What the exec holds while COMMAND runs.
+enum Taken {
+    Lock(Lock),
+    Leases(Leases),
+}
+
 /// Which recipe the exec takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Side {
@@ -213,6 +257,11 @@ impl Recipes {
     /// Whether `side` may use the path now.
     fn fit(&self, side: Side) -> bool {
         self.0.iter().all(|p| p.fits_with(side.mode()))
+    }
+
+    /// Whether the path is a semaphore's.
+    fn semaphore(&self) -> bool {
+        self.0.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore())
     }
 
     /// The side a plain exec takes: the write side on a read/write lock's path, else the mutex.
@@ -257,6 +306,9 @@ fn start(args: Args) -> Result<Exit, Exit> {
     let mut options = args.connection.options().map_err(|message| Exit::fail(codes::USAGE, message))?;
     // Bad input is told before any network traffic.
     zklock::check_lock_path(&args.path).map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
+    if let Some(count) = &args.taking.max_from {
+        zklock::check_lock_path(count).map_err(|err| Exit::fail(codes::USAGE, format!("--max-from: {err}")))?;
+    }
     options.language = "cli".into();
     if let Some(wait) = args.taking.wait.filter(|wait| !wait.is_zero()) {
         // One budget for connecting and waiting: -w 2 gives up after 2 s, whatever the cause.
@@ -312,19 +364,32 @@ impl Exec {
 
     async fn hold_and_run(&mut self, client: &Client) -> Exit {
         let label = self.args.label.clone().unwrap_or_else(|| default_label(&self.args.command));
-        let owner = Owner::unique_labelled(|_| label);
-        let (lock, hold) = match self.acquire(client, &owner).await {
+        let owner = Owner::unique_labelled(|_| label.clone());
+        let acquired = match self.args.taking.max_leases() {
+            Some(max) => self.acquire_lease(client, max, label).await,
+            None => self.acquire(client, &owner).await.map(|held| held.map(|(lock, hold)| (Taken::Lock(lock), hold))),
+        };
+        let (taken, hold) = match acquired {
             Ok(Some(held)) => held,
             Ok(None) => {
                 if self.status_line {
-                    eprintln!("zklock exec: {} is held by another: not acquired", self.args.path);
+                    let what = if self.args.taking.max_leases().is_some() {
+                        "has no lease free"
+                    } else {
+                        "is held by another"
+                    };
+                    eprintln!("zklock exec: {} {what}: not acquired", self.args.path);
                 }
                 return Exit::quiet(i32::from(self.args.taking.conflict_exit_code));
             }
             Err(exit) => return exit,
         };
         let exit = self.run_command(client, &hold).await;
-        match lock.release(&owner).await {
+        let released = match taken {
+            Taken::Lock(lock) => lock.release(&owner).await,
+            Taken::Leases(leases) => leases.release().await,
+        };
+        match released {
             Ok(()) => exit,
             Err(err) if err.kind() == ErrorKind::LockLost && exit.code != codes::LOCK_LOST => {
                 // Lost about when COMMAND exited: it may have run its last moments unlocked.
@@ -333,6 +398,49 @@ impl Exec {
             // Lost, already reported; or the delete goes on in the background and closing the
             // session removes the node anyway.
             Err(_) => exit,
+        }
+    }
+
+    /// Takes one lease of the semaphore at PATH, as the options say: `Ok(None)` when not had
+    /// with -n or within -w; `label` is its owner label, as a lock's.
+    async fn acquire_lease(
+        &mut self,
+        client: &Client,
+        max: MaxLeases,
+        label: String,
+    ) -> Result<Option<(Taken, Hold)>, Exit> {
+        let argument = if self.args.taking.max_from.is_some() { "--max-from" } else { "--max" };
+        let semaphore = client
+            .semaphore_with(&self.args.path, SemaphoreOptions::new(max).label(label))
+            .map_err(|err| Exit::fail(codes::USAGE, format!("{argument}: {err}")))?;
+        let timeout = match self.args.taking.wait {
+            Some(wait) => Some((self.started + wait).saturating_duration_since(Instant::now())),
+            None if self.args.taking.nonblock => Some(Duration::ZERO),
+            None => None,
+        };
+        let acquiring = semaphore.acquire_for(1, timeout, None);
+        let status = show_semaphore_status(&semaphore, client, self.status_line);
+        tokio::pin!(acquiring, status);
+        let acquired = tokio::select! {
+            acquired = &mut acquiring => acquired,
+            () = &mut status => unreachable!("the status line is drawn until the acquisition ends"),
+            // Dropping the acquisition removes its nodes (closing the session makes sure of it).
+            Some(signal) = self.signals.recv() => return Err(Exit::quiet(codes::killed_by(signal))),
+        };
+        if self.status_line {
+            eprint!("\r\x1b[K");
+        }
+        match acquired {
+            Ok(Some(leases)) => {
+                let hold = leases.leases()[0].hold().clone();
+                Ok(Some((Taken::Leases(leases), hold)))
+            }
+            Ok(None) => Ok(None),
+            // A lock's nodes at PATH, or a shared count that is no count.
+            Err(err) if err.kind() == ErrorKind::InvalidArgument => {
+                Err(Exit::fail(codes::USAGE, format!("{argument}: {err}")))
+            }
+            Err(err) => Err(failure(&err)),
         }
     }
 
@@ -361,6 +469,10 @@ impl Exec {
                 // between our look at the path and our node. A plain exec then takes the write
                 // side for good: the path is in use as a read/write lock.
                 Err(err) if err.is_recipe_conflict() => {
+                    // A semaphore's path stays one: no use looking again.
+                    if self.recipes_at_path(client).await?.semaphore() {
+                        return Err(Exit::fail(codes::USAGE, format!("{err} (--max N takes one of its leases)")));
+                    }
                     if plain {
                         side = Side::Write;
                     }

@@ -28,6 +28,9 @@ Examples:
   # A deploy script that waits up to 10 minutes for the previous deploy:
   zklock exec -w 600 --label deploy-$USER /locks/deploy -- ./deploy.sh production
 
+  # At most 3 nightly jobs at once, across machines (a semaphore; the others wait their turn):
+  zklock exec --max 3 --zk zk1:2181 /semaphores/backend -- ./nightly-job.sh
+
   # A shell script that locks its own remainder:
   coproc LOCK { zklock hold --zk zk1:2181 /locks/deploy; }
   read -r NODE TOKEN <&\"${LOCK[0]}\"   # held from here; closing its stdin releases it

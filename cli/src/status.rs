@@ -11,13 +11,16 @@ use crate::codes;
 use crate::human::{duration, now_ms, printable};
 
 const EXIT_CODES: &str = "\
-Works on a mutex and on a read/write lock (zklock's in any language, or Curator's).
+Works on a mutex and on a read/write lock (zklock's in any language, or Curator's), and on a
+counting semaphore (zklock's, or Curator's InterProcessSemaphoreV2): its leases held, the leases
+the acquirer at the head of the queue has made but that do not fit yet (\"acquiring\"), and the
+acquirers queued at its internal mutex. The max is not stored at the path: it is not shown.
 
 QUEUED FOR is the time since each node was made (the server's clock against this host's). A
 holder has held the lock since that moment or later: ZooKeeper does not record when it got it.
 
 Exit status:
-  0   the lock is held
+  0   the lock is held (a semaphore: a lease is held)
   3   the lock is free: nobody holds it (also when PATH has no node: ZooKeeper removes an
       unused lock's node by itself, so a free lock's path may well be gone)
   64  bad usage: an unknown option, a missing argument, an invalid PATH
@@ -75,35 +78,46 @@ pub fn run(args: Args) -> i32 {
 async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Duration>) -> Result<i32, (i32, String)> {
     loop {
         let (contenders, holders) = snapshot(lock).await.map_err(|err| failure_of(&err))?;
-        if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
-            let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
-            let more = if contenders.len() > names.len() { ", ..." } else { "" };
-            let message = format!(
-                "{} is not a lock: none of its children is a lock node ({}{more})",
-                args.path,
-                names.join(", ")
-            );
-            return Err((codes::NOT_A_LOCK, message));
-        }
-        let status = Status::new(&args.path, contenders, holders, now_ms());
-        let text = match (args.json, interval.is_some()) {
-            (true, false) => serde_json::to_string_pretty(&status).expect("the status serializes") + "\n",
-            (true, true) => serde_json::to_string(&status).expect("the status serializes") + "\n",
-            // SAFETY: isatty only inspects the descriptor.
-            (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{}", status.table()),
-            (false, true) => status.table() + "\n",
-            (false, false) => status.table(),
+        let (text, code) = if contenders.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore()) {
+            let status = semaphore_status(&lock.client(), &args.path).await?;
+            (render(args, interval, &status, status.table()), if status.held { 0 } else { codes::FREE })
+        } else {
+            if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
+                let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
+                let more = if contenders.len() > names.len() { ", ..." } else { "" };
+                let message = format!(
+                    "{} is not a lock: none of its children is a lock node ({}{more})",
+                    args.path,
+                    names.join(", ")
+                );
+                return Err((codes::NOT_A_LOCK, message));
+            }
+            let status = Status::new(&args.path, contenders, holders, now_ms());
+            (render(args, interval, &status, status.table()), status_code(&status))
         };
         let mut stdout = std::io::stdout().lock();
         match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
             // A reader that has seen enough (`| head -1`) is not a failure.
-            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => return Ok(status_code(&status)),
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code),
             Err(err) => return Err((codes::SOFTWARE, format!("cannot write the status: {err}"))),
             Ok(()) => {}
         }
         drop(stdout);
-        let Some(interval) = interval else { return Ok(status_code(&status)) };
+        let Some(interval) = interval else { return Ok(code) };
         tokio::time::sleep(interval).await;
+    }
+}
+
+/// A status as the options say: JSON (one line a document with --watch) or the table (in place
+/// on a terminal with --watch).
+fn render(args: &Args, interval: Option<Duration>, status: &impl Serialize, table: String) -> String {
+    match (args.json, interval.is_some()) {
+        (true, false) => serde_json::to_string_pretty(status).expect("the status serializes") + "\n",
+        (true, true) => serde_json::to_string(status).expect("the status serializes") + "\n",
+        // SAFETY: isatty only inspects the descriptor.
+        (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{table}"),
+        (false, true) => table + "\n",
+        (false, false) => table,
     }
 }
 
@@ -131,6 +145,66 @@ pub(crate) async fn snapshot(lock: &zklock::Lock) -> zklock::Result<(Vec<Partici
     let queue = lock.contenders().await?;
     let holders = Participant::holders_in(&queue).into_iter().map(|i| queue[i].clone()).collect();
     Ok((queue, holders))
+}
+
+/// A semaphore's leases and queue, from the core's one listing of each of its parts.
+pub(crate) async fn semaphore_status(client: &zklock::Client, path: &str) -> Result<SemaphoreStatus, (i32, String)> {
+    // The max is not stored at the path (Curator stores it nowhere): with max 1 the core counts
+    // as acquiring the leases the acquirer at the head of the mutex queue made since it queued,
+    // while there are two or more. That is what they are, but for the moment between their
+    // fitting and its releasing the mutex.
+    let semaphore = client.semaphore(path, 1).map_err(|err| failure_of(&err))?;
+    let view = semaphore.participants().await.map_err(|err| failure_of(&err))?;
+    Ok(SemaphoreStatus::new(path, view, now_ms()))
+}
+
+/// A semaphore's status, as `--json` prints it: field names are stable.
+#[derive(Serialize, Debug)]
+pub(crate) struct SemaphoreStatus {
+    pub(crate) path: String,
+    /// Always "semaphore" (a lock's document has no `kind`).
+    kind: &'static str,
+    /// Whether any lease is held.
+    pub(crate) held: bool,
+    /// The leases held, oldest first (mode "lease").
+    pub(crate) holders: Vec<Entry>,
+    /// The lease nodes of the acquirer at the head of `queue`, made but not fitting yet.
+    pub(crate) acquiring: Vec<Entry>,
+    /// The acquirers at the semaphore's internal mutex, in order (mode "exclusive").
+    pub(crate) queue: Vec<Entry>,
+}
+
+impl SemaphoreStatus {
+    pub(crate) fn new(path: &str, view: zklock::SemaphoreParticipants, now_ms: i64) -> SemaphoreStatus {
+        let held = view.holders().len();
+        let lease = |p: Participant| Entry { mode: Some("lease"), ..Entry::new(p, now_ms) };
+        let mut leases = view.leases.into_iter();
+        let holders: Vec<Entry> = leases.by_ref().take(held).map(lease).collect();
+        SemaphoreStatus {
+            path: path.to_owned(),
+            kind: "semaphore",
+            held: !holders.is_empty(),
+            holders,
+            acquiring: leases.map(lease).collect(),
+            queue: view.queue.into_iter().map(|p| Entry::new(p, now_ms)).collect(),
+        }
+    }
+
+    fn summary(&self) -> String {
+        let waiting = match self.queue.len() {
+            0 => "nobody waits".to_owned(),
+            n => format!("{n} waiting"),
+        };
+        format!("{}: semaphore, {} leases held; {waiting}", self.path, self.holders.len())
+    }
+
+    /// A summary line, then the leases held, those being acquired, and the acquirers queued.
+    fn table(&self) -> String {
+        let rows = (self.holders.iter().map(|entry| ("holding", entry)))
+            .chain(self.acquiring.iter().map(|entry| ("acquiring", entry)))
+            .chain(self.queue.iter().map(|entry| ("waiting", entry)));
+        self.summary() + "\n" + &entry_rows(rows.collect())
+    }
 }
 
 /// The whole answer, as `--json` prints it: field names are stable.
@@ -265,30 +339,33 @@ impl Status {
 
     /// The human-readable form: a summary line, then one row per participant in queue order.
     fn table(&self) -> String {
-        let mut out = self.summary();
-        out.push('\n');
-        if self.holders.is_empty() && self.queue.is_empty() {
-            return out;
-        }
-        let header = ["STATE", "MODE", "SEQUENCE", "FENCING TOKEN", "SESSION", "QUEUED FOR", "OWNER", "NODE"];
-        let row = |state: &str, entry: &Entry| {
-            [
-                state.to_owned(),
-                entry.mode.unwrap_or("?").to_owned(),
-                entry.sequence.map_or("-".to_owned(), |seq| seq.to_string()),
-                entry.fencing_token.to_string(),
-                entry.session_id_hex.clone(),
-                duration(entry.queued_for_ms),
-                entry.identity.describe(),
-                entry.node.clone(),
-            ]
-        };
-        let rows: Vec<[String; 8]> = std::iter::once(header.map(str::to_owned))
-            .chain(self.holders.iter().map(|entry| row("holding", entry)))
-            .chain(self.queue.iter().map(|entry| row("waiting", entry)))
-            .collect();
-        out + &columns(&rows)
+        let rows = (self.holders.iter().map(|entry| ("holding", entry)))
+            .chain(self.queue.iter().map(|entry| ("waiting", entry)));
+        self.summary() + "\n" + &entry_rows(rows.collect())
     }
+}
+
+/// One aligned row per entry, with its state, under a header; nothing if there are none.
+fn entry_rows(entries: Vec<(&str, &Entry)>) -> String {
+    if entries.is_empty() {
+        return String::new();
+    }
+    let header = ["STATE", "MODE", "SEQUENCE", "FENCING TOKEN", "SESSION", "QUEUED FOR", "OWNER", "NODE"];
+    let row = |(state, entry): (&str, &Entry)| {
+        [
+            state.to_owned(),
+            entry.mode.unwrap_or("?").to_owned(),
+            entry.sequence.map_or("-".to_owned(), |seq| seq.to_string()),
+            entry.fencing_token.to_string(),
+            entry.session_id_hex.clone(),
+            duration(entry.queued_for_ms),
+            entry.identity.describe(),
+            entry.node.clone(),
+        ]
+    };
+    let rows: Vec<[String; 8]> =
+        std::iter::once(header.map(str::to_owned)).chain(entries.into_iter().map(row)).collect();
+    columns(&rows)
 }
 
 /// Rows as aligned columns, the last one left ragged.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use zklock::{Client, Lock, Participant};
+use zklock::{Client, Lock, Participant, Semaphore};
 
 use crate::human::{duration, now_ms, printable};
 
@@ -23,6 +23,34 @@ pub(crate) async fn show_status(lock: &Lock, client: &Client, enabled: bool) {
     loop {
         if let (Ok(queue), Ok(holders)) = (lock.contenders().await, lock.holders().await) {
             let line = queue_line.describe(lock.path(), client.session_id(), &queue, &holders, now_ms());
+            eprint!("\r\x1b[K{}", fit_terminal(&line));
+            let _ = io::stderr().flush();
+        }
+        tokio::time::sleep(STATUS_LINE_INTERVAL).await;
+    }
+}
+
+/// The semaphore's status line while waiting for a lease, about once a second; never returns.
+pub(crate) async fn show_semaphore_status(semaphore: &Semaphore, client: &Client, enabled: bool) {
+    if !enabled {
+        return std::future::pending().await;
+    }
+    tokio::time::sleep(STATUS_LINE_DELAY).await;
+    loop {
+        if let Ok(view) = semaphore.participants().await {
+            let session = client.session_id();
+            let ahead = view.queue.iter().position(|p| Some(p.session_id) == session).unwrap_or(view.queue.len());
+            let holders = view.holders();
+            let mut line = format!(
+                "zklock: waiting for a lease of {}: {ahead} ahead; {} of {} held",
+                semaphore.path(),
+                holders.len(),
+                view.max_leases
+            );
+            if let Some(oldest) = holders.iter().min_by_key(|p| p.created_ms) {
+                line +=
+                    &format!(", the oldest by {} for {}", who(oldest), duration((now_ms() - oldest.created_ms).max(0)));
+            }
             eprint!("\r\x1b[K{}", fit_terminal(&line));
             let _ = io::stderr().flush();
         }

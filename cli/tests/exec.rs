@@ -199,6 +199,19 @@ impl Observer {
     fn release(&self, guard: zklock::LockGuard) {
         self.runtime.block_on(guard.release()).expect("the test's holder releases");
     }
+
+    /// The semaphore at `path` as the core lists it: (leases held, acquirers queued).
+    fn semaphore_parts(&self, path: &str) -> (usize, usize) {
+        let semaphore = self.client.semaphore(path, 1).unwrap();
+        let view = self.runtime.block_on(semaphore.participants()).expect("list the semaphore");
+        (view.leases.len(), view.queue.len())
+    }
+
+    fn wait_semaphore_parts(&self, path: &str, leases: usize, queued: usize) {
+        wait_until(&format!("{path} has {leases} leases and {queued} queued"), || {
+            self.semaphore_parts(path) == (leases, queued)
+        });
+    }
 }
 
 fn process_exists(pid: i32) -> bool {
@@ -409,11 +422,18 @@ fn through_proxy() -> (Proxy, String) {
 
 #[test]
 fn a_lost_lock_terminates_the_command_and_exits_with_the_lost_code() {
+    let (observer, scratch) = lose_the_hold_while_command_runs("lost", &[]);
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+/// Runs an exec with `options` through a proxy with a 2 s session, stalls the proxy while
+/// COMMAND runs, and checks that COMMAND got SIGTERM and zklock exited with the lost code.
+fn lose_the_hold_while_command_runs(test: &str, options: &[&str]) -> (Observer, Scratch) {
     let connect = shared_connect_string();
     let observer = Observer::new(&connect);
     let (proxy, proxied) = through_proxy();
-    let scratch = Scratch::new("lost");
-    let options = ["--session-timeout", "2"];
+    let scratch = Scratch::new(test);
+    let options = [&["--session-timeout", "2"], options].concat();
     let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, TRAPS_TERM));
     scratch.wait_for_line("log", "started");
     proxy.stall();
@@ -421,7 +441,7 @@ fn a_lost_lock_terminates_the_command_and_exits_with_the_lost_code() {
     assert_eq!(status.code(), Some(LOCK_LOST), "lost, though COMMAND exited 0: {stderr}");
     assert!(stderr.contains("lost the lock"), "{stderr}");
     assert!(scratch.read("log").contains("got-TERM"), "COMMAND got SIGTERM");
-    observer.wait_contenders(&scratch.path, 0);
+    (observer, scratch)
 }
 
 #[test]
@@ -535,6 +555,11 @@ fn bad_arguments_exit_64_naming_the_argument() {
         (vec!["exec", "--zk", &connect, "--on-suspend", "maybe", path, "--", "true"], "--on-suspend"),
         (vec!["exec", "--zk", &connect, "--session-timeout", "0", path, "--", "true"], "--session-timeout"),
         (vec!["exec", "--zk", &connect, "--shared", "--write", path, "--", "true"], "--write"),
+        (vec!["exec", "--zk", "127.0.0.1:1", "--max", "0", path, "--", "true"], "--max"),
+        (vec!["exec", "--zk", "127.0.0.1:1", "--max", "-2", path, "--", "true"], "--max"),
+        (vec!["exec", "--zk", "127.0.0.1:1", "--max", "many", path, "--", "true"], "--max"),
+        (vec!["exec", "--zk", "127.0.0.1:1", "--max", "2", "--shared", path, "--", "true"], "--max"),
+        (vec!["exec", "--zk", "127.0.0.1:1", "--max-from", "count", path, "--", "true"], "--max-from"),
         (vec!["exec", "--zk", &connect, "--bogus", path, "--", "true"], "--bogus"),
         (vec!["exec", path, "--", "true"], "--zk"),
         (vec!["exec", "--zk", "host:notaport", path, "--", "true"], "--zk"),
@@ -747,4 +772,96 @@ fn hold_prints_node_and_token_and_holds_until_stdin_closes() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(observer.contenders(&scratch.path).is_empty(), "released");
+}
+
+/// Three execs under a semaphore of max 2: two run together, the third waits until a lease is
+/// free (and `-n` gives up at once meanwhile, a signalled waiter leaves no node, a lock is
+/// refused on the path); all finish, never more than two at once.
+#[test]
+fn a_semaphore_runs_at_most_max_commands_at_once() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("semaphore");
+    let script = r#"echo "start $ZKLOCK_FENCING_TOKEN" >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.02; done; echo end >> "$D/log""#;
+    let running: Vec<Running> =
+        (0..2).map(|_| Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script))).collect();
+    wait_until("two commands run", || scratch.read("log").lines().count() == 2);
+    observer.wait_semaphore_parts(&scratch.path, 2, 0);
+    let view = observer.runtime.block_on(observer.client.semaphore(&scratch.path, 2).unwrap().participants()).unwrap();
+    let labels: Vec<Option<&str>> =
+        view.leases.iter().map(|lease| lease.identity.as_ref().map(|id| id.owner.as_str())).collect();
+    assert_eq!(labels, [Some("sh"), Some("sh")], "the leases carry exec's label (COMMAND's name)");
+    let (status, stderr) = run(exec(&connect, &["--max", "2", "-n"], &scratch.path, &scratch.dir, "touch \"$D/ran\""));
+    assert_eq!(status.code(), Some(1), "no lease free: {stderr}");
+    assert!(!scratch.file("ran").exists());
+    assert_eq!(observer.semaphore_parts(&scratch.path), (2, 0), "the try left no node");
+    // A lock on the semaphore's path is refused, and a semaphore on a lock's path.
+    let (status, stderr) = run(exec(&connect, &["-n"], &scratch.path, &scratch.dir, "touch \"$D/ran\""));
+    assert_eq!(status.code(), Some(USAGE), "{stderr}");
+    assert!(stderr.contains("semaphore") && stderr.contains("--max N"), "{stderr}");
+    let lock_path = format!("{}-lock", scratch.path);
+    let held = observer.hold(&lock_path, "holder");
+    let (status, stderr) = run(exec(&connect, &["--max", "2"], &lock_path, &scratch.dir, "touch \"$D/ran\""));
+    assert_eq!(status.code(), Some(USAGE), "{stderr}");
+    assert!(stderr.starts_with("zklock exec: --max: ") && stderr.contains("lock"), "{stderr}");
+    observer.release(held);
+    assert!(!scratch.file("ran").exists());
+    // A waiter queued at the mutex with its lease node made, waiting for it to fit, stopped by a
+    // signal: both its nodes go.
+    let stopped = Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script));
+    observer.wait_semaphore_parts(&scratch.path, 3, 1);
+    stopped.signal(libc::SIGTERM);
+    let (status, stderr) = stopped.finish();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    observer.wait_semaphore_parts(&scratch.path, 2, 0);
+    let third = Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script));
+    observer.wait_semaphore_parts(&scratch.path, 3, 1);
+    assert_eq!(scratch.read("log").lines().count(), 2, "the third waits while two hold");
+    scratch.touch("go");
+    for zklock in running.into_iter().chain([third]) {
+        let (status, stderr) = zklock.finish();
+        assert_eq!(status.code(), Some(0), "{stderr}");
+    }
+    let log = scratch.read("log");
+    let (mut running_now, mut most) = (0, 0);
+    for line in log.lines() {
+        running_now += if line.starts_with("start") { 1 } else { -1 };
+        most = most.max(running_now);
+    }
+    assert_eq!((log.lines().count(), most), (6, 2), "all three ran, two at most at once:\n{log}");
+    observer.wait_semaphore_parts(&scratch.path, 0, 0);
+}
+
+/// A lease lost to an expired session terminates COMMAND, as a lost lock does.
+#[test]
+fn a_lost_lease_terminates_the_command_and_exits_with_the_lost_code() {
+    let (observer, scratch) = lose_the_hold_while_command_runs("lost-lease", &["--max", "3"]);
+    observer.wait_semaphore_parts(&scratch.path, 0, 0);
+}
+
+/// --max-from: the max is a shared count (made with --max as its seed); a waiter is let in when
+/// the count rises at run time.
+#[test]
+fn a_waiter_gets_a_lease_when_the_shared_count_rises() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("shared-count");
+    let count = format!("{}-count", scratch.path);
+    let options = ["--max-from", count.as_str(), "--max", "1"];
+    let script = r#"echo started >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.02; done"#;
+    let first = Running::start(exec(&connect, &options, &scratch.path, &scratch.dir, script));
+    scratch.wait_for_line("log", "started");
+    let second = Running::start(exec(&connect, &options, &scratch.path, &scratch.dir, script));
+    observer.wait_semaphore_parts(&scratch.path, 2, 1);
+    let zk = observer.runtime.block_on(zookeeper_client::Client::connect(&connect)).unwrap();
+    let (data, _) = observer.runtime.block_on(zk.get_data(&count)).unwrap();
+    assert_eq!(data, 1i32.to_be_bytes(), "made with --max, as Curator's SharedCount stores it");
+    observer.runtime.block_on(zk.set_data(&count, &2i32.to_be_bytes(), None)).unwrap();
+    wait_until("both run", || scratch.read("log").lines().count() == 2);
+    scratch.touch("go");
+    for zklock in [first, second] {
+        let (status, stderr) = zklock.finish();
+        assert_eq!(status.code(), Some(0), "{stderr}");
+    }
+    observer.runtime.block_on(zk.delete(&count, None)).unwrap();
 }

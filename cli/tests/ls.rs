@@ -1,6 +1,6 @@
 //! `zklock ls PREFIX` against a real server: the locks under a prefix (a mutex with a waiter, a
-//! read/write lock held by readers, a free lock, a plain node that only looks like a lock), in
-//! text and JSON; a bad prefix; nothing under a prefix.
+//! read/write lock held by readers, a semaphore with leases held, a free lock, a plain node that
+//! only looks like a lock), in text and JSON; a bad prefix; nothing under a prefix.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::runtime::Runtime;
-use zklock::{Client, Lock, Owner};
+use zklock::{Client, Lock, MaxLeases, Owner, SemaphoreOptions};
 use zklock_testkit::shared_connect_string;
 
 const T: Duration = Duration::from_secs(30);
@@ -56,6 +56,9 @@ fn locks_under_a_prefix_with_holders_and_waiters() {
     let readers: Vec<_> = (4..6)
         .map(|id| rt.block_on(rw.read().acquire(&Owner::with_label(id, format!("reader-{id}")))).unwrap())
         .collect();
+    let pool = format!("{base}/pool");
+    let semaphore = client.semaphore_with(&pool, SemaphoreOptions::new(MaxLeases::Fixed(3)).label("pooled")).unwrap();
+    let leases = rt.block_on(semaphore.acquire(2)).unwrap();
     // Used and released: its node stays, with no children, so it is not listed.
     let released = client.lock(&free).unwrap();
     rt.block_on(rt.block_on(released.acquire(&Owner::new(7))).unwrap().release()).unwrap();
@@ -67,7 +70,7 @@ fn locks_under_a_prefix_with_holders_and_waiters() {
     let (code, table, err) = ls(&[&base]);
     assert_eq!(code, 0, "stderr: {err}");
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 4, "a header and three locks:\n{table}");
+    assert_eq!(lines.len(), 5, "a header, three locks and a semaphore:\n{table}");
     assert!(lines[0].starts_with("PATH") && lines[0].contains("WAITING"), "{table}");
     let row = |path: &str| {
         *lines
@@ -80,6 +83,12 @@ fn locks_under_a_prefix_with_holders_and_waiters() {
     assert!(row(&deploy).contains("deployer (host "), "{table}");
     assert_eq!(cells(&report), [report.as_str(), "held", "exclusive", "1", "0"]);
     assert_eq!(cells(&shared), [shared.as_str(), "held", "read", "2", "0"]);
+    assert_eq!(cells(&pool), [pool.as_str(), "held", "semaphore", "2", "0"], "its mutex and leases not apart");
+    assert!(row(&pool).contains("pooled (host "), "{table}");
+    let (_, json, _) = ls(&["--json", &pool]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((json[0]["path"].as_str(), json[0]["kind"].as_str()), (Some(pool.as_str()), Some("semaphore")));
+    assert_eq!(json[0]["holders"].as_array().map(Vec::len), Some(2), "{json:#}");
 
     let (code, json, err) = ls(&["--json", &format!("{base}/locks")]);
     assert_eq!(code, 0, "stderr: {err}");
@@ -92,6 +101,7 @@ fn locks_under_a_prefix_with_holders_and_waiters() {
     rt.block_on(holder.release()).unwrap();
     rt.block_on(waiter).unwrap();
     rt.block_on(report_hold.release()).unwrap();
+    rt.block_on(leases.release()).unwrap();
     for reader in readers {
         rt.block_on(reader.release()).unwrap();
     }

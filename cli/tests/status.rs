@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
-use zklock::{Client, Lock, LockGuard, Owner};
+use zklock::{Client, Lock, LockGuard, MaxLeases, Owner, SemaphoreOptions};
 use zklock_testkit::{shared_connect_string, CuratorContender};
 
 const T: Duration = Duration::from_secs(30);
@@ -415,4 +415,88 @@ fn watch_shows_the_status_again_until_interrupted() {
     watch.wait().unwrap();
     let (code, _, err) = status(&["--watch", "0", &path]);
     assert_eq!(code, 64, "{err}");
+}
+
+/// A semaphore's path (max 2): the leases held, the lease made by the acquirer at the head of
+/// its mutex that does not fit yet, and the acquirers queued at the mutex, in text and JSON; the
+/// identities escaped as for a lock's holders. Free (exit 3) once every lease is returned.
+#[test]
+fn a_semaphores_leases_and_queue_in_text_and_json() {
+    let rt = runtime();
+    let path = unique("semaphore");
+    let (alpha, beta, gamma) = (connect(&rt), connect(&rt), connect(&rt));
+    let semaphore = |client: &Client, label: &str| {
+        client.semaphore_with(&path, SemaphoreOptions::new(MaxLeases::Fixed(2)).label(label)).unwrap()
+    };
+    let alphas = semaphore(&alpha, "alpha");
+    let held = rt.block_on(alphas.acquire(2)).unwrap();
+    let betas = semaphore(&beta, "beta");
+    let beta_waits = rt.spawn(async move { betas.acquire(1).await.expect("beta acquires") });
+    let wait_parts = |leases: usize, queued: usize| {
+        let deadline = Instant::now() + T;
+        loop {
+            let view = rt.block_on(alphas.participants()).expect("list the semaphore");
+            if (view.leases.len(), view.queue.len()) == (leases, queued) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never {leases} leases and {queued} queued: {view:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait_parts(3, 1);
+    let gammas = semaphore(&gamma, "gamma\x1b[31m");
+    let gamma_waits = rt.spawn(async move { gammas.acquire(1).await.expect("gamma acquires") });
+    wait_parts(3, 2);
+
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "leases held: exit 0; stderr: {err}");
+    assert!(table.starts_with(&format!("{path}: semaphore, 2 leases held; 2 waiting\n")), "{table}");
+    let rows: Vec<&str> = table.lines().skip(2).collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    let tokens: Vec<String> = held.leases().iter().map(|lease| format!(" {} ", lease.fencing_token())).collect();
+    for (row, token) in rows[..2].iter().zip(&tokens) {
+        assert!(row.starts_with("holding    lease") && row.contains(" alpha (host "), "{table}");
+        assert!(row.contains(token.as_str()) && row.contains(&format!(" {:#x} ", alpha.session_id().unwrap())));
+    }
+    assert!(rows[2].starts_with("acquiring  lease") && rows[2].contains(" beta (host "), "{table}");
+    assert!(rows[3].starts_with("waiting    exclusive") && rows[3].contains(" beta (host "), "{table}");
+    assert!(rows[4].starts_with("waiting    exclusive"), "{table}");
+    assert!(rows[4].contains(" gamma\\u{1b}[31m (host ") && !table.contains('\x1b'), "escaped: {table}");
+
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(
+        (json["path"].as_str(), json["kind"].as_str(), json["held"].as_bool()),
+        (Some(&*path), Some("semaphore"), Some(true))
+    );
+    let parts = |name: &str| json[name].as_array().unwrap_or_else(|| panic!("no {name}: {json:#}")).clone();
+    let (holders, acquiring, queue) = (parts("holders"), parts("acquiring"), parts("queue"));
+    assert_eq!((holders.len(), acquiring.len(), queue.len()), (2, 1, 2), "{json:#}");
+    for (holder, lease) in holders.iter().zip(held.leases()) {
+        assert_eq!(holder["mode"], "lease");
+        assert_eq!(holder["node"], lease.node_name());
+        assert_eq!(holder["fencing_token"], lease.fencing_token());
+        assert_eq!(holder["session_id"], alpha.session_id().unwrap());
+        assert_eq!(label(holder), "alpha");
+        assert_eq!(holder["identity"]["pid"], std::process::id());
+    }
+    assert_eq!(
+        (acquiring[0]["mode"].as_str(), acquiring[0]["session_id"].as_i64()),
+        (Some("lease"), beta.session_id())
+    );
+    assert_eq!(label(&queue[0]), "beta");
+    assert_eq!(label(&queue[1]), "gamma\x1b[31m", "JSON keeps the text exact");
+    assert_eq!(queue[0]["mode"], "exclusive");
+
+    // Every lease returned: beta and gamma get theirs in turn, then the semaphore is free.
+    rt.block_on(held.release()).unwrap();
+    let (b, g) = (rt.block_on(beta_waits).unwrap(), rt.block_on(gamma_waits).unwrap());
+    rt.block_on(b.release()).unwrap();
+    rt.block_on(g.release()).unwrap();
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 3, "free: {table} {err}");
+    assert!(table.starts_with(&format!("{path}: semaphore, 0 leases held; nobody waits\n")), "{table}");
+    for client in [alpha, beta, gamma] {
+        rt.block_on(client.close());
+    }
 }

@@ -368,7 +368,8 @@ impl Client {
     }
 
     /// The locks at and under `prefix` (the root included), in path order: every node there
-    /// whose children include lock nodes of zklock, Curator or kazoo. Reads only, one listing
+    /// whose children include lock nodes of zklock, Curator or kazoo, and every semaphore's path
+    /// (whose internal mutex and lease parent are not listed apart). Reads only, one listing
     /// per node visited; for tools (`zklock ls`), not for a hot path.
     pub async fn locks_under(&self, prefix: &str) -> Result<Vec<String>> {
         validate::check_prefix(prefix)?;

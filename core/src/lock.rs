@@ -482,6 +482,12 @@ impl Participant {
         Mode::is_kazoos(&self.node)
     }
 
+    /// Whether the node says its parent is a semaphore's path (the node is its lease parent) or
+    /// a semaphore's lease parent (the node is a lease): for tools that show what a path is.
+    pub fn marks_a_semaphore(&self) -> bool {
+        crate::policy::marks_a_semaphore(&self.node)
+    }
+
     /// The positions of the participants in `queue` (in queue order, as [`Lock::contenders`]
     /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
     /// queue from one listing.

@@ -41,17 +41,26 @@ pub struct SemaphoreOptions {
     pub max_leases: MaxLeases,
     /// Recorded in each node's identity, as [`LockOptions::identifier`].
     pub identifier: Option<String>,
+    /// The owner label in each node's identity (as [`Owner::with_label`]'s); by default an
+    /// acquisition's fresh owner id.
+    pub label: Option<String>,
 }
 
 impl SemaphoreOptions {
     /// Options with this max and no identifier.
     pub fn new(max_leases: MaxLeases) -> SemaphoreOptions {
-        SemaphoreOptions { max_leases, identifier: None }
+        SemaphoreOptions { max_leases, identifier: None, label: None }
     }
 
     /// With an identifier recorded in each node's identity.
     pub fn identifier(mut self, identifier: impl Into<String>) -> SemaphoreOptions {
         self.identifier = Some(identifier.into());
+        self
+    }
+
+    /// With an owner label recorded in each node's identity (`zklock status` shows it).
+    pub fn label(mut self, label: impl Into<String>) -> SemaphoreOptions {
+        self.label = Some(label.into());
         self
     }
 }
@@ -100,6 +109,7 @@ struct Inner {
     leases: Arc<Recipe>,
     /// Whether the path was seen to hold no lock nodes.
     checked: AtomicBool,
+    label: Option<String>,
 }
 
 impl Semaphore {
@@ -121,7 +131,14 @@ impl Semaphore {
         let leases_path = format!("{path}/{}", policy::SEMAPHORE_LEASES);
         let leases = Arc::new(Recipe::new(client.clone(), leases_path, false, lock_options)?);
         Ok(Semaphore {
-            inner: Arc::new(Inner { path, max: options.max_leases, mutex, leases, checked: AtomicBool::new(false) }),
+            inner: Arc::new(Inner {
+                path,
+                max: options.max_leases,
+                mutex,
+                leases,
+                checked: AtomicBool::new(false),
+                label: options.label,
+            }),
         })
     }
 
@@ -234,9 +251,12 @@ impl Semaphore {
         if Box::pin(prepared).await?.is_none() {
             return Ok(None);
         }
-        // A fresh owner each time: the mutex is not reentrant here, and its node's identity
-        // carries the default label.
-        let owner = Owner::unique();
+        // A fresh owner each time: the mutex is not reentrant here; its nodes' identity carries
+        // the label if one was given.
+        let owner = match &inner.label {
+            Some(label) => Owner::unique_labelled(|_| label.clone()),
+            None => Owner::unique(),
+        };
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
         let leases = match inner.leases.session_of(mutex.hold()) {
             Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, &wait)).await,

@@ -80,6 +80,11 @@ impl Recipe {
                 Err(zk::Error::NoNode) => continue,
                 Err(err) => return Err(crate::Error::from_zk(err, &path, "listing the locks")),
             };
+            // A semaphore's path is listed as one; its internal mutex and lease parent are its own.
+            if names.iter().any(|name| name == crate::policy::SEMAPHORE_LEASES) {
+                locks.push(path);
+                continue;
+            }
             let (lock_nodes, others): (Vec<String>, Vec<String>) =
                 names.into_iter().partition(|name| is_lock_node(name));
             let parent = if path == "/" { "" } else { path.as_str() };

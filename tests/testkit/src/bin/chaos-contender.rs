@@ -1,6 +1,7 @@
 //! The chaos soak's Rust contender: one zklock client (one session) that loops taking the mutex
-//! `/chaos/mutex` or a side of the read/write lock `/chaos/rw`, and reports every wait, hold,
-//! operation and loss to the fenced resource (`chaos-resource`), until SIGTERM.
+//! `/chaos/mutex`, a side of the read/write lock `/chaos/rw`, or one or two leases of the
+//! semaphore `/chaos/semaphore` (max 3), and reports every wait, hold, operation and loss to the
+//! fenced resource (`chaos-resource`), until SIGTERM.
 //!
 //!   chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
 //!                   [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]
@@ -22,6 +23,11 @@
 //! of its pinned time, or a session timeout) and writes anyway with its old token
 //! (`ZOMBIE-WRITE`, once or twice), which the fenced resource must refuse if anyone else has
 //! begun since.
+//!
+//! Leases: one iteration in 5 (not with `--curator-mutex-only`) acquires 1 or 2 leases of the
+//! semaphore, all or nothing, with the same timeouts, cancels and tries. Each lease is a hold of
+//! its own at the resource (mode `l`, its own token), READ in each operation; all of them END
+//! and are released together. No downgrade, no zombie.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,8 +37,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Mutex};
-use zklock::{Client, ClientOptions, ErrorKind, Hold, HoldState, Lock, LockGuard, Owner};
-use zklock_testkit::chaos::{SplitMix64, MUTEX_PATH, RW_PATH};
+use zklock::{Client, ClientOptions, ErrorKind, Hold, HoldState, Leases, Lock, LockGuard, Owner, Semaphore};
+use zklock_testkit::chaos::{SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX, SEMAPHORE_PATH};
 
 struct Args {
     zk: String,
@@ -166,6 +172,8 @@ struct Contender {
     owner: Owner,
     rng: SplitMix64,
     targets: Vec<Target>,
+    /// The semaphore, unless `--curator-mutex-only`.
+    semaphore: Option<Semaphore>,
     stop: watch::Receiver<bool>,
     /// The longest sleep after an operation, and between iterations.
     op_sleep_ms: u64,
@@ -186,6 +194,9 @@ impl Contender {
 
     /// One iteration; false once SIGTERM came while waiting.
     async fn iteration(&mut self) -> bool {
+        if self.semaphore.is_some() && self.rng.below(5) == 0 {
+            return self.lease_iteration().await;
+        }
         let pick = self.rng.below(100);
         let target = if self.targets.len() == 1 || pick < 50 {
             0
@@ -366,6 +377,112 @@ impl Contender {
 }
 
 impl Contender {
+    /// One acquisition of 1 or 2 leases, and their hold; false once SIGTERM came while waiting.
+    async fn lease_iteration(&mut self) -> bool {
+        let semaphore = self.semaphore.clone().expect("a semaphore");
+        let n = if self.rng.below(3) == 0 { 2 } else { 1 };
+        let how = match self.rng.below(100) {
+            0..=69 => How::Timeout(Duration::from_millis(self.rng.between(200, 3000))),
+            70..=84 => How::CancelAfter(Duration::from_millis(self.rng.between(0, 1000))),
+            _ => How::Try,
+        };
+        let started = Instant::now();
+        let attempt = async {
+            let outcome = |result: zklock::Result<Option<Leases>>| match result {
+                Ok(Some(leases)) => (Some(leases), "held".to_string()),
+                Ok(None) => (None, "busy".to_string()),
+                Err(e) if e.kind() == ErrorKind::Timeout => (None, "timeout".to_string()),
+                Err(e) => (None, format!("error:{}", kind_name(e.kind()))),
+            };
+            match how {
+                How::Timeout(timeout) => outcome(semaphore.acquire_timeout(n, timeout).await.map(Some)),
+                How::CancelAfter(delay) => tokio::select! {
+                    result = semaphore.acquire(n) => outcome(result.map(Some)),
+                    _ = tokio::time::sleep(delay) => (None, "cancelled".to_string()),
+                },
+                How::Try => outcome(semaphore.try_acquire(n).await),
+            }
+        };
+        let mut stop = self.stop.clone();
+        let (leases, outcome) = tokio::select! {
+            r = attempt => r,
+            _ = stop.wait_for(|s| *s) => return false,
+        };
+        let waited = started.elapsed().as_millis();
+        self.wire.lock().await.send(&format!("WAIT {SEMAPHORE_PATH} l {waited} {outcome}")).await;
+        match leases {
+            Some(leases) => self.hold_leases(leases).await,
+            None if outcome.starts_with("error:") => tokio::time::sleep(Duration::from_millis(100)).await,
+            None => {}
+        }
+        self.sleep_ms(0, self.idle_ms).await;
+        true
+    }
+
+    /// Holds the leases as `hold` holds a lock: BEGIN each (the first's reply may pin them all),
+    /// READ with each per operation while none is lost, END each, release them.
+    async fn hold_leases(&mut self, leases: Leases) {
+        let path = SEMAPHORE_PATH;
+        let holds: Vec<Hold> = leases.leases().iter().map(|lease| lease.hold().clone()).collect();
+        let told: Vec<Arc<Told>> = holds.iter().map(|_| Arc::new(Told::default())).collect();
+        let mut pinned_until = None;
+        for hold in &holds {
+            let line = format!("BEGIN {path} l {} rust {}", hold.fencing_token(), self.name);
+            let reply = self.wire.lock().await.request(&line).await;
+            if let Some(ms) = reply.strip_prefix("OK PIN ").and_then(|ms| ms.parse::<u64>().ok()) {
+                pinned_until = Some(Instant::now() + Duration::from_millis(ms));
+            }
+        }
+        let watchers: Vec<_> = holds
+            .iter()
+            .zip(&told)
+            .map(|(hold, told)| {
+                let (wire, told, hold) = (self.wire.clone(), told.clone(), hold.clone());
+                tokio::spawn(async move {
+                    if hold.lost().await.is_some() {
+                        tell_lost(&mut *wire.lock().await, &told, path, &hold).await;
+                    }
+                })
+            })
+            .collect();
+        let rounds = match pinned_until {
+            Some(until) => until.saturating_duration_since(Instant::now()).as_millis() as u64 / 100 + 1,
+            None => self.rng.between(1, 3),
+        };
+        let mut held = true;
+        'rounds: for _ in 0..rounds {
+            for (hold, told) in holds.iter().zip(&told) {
+                let op = format!("READ {path} {}", hold.fencing_token());
+                if !self.operate(&op, told, path, hold).await {
+                    held = false;
+                    break 'rounds;
+                }
+            }
+            match pinned_until {
+                Some(until) if Instant::now() >= until => break,
+                Some(until) => tokio::time::sleep_until(until.min(Instant::now() + PINNED_OP_EVERY).into()).await,
+                None => self.sleep_ms(0, self.op_sleep_ms).await,
+            }
+        }
+        // Every lease not lost ENDs (acknowledged before the release, as a lock's END).
+        let mut wire = self.wire.lock().await;
+        for (hold, told) in holds.iter().zip(&told) {
+            if still_held(&mut wire, told, path, hold).await {
+                wire.request(&format!("END {path} {}", hold.fencing_token())).await;
+                told.ended.store(true, Ordering::Release);
+            } else {
+                held = false;
+            }
+        }
+        drop(wire);
+        watchers.iter().for_each(|watcher| watcher.abort());
+        match leases.release().await {
+            Ok(()) => {}
+            Err(e) if held => self.wire.lock().await.send(&format!("ERROR release:{}", kind_name(e.kind()))).await,
+            Err(_) => {}
+        }
+    }
+
     /// One operation unless the hold is lost (then says LOST if not said yet); false if lost.
     async fn operate(&self, op: &str, told: &Told, path: &str, hold: &Hold) -> bool {
         let mut wire = self.wire.lock().await;
@@ -420,6 +537,8 @@ async fn run(args: Args) {
         targets.push(Target { lock: rw.read().clone(), path: RW_PATH, mode: "r" });
         targets.push(Target { lock: rw.write().clone(), path: RW_PATH, mode: "w" });
     }
+    let semaphore =
+        (!args.mutex_only).then(|| client.semaphore(SEMAPHORE_PATH, SEMAPHORE_MAX).expect("semaphore path"));
     let name = args.name.clone();
     let mut contender = Contender {
         wire,
@@ -427,6 +546,7 @@ async fn run(args: Args) {
         name: args.name,
         rng: SplitMix64::new(args.seed),
         targets,
+        semaphore,
         stop: stop.clone(),
         op_sleep_ms: args.op_sleep_ms,
         idle_ms: args.idle_ms,

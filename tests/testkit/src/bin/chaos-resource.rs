@@ -6,7 +6,8 @@
 //!
 //! It listens on a free `127.0.0.1` port and prints `LISTEN 127.0.0.1:PORT`. Contenders connect
 //! and speak the protocol of the soak (one line per message, see `scripts/chaos`):
-//! `WAIT path mode ms outcome`, `BEGIN path mode token lang name` (reply `OK`), `WRITE path
+//! `WAIT path mode ms outcome`, `BEGIN path mode token lang name` (reply `OK`; mode `x`, `r`,
+//! `w`, or `l` for a lease of the semaphore at `SEMAPHORE_PATH`), `WRITE path
 //! token` / `READ path token` (reply `OK` or `STALE`), `DOWNGRADE path token` (reply `OK`), `END
 //! path token` (reply `OK`), `LOST path token reason` (reply `OK`), `ZOMBIE-WRITE path token`
 //! (reply `OK` or `STALE`), `ERROR kind`. A connection that closes ends its open holds.
@@ -54,6 +55,11 @@
 //! * late loss: G's LOST arrives after H's first operation;
 //! * unsignalled loss: G's END arrives after H's first operation (G never learned that it lost).
 //!
+//! * more than max holding: at an operation by a lease (mode `l`), more than `SEMAPHORE_MAX`
+//!   lease holds of its path are open and have operated, itself included. Leases do not
+//!   conflict with each other (the semaphore is for `max` at once): this is their only figure,
+//!   and they only READ (their tokens are not ordered among holders at once, as readers' are not).
+//!
 //! A pinned hold G that ended LOST is "taken over" if a conflicting H begun after G operated
 //! before G's pinned time was up: the lock moved on while G would still have acted had it not
 //! been told, i.e. the case the late-loss figure is about did happen.
@@ -77,6 +83,7 @@ use std::thread;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
+use zklock_testkit::chaos::SEMAPHORE_MAX;
 
 /// How many violations are described in full in the report.
 const DETAILS_KEPT: usize = 50;
@@ -90,11 +97,17 @@ enum Violation {
     StaleAccepted,
     LateLoss,
     UnsignalledLoss,
+    OverMax,
 }
 
 impl Violation {
-    const ALL: [Violation; 4] =
-        [Violation::Overlap, Violation::StaleAccepted, Violation::LateLoss, Violation::UnsignalledLoss];
+    const ALL: [Violation; 5] = [
+        Violation::Overlap,
+        Violation::StaleAccepted,
+        Violation::LateLoss,
+        Violation::UnsignalledLoss,
+        Violation::OverMax,
+    ];
 
     fn key(self) -> &'static str {
         match self {
@@ -102,6 +115,7 @@ impl Violation {
             Violation::StaleAccepted => "stale_writes_accepted",
             Violation::LateLoss => "late_lost_signals",
             Violation::UnsignalledLoss => "unsignalled_losses",
+            Violation::OverMax => "more_than_max_holding",
         }
     }
 }
@@ -156,8 +170,10 @@ impl Hold {
     }
 }
 
+/// Whether two holds' modes exclude each other: readers share, and so do leases (up to the max,
+/// judged apart).
 fn conflict(a: char, b: char) -> bool {
-    !(a == 'r' && b == 'r')
+    !(a == 'r' && b == 'r' || a == 'l' && b == 'l')
 }
 
 /// zklock's languages; every other is a peer's, whose figures are reported apart.
@@ -246,6 +262,10 @@ struct Figures {
     handoffs_total: u64,
     recoveries: Vec<(String, f64, f64)>,
     pending_marks: Vec<(String, f64)>,
+    /// The most lease holds open and operated at once, at an operation.
+    most_leases_holding: u64,
+    /// Lease holds begun (mode `l`).
+    lease_holds: u64,
     /// Pinned holds by label, by language, by how they ended (`ended`, `lost`, `killed`,
     /// `open_at_stop`, and `taken_over` among the `lost`).
     pinned: BTreeMap<String, BTreeMap<String, BTreeMap<&'static str, u64>>>,
@@ -535,11 +555,12 @@ impl State {
         // The fence learns the new holder's token now: from here on an older holder's write
         // (a zombie's above all) is refused, whether or not the new holder has written yet.
         ps.max_token = ps.max_token.max(token);
-        if mode != 'r' {
+        if matches!(mode, 'w' | 'x') {
             ps.max_write_token = ps.max_write_token.max(token);
         }
         *self.fig.handoffs.entry(lang.to_string()).or_default() += 1;
         self.fig.handoffs_total += 1;
+        self.fig.lease_holds += u64::from(mode == 'l');
         for (label, at) in std::mem::take(&mut self.fig.pending_marks) {
             self.fig.recoveries.push((label, at, now - at));
         }
@@ -575,7 +596,7 @@ impl State {
             return accepted;
         };
         let mode = self.holds[&hold].mode;
-        if write == (mode == 'r') {
+        if write == matches!(mode, 'r' | 'l') {
             self.protocol_error(conn, format!("{} by a hold of mode {mode}", if write { "WRITE" } else { "READ" }));
         }
         if !self.frozen {
@@ -589,6 +610,22 @@ impl State {
                     g != hold && gh.open && gh.first_op_ms.is_some() && conflict(gh.mode, mode)
                 })
                 .collect();
+            if mode == 'l' {
+                let holding: Vec<HoldId> = self.paths[path]
+                    .holds
+                    .iter()
+                    .copied()
+                    .filter(|&g| {
+                        let gh = &self.holds[&g];
+                        g != hold && gh.open && gh.first_op_ms.is_some() && gh.mode == 'l'
+                    })
+                    .collect();
+                let holding_now = holding.len() as u64 + 1;
+                self.fig.most_leases_holding = self.fig.most_leases_holding.max(holding_now);
+                if holding_now > u64::from(SEMAPHORE_MAX) && self.flag_once(hold, Violation::OverMax) {
+                    self.violation(Violation::OverMax, hold, holding[0], "READ");
+                }
+            }
             for g in others {
                 let pair = (g.min(hold), g.max(hold));
                 if self.overlap_pairs.insert(pair) {
@@ -655,7 +692,9 @@ impl State {
         let who = format!("{} ({})", c.name.clone().unwrap_or_default(), c.lang.clone().unwrap_or_default());
         match lost {
             None => self.protocol_error(conn, format!("ZOMBIE-WRITE of no hold reported LOST: {path} token {token}")),
-            Some((_, 'r')) => self.protocol_error(conn, format!("ZOMBIE-WRITE by a read hold: {path} token {token}")),
+            Some((_, 'r' | 'l')) => {
+                self.protocol_error(conn, format!("ZOMBIE-WRITE by a read or lease hold: {path} token {token}"))
+            }
             Some(_) if accepted && superseded && !self.frozen => {
                 self.fig.zombie_accepted_superseded += 1;
                 let text = format!(
@@ -868,6 +907,8 @@ impl State {
             "zombie_writes": zombie_writes,
             "zombie_writes_rejected": zombie_rejected,
             "zombie_writes_accepted_superseded": self.fig.zombie_accepted_superseded,
+            "most_leases_holding": self.fig.most_leases_holding,
+            "lease_holds": self.fig.lease_holds,
             "violations": violations,
             "violation_details": self.fig.details,
             "protocol_errors": self.fig.protocol_errors,
@@ -894,6 +935,7 @@ fn parse_mode(mode: &str) -> Option<char> {
         "x" => Some('x'),
         "r" => Some('r'),
         "w" => Some('w'),
+        "l" => Some('l'),
         _ => None,
     }
 }

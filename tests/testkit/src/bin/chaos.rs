@@ -19,7 +19,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH};
+use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX, SEMAPHORE_PATH};
 use zklock_testkit::{Cluster, ProxiedCluster};
 
 const LANGS: [&str; 7] = ["rust", "c", "python", "node", "curator", "curator57", "kazoo"];
@@ -883,7 +883,8 @@ impl Census {
     fn nodes(&self) -> Option<BTreeMap<String, Node>> {
         self.runtime.block_on(async {
             let mut nodes = BTreeMap::new();
-            for path in [MUTEX_PATH, RW_PATH] {
+            let (semaphore_mutex, leases) = (format!("{SEMAPHORE_PATH}/locks"), format!("{SEMAPHORE_PATH}/leases"));
+            for path in [MUTEX_PATH, RW_PATH, &semaphore_mutex, &leases] {
                 let children = match self.zk.list_children(path).await {
                     Ok(children) => children,
                     Err(zookeeper_client::Error::NoNode) => continue,
@@ -1153,6 +1154,7 @@ fn main() {
         ("stale_writes_accepted", get_u64(zk, &["stale_writes_accepted"])),
         ("late_lost_signals", get_u64(zk, &["late_lost_signals"])),
         ("unsignalled_losses", get_u64(zk, &["unsignalled_losses"])),
+        ("more_than_max_holding", get_u64(zk, &["more_than_max_holding"])),
         ("long_pinned_not_lost", long_pinned_not_lost(&report["pinned"], None)),
         ("nodes_left", left.len() as u64),
         ("orphaned_nodes", orphans_zklock.len() as u64),
@@ -1225,6 +1227,10 @@ fn main() {
         "stale_writes_accepted": get_u64(zk, &["stale_writes_accepted"]),
         "late_lost_signals": get_u64(zk, &["late_lost_signals"]),
         "unsignalled_losses": get_u64(zk, &["unsignalled_losses"]),
+        "more_than_max_holding": get_u64(zk, &["more_than_max_holding"]),
+        "semaphore_max": SEMAPHORE_MAX,
+        "lease_holds": report["lease_holds"],
+        "most_leases_holding": report["most_leases_holding"],
         "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], None),
         "zombie_writes_accepted_superseded": report["zombie_writes_accepted_superseded"],
         "pinned_holds": report["pinned"],
@@ -1314,6 +1320,7 @@ fn print_table(s: &Value) {
         "stale_writes_accepted",
         "late_lost_signals",
         "unsignalled_losses",
+        "more_than_max_holding",
         "long_pinned_not_lost",
         "nodes_left",
         "orphaned_nodes",
@@ -1366,6 +1373,12 @@ fn print_table(s: &Value) {
         n(&s["zombie_writes"]),
         n(&s["zombie_writes_rejected"]),
         map_line(&s["zombie_writes_by_lang"])
+    );
+    println!(
+        "semaphore leases (max {})       {} held, at most {} at once",
+        n(&s["semaphore_max"]),
+        n(&s["lease_holds"]),
+        n(&s["most_leases_holding"])
     );
     println!("downgrades (w -> r, held on)    {}   [{}]", n(&s["downgrades"]), map_line(&s["downgrades_by_lang"]));
     println!("lost holds                      [{}]", map_line(&s["lost_holds"]));

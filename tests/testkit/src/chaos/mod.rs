@@ -6,6 +6,10 @@
 pub const MUTEX_PATH: &str = "/chaos/mutex";
 /// The read/write lock of the zklock contenders.
 pub const RW_PATH: &str = "/chaos/rw";
+/// The counting semaphore of the Rust contenders (zklock's, Curator's InterProcessSemaphoreV2
+/// layout), and its max: at most this many of its leases held at once.
+pub const SEMAPHORE_PATH: &str = "/chaos/semaphore";
+pub const SEMAPHORE_MAX: u32 = 3;
 
 /// splitmix64: tiny, fast, and good enough to drive choices; the same seed gives the same sequence.
 #[derive(Clone, Debug)]
