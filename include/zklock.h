@@ -181,6 +181,28 @@ typedef enum {
 } zkl_lost_reason;
 
 /**
+ * What a member of a multi-lock takes (see zkl_multi_lock_member).
+ */
+typedef enum {
+  /**
+   * A mutex.
+   */
+  ZKL_MEMBER_MUTEX = 1,
+  /**
+   * The read side of a read/write lock.
+   */
+  ZKL_MEMBER_READ = 2,
+  /**
+   * The write side of a read/write lock.
+   */
+  ZKL_MEMBER_WRITE = 3,
+  /**
+   * Leases of a semaphore.
+   */
+  ZKL_MEMBER_LEASES = 4,
+} zkl_member_kind;
+
+/**
  * The result of a zkl_ function. The numbers are stable: they never change, and new codes are
  * only ever added after the last one. `ZKL_OK` is 0; every other code comes with a message
  * from `zkl_last_error_message()`.
@@ -291,6 +313,13 @@ typedef enum {
 typedef struct zkl_client zkl_client;
 
 /**
+ * The leases one zkl_semaphore_acquire took, all together: each with its node, fencing token
+ * and hold state. Released with zkl_leases_release (from any thread), freed with
+ * zkl_leases_free. Opaque. Independent of its semaphore handle, which may be freed first.
+ */
+typedef struct zkl_leases zkl_leases;
+
+/**
  * A fair, reentrant lock on one path: a mutex from zkl_lock_new, or one side of a read/write
  * lock from zkl_rwlock_new; freed with zkl_lock_free. Opaque.
  * Safe to use from any number of threads at once: each thread is its own owner (two threads
@@ -298,6 +327,28 @@ typedef struct zkl_client zkl_client;
  * owner only counts up, with no ZooKeeper traffic.
  */
 typedef struct zkl_lock zkl_lock;
+
+/**
+ * Every member of a zkl_multi_lock, held by one acquisition: from zkl_multi_lock_acquire,
+ * released with zkl_multi_guard_release (from any thread), freed with zkl_multi_guard_free.
+ * Opaque.
+ */
+typedef struct zkl_multi_guard zkl_multi_guard;
+
+/**
+ * Several locks taken together, all or nothing (Curator's InterProcessMultiLock, without its
+ * deadlock): mutexes, sides of read/write locks and semaphore leases, from zkl_multi_lock_new,
+ * freed with zkl_multi_lock_free. Opaque. Safe to use from any number of threads at once.
+ */
+typedef struct zkl_multi_lock zkl_multi_lock;
+
+/**
+ * A counting semaphore on one path (Curator's InterProcessSemaphoreV2, node for node): at most
+ * max leases held at once, across every process and language using the path. From
+ * zkl_semaphore_new or zkl_semaphore_new_with, freed with zkl_semaphore_free. Opaque. Safe to
+ * use from any number of threads at once. Not reentrant: each acquisition takes new leases.
+ */
+typedef struct zkl_semaphore zkl_semaphore;
 
 /**
  * Options for zkl_client_connect. Fill it with zkl_options_init, then set fields. Zero means
@@ -456,6 +507,32 @@ typedef struct {
 typedef void (*zkl_lost_callback)(void *userdata, zkl_lock *lock, uint64_t owner, zkl_lost_reason reason);
 
 /**
+ * One member of a multi-lock: set lock, or semaphore and leases.
+ */
+typedef struct {
+  /**
+   * A mutex (zkl_lock_new) or one side of a read/write lock (zkl_rwlock_new), taken for the
+   * multi-lock's owner (re-entered if that owner holds it); NULL for a semaphore member.
+   */
+  zkl_lock *lock;
+  /**
+   * A semaphore, of which `leases` leases are taken; NULL for a lock member.
+   */
+  zkl_semaphore *semaphore;
+  /**
+   * How many leases of semaphore, at least 1; 0 for a lock member.
+   */
+  int32_t leases;
+} zkl_multi_member;
+
+/**
+ * Called when a held multi-lock is lost, once per guard: with the guard, the index (in
+ * canonical order) of the first member found lost, and why; on a zklock background thread (see
+ * zkl_multi_lock_set_lost_callback).
+ */
+typedef void (*zkl_multi_lost_callback)(void *userdata, zkl_multi_guard *guard, size_t member, zkl_lost_reason reason);
+
+/**
  * One contender in a lock's queue. Every pointer belongs to the zkl_participants list it came
  * in, and stays valid until that list is freed.
  */
@@ -530,6 +607,66 @@ typedef struct {
    */
   const zkl_participant *items;
 } zkl_participants;
+
+/**
+ * Who holds a semaphore's leases and who waits, from zkl_semaphore_participants; freed with
+ * zkl_semaphore_listing_free. Every pointer in it stays valid until then.
+ */
+typedef struct {
+  /**
+   * The lease nodes in creation order: those held first, then the last waiting_leases, made by
+   * the acquirer at the head of queue, which waits until they fit. (Their mode is NULL: a lease
+   * is no lock node.)
+   */
+  const zkl_participants *leases;
+  /**
+   * How many of leases, at the end, are not held yet.
+   */
+  size_t waiting_leases;
+  /**
+   * The acquirers at the semaphore's internal mutex (<path>/locks), in order: the first is
+   * making its lease nodes or waiting for them to fit, the others wait for their turn.
+   */
+  const zkl_participants *queue;
+  /**
+   * The max when listed.
+   */
+  int64_t max_leases;
+} zkl_semaphore_listing;
+
+/**
+ * Options for zkl_semaphore_new_with. Fill it with zkl_semaphore_options_init, then set
+ * either max_leases or shared_count_path.
+ */
+typedef struct {
+  /**
+   * A fixed max, at least 1, that every user of the path agrees on (as in Curator, nothing
+   * checks that they do). 0 with shared_count_path.
+   */
+  int32_t max_leases;
+  /**
+   * The max from a shared count at this path (relative to the client's chroot), stored as
+   * Curator's SharedCount stores it (a 4-byte big-endian int): anyone may change it at run
+   * time, and waiting acquirers follow. NULL for a fixed max. Borrowed for the call.
+   */
+  const char *shared_count_path;
+  /**
+   * The shared count's value if its node is missing (it is then made, as Curator's
+   * SharedCount.start does): at least 1. Only with shared_count_path.
+   */
+  int32_t shared_count_seed;
+  /**
+   * Recorded in each node's identity (see zkl_participant.identifier), or NULL. Borrowed for
+   * the call.
+   */
+  const char *identifier;
+} zkl_semaphore_options;
+
+/**
+ * Called when a lease is lost, with its leases handle, the lease's index in it and why; on a
+ * zklock background thread (see zkl_semaphore_set_lost_callback).
+ */
+typedef void (*zkl_lease_lost_callback)(void *userdata, zkl_leases *leases, size_t index, zkl_lost_reason reason);
 
 
 
@@ -883,6 +1020,162 @@ zkl_result zkl_lock_sequence_as(const zkl_lock *lock, uint64_t owner, int64_t *o
 zkl_result zkl_lock_set_lost_callback(zkl_lock *lock, zkl_lost_callback callback, void *userdata);
 
 /**
+ * Makes a multi-lock over count members. They are taken in one canonical order, by path (on
+ * the server: chroot and path) then kind, whatever order they are given in, so two multi-locks
+ * over the same paths, in any processes, never each hold what the other waits for; see
+ * zkl_multi_lock_member for that order. Sends nothing to ZooKeeper. The multi-lock takes its
+ * members through the given handles: zkl_lock_free of a member lock releases the holds taken
+ * through it, the multi-lock's included, so keep the member handles until the multi-lock's
+ * guards are released. A semaphore handle may be freed once this returns.
+ *
+ * Ownership: members (count of them) is borrowed for the call. On ZKL_OK, *out receives a new
+ * multi-lock that the caller owns and frees with zkl_multi_lock_free; on failure *out is left
+ * unchanged.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT, before any traffic, for NULL arguments, no member (count 0), a
+ * member with both or neither of lock and semaphore, leases below 1 for a semaphore member or
+ * not 0 for a lock member, more leases than a fixed max, a freed handle, or two members on one
+ * path (the same lock twice, or both sides of one read/write lock).
+ */
+zkl_result zkl_multi_lock_new(const zkl_multi_member *members, size_t count, zkl_multi_lock **out);
+
+/**
+ * How many members the multi-lock has, in *out.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed multi-lock.
+ */
+zkl_result zkl_multi_lock_member_count(const zkl_multi_lock *multi, size_t *out);
+
+/**
+ * Member index (from 0) in the order the members are taken, which is the order that
+ * zkl_multi_guard_fencing_token, zkl_multi_guard_lost_member and the lost callback number them
+ * in: its path in *path and what it takes in *kind (either may be NULL if not wanted).
+ *
+ * Ownership: *path belongs to the multi-lock and stays valid until zkl_multi_lock_free.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL or freed multi-lock, or an index out of range.
+ */
+zkl_result zkl_multi_lock_member(const zkl_multi_lock *multi, size_t index, const char **path, zkl_member_kind *kind);
+
+/**
+ * Acquires every member for the calling thread, all or nothing, waiting at most timeout_ms for
+ * all of them (one deadline): -1 waits as long as it takes, 0 tries each member once. Each
+ * member is taken by its own recipe (its lock's queue, its semaphore's mutex and leases), so it
+ * stays fair with everyone else on its path. On a timeout, a cancel or an error, what was taken
+ * is released in reverse order and the member being acquired removes its own nodes.
+ *
+ * Ownership: on ZKL_OK, *out receives a new guard that the caller owns: release it with
+ * zkl_multi_guard_release and free it with zkl_multi_guard_free (which releases what it still
+ * holds); on failure *out is left unchanged.
+ * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT). While one
+ * thread waits here, another may cancel the wait (zkl_multi_lock_cancel).
+ * Errors: ZKL_TIMEOUT if not every member was obtained in time; ZKL_CANCELLED if
+ * zkl_multi_lock_cancel (or zkl_multi_lock_free) ended the wait; ZKL_INVALID_ARGUMENT for NULL
+ * arguments, a freed multi-lock or a timeout below -1; any member's own errors (see
+ * zkl_lock_acquire and zkl_semaphore_acquire).
+ */
+zkl_result zkl_multi_lock_acquire(zkl_multi_lock *multi, int64_t timeout_ms, zkl_multi_guard **out);
+
+/**
+ * As zkl_multi_lock_acquire, for an explicit owner id (see zkl_lock_acquire_as): the lock
+ * members are taken for it.
+ */
+zkl_result zkl_multi_lock_acquire_as(zkl_multi_lock *multi, uint64_t owner, int64_t timeout_ms, zkl_multi_guard **out);
+
+/**
+ * Wakes every acquisition of this multi-lock handle waiting now, on any thread: each returns
+ * ZKL_CANCELLED once what it took is released and its nodes removed. Guards are not touched;
+ * later acquisitions are not affected.
+ *
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL or freed multi-lock.
+ */
+zkl_result zkl_multi_lock_cancel(zkl_multi_lock *multi);
+
+/**
+ * Registers callback to be called once for each guard of this multi-lock (acquired before or
+ * after registering) when a member is lost, with the guard, the member's index (see
+ * zkl_multi_lock_member) and why; never for a guard already freed or released. Replaces any
+ * previous callback; NULL removes it. Runs as zkl_lock_set_lost_callback's callbacks do. Once
+ * this function (or zkl_multi_lock_free) returns, the previous callback is not running and is
+ * never called again.
+ *
+ * Ownership: userdata stays the caller's; zklock only passes it back.
+ * Concurrency: any thread; from inside a callback, only for the same multi-lock.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL or freed multi-lock.
+ */
+zkl_result zkl_multi_lock_set_lost_callback(zkl_multi_lock *multi, zkl_multi_lost_callback callback, void *userdata);
+
+/**
+ * Frees a multi-lock handle. Guards acquired through it are not touched: each stays valid until
+ * its own zkl_multi_guard_free. A registered lost callback is not running once this returns,
+ * and is never called again. The handle is invalid afterwards (any use of it, a second free
+ * included, returns ZKL_INVALID_ARGUMENT).
+ *
+ * Ownership: takes the multi-lock. Freeing NULL is a no-op returning ZKL_OK.
+ * Concurrency: any thread, including inside callbacks. An acquisition still waiting is woken
+ * and returns ZKL_CANCELLED, what it took released (one that got every member just then gives
+ * them back and returns ZKL_INVALID_ARGUMENT).
+ */
+zkl_result zkl_multi_lock_free(zkl_multi_lock *multi);
+
+/**
+ * The state of the guard, in *out: ZKL_HOLD_LOST if any member is lost (see
+ * zkl_multi_guard_lost_member), else ZKL_HOLD_SUSPENDED if any is suspended, else
+ * ZKL_HOLD_HELD; ZKL_HOLD_NONE once released. No ZooKeeper traffic.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed guard.
+ */
+zkl_result zkl_multi_guard_state(const zkl_multi_guard *guard, zkl_hold_state *out);
+
+/**
+ * Which member was lost: its index (see zkl_multi_lock_member) in *member and why in *reason
+ * (NULL if not wanted), or -1 in *member while none is (and once released). No ZooKeeper
+ * traffic.
+ *
+ * Ownership: member and reason are the caller's. Concurrency: any thread, including inside
+ * callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL guard or member, or a freed guard.
+ */
+zkl_result zkl_multi_guard_lost_member(const zkl_multi_guard *guard, int64_t *member, zkl_lost_reason *reason);
+
+/**
+ * The fencing token of member's hold number index, in *out: index 0 for a lock member, 0 to
+ * n-1 for a member of n leases (in the order their nodes were made). Pass each to the resource
+ * that member protects.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_LOCK_LOST if that hold was lost (a lost hold has no token); ZKL_NOT_OWNER once
+ * released; ZKL_INVALID_ARGUMENT for NULL arguments, a freed guard, or a member or index out of
+ * range.
+ */
+zkl_result zkl_multi_guard_fencing_token(const zkl_multi_guard *guard, size_t member, size_t index, int64_t *out);
+
+/**
+ * Releases every member in reverse order, each confirmed by the server before the next. The
+ * guard stays until zkl_multi_guard_free.
+ *
+ * Concurrency: any thread (the lock members are released for the owner that acquired them);
+ * not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+ * Errors: the first error after trying every member: ZKL_LOCK_LOST if a member was lost
+ * (nothing is deleted for it), ZKL_CONNECTION_LOSS (the deletes go on in the background);
+ * ZKL_NOT_OWNER if released already; ZKL_INVALID_ARGUMENT for a NULL or freed guard.
+ */
+zkl_result zkl_multi_guard_release(zkl_multi_guard *guard);
+
+/**
+ * Frees a guard. Members still held are released in the background, in reverse order (nothing
+ * is left behind). The handle is invalid afterwards (any use of it, a second free included,
+ * returns ZKL_INVALID_ARGUMENT), and the lost callback is never called for it.
+ *
+ * Ownership: takes the guard. Freeing NULL is a no-op returning ZKL_OK.
+ * Concurrency: any thread, including inside callbacks.
+ */
+zkl_result zkl_multi_guard_free(zkl_multi_guard *guard);
+
+/**
  * The calling thread's owner id: what zkl_lock_acquire and zkl_lock_release use. It is at least
  * 2^63 (explicit owner ids are below), unique to this thread for the life of the process, and
  * may be passed to the `_as` functions from another thread, e.g. to release there what this
@@ -928,6 +1221,210 @@ zkl_result zkl_lock_holders(zkl_lock *lock, zkl_participants **out);
  * Concurrency: any thread, including inside callbacks.
  */
 void zkl_participants_free(zkl_participants *list);
+
+/**
+ * Lists a semaphore's lease nodes (held first, then those of the acquirer waiting for room),
+ * and the queue at its internal mutex, each with the identity a zklock process recorded in its
+ * node (Curator writes the client's address: see zkl_participant.data), and the max: a
+ * listing of each part and a read per node (and of the shared count).
+ *
+ * Ownership: on ZKL_OK, *out receives a new list that the caller owns and frees with
+ * zkl_semaphore_listing_free; on failure *out is left unchanged.
+ * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed semaphore; ZKL_CLOSED,
+ * ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ */
+zkl_result zkl_semaphore_participants(zkl_semaphore *semaphore, zkl_semaphore_listing **out);
+
+/**
+ * Frees a list from zkl_semaphore_participants, with everything in it.
+ *
+ * Ownership: takes the list. Freeing NULL is a no-op. Must not be called twice with the same
+ * list (it is memory, not a handle).
+ * Concurrency: any thread, including inside callbacks.
+ */
+void zkl_semaphore_listing_free(zkl_semaphore_listing *list);
+
+/**
+ * Fills *opts with the defaults: no max set (set max_leases or shared_count_path), no
+ * identifier.
+ *
+ * Ownership: opts is the caller's. Concurrency: any thread.
+ * Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
+ */
+zkl_result zkl_semaphore_options_init(zkl_semaphore_options *opts);
+
+/**
+ * Makes a semaphore on path (relative to the client's chroot) allowing max_leases leases at
+ * once. Its nodes are Curator's: an internal mutex at <path>/locks and one lease node each
+ * under <path>/leases. With max_leases 1 it is Curator's InterProcessSemaphoreMutex: a
+ * non-reentrant mutex whose lease any thread may release. Sends nothing to ZooKeeper.
+ *
+ * Ownership: path is borrowed for the call. On ZKL_OK, *out receives a new semaphore that the
+ * caller owns and frees with zkl_semaphore_free; on failure *out is left unchanged.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a closed client, max_leases below 1, or an
+ * invalid path (as zkl_lock_new).
+ */
+zkl_result zkl_semaphore_new(zkl_client *client, const char *path, int32_t max_leases, zkl_semaphore **out);
+
+/**
+ * As zkl_semaphore_new, with options: a fixed max (opts->max_leases) or a shared count
+ * (opts->shared_count_path and its seed), and an identifier.
+ *
+ * Ownership: path and opts (and its strings) are borrowed for the call. On ZKL_OK, *out
+ * receives a new semaphore that the caller owns and frees with zkl_semaphore_free; on failure
+ * *out is left unchanged.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT, before any traffic, for NULL arguments, a closed client, an
+ * invalid path or shared count path, both or neither of max_leases and shared_count_path,
+ * max_leases or shared_count_seed below 1, a seed without a shared count path.
+ */
+zkl_result zkl_semaphore_new_with(zkl_client *client, const char *path, const zkl_semaphore_options *opts, zkl_semaphore **out);
+
+/**
+ * Acquires n leases, all or nothing, waiting at most timeout_ms for all of them (one deadline):
+ * -1 waits as long as it takes, 0 only tries (they fit now and nobody holds the semaphore's
+ * mutex). Fair: acquirers are served in the order they queue at the mutex, across processes
+ * and languages (a later one that would fit does not pass an earlier one that does not). On a
+ * timeout, a cancel or an error no lease node and no mutex node is left. Not reentrant: a
+ * thread that holds leases and acquires again takes more.
+ *
+ * Ownership: on ZKL_OK, *out receives a new leases handle that the caller owns: release it
+ * with zkl_leases_release and free it with zkl_leases_free (which releases leases still held);
+ * on failure *out is left unchanged.
+ * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT). While one
+ * thread waits here, others may use the semaphore, or cancel the wait (zkl_semaphore_cancel).
+ * Errors: ZKL_TIMEOUT if not obtained in time; ZKL_CANCELLED if zkl_semaphore_cancel (or
+ * zkl_semaphore_free) ended the wait; ZKL_INVALID_ARGUMENT for NULL arguments, a freed
+ * semaphore, a timeout below -1, n below 1 or above a fixed max (before any traffic), n above
+ * the shared count, a shared count node that is not 4 bytes, or a path that holds lock nodes
+ * (before any node is made; the message says which); ZKL_CLOSED, ZKL_CONNECTION_LOSS,
+ * ZKL_PERMISSION_DENIED, ZKL_ZOOKEEPER. A waiter whose session expires queues again on a new
+ * session within its deadline.
+ */
+zkl_result zkl_semaphore_acquire(zkl_semaphore *semaphore, int32_t n, int64_t timeout_ms, zkl_leases **out);
+
+/**
+ * Wakes every acquisition of this semaphore handle waiting now, on any thread: each returns
+ * ZKL_CANCELLED once its nodes are removed. Leases held are not touched; later acquisitions
+ * are not affected.
+ *
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL or freed semaphore.
+ */
+zkl_result zkl_semaphore_cancel(zkl_semaphore *semaphore);
+
+/**
+ * The max now, in *out: the fixed max, or the shared count's value read from the server (its
+ * node made with the seed if missing).
+ *
+ * Ownership: out is the caller's.
+ * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed semaphore, or a shared count node
+ * that is not 4 bytes; ZKL_CLOSED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ */
+zkl_result zkl_semaphore_max_leases(zkl_semaphore *semaphore, int64_t *out);
+
+/**
+ * Sets the shared count that is the semaphore's max (opts->shared_count_path) to max, as
+ * Curator's SharedCount.setCount does (a 4-byte big-endian setData; the node made if missing):
+ * acquirers waiting for room follow, here and in every process using the count.
+ *
+ * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+ * Errors: ZKL_INVALID_ARGUMENT, before any traffic, for a NULL or freed semaphore, one with a
+ * fixed max, or max below 1; ZKL_CLOSED, ZKL_CONNECTION_LOSS, ZKL_PERMISSION_DENIED,
+ * ZKL_ZOOKEEPER.
+ */
+zkl_result zkl_semaphore_set_shared_count(zkl_semaphore *semaphore, int32_t max);
+
+/**
+ * Registers callback to be called once for each lease acquired through this semaphore handle
+ * (before or after registering) that is lost: session expired, client disconnected too long or
+ * closed, or lease node deleted by someone else. With the leases handle and the lease's index
+ * in it; never for a leases handle already freed or released. Replaces any previous callback;
+ * NULL removes it. Runs as zkl_lock_set_lost_callback's callbacks do (the client's callback
+ * thread, one at a time, no blocking zkl_ call inside). Once this function (or
+ * zkl_semaphore_free) returns, the previous callback is not running and is never called again.
+ *
+ * Ownership: userdata stays the caller's; zklock only passes it back.
+ * Concurrency: any thread; from inside a callback, only for the same semaphore.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL or freed semaphore.
+ */
+zkl_result zkl_semaphore_set_lost_callback(zkl_semaphore *semaphore, zkl_lease_lost_callback callback, void *userdata);
+
+/**
+ * Frees a semaphore handle. Leases acquired through it are not touched: each leases handle
+ * stays valid until its own zkl_leases_free. A registered lost callback is not running once
+ * this returns, and is never called again. The handle is invalid afterwards (any use of it,
+ * a second free included, returns ZKL_INVALID_ARGUMENT).
+ *
+ * Ownership: takes the semaphore. Freeing NULL is a no-op returning ZKL_OK.
+ * Concurrency: any thread, including inside callbacks. An acquisition still waiting is woken
+ * and returns ZKL_CANCELLED, its nodes removed (one that got its leases just then gives them
+ * back and returns ZKL_INVALID_ARGUMENT).
+ */
+zkl_result zkl_semaphore_free(zkl_semaphore *semaphore);
+
+/**
+ * How many leases the handle has, in *out: the n of its zkl_semaphore_acquire.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed leases handle.
+ */
+zkl_result zkl_leases_count(const zkl_leases *leases, size_t *out);
+
+/**
+ * The fencing token of lease index (from 0, in the order the nodes were made), in *out: its
+ * node's creation zxid, which rises across the leases of the path.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_LOCK_LOST if the lease was lost (a lost lease has no token); ZKL_NOT_OWNER once
+ * released; ZKL_INVALID_ARGUMENT for NULL arguments, a freed handle or an index out of range.
+ */
+zkl_result zkl_leases_fencing_token(const zkl_leases *leases, size_t index, int64_t *out);
+
+/**
+ * The name of lease index's node (`_c_<uuid>-lease-<sequence>`, as Curator's
+ * Lease.getNodeName), in *out.
+ *
+ * Ownership: *out belongs to the leases handle and stays valid until zkl_leases_free.
+ * Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed handle or an index out of range.
+ */
+zkl_result zkl_leases_node_name(const zkl_leases *leases, size_t index, const char **out);
+
+/**
+ * The state of lease index, in *out: ZKL_HOLD_HELD, ZKL_HOLD_SUSPENDED (connection down: stop
+ * touching the resource), ZKL_HOLD_LOST, or ZKL_HOLD_NONE once released. No ZooKeeper traffic.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed handle or an index out of range.
+ */
+zkl_result zkl_leases_state(const zkl_leases *leases, size_t index, zkl_hold_state *out);
+
+/**
+ * Releases every lease of the handle (each node deleted), returning once the server confirmed
+ * each delete. The handle stays until zkl_leases_free.
+ *
+ * Concurrency: any thread (not only the one that acquired); not from inside a zklock callback
+ * (ZKL_INVALID_ARGUMENT).
+ * Errors: ZKL_LOCK_LOST if a lease was lost (nothing is deleted for it; the others are
+ * released); ZKL_CONNECTION_LOSS if the connection dropped first (the deletes go on in the
+ * background); ZKL_NOT_OWNER if released already; ZKL_INVALID_ARGUMENT for a NULL or freed
+ * handle.
+ */
+zkl_result zkl_leases_release(zkl_leases *leases);
+
+/**
+ * Frees a leases handle. Leases still held are released in the background (their nodes are
+ * deleted; nothing is left behind). The handle is invalid afterwards (any use of it, a second
+ * free included, returns ZKL_INVALID_ARGUMENT), and the lost callback is never called for it.
+ *
+ * Ownership: takes the leases. Freeing NULL is a no-op returning ZKL_OK.
+ * Concurrency: any thread, including inside callbacks.
+ */
+zkl_result zkl_leases_free(zkl_leases *leases);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -169,6 +169,24 @@ impl Semaphore {
         }
     }
 
+    /// Sets the shared count that is this semaphore's max to `max` (a 4-byte big-endian
+    /// setData, as Curator's `SharedCount.setCount`; the node made if missing): waiting
+    /// acquirers follow, here and in every process using it. For bindings and tools that have no
+    /// ZooKeeper client of their own.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`], before any traffic, if the max is fixed, or `max` is 0
+    ///   or above `i32::MAX`.
+    pub async fn set_shared_count(&self, max: u32) -> Result<()> {
+        let MaxLeases::SharedCount { path, .. } = &self.inner.max else {
+            return Err(self.error(ErrorKind::InvalidArgument, "the semaphore's max is fixed, not a shared count"));
+        };
+        let count = i32::try_from(max).ok().filter(|max| *max >= 1).ok_or_else(|| {
+            Error::invalid(format!("a shared count's max must be from 1 to {}, not {max}", i32::MAX)).with_path(path)
+        })?;
+        self.inner.leases.set_shared_count(path, count).await
+    }
+
     /// Acquires `n` leases, all or nothing, waiting as long as it takes.
     ///
     /// # Notable errors

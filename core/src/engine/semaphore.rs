@@ -347,4 +347,28 @@ impl Recipe {
             })),
         }
     }
+
+    /// Sets the shared count to `count` (a 4-byte big-endian setData, as Curator's
+    /// `SharedCount.setCount`; the node made with it if missing).
+    pub(crate) async fn set_shared_count(&self, path: &str, count: i32) -> Result<()> {
+        let session = self.client.session(path).await?;
+        let requests = Requests::new(&self.client, &session, Some(Instant::now() + session.timeout));
+        let bytes = count.to_be_bytes();
+        let set = async {
+            let seed = u32::try_from(count).unwrap_or(1);
+            self.read_count(&requests, path, seed, false).await?;
+            match requests.retry(|| requests.zk().set_data(path, &bytes, None)).await? {
+                Ok(_) => Ok(()),
+                Err(err) => Err(Failed::Error(Error::from_zk(err, path, "setting the shared count"))),
+            }
+        };
+        match set.await {
+            Ok(()) => Ok(()),
+            Err(Failed::Error(err)) => Err(err),
+            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
+                Error::new(ErrorKind::ConnectionLoss, "no answer from ZooKeeper setting the shared count")
+                    .with_path(path)
+            })),
+        }
+    }
 }

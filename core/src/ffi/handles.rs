@@ -1,4 +1,5 @@
-//! The registry behind `zkl_client *` and `zkl_lock *`. A handle's value is an id, unique for the
+//! The registry behind `zkl_client *`, `zkl_lock *` and the semaphore's and multi-lock's handles.
+//! A handle's value is an id, unique for the
 //! life of the process, not an address: looking it up instead of dereferencing it makes a NULL,
 //! closed, freed, forged or wrong-kind handle a clear `ZKL_INVALID_ARGUMENT` rather than
 //! undefined behaviour.
@@ -12,10 +13,30 @@ use parking_lot::RwLock;
 use super::client::{zkl_client, ClientHandle};
 use super::error::Failure;
 use super::lock::{zkl_lock, LockHandle};
+use super::multi_lock::{zkl_multi_guard, zkl_multi_lock, MultiGuardHandle, MultiLockHandle};
+use super::semaphore::{zkl_leases, zkl_semaphore, LeasesHandle, SemaphoreHandle};
 
 enum Object {
     Client(Arc<ClientHandle>),
     Lock(Arc<LockHandle>),
+    Semaphore(Arc<SemaphoreHandle>),
+    Leases(Arc<LeasesHandle>),
+    MultiLock(Arc<MultiLockHandle>),
+    MultiGuard(Arc<MultiGuardHandle>),
+}
+
+impl Object {
+    /// The C type of the handle, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            Object::Client(_) => "zkl_client",
+            Object::Lock(_) => "zkl_lock",
+            Object::Semaphore(_) => "zkl_semaphore",
+            Object::Leases(_) => "zkl_leases",
+            Object::MultiLock(_) => "zkl_multi_lock",
+            Object::MultiGuard(_) => "zkl_multi_guard",
+        }
+    }
 }
 
 type Registry = RwLock<BTreeMap<usize, Object>>;
@@ -77,32 +98,80 @@ pub(crate) fn new_lock(lock: LockHandle) -> *mut zkl_lock {
     insert(Object::Lock(Arc::new(lock))) as *mut zkl_lock
 }
 
+pub(crate) fn new_semaphore(semaphore: SemaphoreHandle) -> *mut zkl_semaphore {
+    insert(Object::Semaphore(Arc::new(semaphore))) as *mut zkl_semaphore
+}
+
+pub(crate) fn new_leases(leases: LeasesHandle) -> *mut zkl_leases {
+    insert(Object::Leases(Arc::new(leases))) as *mut zkl_leases
+}
+
+pub(crate) fn new_multi_lock(multi: MultiLockHandle) -> *mut zkl_multi_lock {
+    insert(Object::MultiLock(Arc::new(multi))) as *mut zkl_multi_lock
+}
+
+pub(crate) fn new_multi_guard(guard: MultiGuardHandle) -> *mut zkl_multi_guard {
+    insert(Object::MultiGuard(Arc::new(guard))) as *mut zkl_multi_guard
+}
+
 /// One kind of handle: its names for messages, and how to find it in an entry.
 struct Kind<T> {
     name: &'static str,
     made_by: &'static str,
-    /// The other kind, named when a handle of that kind is passed instead.
-    other: &'static str,
     project: fn(&Object) -> Option<&Arc<T>>,
 }
 
 const CLIENT: Kind<ClientHandle> = Kind {
     name: "zkl_client",
     made_by: "zkl_client_connect",
-    other: "zkl_lock",
     project: |object| match object {
         Object::Client(client) => Some(client),
-        Object::Lock(_) => None,
+        _ => None,
     },
 };
 
 const LOCK: Kind<LockHandle> = Kind {
     name: "zkl_lock",
     made_by: "zkl_lock_new",
-    other: "zkl_client",
     project: |object| match object {
         Object::Lock(lock) => Some(lock),
-        Object::Client(_) => None,
+        _ => None,
+    },
+};
+
+const SEMAPHORE: Kind<SemaphoreHandle> = Kind {
+    name: "zkl_semaphore",
+    made_by: "zkl_semaphore_new",
+    project: |object| match object {
+        Object::Semaphore(semaphore) => Some(semaphore),
+        _ => None,
+    },
+};
+
+const LEASES: Kind<LeasesHandle> = Kind {
+    name: "zkl_leases",
+    made_by: "zkl_semaphore_acquire",
+    project: |object| match object {
+        Object::Leases(leases) => Some(leases),
+        _ => None,
+    },
+};
+
+const MULTI_LOCK: Kind<MultiLockHandle> = Kind {
+    name: "zkl_multi_lock",
+    made_by: "zkl_multi_lock_new",
+    project: |object| match object {
+        Object::MultiLock(multi) => Some(multi),
+        _ => None,
+    },
+};
+
+const MULTI_GUARD: Kind<MultiGuardHandle> = Kind {
+    name: "zkl_multi_guard",
+    made_by: "zkl_multi_lock_acquire",
+    project: |object| match object {
+        Object::MultiGuard(guard) => Some(guard),
+        _ => None,
     },
 };
 
@@ -119,7 +188,8 @@ fn find<'a, T>(id: usize, object: Option<&'a Object>, what: &str, kind: &Kind<T>
             kind.name, kind.made_by
         )));
     };
-    (kind.project)(object).ok_or_else(|| Failure::invalid(format!("{what} is a {}, not a {}", kind.other, kind.name)))
+    (kind.project)(object)
+        .ok_or_else(|| Failure::invalid(format!("{what} is a {}, not a {}", object.name(), kind.name)))
 }
 
 fn get<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
@@ -153,4 +223,49 @@ pub(crate) fn remove_client(handle: *const zkl_client, what: &str) -> Result<Arc
 /// Removes a lock handle (see `remove`).
 pub(crate) fn remove_lock(handle: *const zkl_lock, what: &str) -> Result<Arc<LockHandle>, Failure> {
     remove(handle as usize, what, &LOCK)
+}
+
+/// The semaphore behind a handle (checked non-NULL by the caller).
+pub(crate) fn semaphore(handle: *const zkl_semaphore, what: &str) -> Result<Arc<SemaphoreHandle>, Failure> {
+    get(handle as usize, what, &SEMAPHORE)
+}
+
+/// Removes a semaphore handle (see `remove`).
+pub(crate) fn remove_semaphore(handle: *const zkl_semaphore, what: &str) -> Result<Arc<SemaphoreHandle>, Failure> {
+    remove(handle as usize, what, &SEMAPHORE)
+}
+
+/// The leases behind a handle (checked non-NULL by the caller).
+pub(crate) fn leases(handle: *const zkl_leases, what: &str) -> Result<Arc<LeasesHandle>, Failure> {
+    get(handle as usize, what, &LEASES)
+}
+
+/// Removes a leases handle (see `remove`).
+pub(crate) fn remove_leases(handle: *const zkl_leases, what: &str) -> Result<Arc<LeasesHandle>, Failure> {
+    remove(handle as usize, what, &LEASES)
+}
+
+/// The multi-lock behind a handle (checked non-NULL by the caller).
+pub(crate) fn multi_lock(handle: *const zkl_multi_lock, what: &str) -> Result<Arc<MultiLockHandle>, Failure> {
+    get(handle as usize, what, &MULTI_LOCK)
+}
+
+/// Removes a multi-lock handle (see `remove`).
+pub(crate) fn remove_multi_lock(handle: *const zkl_multi_lock, what: &str) -> Result<Arc<MultiLockHandle>, Failure> {
+    remove(handle as usize, what, &MULTI_LOCK)
+}
+
+/// The multi-lock guard behind a handle (checked non-NULL by the caller).
+pub(crate) fn multi_guard(handle: *const zkl_multi_guard, what: &str) -> Result<Arc<MultiGuardHandle>, Failure> {
+    get(handle as usize, what, &MULTI_GUARD)
+}
+
+/// Removes a multi-lock guard handle (see `remove`).
+pub(crate) fn remove_multi_guard(handle: *const zkl_multi_guard, what: &str) -> Result<Arc<MultiGuardHandle>, Failure> {
+    remove(handle as usize, what, &MULTI_GUARD)
+}
+
+/// Whether `id` is a live handle now (for a callback about to name it).
+pub(crate) fn is_live(id: usize) -> bool {
+    registry().read().contains_key(&id)
 }

@@ -39,6 +39,17 @@ pub enum zkl_hold_state {
     ZKL_HOLD_LOST = 3,
 }
 
+impl From<HoldState> for zkl_hold_state {
+    fn from(state: HoldState) -> Self {
+        match state {
+            HoldState::Held => zkl_hold_state::ZKL_HOLD_HELD,
+            HoldState::Suspended => zkl_hold_state::ZKL_HOLD_SUSPENDED,
+            HoldState::Lost => zkl_hold_state::ZKL_HOLD_LOST,
+            HoldState::Released => zkl_hold_state::ZKL_HOLD_NONE,
+        }
+    }
+}
+
 /// Why a hold was lost, as the lost callback reports it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -384,7 +395,8 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
     })
 }
 
-fn timeout(timeout_ms: i64) -> Result<Option<Duration>, Failure> {
+/// A C timeout in ms: -1 forever, 0 only tries, else that many ms.
+pub(crate) fn timeout(timeout_ms: i64) -> Result<Option<Duration>, Failure> {
     match timeout_ms {
         -1 => Ok(None),
         ms if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),

@@ -1,4 +1,5 @@
-//! The C ABI: `zkl_*` functions over opaque `zkl_client` and `zkl_lock` handles, declared in
+//! The C ABI: `zkl_*` functions over opaque handles (`zkl_client`, `zkl_lock`, `zkl_semaphore`,
+//! `zkl_leases`, `zkl_multi_lock`, `zkl_multi_guard`), declared in
 //! `include/zklock.h` (generated from this module by `scripts/gen-header`).
 //!
 //! Shaped like hyper's `src/ffi` and rustls-ffi: every entry point runs inside a panic boundary
@@ -28,9 +29,11 @@ mod client;
 mod error;
 mod handles;
 mod lock;
+mod multi_lock;
 mod owner;
 mod participants;
 mod runtime;
+mod semaphore;
 
 pub use self::client::{
     zkl_client, zkl_options, zkl_session_callback, zkl_session_state, ZKL_TLS_NO_VERIFY, ZKL_TLS_OFF,
@@ -42,4 +45,8 @@ pub use self::lock::{
     ZKL_ACL_CREATOR_ALL_WORLD_READ, ZKL_ACL_CUSTOM, ZKL_ACL_OPEN, ZKL_PERM_ADMIN, ZKL_PERM_ALL, ZKL_PERM_CREATE,
     ZKL_PERM_DELETE, ZKL_PERM_READ, ZKL_PERM_WRITE,
 };
-pub use self::participants::{zkl_participant, zkl_participants};
+pub use self::multi_lock::{
+    zkl_member_kind, zkl_multi_guard, zkl_multi_lock, zkl_multi_lost_callback, zkl_multi_member,
+};
+pub use self::participants::{zkl_participant, zkl_participants, zkl_semaphore_listing};
+pub use self::semaphore::{zkl_lease_lost_callback, zkl_leases, zkl_semaphore, zkl_semaphore_options};

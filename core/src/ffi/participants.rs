@@ -4,6 +4,7 @@ use std::ffi::{c_char, CString};
 
 use super::error::{zkl_result, Failure};
 use super::lock::zkl_lock;
+use super::semaphore::zkl_semaphore;
 use super::{handles, runtime};
 use crate::{Mode, Participant};
 
@@ -191,6 +192,87 @@ pub extern "C" fn zkl_participants_free(list: *mut zkl_participants) {
         if !list.is_null() {
             // SAFETY: made by `ParticipantsBox::allocate` (its first field is the public list).
             drop(unsafe { Box::from_raw(list.cast::<ParticipantsBox>()) });
+        }
+    })
+}
+
+/// Who holds a semaphore's leases and who waits, from zkl_semaphore_participants; freed with
+/// zkl_semaphore_listing_free. Every pointer in it stays valid until then.
+#[repr(C)]
+#[derive(Debug)]
+pub struct zkl_semaphore_listing {
+    /// The lease nodes in creation order: those held first, then the last waiting_leases, made by
+    /// the acquirer at the head of queue, which waits until they fit. (Their mode is NULL: a lease
+    /// is no lock node.)
+    pub leases: *const zkl_participants,
+    /// How many of leases, at the end, are not held yet.
+    pub waiting_leases: usize,
+    /// The acquirers at the semaphore's internal mutex (<path>/locks), in order: the first is
+    /// making its lease nodes or waiting for them to fit, the others wait for their turn.
+    pub queue: *const zkl_participants,
+    /// The max when listed.
+    pub max_leases: i64,
+}
+
+/// The allocation behind a `zkl_semaphore_listing *`: the public part first.
+#[repr(C)]
+struct SemaphoreParticipantsBox {
+    public: zkl_semaphore_listing,
+    leases: *mut zkl_participants,
+    queue: *mut zkl_participants,
+}
+
+impl Drop for SemaphoreParticipantsBox {
+    fn drop(&mut self) {
+        zkl_participants_free(self.leases);
+        zkl_participants_free(self.queue);
+    }
+}
+
+/// Lists a semaphore's lease nodes (held first, then those of the acquirer waiting for room),
+/// and the queue at its internal mutex, each with the identity a zklock process recorded in its
+/// node (Curator writes the client's address: see zkl_participant.data), and the max: a
+/// listing of each part and a read per node (and of the shared count).
+///
+/// Ownership: on ZKL_OK, *out receives a new list that the caller owns and frees with
+/// zkl_semaphore_listing_free; on failure *out is left unchanged.
+/// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed semaphore; ZKL_CLOSED,
+/// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+#[no_mangle]
+pub extern "C" fn zkl_semaphore_participants(
+    semaphore: *mut zkl_semaphore,
+    out: *mut *mut zkl_semaphore_listing,
+) -> zkl_result {
+    ffi_result!("zkl_semaphore_participants", {
+        non_null!(semaphore, "semaphore");
+        non_null!(out, "out");
+        let handle = handles::semaphore(semaphore, "semaphore")?;
+        let listed = runtime::block_on(handle.semaphore.participants())??;
+        let leases = ParticipantsBox::allocate(listed.leases);
+        let queue = ParticipantsBox::allocate(listed.queue);
+        let public = zkl_semaphore_listing {
+            leases,
+            waiting_leases: listed.waiting_leases,
+            queue,
+            max_leases: listed.max_leases,
+        };
+        write_out!(out, Box::into_raw(Box::new(SemaphoreParticipantsBox { public, leases, queue })).cast());
+        Ok(())
+    })
+}
+
+/// Frees a list from zkl_semaphore_participants, with everything in it.
+///
+/// Ownership: takes the list. Freeing NULL is a no-op. Must not be called twice with the same
+/// list (it is memory, not a handle).
+/// Concurrency: any thread, including inside callbacks.
+#[no_mangle]
+pub extern "C" fn zkl_semaphore_listing_free(list: *mut zkl_semaphore_listing) {
+    ffi_value!((), {
+        if !list.is_null() {
+            // SAFETY: made by `zkl_semaphore_participants` (its first field is the public part).
+            drop(unsafe { Box::from_raw(list.cast::<SemaphoreParticipantsBox>()) });
         }
     })
 }
