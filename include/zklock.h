@@ -273,7 +273,8 @@ typedef enum {
   ZKL_PERMISSION_DENIED = 12,
   /**
    * An acquisition waiting was cancelled, by zkl_lock_cancel or by zkl_lock_free of its
-   * lock from another thread; its node was removed before it returned.
+   * lock from another thread (or the semaphore's and multi-lock's cancel and free); its
+   * nodes were removed before it returned.
    */
   ZKL_CANCELLED = 13,
 } zkl_result;

@@ -50,7 +50,8 @@ pub enum zkl_result {
     /// others more than asked (see zkl_lock_options). The message names the path and the entry.
     ZKL_PERMISSION_DENIED = 12,
     /// An acquisition waiting was cancelled, by zkl_lock_cancel or by zkl_lock_free of its
-    /// lock from another thread; its node was removed before it returned.
+    /// lock from another thread (or the semaphore's and multi-lock's cancel and free); its
+    /// nodes were removed before it returned.
     ZKL_CANCELLED = 13,
 }
 

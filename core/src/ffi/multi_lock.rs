@@ -261,33 +261,41 @@ fn acquire(
             "multi was freed (zkl_multi_lock_free) while this call waited; what it got was released",
         ));
     }
-    let holds: Vec<Vec<Hold>> = guard.holds().into_iter().map(|(_, holds)| holds).collect();
+    // Each member's holds, with the client that watches them (members may be of several).
+    let watched: Vec<(crate::Client, Vec<Hold>)> = guard
+        .holds()
+        .into_iter()
+        .map(|(member, holds)| {
+            let client = match member {
+                Member::Lock(lock) => lock.client(),
+                Member::Leases(semaphore, _) => semaphore.client(),
+            };
+            (client, holds)
+        })
+        .collect();
     let members = guard.members().map(|member| (member.path().to_owned(), member.kind())).collect();
-    let client = guard.members().next().map(|member| match member {
-        Member::Lock(lock) => lock.client(),
-        Member::Leases(semaphore, _) => semaphore.client(),
-    });
     let id = handles::new_multi_guard(MultiGuardHandle {
         guard: parking_lot::Mutex::new(Some(guard)),
-        holds: holds.clone(),
+        holds: watched.iter().map(|(_, holds)| holds.clone()).collect(),
         members,
     }) as usize;
     // Once per guard: the first member's hold found lost.
     let fired = Arc::new(AtomicBool::new(false));
-    for (member, hold) in holds.into_iter().enumerate().flat_map(|(i, holds)| holds.into_iter().map(move |h| (i, h))) {
-        let (callback, fired) = (handle.lost_callback.clone(), fired.clone());
-        let client = client.clone().expect("a multi-lock has members");
-        client.on_hold_lost(hold, move |reason| {
-            if !handles::is_live(id) || fired.swap(true, Ordering::AcqRel) {
-                return;
-            }
-            runtime::in_callback(|| {
-                // SAFETY: a C function pointer registered by the caller, with its userdata.
-                callback.call(|callback, userdata| unsafe {
-                    callback(userdata, id as *mut zkl_multi_guard, member, reason.into())
+    for (member, (client, holds)) in watched.into_iter().enumerate() {
+        for hold in holds {
+            let (callback, fired) = (handle.lost_callback.clone(), fired.clone());
+            client.on_hold_lost(hold, move |reason| {
+                if !handles::is_live(id) || fired.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                runtime::in_callback(|| {
+                    // SAFETY: a C function pointer registered by the caller, with its userdata.
+                    callback.call(|callback, userdata| unsafe {
+                        callback(userdata, id as *mut zkl_multi_guard, member, reason.into())
+                    })
                 })
-            })
-        });
+            });
+        }
     }
     write_out!(out, id as *mut zkl_multi_guard);
     Ok(())
