@@ -86,13 +86,15 @@ static int sem_wait_queue(zkl_semaphore *sem, long queue, long waiting, int time
   return 0;
 }
 
-/* Whether the semaphore has exactly `leases` lease nodes, none waiting, nobody at the mutex. */
-static int sem_is(zkl_semaphore *sem, long leases) {
+/* Whether the semaphore has exactly `leases` lease nodes, none waiting, nobody at the mutex;
+ * says what it has if not (unless quiet). */
+static int sem_has(zkl_semaphore *sem, long leases, int quiet) {
   long l = -1, w = -1, q = -1;
   int ok = sem_counts(sem, &l, &w, &q) && l == leases && w == 0 && q == 0;
-  if (!ok) printf("# semaphore: %ld leases, %ld waiting, %ld at the mutex (expected %ld, 0, 0)\n", l, w, q, leases);
+  if (!ok && !quiet) printf("# semaphore: %ld leases, %ld waiting, %ld at the mutex (expected %ld, 0, 0)\n", l, w, q, leases);
   return ok;
 }
+static int sem_is(zkl_semaphore *sem, long leases) { return sem_has(sem, leases, 0); }
 
 static zkl_semaphore *sem_make(zkl_client *client, const char *path, int max) {
   zkl_semaphore *sem = NULL;
@@ -111,6 +113,7 @@ typedef struct {
   zkl_multi_guard *guard;
   const char *name; /* the FIFO test's: reported on `report_fd` with the token, then released */
   int report_fd;
+  char message[256]; /* the last error message, on the acquiring thread */
   pthread_t thread;
 } acquirer;
 
@@ -118,9 +121,11 @@ static void *acquirer_main(void *arg) {
   acquirer *a = arg;
   if (a->multi != NULL) {
     a->rc = zkl_multi_lock_acquire(a->multi, a->timeout_ms, &a->guard);
+    snprintf(a->message, sizeof a->message, "%s", zkl_last_error_message());
     return NULL;
   }
   a->rc = zkl_semaphore_acquire(a->sem, a->n, a->timeout_ms, &a->leases);
+  snprintf(a->message, sizeof a->message, "%s", zkl_last_error_message());
   if (a->rc == ZKL_OK && a->name != NULL) {
     int64_t token = 0;
     zkl_leases_fencing_token(a->leases, 0, &token);
@@ -322,7 +327,7 @@ static void test_leases(zkl_client *client, zkl_client *other, const char *base)
   /* Freed while held: released in the background. */
   zkl_leases_free(second);
   int64_t deadline = h_now_ms() + 10000;
-  while (!sem_is(sem, 0) && h_now_ms() < deadline) h_sleep_ms(10);
+  while (!sem_has(sem, 0, 1) && h_now_ms() < deadline) h_sleep_ms(10);
   CHECK(sem_is(sem, 0), "leases: freeing held leases releases them");
   zkl_semaphore_free(others);
   zkl_semaphore_free(sem);
@@ -348,6 +353,14 @@ static void test_all_or_nothing(zkl_client *client, zkl_client *other, const cha
   CHECK_RC(zkl_semaphore_cancel(sem), ZKL_OK, "cancel: zkl_semaphore_cancel");
   CHECK_RC(acquirer_join(&waiter), ZKL_CANCELLED, "cancel: the waiter returns ZKL_CANCELLED");
   CHECK(sem_is(sem, 2), "cancel: its lease nodes and mutex node are gone");
+  zkl_semaphore *freed = sem_make(client, path, 3);
+  acquirer woken = {.sem = freed, .n = 2, .timeout_ms = -1};
+  acquirer_start(&woken);
+  CHECK(sem_wait_queue(sem, 1, 2, 10000), "free: a waiter for 2 on another handle");
+  CHECK_RC(zkl_semaphore_free(freed), ZKL_OK, "free: zkl_semaphore_free while it waits");
+  CHECK(acquirer_join(&woken) == ZKL_CANCELLED && strstr(woken.message, "cancelled by zkl_semaphore_free") != NULL,
+        "free: the waiter returns ZKL_CANCELLED, saying why");
+  CHECK(sem_is(sem, 2), "free: its lease nodes and mutex node are gone");
 
   acquirer after = {.sem = sem, .n = 2, .timeout_ms = 20000};
   acquirer_start(&after);
@@ -576,13 +589,22 @@ static void test_multi_lock(zkl_client *client, zkl_client *other, const char *b
   CHECK_RC(zkl_multi_lock_cancel(multi), ZKL_OK, "multi: zkl_multi_lock_cancel");
   CHECK_RC(acquirer_join(&waiter), ZKL_CANCELLED, "multi: the waiter returns ZKL_CANCELLED");
   CHECK(sem_is(pool, 0) && h_contenders(mutex) == 0 && h_contenders(write) == 1, "multi: the cancel left nothing");
+  zkl_multi_lock *freed = NULL;
+  h_require(zkl_multi_lock_new(members, 3, &freed) == ZKL_OK, "multi: a second multi-lock");
+  acquirer woken = {.multi = freed, .timeout_ms = -1};
+  acquirer_start(&woken);
+  CHECK(h_wait_contenders(write, 2, 10000), "multi: a waiter of another multi-lock queues at c");
+  CHECK_RC(zkl_multi_lock_free(freed), ZKL_OK, "multi: zkl_multi_lock_free while it waits");
+  CHECK(acquirer_join(&woken) == ZKL_CANCELLED && strstr(woken.message, "cancelled by zkl_multi_lock_free") != NULL,
+        "multi: that waiter returns ZKL_CANCELLED, saying why");
+  CHECK(sem_is(pool, 0) && h_contenders(mutex) == 0 && h_contenders(write) == 1, "multi: the free left nothing");
   zkl_lock_release(others_write);
 
   /* Freed while held: released in the background. */
   h_require(zkl_multi_lock_acquire(multi, 10000, &guard) == ZKL_OK, "multi: acquired again");
   zkl_multi_guard_free(guard);
   int64_t deadline = h_now_ms() + 10000;
-  while (!(sem_is(pool, 0) && h_contenders(write) == 0) && h_now_ms() < deadline) h_sleep_ms(10);
+  while (!(sem_has(pool, 0, 1) && h_contenders(write) == 0) && h_now_ms() < deadline) h_sleep_ms(10);
   CHECK(sem_is(pool, 0) && h_contenders(mutex) == 0 && h_contenders(write) == 0, "multi: freeing a guard releases it");
 
   zkl_multi_lock_free(multi);
