@@ -483,3 +483,45 @@ async fn a_waiter_whose_session_expires_queues_again() {
     leases.release().await.unwrap();
     wait_parts(&observer, path, 0, 0).await;
 }
+
+/// `Semaphore::set_shared_count` writes the count as Curator's `SharedCount.setCount` does (a
+/// 4-byte big-endian int; the node made if missing), and a waiter gets in when it rises. A fixed
+/// max, 0 and a count above `i32::MAX` are refused with InvalidArgument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_shared_count_writes_curators_count() {
+    let path = unique_path("sem-set-count");
+    let count_path = format!("{path}-count");
+    let observer = observer().await;
+    let (a, b) = (client().await, client().await);
+    let options = SemaphoreOptions::new(MaxLeases::SharedCount { path: count_path.clone(), seed: 5 });
+    let (sem_a, sem_b) = (a.semaphore_with(&path, options.clone()).unwrap(), b.semaphore_with(&path, options).unwrap());
+
+    sem_a.set_shared_count(1).await.unwrap();
+    let (data, _) = observer.get_data(&count_path).await.unwrap();
+    assert_eq!(data, 1i32.to_be_bytes(), "made missing, with the count set (not the seed)");
+    let first = sem_a.acquire(1).await.unwrap();
+    let waiting = tokio::spawn({
+        let sem_b = sem_b.clone();
+        async move { sem_b.acquire(1).await.unwrap() }
+    });
+    wait_parts(&observer, &path, 2, 1).await;
+    sem_a.set_shared_count(2).await.unwrap();
+    let (data, _) = observer.get_data(&count_path).await.unwrap();
+    assert_eq!(data, 2i32.to_be_bytes());
+    let second = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("the new max lets it in").unwrap();
+    assert_eq!(sem_b.current_max_leases().await.unwrap(), 2);
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+
+    let invalid = |err: zklock::Error, names: &str| {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains(names), "{err} should name {names:?}");
+    };
+    invalid(a.semaphore(&path, 2).unwrap().set_shared_count(3).await.unwrap_err(), "fixed");
+    invalid(sem_a.set_shared_count(0).await.unwrap_err(), "not 0");
+    invalid(sem_a.set_shared_count(u32::MAX).await.unwrap_err(), "from 1 to");
+    let (data, _) = observer.get_data(&count_path).await.unwrap();
+    assert_eq!(data, 2i32.to_be_bytes(), "refused, so unchanged");
+    wait_parts(&observer, &path, 0, 0).await;
+    observer.delete(&count_path, None).await.unwrap();
+}
