@@ -1397,7 +1397,8 @@ zkl_result zkl_leases_node_name(const zkl_leases *leases, size_t index, const ch
 
 /**
  * The state of lease index, in *out: ZKL_HOLD_HELD, ZKL_HOLD_SUSPENDED (connection down: stop
- * touching the resource), ZKL_HOLD_LOST, or ZKL_HOLD_NONE once released. No ZooKeeper traffic.
+ * touching the resource), ZKL_HOLD_LOST, or ZKL_HOLD_NONE once released (a lost lease too, once
+ * zkl_leases_release reported it). No ZooKeeper traffic.
  *
  * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
  * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed handle or an index out of range.

@@ -52,6 +52,15 @@ static int64_t now_ms(void) {
 
 /* The lock options with an ACL. */
 #define ACL_FUNCTIONS(X) X(lock_options_init) X(lock_new_with) X(rwlock_new_with)
+/* The semaphore and the multi-lock (their own model, below `call_sem_family`). */
+#define SEM_FUNCTIONS(X)                                                                                        \
+  X(semaphore_options_init) X(semaphore_new) X(semaphore_new_with) X(semaphore_acquire) X(semaphore_cancel)     \
+  X(semaphore_max_leases) X(semaphore_set_shared_count) X(semaphore_set_lost_callback) X(semaphore_free)        \
+  X(semaphore_participants) X(semaphore_listing_free) X(leases_count) X(leases_fencing_token)                   \
+  X(leases_node_name) X(leases_state) X(leases_release) X(leases_free) X(multi_lock_new)                        \
+  X(multi_lock_member_count) X(multi_lock_member) X(multi_lock_acquire) X(multi_lock_acquire_as)                \
+  X(multi_lock_cancel) X(multi_lock_set_lost_callback) X(multi_lock_free) X(multi_guard_state)                  \
+  X(multi_guard_lost_member) X(multi_guard_fencing_token) X(multi_guard_release) X(multi_guard_free)
 #define FUNCTIONS(X)                                                                                      \
   X(options_init) X(client_connect) X(client_close) X(client_state) X(client_session_id)                  \
   X(client_set_state_callback) X(result_str) X(last_error_message) X(last_error_zookeeper_code) X(version) \
@@ -59,7 +68,7 @@ static int64_t now_ms(void) {
   X(lock_release_as) X(lock_is_held) X(lock_is_held_as) X(lock_state) X(lock_state_as)                    \
   X(lock_fencing_token) X(lock_fencing_token_as) X(lock_sequence) X(lock_sequence_as)                     \
   X(lock_set_lost_callback) X(thread_owner) X(lock_contenders) X(lock_holder) X(lock_holders)             \
-  X(participants_free) ACL_FUNCTIONS(X)
+  X(participants_free) ACL_FUNCTIONS(X) SEM_FUNCTIONS(X)
 #define AS_ENUM(name) F_##name,
 #define AS_NAME(name) "zkl_" #name,
 enum { FUNCTIONS(AS_ENUM) F_COUNT };
@@ -147,7 +156,10 @@ static void check(int f, int rc, const expect *e, const char *what) {
 
 /* Handle ids are multiples of 16 handed out in order (core/src/ffi/handles.rs): every value the
  * library gave us is recorded here, so any other value is one it never gave. */
-enum { UNKNOWN, LIVE_CLIENT, CLOSED_CLIENT, LIVE_LOCK, FREED_LOCK };
+enum {
+  UNKNOWN, LIVE_CLIENT, CLOSED_CLIENT, LIVE_LOCK, FREED_LOCK,
+  LIVE_SEM, FREED_SEM, LIVE_LEASES, FREED_LEASES, LIVE_MULTI, FREED_MULTI, LIVE_GUARD, FREED_GUARD
+};
 #define ID_SLOTS (1u << 24)
 static unsigned char id_state[ID_SLOTS];
 
@@ -245,6 +257,31 @@ static bool others_hold(int i, int o) {
 
 /* ------------------------------------------------------------------ argument generators */
 
+/* The C type of a live handle's state, or NULL. */
+static const char *live_kind(int state) {
+  switch (state) {
+    case LIVE_CLIENT: return "zkl_client";
+    case LIVE_LOCK: return "zkl_lock";
+    case LIVE_SEM: return "zkl_semaphore";
+    case LIVE_LEASES: return "zkl_leases";
+    case LIVE_MULTI: return "zkl_multi_lock";
+    case LIVE_GUARD: return "zkl_multi_guard";
+    default: return NULL;
+  }
+}
+
+/* A handle in `state` passed where a `want` is expected: a live one of another kind is named as
+ * such, anything else is no live `want`. */
+static void wrong_handle(expect *e, int state, const char *want) {
+  static char needles[16][80];
+  static int next;
+  char *needle = needles[next++ % 16];
+  const char *kind = live_kind(state);
+  if (kind) snprintf(needle, sizeof needles[0], "is a %s, not a %s", kind, want);
+  else snprintf(needle, sizeof needles[0], "not a live %s", want);
+  bad(e, needle);
+}
+
 static const char *owner_needle = "neither an explicit id";
 
 /* A client argument for a function, recording what its use must give. */
@@ -269,8 +306,7 @@ static zkl_client *client_arg(expect *e, int *live_index, bool null_allowed_as_n
       for (int i = 0; i < n_clients; i++)
         if ((uintptr_t)clients[i].handle == v) *live_index = i;
       break;
-    case LIVE_LOCK: bad(e, "is a zkl_lock, not a zkl_client"); break;
-    default: bad(e, "not a live zkl_client"); break;
+    default: wrong_handle(e, state_of((void *)v), "zkl_client"); break;
   }
   return (zkl_client *)v;
 }
@@ -296,8 +332,7 @@ static zkl_lock *lock_arg(expect *e, int *live_index, bool null_allowed_as_noop)
       for (int i = 0; i < n_locks; i++)
         if ((uintptr_t)locks[i].handle == v) *live_index = i;
       break;
-    case LIVE_CLIENT: bad(e, "is a zkl_client, not a zkl_lock"); break;
-    default: bad(e, "not a live zkl_lock"); break;
+    default: wrong_handle(e, state_of((void *)v), "zkl_lock"); break;
   }
   return (zkl_lock *)v;
 }
@@ -528,12 +563,650 @@ static void call_connect(void) {
   }
 }
 
+/* ------------------------------------------------------------------ the semaphore and the multi-lock */
+
+/* Semaphores on paths of their own (a fixed max each, which every handle on the path uses), the
+ * leases and guards taken, and how many leases the model knows held on each path. The server may
+ * hold more for a while (a freed handle's leases are released in the background), never fewer:
+ * so an acquisition that succeeds must fit in the model's count, or max was exceeded. */
+#define MAX_SEM_PATHS 6
+#define MAX_SEMS 8
+#define MAX_LEASES 12
+#define MAX_MULTIS 4
+#define MAX_GUARDS 6
+typedef struct {
+  char text[160];
+  int max, held;
+} sem_path_slot;
+typedef struct {
+  zkl_semaphore *handle;
+  zkl_client *client;
+  int path;
+  bool closed; /* its client was closed */
+} sem_slot;
+/* Leases, and a guard's members: on up to two semaphore paths of one client. */
+typedef struct {
+  void *handle;
+  zkl_client *client;
+  int count, path[2], n[2];
+  bool closed, released;
+} taken_slot;
+static sem_path_slot sem_paths[MAX_SEM_PATHS];
+static sem_slot sems[MAX_SEMS];
+static taken_slot leases_slots[MAX_LEASES], multis[MAX_MULTIS], guards[MAX_GUARDS];
+static int n_sem_paths, n_sems, n_leases, n_multis, n_guards;
+
+static void on_lease_lost(void *userdata, zkl_leases *leases, size_t index, zkl_lost_reason reason) {
+  atomic_fetch_add(&lost_callbacks, 1);
+  if ((uintptr_t)userdata != 0x5ca1ab1e || reason < ZKL_LOST_SESSION_EXPIRED || reason > ZKL_LOST_AUTH_FAILED ||
+      ((uintptr_t)leases % 16) != 0 || index > 3)
+    atomic_fetch_add(&callback_problems, 1);
+}
+
+static void on_multi_lost(void *userdata, zkl_multi_guard *guard, size_t member, zkl_lost_reason reason) {
+  atomic_fetch_add(&lost_callbacks, 1);
+  if ((uintptr_t)userdata != 0x5ca1ab1e || reason < ZKL_LOST_SESSION_EXPIRED || reason > ZKL_LOST_AUTH_FAILED ||
+      ((uintptr_t)guard % 16) != 0 || member > 1)
+    atomic_fetch_add(&callback_problems, 1);
+}
+
+/* Any live handle (of any kind), or a forged id. */
+static uintptr_t any_handle(void) {
+  switch (below(7)) {
+    case 0: if (n_clients) return (uintptr_t)clients[below(n_clients)].handle; break;
+    case 1: if (n_locks) return (uintptr_t)locks[below(n_locks)].handle; break;
+    case 2: if (n_sems) return (uintptr_t)sems[below(n_sems)].handle; break;
+    case 3: if (n_leases) return (uintptr_t)leases_slots[below(n_leases)].handle; break;
+    case 4: if (n_multis) return (uintptr_t)multis[below(n_multis)].handle; break;
+    case 5: if (n_guards) return (uintptr_t)guards[below(n_guards)].handle; break;
+    default: break;
+  }
+  uintptr_t v = chance(80) ? (uintptr_t)(16 * (1 + below(ID_SLOTS - 2))) : (uintptr_t)rnd();
+  return v ? v : 16;
+}
+
+/* A handle argument of kind `state` (a LIVE_ one named `name`): mostly one of the n live ones
+ * (`handles`, `stride` bytes apart: each slot's first field), else NULL, another kind or a forged
+ * id, recording what its use must give. *index: the live one's, or -1. */
+static void *handle_arg(expect *e, int state, const char *name, const char *null_needle, const void *handles,
+                        size_t stride, int n, int *index, bool null_allowed_as_noop) {
+  *index = -1;
+  int r = (int)below(100);
+  if (n && r < 75) {
+    *index = (int)below(n);
+    return *(void *const *)((const char *)handles + stride * (size_t)*index);
+  }
+  if (r < 82) {
+    if (!null_allowed_as_noop) bad(e, null_needle);
+    return NULL;
+  }
+  uintptr_t v = any_handle();
+  if (state_of((void *)v) != state) {
+    wrong_handle(e, state_of((void *)v), name);
+    return (void *)v;
+  }
+  for (int i = 0; i < n; i++)
+    if (*(void *const *)((const char *)handles + stride * (size_t)i) == (void *)v) *index = i;
+  if (*index < 0) fail("the model lost a live %s", name);
+  return (void *)v;
+}
+
+#define SEM_ARG(e, i, noop) \
+  (zkl_semaphore *)handle_arg(e, LIVE_SEM, "zkl_semaphore", "semaphore is NULL", sems, sizeof sems[0], n_sems, i, noop)
+#define LEASES_ARG(e, i, noop) \
+  (zkl_leases *)handle_arg(e, LIVE_LEASES, "zkl_leases", "leases is NULL", leases_slots, sizeof leases_slots[0], n_leases, i, noop)
+#define MULTI_ARG(e, i, noop) \
+  (zkl_multi_lock *)handle_arg(e, LIVE_MULTI, "zkl_multi_lock", "multi is NULL", multis, sizeof multis[0], n_multis, i, noop)
+#define GUARD_ARG(e, i, noop) \
+  (zkl_multi_guard *)handle_arg(e, LIVE_GUARD, "zkl_multi_guard", "guard is NULL", guards, sizeof guards[0], n_guards, i, noop)
+
+/* A timeout that never waits long: the fuzzer is one thread, so nobody would release meanwhile. */
+static int64_t short_timeout_arg(expect *e) {
+  bool may_wait;
+  int64_t timeout = timeout_arg(e, &may_wait);
+  return may_wait ? 0 : timeout;
+}
+
+/* The leases of a successful acquisition are counted held; more than max is the bug this hunts. */
+static void count_taken(const taken_slot *t, const char *what) {
+  for (int m = 0; m < t->count; m++) {
+    sem_path_slot *p = &sem_paths[t->path[m]];
+    if (p->held + t->n[m] > p->max)
+      fail("%s: %d leases granted on %s where %d of max %d are held", what, t->n[m], p->text, p->held, p->max);
+    p->held += t->n[m];
+  }
+}
+
+/* What a taken slot holds goes: released, freed, or its client closed. */
+static void uncount_taken(taken_slot *t) {
+  if (t->released || t->closed) return;
+  for (int m = 0; m < t->count; m++) sem_paths[t->path[m]].held -= t->n[m];
+}
+
+static void sem_family_client_closed(zkl_client *client) {
+  for (int i = 0; i < n_sems; i++) sems[i].closed |= sems[i].client == client;
+  taken_slot *lists[] = {leases_slots, multis, guards};
+  int counts[] = {n_leases, n_multis, n_guards};
+  for (int l = 0; l < 3; l++) {
+    for (int i = 0; i < counts[l]; i++) {
+      if (lists[l][i].client != client) continue;
+      uncount_taken(&lists[l][i]);
+      lists[l][i].closed = true;
+    }
+  }
+}
+
+static void call_semaphore_new(bool with) {
+  int f = with ? F_semaphore_new_with : F_semaphore_new;
+  expect e = {0};
+  int c, p = -1;
+  zkl_client *client = client_arg(&e, &c, false);
+  const char *path = NULL;
+  if (chance(85)) {
+    if (n_sem_paths == 0 || (n_sem_paths < MAX_SEM_PATHS && chance(15))) {
+      p = n_sem_paths++;
+      snprintf(sem_paths[p].text, sizeof sem_paths[p].text, "%s/s%d", base, p);
+      sem_paths[p].max = 1 + (int)below(3);
+    } else {
+      p = (int)below(n_sem_paths);
+    }
+    path = sem_paths[p].text;
+  } else {
+    switch (below(3)) {
+      case 0: bad(&e, "path is NULL"); break;
+      case 1: path = "relative"; bad(&e, "is relative"); break;
+      default: path = "/zookeeper/s"; bad(&e, "under /zookeeper"); break;
+    }
+  }
+  int max = p >= 0 ? sem_paths[p].max : 1;
+  switch (below(10)) {
+    case 0: max = 0; bad(&e, "at least 1, not 0"); break;
+    case 1: max = -1 - (int)below(1000); bad(&e, "max_leases is"); break;
+    default: break;
+  }
+  zkl_semaphore *out = (zkl_semaphore *)(uintptr_t)0xdead0, **outp = &out;
+  if (chance(6)) outp = NULL, bad(&e, "out is NULL");
+  e.allowed = BIT(ZKL_OK);
+  int rc;
+  if (with) {
+    zkl_semaphore_options opts, *o = &opts;
+    zkl_semaphore_options_init(&opts);
+    opts.max_leases = max;
+    switch (below(10)) {
+      case 0: o = NULL; bad(&e, "opts is NULL"); break;
+      case 1: opts.shared_count_path = "/zklock-fuzz-count"; opts.max_leases = max ? max : 1; bad(&e, "both set"); break;
+      case 2: opts.shared_count_seed = 1 + (int)below(5); bad(&e, "shared_count_seed is only"); break;
+      case 3: opts.identifier = "fuzz-\xff"; bad(&e, "opts->identifier is not valid UTF-8"); break;
+      case 4: opts.max_leases = 0, opts.shared_count_path = "count", opts.shared_count_seed = 1; bad(&e, "shared count path"); break;
+      case 5: opts.identifier = "fuzz-id"; break;
+      default: break;
+    }
+    rc = zkl_semaphore_new_with(client, path, o, outp);
+  } else {
+    rc = zkl_semaphore_new(client, path, max, outp);
+  }
+  check(f, rc, &e, "semaphore");
+  if (rc != ZKL_OK) {
+    if (out != (zkl_semaphore *)(uintptr_t)0xdead0) fail("%s failed but wrote *out", fn_name[f]);
+    return;
+  }
+  if (e.n) return;
+  set_state(out, LIVE_SEM);
+  if (n_sems < MAX_SEMS) {
+    sems[n_sems++] = (sem_slot){.handle = out, .client = client, .path = p};
+  } else {
+    zkl_semaphore_free(out);
+    set_state(out, FREED_SEM);
+  }
+}
+
+static void call_semaphore_acquire(void) {
+  expect e = {0};
+  int i;
+  zkl_semaphore *sem = SEM_ARG(&e, &i, false);
+  int64_t timeout = short_timeout_arg(&e);
+  int max = i >= 0 ? sem_paths[sems[i].path].max : 2, n;
+  switch (below(10)) {
+    case 0: n = 0; bad(&e, "not 0"); break;
+    case 1: n = -1 - (int)below(100); bad(&e, "n is"); break;
+    case 2: n = max + 1 + (int)below(3); bad(&e, "more than the semaphore's max"); break;
+    default: n = 1 + (int)below(max);
+  }
+  zkl_leases *out = (zkl_leases *)(uintptr_t)0xdead0, **outp = &out;
+  if (chance(6)) outp = NULL, bad(&e, "out is NULL");
+  e.allowed = i >= 0 && sems[i].closed ? BIT(ZKL_CLOSED) : BIT(ZKL_OK) | BIT(ZKL_TIMEOUT);
+  int rc = zkl_semaphore_acquire(sem, n, timeout, outp);
+  check(F_semaphore_acquire, rc, &e, "semaphore");
+  if (rc != ZKL_OK || e.n) return;
+  taken_slot t = {.handle = out, .client = sems[i].client, .count = 1, .path = {sems[i].path}, .n = {n}};
+  count_taken(&t, "zkl_semaphore_acquire");
+  set_state(out, LIVE_LEASES);
+  if (n_leases < MAX_LEASES) {
+    leases_slots[n_leases++] = t;
+  } else {
+    zkl_leases_free(out);
+    set_state(out, FREED_LEASES);
+    uncount_taken(&t);
+  }
+}
+
+static void call_semaphore_misc(int f) {
+  expect e = {0};
+  int i;
+  zkl_semaphore *sem = SEM_ARG(&e, &i, f == F_semaphore_free);
+  e.allowed = BIT(ZKL_OK);
+  int rc;
+  switch (f) {
+    case F_semaphore_cancel: check(f, zkl_semaphore_cancel(sem), &e, "semaphore"); break;
+    case F_semaphore_set_lost_callback:
+      check(f, zkl_semaphore_set_lost_callback(sem, chance(70) ? on_lease_lost : NULL, (void *)(uintptr_t)0x5ca1ab1e), &e, "semaphore");
+      break;
+    case F_semaphore_max_leases: {
+      int64_t max = -1;
+      bool null_out = chance(8);
+      if (null_out) bad(&e, "out is NULL");
+      rc = zkl_semaphore_max_leases(sem, null_out ? NULL : &max);
+      check(f, rc, &e, "semaphore");
+      if (rc == ZKL_OK && e.n == 0 && max != sem_paths[sems[i].path].max) fail("zkl_semaphore_max_leases gave %" PRId64, max);
+      break;
+    }
+    case F_semaphore_set_shared_count: {
+      int max = chance(20) ? -(int)below(5) : 1 + (int)below(5);
+      bad(&e, max < 1 ? "max is" : "fixed");
+      check(f, zkl_semaphore_set_shared_count(sem, max), &e, "semaphore");
+      break;
+    }
+    case F_semaphore_participants: {
+      zkl_semaphore_listing *list = NULL;
+      bool null_out = chance(8);
+      if (null_out) bad(&e, "out is NULL");
+      if (i >= 0 && sems[i].closed) e.allowed = BIT(ZKL_CLOSED);
+      rc = zkl_semaphore_participants(sem, null_out ? NULL : &list);
+      check(f, rc, &e, "semaphore");
+      if (rc != ZKL_OK || e.n) break;
+      const sem_path_slot *p = &sem_paths[sems[i].path];
+      if (list == NULL || list->leases == NULL || list->queue == NULL || list->waiting_leases > list->leases->count ||
+          (long)(list->leases->count - list->waiting_leases) > p->max || (long)list->leases->count < p->held ||
+          list->max_leases != p->max)
+        fail("zkl_semaphore_participants on %s (max %d, %d held) listed %zu leases, %zu waiting, max %" PRId64, p->text,
+             p->max, p->held, list ? list->leases->count : 0, list ? list->waiting_leases : 0, list ? list->max_leases : -1);
+      else {
+        const zkl_participants *parts[] = {list->leases, list->queue};
+        for (int k = 0; k < 2; k++)
+          for (size_t j = 0; j < parts[k]->count; j++)
+            if (parts[k]->items[j].node == NULL || parts[k]->items[j].node[0] == '\0' || parts[k]->items[j].fencing_token <= 0)
+              fail("zkl_semaphore_participants: entry %zu of %s is malformed", j, k ? "queue" : "leases");
+      }
+      zkl_semaphore_listing_free(list);
+      break;
+    }
+    case F_semaphore_free:
+      rc = zkl_semaphore_free(sem);
+      check(f, rc, &e, "semaphore");
+      if (rc == ZKL_OK && i >= 0) {
+        set_state(sem, FREED_SEM);
+        sems[i] = sems[--n_sems];
+      }
+      break;
+  }
+}
+
+/* Leases: a valid index is below its count; a released one has no token; a closed client's is
+ * lost (or about to be). */
+static void call_leases_fn(int f) {
+  expect e = {0};
+  int i;
+  zkl_leases *leases = LEASES_ARG(&e, &i, f == F_leases_free);
+  taken_slot *t = i >= 0 ? &leases_slots[i] : NULL;
+  size_t index = t && chance(85) ? below((uint64_t)t->n[0]) : (size_t)(t ? t->n[0] : 0) + below(3);
+  bool indexed = f == F_leases_fencing_token || f == F_leases_node_name || f == F_leases_state;
+  if (indexed && t && index >= (size_t)t->n[0]) bad(&e, "out of range");
+  bool null_out = chance(6) && f != F_leases_release && f != F_leases_free;
+  if (null_out) bad(&e, "out is NULL");
+  e.allowed = BIT(ZKL_OK);
+  int rc;
+  switch (f) {
+    case F_leases_count: {
+      size_t count = 0;
+      rc = zkl_leases_count(leases, null_out ? NULL : &count);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && !e.n && count != (size_t)t->n[0]) fail("zkl_leases_count gave %zu, not %d", count, t->n[0]);
+      break;
+    }
+    case F_leases_fencing_token: {
+      int64_t token = 0;
+      if (t) e.allowed = t->released ? BIT(ZKL_NOT_OWNER) : t->closed ? BIT(ZKL_OK) | BIT(ZKL_LOCK_LOST) : BIT(ZKL_OK);
+      rc = zkl_leases_fencing_token(leases, index, null_out ? NULL : &token);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && !e.n && token <= 0) fail("zkl_leases_fencing_token gave %" PRId64, token);
+      break;
+    }
+    case F_leases_node_name: {
+      const char *name = NULL;
+      rc = zkl_leases_node_name(leases, index, null_out ? NULL : &name);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && !e.n && (name == NULL || strncmp(name, "_c_", 3) != 0 || strstr(name, "-lease-") == NULL))
+        fail("zkl_leases_node_name gave %s", name ? name : "(null)");
+      break;
+    }
+    case F_leases_state: {
+      zkl_hold_state state = 99;
+      rc = zkl_leases_state(leases, index, null_out ? NULL : &state);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && !e.n &&
+          (t->released ? state != ZKL_HOLD_NONE
+                       : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
+        fail("zkl_leases_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
+      break;
+    }
+    case F_leases_release:
+      if (t)
+        e.allowed = t->released ? BIT(ZKL_NOT_OWNER)
+                    : t->closed ? BIT(ZKL_OK) | BIT(ZKL_LOCK_LOST) | BIT(ZKL_CLOSED)
+                                : BIT(ZKL_OK);
+      rc = zkl_leases_release(leases);
+      check(f, rc, &e, "leases");
+      if (t && !e.n && rc != ZKL_INVALID_ARGUMENT) {
+        uncount_taken(t);
+        t->released = true;
+      }
+      break;
+    case F_leases_free:
+      rc = zkl_leases_free(leases);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && t) {
+        uncount_taken(t);
+        set_state(leases, FREED_LEASES);
+        *t = leases_slots[--n_leases];
+      }
+      break;
+  }
+}
+
+/* A multi-lock over one or two semaphores of one client, on different paths (so its guards
+ * count in the model), or bad members. Lock members only in bad input: the lock model does not
+ * follow holds taken through a multi-lock. */
+static void call_multi_lock_new(void) {
+  expect e = {0};
+  zkl_multi_member members[2] = {{0}, {0}};
+  size_t count = 0;
+  taken_slot t = {0};
+  if (n_sems) {
+    int first = (int)below(n_sems);
+    members[0] = (zkl_multi_member){.semaphore = sems[first].handle, .leases = 1 + (int)below(sem_paths[sems[first].path].max)};
+    t = (taken_slot){.client = sems[first].client, .count = 1, .path = {sems[first].path}, .n = {members[0].leases}, .closed = sems[first].closed};
+    count = 1;
+    int second = (int)below(n_sems);
+    if (chance(50) && sems[second].client == sems[first].client && sems[second].path != sems[first].path) {
+      members[1] = (zkl_multi_member){.semaphore = sems[second].handle, .leases = 1 + (int)below(sem_paths[sems[second].path].max)};
+      t.path[1] = sems[second].path, t.n[1] = members[1].leases, t.count = 2;
+      count = 2;
+    }
+  } else {
+    bad(&e, "neither a lock nor a semaphore");
+    count = 1;
+  }
+  const zkl_multi_member *mp = members;
+  switch (below(14)) {
+    case 0: count = 0; bad(&e, "count is 0"); break;
+    case 1: mp = NULL; bad(&e, "members is NULL"); break;
+    case 2: members[0] = (zkl_multi_member){0}; bad(&e, "neither a lock nor a semaphore"); break;
+    case 3:
+      if (n_locks && members[0].semaphore) members[0].lock = locks[below(n_locks)].handle, bad(&e, "both a lock and a semaphore");
+      break;
+    case 4: if (members[0].semaphore) members[0].leases = 0, bad(&e, "at least 1 lease"); break;
+    case 5: if (members[0].semaphore) members[0].leases = -1 - (int)below(5), bad(&e, "must be at least 1"); break;
+    case 6: if (members[0].semaphore) members[0].leases = 4 + (int)below(3), bad(&e, "more than the semaphore's max"); break;
+    case 7: if (members[0].semaphore) members[1] = members[0], count = 2, bad(&e, "both on this path"); break;
+    case 8: {
+      uintptr_t v = any_handle();
+      if (state_of((void *)v) == LIVE_SEM) v = 16 * (1 + below(ID_SLOTS - 2)) + 8; /* misaligned: never live */
+      members[0] = (zkl_multi_member){.semaphore = (zkl_semaphore *)v, .leases = 1};
+      wrong_handle(&e, state_of((void *)v), "zkl_semaphore");
+      break;
+    }
+    case 9:
+      if (n_locks) members[0] = (zkl_multi_member){.lock = locks[below(n_locks)].handle, .leases = 1}, bad(&e, "leases are for a semaphore member");
+      break;
+    default: break;
+  }
+  zkl_multi_lock *out = (zkl_multi_lock *)(uintptr_t)0xdead0, **outp = &out;
+  if (chance(6)) outp = NULL, bad(&e, "out is NULL");
+  e.allowed = BIT(ZKL_OK);
+  int rc = zkl_multi_lock_new(mp, count, outp);
+  check(F_multi_lock_new, rc, &e, "members");
+  if (rc != ZKL_OK || e.n) return;
+  t.handle = out;
+  /* Its members in the order it takes them (by path), as a guard numbers them. */
+  if (t.count == 2 && strcmp(sem_paths[t.path[1]].text, sem_paths[t.path[0]].text) < 0) {
+    int path = t.path[0], n = t.n[0];
+    t.path[0] = t.path[1], t.n[0] = t.n[1], t.path[1] = path, t.n[1] = n;
+  }
+  set_state(out, LIVE_MULTI);
+  if (n_multis < MAX_MULTIS) {
+    multis[n_multis++] = t;
+  } else {
+    zkl_multi_lock_free(out);
+    set_state(out, FREED_MULTI);
+  }
+}
+
+static void call_multi_lock_fn(int f) {
+  expect e = {0};
+  int i;
+  zkl_multi_lock *multi = MULTI_ARG(&e, &i, f == F_multi_lock_free);
+  taken_slot *t = i >= 0 ? &multis[i] : NULL;
+  e.allowed = BIT(ZKL_OK);
+  int rc;
+  switch (f) {
+    case F_multi_lock_member_count: {
+      size_t count = 0;
+      bool null_out = chance(8);
+      if (null_out) bad(&e, "out is NULL");
+      rc = zkl_multi_lock_member_count(multi, null_out ? NULL : &count);
+      check(f, rc, &e, "multi");
+      if (rc == ZKL_OK && !e.n && count != (size_t)t->count) fail("zkl_multi_lock_member_count gave %zu", count);
+      break;
+    }
+    case F_multi_lock_member: {
+      size_t index = t && chance(85) ? below((uint64_t)t->count) : (size_t)(t ? t->count : 0) + below(3);
+      if (t && index >= (size_t)t->count) bad(&e, "out of range");
+      const char *path = NULL;
+      zkl_member_kind kind = 0;
+      rc = zkl_multi_lock_member(multi, index, chance(20) ? NULL : &path, chance(20) ? NULL : &kind);
+      check(f, rc, &e, "multi");
+      if (rc == ZKL_OK && !e.n) {
+        bool known = path == NULL;
+        for (int m = 0; m < t->count; m++) known |= path && strcmp(path, sem_paths[t->path[m]].text) == 0;
+        if (!known || (kind != 0 && kind != ZKL_MEMBER_LEASES)) fail("zkl_multi_lock_member gave %s, kind %d", path ? path : "(null)", (int)kind);
+      }
+      break;
+    }
+    case F_multi_lock_acquire:
+    case F_multi_lock_acquire_as: {
+      int model = 0;
+      uint64_t owner = f == F_multi_lock_acquire_as ? owner_arg(&e, &model) : 0;
+      int64_t timeout = short_timeout_arg(&e);
+      zkl_multi_guard *out = (zkl_multi_guard *)(uintptr_t)0xdead0, **outp = &out;
+      if (chance(6)) outp = NULL, bad(&e, "out is NULL");
+      if (t) e.allowed = t->closed ? BIT(ZKL_CLOSED) : BIT(ZKL_OK) | BIT(ZKL_TIMEOUT);
+      rc = f == F_multi_lock_acquire ? zkl_multi_lock_acquire(multi, timeout, outp)
+                                     : zkl_multi_lock_acquire_as(multi, owner, timeout, outp);
+      check(f, rc, &e, "multi");
+      if (rc != ZKL_OK || e.n) break;
+      taken_slot g = *t;
+      g.handle = out;
+      count_taken(&g, fn_name[f]);
+      set_state(out, LIVE_GUARD);
+      if (n_guards < MAX_GUARDS) {
+        guards[n_guards++] = g;
+      } else {
+        zkl_multi_guard_free(out);
+        set_state(out, FREED_GUARD);
+        uncount_taken(&g);
+      }
+      break;
+    }
+    case F_multi_lock_cancel: check(f, zkl_multi_lock_cancel(multi), &e, "multi"); break;
+    case F_multi_lock_set_lost_callback:
+      check(f, zkl_multi_lock_set_lost_callback(multi, chance(70) ? on_multi_lost : NULL, (void *)(uintptr_t)0x5ca1ab1e), &e, "multi");
+      break;
+    case F_multi_lock_free:
+      rc = zkl_multi_lock_free(multi);
+      check(f, rc, &e, "multi");
+      if (rc == ZKL_OK && t) {
+        set_state(multi, FREED_MULTI);
+        *t = multis[--n_multis];
+      }
+      break;
+  }
+}
+
+static void call_multi_guard_fn(int f) {
+  expect e = {0};
+  int i;
+  zkl_multi_guard *guard = GUARD_ARG(&e, &i, f == F_multi_guard_free);
+  taken_slot *t = i >= 0 ? &guards[i] : NULL;
+  e.allowed = BIT(ZKL_OK);
+  int rc;
+  switch (f) {
+    case F_multi_guard_state: {
+      zkl_hold_state state = 99;
+      bool null_out = chance(8);
+      if (null_out) bad(&e, "out is NULL");
+      rc = zkl_multi_guard_state(guard, null_out ? NULL : &state);
+      check(f, rc, &e, "guard");
+      if (rc == ZKL_OK && !e.n &&
+          (t->released ? state != ZKL_HOLD_NONE
+                       : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
+        fail("zkl_multi_guard_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
+      break;
+    }
+    case F_multi_guard_lost_member: {
+      int64_t member = 99;
+      zkl_lost_reason reason = 0;
+      bool null_member = chance(8);
+      if (null_member) bad(&e, "member is NULL");
+      rc = zkl_multi_guard_lost_member(guard, null_member ? NULL : &member, chance(30) ? NULL : &reason);
+      check(f, rc, &e, "guard");
+      if (rc == ZKL_OK && !e.n && (t->closed && !t->released ? member < -1 || member >= t->count : member != -1))
+        fail("zkl_multi_guard_lost_member gave %" PRId64 " (released %d, closed %d)", member, t->released, t->closed);
+      break;
+    }
+    case F_multi_guard_fencing_token: {
+      size_t member = t && chance(85) ? below((uint64_t)t->count) : (size_t)(t ? t->count : 0) + below(2);
+      size_t index = t && member < (size_t)t->count && chance(85) ? below((uint64_t)t->n[member]) : 3 + below(2);
+      if (t && (member >= (size_t)t->count || index >= (size_t)t->n[member])) bad(&e, "out of range");
+      bool null_out = chance(6);
+      if (null_out) bad(&e, "out is NULL");
+      if (t) e.allowed = t->released ? BIT(ZKL_NOT_OWNER) : t->closed ? BIT(ZKL_OK) | BIT(ZKL_LOCK_LOST) : BIT(ZKL_OK);
+      int64_t token = 0;
+      rc = zkl_multi_guard_fencing_token(guard, member, index, null_out ? NULL : &token);
+      check(f, rc, &e, "guard");
+      if (rc == ZKL_OK && !e.n && token <= 0) fail("zkl_multi_guard_fencing_token gave %" PRId64, token);
+      break;
+    }
+    case F_multi_guard_release:
+      if (t)
+        e.allowed = t->released ? BIT(ZKL_NOT_OWNER)
+                    : t->closed ? BIT(ZKL_OK) | BIT(ZKL_LOCK_LOST) | BIT(ZKL_CLOSED)
+                                : BIT(ZKL_OK);
+      rc = zkl_multi_guard_release(guard);
+      check(f, rc, &e, "guard");
+      if (t && !e.n && rc != ZKL_INVALID_ARGUMENT) {
+        uncount_taken(t);
+        t->released = true;
+      }
+      break;
+    case F_multi_guard_free:
+      rc = zkl_multi_guard_free(guard);
+      check(f, rc, &e, "guard");
+      if (rc == ZKL_OK && t) {
+        uncount_taken(t);
+        set_state(guard, FREED_GUARD);
+        *t = guards[--n_guards];
+      }
+      break;
+  }
+}
+
+/* One call of the semaphore family (a fifth of the calls with a server). */
+static void call_sem_family(void) {
+  int r = (int)below(100);
+  if (r < 10) call_semaphore_new(false);
+  else if (r < 16) call_semaphore_new(true);
+  else if (r < 34) call_semaphore_acquire();
+  else if (r < 60) call_leases_fn(F_leases_count + (int)below(6));
+  else if (r < 70) call_semaphore_misc((int[]){F_semaphore_cancel, F_semaphore_max_leases, F_semaphore_set_shared_count,
+                                              F_semaphore_set_lost_callback, F_semaphore_free, F_semaphore_participants}[below(6)]);
+  else if (r < 76) call_multi_lock_new();
+  else if (r < 88) call_multi_lock_fn(F_multi_lock_member_count + (int)below(6));
+  else if (r < 90) call_multi_lock_fn(F_multi_lock_free);
+  else if (r < 98) call_multi_guard_fn(F_multi_guard_state + (int)below(5));
+  else if (r < 99) {
+    calls[F_semaphore_listing_free]++, total_calls++;
+    zkl_semaphore_listing_free(NULL);
+  } else {
+    expect e = {.allowed = BIT(ZKL_OK)};
+    zkl_semaphore_options opts = {.max_leases = 9, .shared_count_path = "/x", .shared_count_seed = 9, .identifier = "x"};
+    bool null_opts = chance(30);
+    if (null_opts) bad(&e, "opts is NULL");
+    check(F_semaphore_options_init, zkl_semaphore_options_init(null_opts ? NULL : &opts), &e, "opts");
+    if (!null_opts && (opts.max_leases || opts.shared_count_path || opts.shared_count_seed || opts.identifier))
+      fail("zkl_semaphore_options_init left a field set");
+  }
+}
+
+/* Releases and frees everything of the family, then checks that no lease node and no mutex node
+ * is left on a semaphore path. */
+static void sem_family_tear_down(void) {
+  while (n_guards) {
+    zkl_multi_guard_free(guards[0].handle);
+    set_state(guards[0].handle, FREED_GUARD);
+    guards[0] = guards[--n_guards];
+  }
+  while (n_leases) {
+    int rc = zkl_leases_release(leases_slots[0].handle);
+    if (rc != ZKL_OK && rc != ZKL_NOT_OWNER && rc != ZKL_LOCK_LOST && rc != ZKL_CLOSED)
+      fail("tear-down: zkl_leases_release gave %s (\"%s\")", code_name(rc), zkl_last_error_message());
+    if (zkl_leases_free(leases_slots[0].handle) != ZKL_OK) fail("tear-down: zkl_leases_free");
+    set_state(leases_slots[0].handle, FREED_LEASES);
+    leases_slots[0] = leases_slots[--n_leases];
+  }
+  while (n_multis) {
+    if (zkl_multi_lock_free(multis[0].handle) != ZKL_OK) fail("tear-down: zkl_multi_lock_free");
+    set_state(multis[0].handle, FREED_MULTI);
+    multis[0] = multis[--n_multis];
+  }
+  while (n_sems) {
+    if (zkl_semaphore_free(sems[0].handle) != ZKL_OK) fail("tear-down: zkl_semaphore_free");
+    set_state(sems[0].handle, FREED_SEM);
+    sems[0] = sems[--n_sems];
+  }
+  for (int p = 0; p < n_sem_paths && n_clients; p++) {
+    zkl_semaphore *probe = NULL;
+    if (zkl_semaphore_new(clients[0].handle, sem_paths[p].text, sem_paths[p].max, &probe) != ZKL_OK) continue;
+    size_t leases = 0, queue = 0;
+    int64_t give_up = now_ms() + 20000; /* background releases (of freed leases and guards) finish */
+    zkl_semaphore_listing *list = NULL;
+    while (zkl_semaphore_participants(probe, &list) == ZKL_OK) {
+      leases = list->leases->count, queue = list->queue->count;
+      zkl_semaphore_listing_free(list);
+      if ((leases == 0 && queue == 0) || now_ms() > give_up) break;
+      usleep(10000);
+    }
+    if (leases || queue) fail("tear-down: %zu lease node(s) and %zu mutex node(s) left on %s", leases, queue, sem_paths[p].text);
+    zkl_semaphore_free(probe);
+  }
+}
+
 static void close_client_model(int c) {
   for (int i = 0; i < n_locks; i++) {
     if (locks[i].client != c) continue;
     locks[i].client_closed = true;
     paths[locks[i].path].dirty_until = now_ms() + 3000;
   }
+  sem_family_client_closed(clients[c].handle);
   set_state(clients[c].handle, CLOSED_CLIENT);
   clients[c] = clients[--n_clients];
   for (int i = 0; i < n_locks; i++) {
@@ -922,7 +1595,8 @@ static void one_call(void) {
     else call_query((int)below(4));
     return;
   }
-  if (r < 15) call_connect();
+  if (chance(20)) call_sem_family();
+  else if (r < 15) call_connect();
   else if (r < 30) call_client_fn(F_client_close);
   else if (r < 80) call_client_fn(F_client_state + (int)below(3));
   else if (r < 180) call_lock_new(chance(40));
@@ -942,6 +1616,7 @@ static void one_call(void) {
 /* Releases every tracked hold, frees every lock and closes every client; checks the server kept
  * no node of ours. */
 static void tear_down(void) {
+  sem_family_tear_down();
   expect ok = {.allowed = BIT(ZKL_OK)};
   zkl_lock *probe = NULL;
   int probe_client = n_clients ? 0 : -1;

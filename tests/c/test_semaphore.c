@@ -700,6 +700,7 @@ static void test_lost(zkl_client *direct, const char *base) {
   CHECK(zkl_leases_state(leases, 0, &state) == ZKL_OK && state == ZKL_HOLD_LOST, "lost: the lease is LOST");
   CHECK_ERR(zkl_leases_fencing_token(leases, 0, &token), ZKL_LOCK_LOST, "no fencing token", "lost: no token for a lost lease");
   CHECK_ERR(zkl_leases_release(leases), ZKL_LOCK_LOST, "lost", "lost: releasing the lease reports ZKL_LOCK_LOST");
+  CHECK(zkl_leases_state(leases, 0, &state) == ZKL_OK && state == ZKL_HOLD_NONE, "lost: NONE once its release reported it");
   CHECK(zkl_multi_guard_state(guard, &state) == ZKL_OK && state == ZKL_HOLD_LOST, "lost: the multi-lock is LOST");
   /* Both members are lost by now: the first in canonical order (the semaphore, at "lost") is named. */
   CHECK(zkl_multi_guard_lost_member(guard, &member, &reason) == ZKL_OK && member == 0 &&

@@ -445,7 +445,8 @@ pub extern "C" fn zkl_leases_node_name(leases: *const zkl_leases, index: usize, 
 }
 
 /// The state of lease index, in *out: ZKL_HOLD_HELD, ZKL_HOLD_SUSPENDED (connection down: stop
-/// touching the resource), ZKL_HOLD_LOST, or ZKL_HOLD_NONE once released. No ZooKeeper traffic.
+/// touching the resource), ZKL_HOLD_LOST, or ZKL_HOLD_NONE once released (a lost lease too, once
+/// zkl_leases_release reported it). No ZooKeeper traffic.
 ///
 /// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
 /// Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed handle or an index out of range.
@@ -453,8 +454,10 @@ pub extern "C" fn zkl_leases_node_name(leases: *const zkl_leases, index: usize, 
 pub extern "C" fn zkl_leases_state(leases: *const zkl_leases, index: usize, out: *mut zkl_hold_state) -> zkl_result {
     ffi_result!("zkl_leases_state", {
         non_null!(out, "out");
-        let (_, hold) = lease(leases, index)?;
-        write_out!(out, hold.state().into());
+        let (handle, hold) = lease(leases, index)?;
+        // Released (a lost lease too, whose release reported it): nothing held any more.
+        let released = handle.leases.lock().is_none();
+        write_out!(out, if released { zkl_hold_state::ZKL_HOLD_NONE } else { hold.state().into() });
         Ok(())
     })
 }
