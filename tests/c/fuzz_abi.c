@@ -1130,31 +1130,41 @@ static void call_multi_guard_fn(int f) {
   }
 }
 
-/* One call of the semaphore family (a fifth of the calls with a server). */
+static void call_semaphore_options_init(void) {
+  expect e = {.allowed = BIT(ZKL_OK)};
+  zkl_semaphore_options opts = {.max_leases = 9, .shared_count_path = "/x", .shared_count_seed = 9, .identifier = "x"};
+  bool null_opts = chance(30);
+  if (null_opts) bad(&e, "opts is NULL");
+  check(F_semaphore_options_init, zkl_semaphore_options_init(null_opts ? NULL : &opts), &e, "opts");
+  if (!null_opts && (opts.max_leases || opts.shared_count_path || opts.shared_count_seed || opts.identifier))
+    fail("zkl_semaphore_options_init left a field set");
+}
+
+/* One call of the semaphore family (a fifth of the calls with a server): each of its 30 kinds of
+ * call once first, in turn (so a short run under valgrind calls every entry point), then at
+ * random. */
 static void call_sem_family(void) {
-  int r = (int)below(100);
-  if (r < 10) call_semaphore_new(false);
-  else if (r < 16) call_semaphore_new(true);
-  else if (r < 34) call_semaphore_acquire();
-  else if (r < 60) call_leases_fn(F_leases_count + (int)below(6));
-  else if (r < 70) call_semaphore_misc((int[]){F_semaphore_cancel, F_semaphore_max_leases, F_semaphore_set_shared_count,
-                                              F_semaphore_set_lost_callback, F_semaphore_free, F_semaphore_participants}[below(6)]);
-  else if (r < 76) call_multi_lock_new();
-  else if (r < 88) call_multi_lock_fn(F_multi_lock_member_count + (int)below(6));
-  else if (r < 90) call_multi_lock_fn(F_multi_lock_free);
-  else if (r < 98) call_multi_guard_fn(F_multi_guard_state + (int)below(5));
-  else if (r < 99) {
-    calls[F_semaphore_listing_free]++, total_calls++;
-    zkl_semaphore_listing_free(NULL);
+  static int sweep;
+  static const int misc[] = {F_semaphore_cancel, F_semaphore_max_leases, F_semaphore_set_shared_count,
+                             F_semaphore_set_lost_callback, F_semaphore_free, F_semaphore_participants};
+  int k;
+  if (sweep < 30) {
+    k = sweep++;
   } else {
-    expect e = {.allowed = BIT(ZKL_OK)};
-    zkl_semaphore_options opts = {.max_leases = 9, .shared_count_path = "/x", .shared_count_seed = 9, .identifier = "x"};
-    bool null_opts = chance(30);
-    if (null_opts) bad(&e, "opts is NULL");
-    check(F_semaphore_options_init, zkl_semaphore_options_init(null_opts ? NULL : &opts), &e, "opts");
-    if (!null_opts && (opts.max_leases || opts.shared_count_path || opts.shared_count_seed || opts.identifier))
-      fail("zkl_semaphore_options_init left a field set");
+    int r = (int)below(100);
+    k = r < 10 ? 0 : r < 16 ? 1 : r < 34 ? 2 : r < 60 ? 3 + (int)below(6) : r < 68 ? 9 + (int)below(6) : r < 74 ? 15
+        : r < 86 ? 16 + (int)below(6) : r < 88 ? 22 : r < 96 ? 23 + (int)below(5) : r < 98 ? 28 : 29;
   }
+  if (k == 0 || k == 1) call_semaphore_new(k == 1);
+  else if (k == 2) call_semaphore_acquire();
+  else if (k < 9) call_leases_fn(F_leases_count + (k - 3));
+  else if (k < 15) call_semaphore_misc(misc[k - 9]);
+  else if (k == 15) call_multi_lock_new();
+  else if (k < 22) call_multi_lock_fn(F_multi_lock_member_count + (k - 16));
+  else if (k == 22) call_multi_lock_fn(F_multi_lock_free);
+  else if (k < 28) call_multi_guard_fn(F_multi_guard_state + (k - 23));
+  else if (k == 28) calls[F_semaphore_listing_free]++, total_calls++, zkl_semaphore_listing_free(NULL);
+  else call_semaphore_options_init();
 }
 
 /* Releases and frees everything of the family, then checks that no lease node and no mutex node
