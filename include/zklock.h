@@ -664,8 +664,8 @@ typedef struct {
 } zkl_semaphore_options;
 
 /**
- * Called when a lease is lost, with its leases handle, the lease's index in it and why; on a
- * zklock background thread (see zkl_semaphore_set_lost_callback).
+ * Called when leases are lost, once per leases handle: with the handle, the index of the first
+ * lease found lost and why; on a zklock background thread (see zkl_semaphore_set_lost_callback).
  */
 typedef void (*zkl_lease_lost_callback)(void *userdata, zkl_leases *leases, size_t index, zkl_lost_reason reason);
 
@@ -1340,10 +1340,10 @@ zkl_result zkl_semaphore_max_leases(zkl_semaphore *semaphore, int64_t *out);
 zkl_result zkl_semaphore_set_shared_count(zkl_semaphore *semaphore, int32_t max);
 
 /**
- * Registers callback to be called once for each lease acquired through this semaphore handle
- * (before or after registering) that is lost: session expired, client disconnected too long or
- * closed, or lease node deleted by someone else. With the leases handle and the lease's index
- * in it; never for a leases handle already freed or released. Replaces any previous callback;
+ * Registers callback to be called once for each leases handle acquired through this semaphore
+ * handle (before or after registering) when its first lease is lost: session expired, client
+ * disconnected too long or closed, or lease node deleted by someone else. With the leases
+ * handle and that lease's index in it; never for a leases handle already freed or released. Replaces any previous callback;
  * NULL removes it. Runs as zkl_lock_set_lost_callback's callbacks do (the client's callback
  * thread, one at a time, no blocking zkl_ call inside). Once this function (or
  * zkl_semaphore_free) returns, the previous callback is not running and is never called again.

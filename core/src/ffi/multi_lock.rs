@@ -261,42 +261,34 @@ fn acquire(
             "multi was freed (zkl_multi_lock_free) while this call waited; what it got was released",
         ));
     }
-    // Each member's holds, with the client that watches them (members may be of several).
-    let watched: Vec<(crate::Client, Vec<Hold>)> = guard
-        .holds()
-        .into_iter()
-        .map(|(member, holds)| {
-            let client = match member {
-                Member::Lock(lock) => lock.client(),
-                Member::Leases(semaphore, _) => semaphore.client(),
-            };
-            (client, holds)
-        })
-        .collect();
+    let holds: Vec<Vec<Hold>> = guard.holds().into_iter().map(|(_, holds)| holds).collect();
     let members = guard.members().map(|member| (member.path().to_owned(), member.kind())).collect();
+    let client = match guard.members().next().expect("a multi-lock has members") {
+        Member::Lock(lock) => lock.client(),
+        Member::Leases(semaphore, _) => semaphore.client(),
+    };
     let id = handles::new_multi_guard(MultiGuardHandle {
         guard: parking_lot::Mutex::new(Some(guard)),
-        holds: watched.iter().map(|(_, holds)| holds.clone()).collect(),
+        holds: holds.clone(),
         members,
     }) as usize;
-    // Once per guard: the first member's hold found lost.
-    let fired = Arc::new(AtomicBool::new(false));
-    for (member, (client, holds)) in watched.into_iter().enumerate() {
-        for hold in holds {
-            let (callback, fired) = (handle.lost_callback.clone(), fired.clone());
-            client.on_hold_lost(hold, move |reason| {
-                if !handles::is_live(id) || fired.swap(true, Ordering::AcqRel) {
-                    return;
-                }
-                runtime::in_callback(|| {
-                    // SAFETY: a C function pointer registered by the caller, with its userdata.
-                    callback.call(|callback, userdata| unsafe {
-                        callback(userdata, id as *mut zkl_multi_guard, member, reason.into())
-                    })
-                })
-            });
+    // Once per guard: the first hold lost (core decides what a set's loss is), named by its
+    // member. On the first member's client's callback thread: a member of a client closed first
+    // is lost by then.
+    let member_of: Vec<usize> =
+        holds.iter().enumerate().flat_map(|(member, holds)| std::iter::repeat(member).take(holds.len())).collect();
+    let callback = handle.lost_callback.clone();
+    client.on_first_loss(holds.into_iter().flatten().collect(), move |index, reason| {
+        if !handles::is_live(id) {
+            return;
         }
-    }
+        runtime::in_callback(|| {
+            // SAFETY: a C function pointer registered by the caller, with its userdata.
+            callback.call(|callback, userdata| unsafe {
+                callback(userdata, id as *mut zkl_multi_guard, member_of[index], reason.into())
+            })
+        })
+    });
     write_out!(out, id as *mut zkl_multi_guard);
     Ok(())
 }

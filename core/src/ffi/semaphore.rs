@@ -56,8 +56,8 @@ const UNSET_SEMAPHORE_OPTIONS: zkl_semaphore_options = zkl_semaphore_options {
     identifier: std::ptr::null(),
 };
 
-/// Called when a lease is lost, with its leases handle, the lease's index in it and why; on a
-/// zklock background thread (see zkl_semaphore_set_lost_callback).
+/// Called when leases are lost, once per leases handle: with the handle, the index of the first
+/// lease found lost and why; on a zklock background thread (see zkl_semaphore_set_lost_callback).
 pub type zkl_lease_lost_callback =
     Option<unsafe extern "C" fn(userdata: *mut c_void, leases: *mut zkl_leases, index: usize, reason: zkl_lost_reason)>;
 
@@ -263,22 +263,20 @@ pub extern "C" fn zkl_semaphore_acquire(
             names,
             path: path.to_owned(),
         }) as usize;
-        let client = handle.semaphore.client();
-        for (index, hold) in holds.into_iter().enumerate() {
-            let callback = handle.lost_callback.clone();
-            client.on_hold_lost(hold, move |reason| {
-                // Not for a leases handle freed meanwhile: C may not name it any more.
-                if !handles::is_live(id) {
-                    return;
-                }
-                runtime::in_callback(|| {
-                    // SAFETY: a C function pointer registered by the caller, with its userdata.
-                    callback.call(|callback, userdata| unsafe {
-                        callback(userdata, id as *mut zkl_leases, index, reason.into())
-                    })
+        // Once per leases handle: the first lease lost (core decides what a set's loss is).
+        let callback = handle.lost_callback.clone();
+        handle.semaphore.client().on_first_loss(holds, move |index, reason| {
+            // Not for a leases handle freed meanwhile: C may not name it any more.
+            if !handles::is_live(id) {
+                return;
+            }
+            runtime::in_callback(|| {
+                // SAFETY: a C function pointer registered by the caller, with its userdata.
+                callback.call(|callback, userdata| unsafe {
+                    callback(userdata, id as *mut zkl_leases, index, reason.into())
                 })
-            });
-        }
+            })
+        });
         write_out!(out, id as *mut zkl_leases);
         Ok(())
     })
@@ -337,10 +335,10 @@ pub extern "C" fn zkl_semaphore_set_shared_count(semaphore: *mut zkl_semaphore, 
     })
 }
 
-/// Registers callback to be called once for each lease acquired through this semaphore handle
-/// (before or after registering) that is lost: session expired, client disconnected too long or
-/// closed, or lease node deleted by someone else. With the leases handle and the lease's index
-/// in it; never for a leases handle already freed or released. Replaces any previous callback;
+/// Registers callback to be called once for each leases handle acquired through this semaphore
+/// handle (before or after registering) when its first lease is lost: session expired, client
+/// disconnected too long or closed, or lease node deleted by someone else. With the leases
+/// handle and that lease's index in it; never for a leases handle already freed or released. Replaces any previous callback;
 /// NULL removes it. Runs as zkl_lock_set_lost_callback's callbacks do (the client's callback
 /// thread, one at a time, no blocking zkl_ call inside). Once this function (or
 /// zkl_semaphore_free) returns, the previous callback is not running and is never called again.
