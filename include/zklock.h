@@ -625,7 +625,7 @@ typedef struct {
    */
   size_t waiting_leases;
   /**
-   * The acquirers at the semaphore's internal mutex (<path>/locks), in order: the first is
+   * The acquirers at the semaphore's internal mutex (`<path>/locks`), in order: the first is
    * making its lease nodes or waiting for them to fit, the others wait for their turn.
    */
   const zkl_participants *queue;
@@ -1257,8 +1257,8 @@ zkl_result zkl_semaphore_options_init(zkl_semaphore_options *opts);
 
 /**
  * Makes a semaphore on path (relative to the client's chroot) allowing max_leases leases at
- * once. Its nodes are Curator's: an internal mutex at <path>/locks and one lease node each
- * under <path>/leases. With max_leases 1 it is Curator's InterProcessSemaphoreMutex: a
+ * once. Its nodes are Curator's: an internal mutex at `<path>/locks` and one lease node each
+ * under `<path>/leases`. With max_leases 1 it is Curator's InterProcessSemaphoreMutex: a
  * non-reentrant mutex whose lease any thread may release. Sends nothing to ZooKeeper.
  *
  * Ownership: path is borrowed for the call. On ZKL_OK, *out receives a new semaphore that the

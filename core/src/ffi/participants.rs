@@ -207,7 +207,7 @@ pub struct zkl_semaphore_listing {
     pub leases: *const zkl_participants,
     /// How many of leases, at the end, are not held yet.
     pub waiting_leases: usize,
-    /// The acquirers at the semaphore's internal mutex (<path>/locks), in order: the first is
+    /// The acquirers at the semaphore's internal mutex (`<path>/locks`), in order: the first is
     /// making its lease nodes or waiting for them to fit, the others wait for their turn.
     pub queue: *const zkl_participants,
     /// The max when listed.

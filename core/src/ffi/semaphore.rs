@@ -107,8 +107,8 @@ pub extern "C" fn zkl_semaphore_options_init(opts: *mut zkl_semaphore_options) -
 }
 
 /// Makes a semaphore on path (relative to the client's chroot) allowing max_leases leases at
-/// once. Its nodes are Curator's: an internal mutex at <path>/locks and one lease node each
-/// under <path>/leases. With max_leases 1 it is Curator's InterProcessSemaphoreMutex: a
+/// once. Its nodes are Curator's: an internal mutex at `<path>/locks` and one lease node each
+/// under `<path>/leases`. With max_leases 1 it is Curator's InterProcessSemaphoreMutex: a
 /// non-reentrant mutex whose lease any thread may release. Sends nothing to ZooKeeper.
 ///
 /// Ownership: path is borrowed for the call. On ZKL_OK, *out receives a new semaphore that the
