@@ -10,7 +10,7 @@
 //       # target/glibc-2.17/ with the wheel and the C library, so the addon loads on any
 //       # glibc >= 2.17 (scripts/package)
 import { spawnSync } from 'node:child_process'
-import { copyFileSync } from 'node:fs'
+import { copyFileSync, renameSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -50,6 +50,11 @@ if (!library) {
 if (process.argv.includes('--print-path')) {
   console.log(library)
 } else {
-  copyFileSync(library, join(here, 'zklock.node'))
+  // Copied beside it, then renamed over it: a process that has the old one loaded keeps its
+  // file, where a copy in place would truncate what it has mapped (SIGBUS: a test run beside
+  // a build died so).
+  const staged = join(here, `zklock.node.${process.pid}.tmp`)
+  copyFileSync(library, staged)
+  renameSync(staged, join(here, 'zklock.node'))
   console.error(`build.mjs: ${library} -> zklock.node`)
 }
