@@ -149,7 +149,7 @@ pub struct NativeLeases {
 
 impl NativeLeases {
     fn new(leases: zklock::Leases, shared: Arc<Shared>) -> NativeLeases {
-        let holds = leases.leases().iter().map(|lease| lease.hold().clone()).collect();
+        let holds = leases.holds();
         NativeLeases { leases: Mutex::new(Some(leases)), holds, shared }
     }
 }

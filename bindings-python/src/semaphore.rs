@@ -288,7 +288,7 @@ pub(crate) struct Leases {
 
 impl Leases {
     fn new(client: zklock::Client, path: String, leases: zklock::Leases) -> Leases {
-        let holds: Vec<Hold> = leases.leases().iter().map(|lease| lease.hold().clone()).collect();
+        let holds: Vec<Hold> = leases.holds();
         let nodes = leases.leases().iter().map(|lease| lease.node_name().to_owned()).collect();
         let inner = LeasesInner { leases: Mutex::new(Some(leases)), holds, client };
         Leases { inner: ForkSafe::new(inner), path, nodes }

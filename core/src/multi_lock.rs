@@ -216,7 +216,7 @@ impl Part {
     fn holds(&self) -> Vec<Hold> {
         match self {
             Part::Lock(guard) => vec![guard.hold().clone()],
-            Part::Leases(leases) => leases.leases().iter().map(|lease| lease.hold().clone()).collect(),
+            Part::Leases(leases) => leases.holds(),
         }
     }
 

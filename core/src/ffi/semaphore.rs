@@ -251,7 +251,7 @@ pub extern "C" fn zkl_semaphore_acquire(
                 "semaphore was freed (zkl_semaphore_free) while this call waited; the leases it got were released",
             ));
         }
-        let holds: Vec<Hold> = leases.leases().iter().map(|lease| lease.hold().clone()).collect();
+        let holds: Vec<Hold> = leases.holds();
         let names = leases
             .leases()
             .iter()
