@@ -12,18 +12,21 @@ use std::time::{Duration, Instant};
 use zklock::{Client, Owner};
 use zookeeper_client as zk;
 
-fn cpu() -> (Duration, Duration) {
+/// User and system CPU, and context switches (voluntary + involuntary: each is a thread put to
+/// sleep or woken, which on a 2-core VM costs more latency than the code between them).
+fn cpu() -> (Duration, Duration, i64) {
     // SAFETY: getrusage fills the zeroed struct it is given.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let us = |t: libc::timeval| Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64);
-    (us(usage.ru_utime), us(usage.ru_stime))
+    (us(usage.ru_utime), us(usage.ru_stime), usage.ru_nvcsw + usage.ru_nivcsw)
 }
-fn per(a: (Duration, Duration), b: (Duration, Duration), n: u32) -> String {
+fn per(a: (Duration, Duration, i64), b: (Duration, Duration, i64), n: u32) -> String {
     format!(
-        "usr {:.0} sys {:.0}",
+        "usr {:.0} sys {:.0} csw {:.1}",
         (b.0 - a.0).as_secs_f64() * 1e6 / n as f64,
-        (b.1 - a.1).as_secs_f64() * 1e6 / n as f64
+        (b.1 - a.1).as_secs_f64() * 1e6 / n as f64,
+        (b.2 - a.2) as f64 / n as f64
     )
 }
 
