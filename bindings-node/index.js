@@ -793,28 +793,27 @@ function lostError(lost, path) {
 }
 
 /**
- * The lost signal of `holds` ([nativeHold, errorOf(lost)] pairs): aborted with the error of the
- * first hold found lost, never for a release. Its entry in the client's `signals` lets close()
- * deliver the loss at once (the native notification does not keep the process alive).
+ * The lost signal of a hold, or of a set of holds taken together: aborted with `errorOf(lost)`
+ * for the first found lost, never for a release. Which one is the core's to say: `native.lost`
+ * (now) and `native.watchLost` (later) are a hold's, a set of leases', or (as `lostMember` and
+ * `watchLostMember`) a multi-lock's. Its entry in the client's `signals` lets close() deliver the
+ * loss at once (the native notification does not keep the process alive).
  */
-function lostSignal(holds, signals) {
+function lostSignal({ lost, watchLost }, errorOf, signals) {
   const controller = new AbortController()
   const entry = {
     abortIfLost() {
-      if (controller.signal.aborted) return
-      const lost = holds.find(([nativeHold]) => nativeHold.state === 'lost')
-      if (lost !== undefined) controller.abort(lost[1](lost[0].lost))
+      const found = lost()
+      if (found && !controller.signal.aborted) controller.abort(errorOf(found))
     },
   }
   entry.abortIfLost()
   if (!controller.signal.aborted) {
     signals.add(entry)
-    for (const [nativeHold, errorOf] of holds) {
-      nativeHold.watchLost((lost) => {
-        signals.delete(entry)
-        if (!controller.signal.aborted) controller.abort(errorOf(lost))
-      })
-    }
+    watchLost((found) => {
+      signals.delete(entry)
+      if (!controller.signal.aborted) controller.abort(errorOf(found))
+    })
   }
   return { controller, entry }
 }
@@ -858,7 +857,12 @@ class Hold {
   get signal() {
     if (this.#controller === null) {
       const path = this.#lock.path
-      const lost = lostSignal([[this.#native, (reason) => lostError(reason, path)]], signalsOfClient(this.#lock))
+      const native = this.#native
+      const lost = lostSignal(
+        { lost: () => native.lost, watchLost: (notify) => native.watchLost(notify) },
+        (reason) => lostError(reason, path),
+        signalsOfClient(this.#lock),
+      )
       this.#controller = lost.controller
       this.#signalEntry = lost.entry
     }
@@ -1094,8 +1098,10 @@ class Leases {
   get signal() {
     if (this.#controller === null) {
       const path = this.#path
+      const native = this.#native
       const lost = lostSignal(
-        this.#holds.map((nativeHold) => [nativeHold, (reason) => lostError(reason, path)]),
+        { lost: () => native.lost, watchLost: (notify) => native.watchLost(notify) },
+        (reason) => lostError(reason, path),
         this.#signals,
       )
       this.#controller = lost.controller
@@ -1226,10 +1232,12 @@ class MultiHold {
   /** Aborts when a member is lost (never on release); its reason, a ZKLOCK_LOCK_LOST error, names the member (`reason.member`). */
   get signal() {
     if (this.#controller === null) {
-      const holds = this.#members.flatMap((member) =>
-        member.holds.map((nativeHold) => [nativeHold, (reason) => memberLostError(member, reason)]),
+      const native = this.#native
+      const lost = lostSignal(
+        { lost: () => native.lostMember, watchLost: (notify) => native.watchLostMember(notify) },
+        (member) => memberLostError(member, member.lost),
+        this.#signals,
       )
-      const lost = lostSignal(holds, this.#signals)
       this.#controller = lost.controller
       this.#signalEntry = lost.entry
     }

@@ -58,15 +58,25 @@ impl NativeHold {
     /// The callback never keeps the process alive.
     #[napi]
     pub fn watch_lost(&self, callback: Function<Lost, ()>) -> napi::Result<()> {
-        let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
-        let hold = self.hold.clone();
-        napi::bindgen_prelude::spawn(async move {
-            if let Some(reason) = hold.lost().await {
-                notify.call(Lost::from(reason), ThreadsafeFunctionCallMode::NonBlocking);
-            }
-        });
-        Ok(())
+        watch_first_loss(vec![self.hold.clone()], callback, |_, reason| Lost::from(reason))
     }
+}
+
+/// Calls `callback` once, with what `describe` makes of the first of `holds` to be lost (which
+/// one is core's [`zklock::first_loss`] to say); never if they are all released. The callback
+/// never keeps the process alive.
+pub(crate) fn watch_first_loss<T: napi::bindgen_prelude::ToNapiValue + Send + 'static>(
+    holds: Vec<zklock::Hold>,
+    callback: Function<T, ()>,
+    describe: impl FnOnce(usize, LostReason) -> T + Send + 'static,
+) -> napi::Result<()> {
+    let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
+    napi::bindgen_prelude::spawn(async move {
+        if let Some((index, reason)) = zklock::first_loss(&holds).await {
+            notify.call(describe(index, reason), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    });
+    Ok(())
 }
 
 /// Why a hold was lost: the reason's code, and the core's description of it, so that the

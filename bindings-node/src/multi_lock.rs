@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Function, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
 
-use crate::hold::{Lost, NativeHold};
+use crate::hold::{watch_first_loss, Lost, NativeHold};
 use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
 use crate::semaphore::{abort, abortable, keep_unreleased, timeout, Aborts, NativeSemaphore};
@@ -182,6 +182,23 @@ impl NativeMultiGuard {
     pub fn lost_member(&self) -> Option<MemberLost> {
         let lost = self.guard.lock().as_ref()?.lost_member()?;
         Some(MemberLost { path: lost.path, kind: kind_name(lost.kind).to_owned(), lost: Lost::from(lost.reason) })
+    }
+
+    /// Calls `callback` once with the member lost first, and why; never if all are released.
+    #[napi]
+    pub fn watch_lost_member(&self, callback: Function<MemberLost, ()>) -> napi::Result<()> {
+        // Core says which of the holds, in canonical order, went first; it is named by its member.
+        let (named, holds): (Vec<(String, String)>, Vec<zklock::Hold>) = self
+            .members
+            .iter()
+            .flat_map(|(info, holds)| {
+                holds.iter().map(move |hold| ((info.path.clone(), info.kind.clone()), hold.clone()))
+            })
+            .unzip();
+        watch_first_loss(holds, callback, move |index, reason| {
+            let (path, kind) = named[index].clone();
+            MemberLost { path, kind, lost: Lost::from(reason) }
+        })
     }
 
     /// Releases every member in reverse canonical order, each confirmed before the next; the

@@ -6,13 +6,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Function, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::hold::NativeHold;
+use crate::hold::{watch_first_loss, Lost, NativeHold};
 use crate::lock::Participant;
 use crate::runtime::{self, Shared};
 
@@ -175,6 +175,19 @@ impl NativeLeases {
     #[napi(getter)]
     pub fn state(&self) -> &'static str {
         self.leases.lock().as_ref().map_or("released", |leases| leases.state().as_str())
+    }
+
+    /// Why the first lease found lost was lost ([`zklock::Leases::lost_lease`]), if one is.
+    #[napi(getter)]
+    pub fn lost(&self) -> Option<Lost> {
+        let (_, reason) = self.leases.lock().as_ref()?.lost_lease()?;
+        Some(Lost::from(reason))
+    }
+
+    /// Calls `callback` once with why, when the first lease is lost; never if all are released.
+    #[napi]
+    pub fn watch_lost(&self, callback: Function<Lost, ()>) -> napi::Result<()> {
+        watch_first_loss(self.holds.clone(), callback, |_, reason| Lost::from(reason))
     }
 
     /// Deletes every lease node; resolves once the server confirmed each (the first error after
