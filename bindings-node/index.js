@@ -1170,16 +1170,24 @@ class MultiLock {
    * calls on the member locks re-enter. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed first.
    */
   withLocks(fn, options) {
+    const missed = {}
     return withTaken(fn, options, MULTI_ACQUIRE_OPTIONS, 'multiLock.withLocks', {
-      take: (opts) => this.#acquire(opts),
-      timedOut: (opts) => zklockError(codes.TIMEOUT, `not every member acquired within ${opts.timeoutMs} ms`, this.#members[0].path),
+      take: (opts) => this.#acquire(opts, missed),
+      // The member it waited for, in the core's words (as in every language).
+      timedOut: () => zklockError(codes.TIMEOUT, missed.member.message, missed.member.path),
       run: (held, call) => held.run(call),
     })
   }
 
-  async #acquire({ timeoutMs, signal }) {
+  /** The MultiHold, or false when not had in time; `missed.member` then says which member. */
+  async #acquire({ timeoutMs, signal }, missed = {}) {
     const owner = native.newOwner()
-    const start = (abortId) => this.#native.acquire(owner, timeoutMs, abortId)
+    const start = async (abortId) => {
+      const taken = await this.#native.acquire(owner, timeoutMs, abortId)
+      if (taken instanceof native.NativeMultiGuard) return taken
+      missed.member = taken
+      return null
+    }
     const guard = await acquireAbortably(this.#native, start, signal)
     return guard ? new MultiHold(CONSTRUCT, guard, owner, this.#locks, this.#signals) : false
   }

@@ -3,8 +3,9 @@
 //! re-enter.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use napi::bindgen_prelude::{Function, PromiseRaw};
+use napi::bindgen_prelude::{Either, Function, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
@@ -13,15 +14,6 @@ use crate::hold::{watch_first_loss, Lost, NativeHold};
 use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
 use crate::semaphore::{abort, abortable, keep_unreleased, timeout, Aborts, NativeSemaphore};
-
-fn kind_name(kind: zklock::MemberKind) -> &'static str {
-    match kind {
-        zklock::MemberKind::Mutex => "mutex",
-        zklock::MemberKind::Read => "read",
-        zklock::MemberKind::Write => "write",
-        zklock::MemberKind::Leases => "leases",
-    }
-}
 
 /// A member as JavaScript sees it: where, and what it takes there.
 #[napi(object)]
@@ -38,7 +30,7 @@ fn member_info(member: &zklock::Member) -> MemberInfo {
         zklock::Member::Leases(_, n) => *n,
         zklock::Member::Lock(_) => 1,
     };
-    MemberInfo { path: member.path().to_owned(), kind: kind_name(member.kind()).to_owned(), count }
+    MemberInfo { path: member.path().to_owned(), kind: member.kind().as_str().to_owned(), count }
 }
 
 /// Collects the members, in the caller's order (the core sorts them), then makes the multi-lock.
@@ -94,9 +86,9 @@ impl NativeMultiLock {
         self.multi.members().iter().map(member_info).collect()
     }
 
-    /// Takes every member for `owner_id`; resolves to the guard, or to `null` when `timeout_ms`
-    /// passed (`0`: each member tried once) or [`NativeMultiLock::abort`] was called for
-    /// `abort_id`, once what was taken is released.
+    /// Takes every member for `owner_id`; resolves to the guard, or, when `timeout_ms` passed
+    /// (`0`: each member tried once) or [`NativeMultiLock::abort`] was called for `abort_id`, to
+    /// the member it waited for, once what was taken is released.
     #[napi]
     pub fn acquire<'env>(
         &self,
@@ -104,19 +96,47 @@ impl NativeMultiLock {
         owner_id: i64,
         timeout_ms: Option<f64>,
         abort_id: Option<u32>,
-    ) -> napi::Result<PromiseRaw<'env, Option<NativeMultiGuard>>> {
+    ) -> napi::Result<PromiseRaw<'env, Either<NativeMultiGuard, NotAcquired>>> {
         let multi = self.multi.clone();
         let owner = crate::lock::owner(owner_id);
         let shared = self.shared.clone();
-        let acquisition = abortable(&self.aborts, abort_id, move |abort| async move {
-            multi.acquire_for(&owner, timeout(timeout_ms), abort).await
-        });
-        runtime::promise(env, acquisition, move |_, guard| guard.map(|guard| NativeMultiGuard::new(guard, shared)))
+        let timeout = timeout(timeout_ms);
+        let acquisition =
+            abortable(
+                &self.aborts,
+                abort_id,
+                move |abort| async move { multi.acquire_for(&owner, timeout, abort).await },
+            );
+        runtime::promise(env, acquisition, move |_, acquired| match acquired {
+            Ok(guard) => Either::A(NativeMultiGuard::new(guard, shared)),
+            Err(member) => Either::B(NotAcquired::new(&member, timeout)),
+        })
     }
 
     #[napi]
     pub fn abort(&self, abort_id: u32) {
         abort(&self.aborts, abort_id);
+    }
+}
+
+/// The member a multi-lock's acquisition waited for when its time was up, and the timeout
+/// message every language gives for it ([`zklock::MultiLock::timeout_error`]).
+#[napi(object)]
+pub struct NotAcquired {
+    pub path: String,
+    pub kind: String,
+    pub message: String,
+}
+
+impl NotAcquired {
+    fn new(member: &zklock::Member, timeout: Option<Duration>) -> NotAcquired {
+        // Without a timeout only an abort ends the wait, and its error is the signal's.
+        let error = zklock::MultiLock::timeout_error(member, timeout.unwrap_or_default());
+        NotAcquired {
+            path: member.path().to_owned(),
+            kind: member.kind().as_str().to_owned(),
+            message: error.message().to_owned(),
+        }
     }
 }
 
@@ -181,7 +201,7 @@ impl NativeMultiGuard {
     #[napi(getter)]
     pub fn lost_member(&self) -> Option<MemberLost> {
         let lost = self.guard.lock().as_ref()?.lost_member()?;
-        Some(MemberLost { path: lost.path, kind: kind_name(lost.kind).to_owned(), lost: Lost::from(lost.reason) })
+        Some(MemberLost { path: lost.path, kind: lost.kind.as_str().to_owned(), lost: Lost::from(lost.reason) })
     }
 
     /// Calls `callback` once with the member lost first, and why; never if all are released.

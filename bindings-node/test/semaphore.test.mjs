@@ -296,7 +296,18 @@ test('withLocks: canonical order, nested member locks re-enter, leases are membe
     // Someone else waits, and a multi-lock of theirs over one member times out leaving nothing.
     const theirs = observer.multiLock([observer.lock(x)])
     assert.equal(await theirs.acquire({ timeoutMs: 300 }), false)
-    await assert.rejects(theirs.withLocks(() => {}, { timeoutMs: 0 }), { code: codes.TIMEOUT })
+    await assert.rejects(theirs.withLocks(() => {}, { timeoutMs: 0 }), { code: codes.TIMEOUT, path: x })
+    // The timeout names the member it waited for, not the first one, which it had.
+    const first = `${x.slice(0, x.lastIndexOf('/'))}/0-first`
+    const two = observer.multiLock([observer.lock(x), observer.lock(first)])
+    assert.equal(two.members[0].path, first)
+    await assert.rejects(two.withLocks(() => {}, { timeoutMs: 200 }), (error) => {
+      assert.equal(error.code, codes.TIMEOUT)
+      assert.equal(error.path, x)
+      assert.match(error.message, /the mutex member was not acquired within/)
+      return true
+    })
+    assert.deepEqual(await ephemeralsUnder(first), [], 'the first member, released')
     // An aborted multi-lock acquisition rejects once its nodes are removed.
     const controller = new AbortController()
     const aborted = theirs.acquire({ signal: controller.signal })

@@ -5,7 +5,7 @@
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use zklock::{Hold, Member, MemberKind};
+use zklock::{Hold, Member};
 
 use crate::callbacks;
 use crate::error::{invalid_argument, not_owner, IntoPyResult};
@@ -18,15 +18,6 @@ use crate::semaphore::{lease_count, state_of, warn_collected_unreleased, watch_f
 const SUBJECT: &str = "multi_lock";
 
 /// The kind's name in Python: `"mutex"`, `"read"`, `"write"` or `"leases"`.
-fn kind_name(kind: MemberKind) -> &'static str {
-    match kind {
-        MemberKind::Mutex => "mutex",
-        MemberKind::Read => "read",
-        MemberKind::Write => "write",
-        MemberKind::Leases => "leases",
-    }
-}
-
 /// A member from Python: a `Lock` (a mutex or a side), a `Semaphore` (one lease) or a
 /// `(Semaphore, n)` pair; and the core client it uses.
 fn member(py: Python<'_>, object: &Bound<'_, PyAny>) -> PyResult<(Member, zklock::Client)> {
@@ -99,7 +90,7 @@ impl MultiLock {
     /// `"write"` or `"leases"`.
     #[getter]
     fn members(&self, py: Python<'_>) -> PyResult<Vec<(String, &'static str)>> {
-        Ok(self.core(py)?.0.members().iter().map(|m| (m.path().to_owned(), kind_name(m.kind()))).collect())
+        Ok(self.core(py)?.0.members().iter().map(|m| (m.path().to_owned(), m.kind().as_str())).collect())
     }
 
     /// Takes every member for the calling thread (blocking, GIL released; Ctrl-C raises
@@ -112,7 +103,7 @@ impl MultiLock {
             if !blocking.0 {
                 rlock_wait(py, SUBJECT, false, timeout)?;
                 let tried = multi.acquire_for(owner, Some(std::time::Duration::ZERO), None);
-                return runtime::block_on(py, tried)?.py(py);
+                return runtime::block_on(py, tried)?.py(py).map(Result::ok);
             }
             Ok(Some(match wait_for(py, SUBJECT, timeout)? {
                 None => runtime::block_on(py, multi.acquire(owner))?.py(py)?,
@@ -179,7 +170,7 @@ impl MultiGuard {
         let holds = guard
             .holds()
             .into_iter()
-            .map(|(member, holds)| (member.path().to_owned(), kind_name(member.kind()), holds))
+            .map(|(member, holds)| (member.path().to_owned(), member.kind().as_str(), holds))
             .collect();
         MultiGuard { inner: ForkSafe::new(GuardInner { guard: Mutex::new(Some(guard)), holds, client }) }
     }
@@ -231,7 +222,7 @@ impl MultiGuard {
         Ok(guard
             .as_ref()
             .and_then(zklock::MultiGuard::lost_member)
-            .map(|lost| (lost.path, kind_name(lost.kind), lost.reason.as_str())))
+            .map(|lost| (lost.path, lost.kind.as_str(), lost.reason.as_str())))
     }
 
     /// Releases every member in reverse canonical order (blocking, not interruptible), each

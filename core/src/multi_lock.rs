@@ -26,6 +26,18 @@ pub enum MemberKind {
     Leases,
 }
 
+impl MemberKind {
+    /// Its name in every language: `mutex`, `read`, `write` or `leases`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberKind::Mutex => "mutex",
+            MemberKind::Read => "read",
+            MemberKind::Write => "write",
+            MemberKind::Leases => "leases",
+        }
+    }
+}
+
 /// One member of a [`MultiLock`]: a lock (a mutex or a side of a read/write lock), or `n`
 /// leases of a semaphore.
 #[derive(Clone, Debug)]
@@ -156,25 +168,34 @@ impl MultiLock {
     /// waited for) after `timeout`: one deadline for all the members. Every node taken is
     /// removed before this returns. A zero timeout tries each member once.
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<MultiGuard> {
-        self.acquire_within(owner, Wait::from_timeout(Some(timeout))).await?.map_err(|member| {
-            Error::new(
-                ErrorKind::Timeout,
-                format!("{:?} not acquired within {timeout:?} for all members", member.kind()),
-            )
-            .with_path(member.path())
-        })
+        self.acquire_within(owner, Wait::from_timeout(Some(timeout)))
+            .await?
+            .map_err(|member| MultiLock::timeout_error(member, timeout))
     }
 
     /// The binding-level acquire: `timeout` of `None` waits forever, `Some(ZERO)` tries each
-    /// member once; once `abort` is cancelled it ends as at its deadline. `Ok(None)`: not
-    /// acquired in time (or aborted), with every node taken removed.
+    /// member once; once `abort` is cancelled it ends as at its deadline. `Ok(Err(member))`: not
+    /// acquired in time (or aborted), naming the member it waited for (see
+    /// [`MultiLock::timeout_error`]), with every node taken removed.
     pub async fn acquire_for(
         &self,
         owner: &Owner,
         timeout: Option<Duration>,
         abort: Option<tokio_util::sync::CancellationToken>,
-    ) -> Result<Option<MultiGuard>> {
-        Ok(self.acquire_within(owner, Wait { abort, ..Wait::from_timeout(timeout) }).await?.ok())
+    ) -> Result<std::result::Result<MultiGuard, Member>> {
+        Ok(self.acquire_within(owner, Wait { abort, ..Wait::from_timeout(timeout) }).await?.map_err(Member::clone))
+    }
+
+    /// The [`ErrorKind::Timeout`] for `member`, not had within `timeout`: what
+    /// [`MultiLock::acquire_timeout`] reports, and every binding with it.
+    pub fn timeout_error(member: &Member, timeout: Duration) -> Error {
+        let kind = member.kind().as_str();
+        let message = if timeout.is_zero() {
+            format!("the {kind} member is held by others (each member tried once: zero timeout)")
+        } else {
+            format!("the {kind} member was not acquired within {timeout:?} (one deadline for all members)")
+        };
+        Error::new(ErrorKind::Timeout, message).with_path(member.path())
     }
 
     /// `Err(member)`: the member not had by the deadline.

@@ -581,6 +581,8 @@ static void test_multi_lock(zkl_client *client, zkl_client *other, const char *b
   h_require(zkl_lock_acquire(others_write, 10000) == ZKL_OK, "multi: another client holds c");
   guard = NULL;
   CHECK_RC(zkl_multi_lock_acquire(multi, 300, &guard), ZKL_TIMEOUT, "multi: times out on c");
+  CHECK(strstr(zkl_last_error_message(), c) != NULL && strstr(zkl_last_error_message(), "write member") != NULL,
+        "multi: the timeout names the member it waited for (c's write side), not the first");
   CHECK(guard == NULL && sem_is(pool, 0) && h_contenders(mutex) == 0 && h_contenders(write) == 1,
         "multi: the timeout released a and b, and left no node at c");
   acquirer waiter = {.multi = multi, .timeout_ms = -1};

@@ -4,6 +4,7 @@
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -241,19 +242,9 @@ fn acquire(
     runtime::check_may_block()?;
     let cancel = handle.cancel.lock().clone();
     let acquired = runtime::block_on(handle.multi.acquire_for(&owner, wait, Some(cancel.clone())))??;
-    let Some(guard) = acquired else {
-        if cancel.is_cancelled() {
-            let by = if handle.freed.load(Ordering::Acquire) { "zkl_multi_lock_free" } else { "zkl_multi_lock_cancel" };
-            return Err(Failure::new(
-                zkl_result::ZKL_CANCELLED,
-                format!("the multi-lock's acquisition was cancelled by {by}; what it took was released"),
-            ));
-        }
-        let why = match timeout_ms {
-            0 => "a member is held by others (tried each once: timeout 0)".to_owned(),
-            ms => format!("not every member acquired within {ms} ms"),
-        };
-        return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on the multi-lock: {why}")));
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(member) => return Err(not_acquired(&handle, &cancel, &member, timeout_ms)),
     };
     if handle.freed.load(Ordering::Acquire) {
         drop(guard); // released in the background, in reverse order
@@ -522,4 +513,17 @@ pub extern "C" fn zkl_multi_guard_free(guard: *mut zkl_multi_guard) -> zkl_resul
         drop(handle.guard.lock().take());
         Ok(())
     })
+}
+
+/// Why an acquisition ended without every member: cancelled (by `zkl_multi_lock_cancel` or the
+/// handle's free), or the deadline, naming the member it waited for as every language does.
+fn not_acquired(handle: &MultiLockHandle, cancel: &CancellationToken, member: &Member, timeout_ms: i64) -> Failure {
+    if cancel.is_cancelled() {
+        let by = if handle.freed.load(Ordering::Acquire) { "zkl_multi_lock_free" } else { "zkl_multi_lock_cancel" };
+        return Failure::new(
+            zkl_result::ZKL_CANCELLED,
+            format!("the multi-lock's acquisition was cancelled by {by}; what it took was released"),
+        );
+    }
+    MultiLock::timeout_error(member, Duration::from_millis(timeout_ms.max(0) as u64)).into()
 }
