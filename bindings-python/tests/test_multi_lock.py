@@ -144,3 +144,24 @@ def test_bad_members_are_refused_before_any_traffic(client, kazoo, path):
         with pytest.raises(zklock.InvalidArgumentError, match=words):
             client.multi_lock(members)
     assert not kazoo.exists(path)
+
+
+def test_wait_for_gives_the_members_to_the_caller(client, kazoo, path):
+    """Up to Python 3.11, asyncio.wait_for runs the coroutine in a task of its own: the guard's
+    members must still be the calling task's, which re-enters them (as a lock's acquire_async)."""
+    member = client.lock(f"{path}/a")
+    multi = client.multi_lock([member, client.lock(f"{path}/b")])
+
+    async def main() -> None:
+        guard = await asyncio.wait_for(multi.acquire_async(), 10)
+        try:
+            assert guard.state == "held"
+            # The caller owns the member, so this is a re-entry (no node), not a refused try.
+            assert await member.acquire_async(timeout=0)
+            assert len(children(kazoo, f"{path}/a")) == 1
+            await member.release_async()
+        finally:
+            await guard.release_async()
+        assert children(kazoo, f"{path}/a") == [] and children(kazoo, f"{path}/b") == []
+
+    asyncio.run(main())

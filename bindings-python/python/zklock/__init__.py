@@ -849,12 +849,18 @@ class MultiLock(_native.MultiLock):
         native = super().acquire(timeout, blocking)
         return None if native is None else MultiGuard(native)
 
-    async def acquire_async(self, timeout: Optional[float] = None) -> MultiGuard:
-        """As ``acquire``, for the current task, without blocking the event loop. Cancelling the
-        task releases what was taken, in reverse order."""
+    def acquire_async(self, timeout: Optional[float] = None) -> Awaitable[MultiGuard]:
+        """As ``acquire``, without blocking the event loop, for the task that calls this (not the
+        one that awaits the result, such as the inner task of ``asyncio.wait_for`` before Python
+        3.12): that task re-enters the member locks. Cancelling the awaiting task releases what
+        was taken, in reverse order."""
         owner = _task_owner()
         assert owner is not None
-        return MultiGuard(await _acquire_async(lambda done: self._acquire_async(owner, timeout, done)))
+
+        async def acquired() -> MultiGuard:
+            return MultiGuard(await _acquire_async(lambda done: self._acquire_async(owner, timeout, done)))
+
+        return acquired()
 
     def hold(self, timeout: Optional[float] = None) -> "_Acquiring[MultiGuard]":
         """A context manager (``with`` or ``async with``) that takes every member on entry
