@@ -1406,6 +1406,27 @@ zkl_result zkl_leases_node_name(const zkl_leases *leases, size_t index, const ch
 zkl_result zkl_leases_state(const zkl_leases *leases, size_t index, zkl_hold_state *out);
 
 /**
+ * The state of the leases taken together, in *out: ZKL_HOLD_LOST if any lease is lost (see
+ * zkl_leases_lost_lease), else ZKL_HOLD_SUSPENDED if any is suspended, else ZKL_HOLD_HELD;
+ * ZKL_HOLD_NONE once released. No ZooKeeper traffic.
+ *
+ * Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed handle.
+ */
+zkl_result zkl_leases_combined_state(const zkl_leases *leases, zkl_hold_state *out);
+
+/**
+ * Which lease was lost first: its index (from 0, in the order the nodes were made) in *index
+ * and why in *reason (NULL if not wanted), or -1 in *index while none is (and once released).
+ * No ZooKeeper traffic.
+ *
+ * Ownership: index and reason are the caller's. Concurrency: any thread, including inside
+ * callbacks.
+ * Errors: ZKL_INVALID_ARGUMENT for a NULL leases or index, or a freed handle.
+ */
+zkl_result zkl_leases_lost_lease(const zkl_leases *leases, int64_t *index, zkl_lost_reason *reason);
+
+/**
  * Releases every lease of the handle (each node deleted), returning once the server confirmed
  * each delete. The handle stays until zkl_leases_free.
  *

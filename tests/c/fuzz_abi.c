@@ -57,7 +57,8 @@ static int64_t now_ms(void) {
   X(semaphore_options_init) X(semaphore_new) X(semaphore_new_with) X(semaphore_acquire) X(semaphore_cancel)     \
   X(semaphore_max_leases) X(semaphore_set_shared_count) X(semaphore_set_lost_callback) X(semaphore_free)        \
   X(semaphore_participants) X(semaphore_listing_free) X(leases_count) X(leases_fencing_token)                   \
-  X(leases_node_name) X(leases_state) X(leases_release) X(leases_free) X(multi_lock_new)                        \
+  X(leases_node_name) X(leases_state) X(leases_combined_state) X(leases_lost_lease) X(leases_release)           \
+  X(leases_free) X(multi_lock_new)                                                                              \
   X(multi_lock_member_count) X(multi_lock_member) X(multi_lock_acquire) X(multi_lock_acquire_as)                \
   X(multi_lock_cancel) X(multi_lock_set_lost_callback) X(multi_lock_free) X(multi_guard_state)                  \
   X(multi_guard_lost_member) X(multi_guard_fencing_token) X(multi_guard_release) X(multi_guard_free)
@@ -861,7 +862,7 @@ static void call_leases_fn(int f) {
   size_t index = t && chance(85) ? below((uint64_t)t->n[0]) : (size_t)(t ? t->n[0] : 0) + below(3);
   bool indexed = f == F_leases_fencing_token || f == F_leases_node_name || f == F_leases_state;
   if (indexed && t && index >= (size_t)t->n[0]) bad(&e, "out of range");
-  bool null_out = chance(6) && f != F_leases_release && f != F_leases_free;
+  bool null_out = chance(6) && f != F_leases_release && f != F_leases_free && f != F_leases_lost_lease;
   if (null_out) bad(&e, "out is NULL");
   e.allowed = BIT(ZKL_OK);
   int rc;
@@ -897,6 +898,27 @@ static void call_leases_fn(int f) {
           (t->released ? state != ZKL_HOLD_NONE
                        : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
         fail("zkl_leases_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
+      break;
+    }
+    case F_leases_combined_state: {
+      zkl_hold_state state = 99;
+      rc = zkl_leases_combined_state(leases, null_out ? NULL : &state);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && !e.n &&
+          (t->released ? state != ZKL_HOLD_NONE
+                       : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
+        fail("zkl_leases_combined_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
+      break;
+    }
+    case F_leases_lost_lease: {
+      int64_t lost = 99;
+      zkl_lost_reason reason = 0;
+      bool null_index = chance(6);
+      if (null_index) bad(&e, "index is NULL");
+      rc = zkl_leases_lost_lease(leases, null_index ? NULL : &lost, chance(30) ? NULL : &reason);
+      check(f, rc, &e, "leases");
+      if (rc == ZKL_OK && !e.n && (t->closed && !t->released ? lost < -1 || lost >= t->n[0] : lost != -1))
+        fail("zkl_leases_lost_lease gave %" PRId64 " (released %d, closed %d)", lost, t->released, t->closed);
       break;
     }
     case F_leases_release:
@@ -1148,22 +1170,22 @@ static void call_sem_family(void) {
   static const int misc[] = {F_semaphore_cancel, F_semaphore_max_leases, F_semaphore_set_shared_count,
                              F_semaphore_set_lost_callback, F_semaphore_free, F_semaphore_participants};
   int k;
-  if (sweep < 30) {
+  if (sweep < 32) {
     k = sweep++;
   } else {
     int r = (int)below(100);
-    k = r < 10 ? 0 : r < 16 ? 1 : r < 34 ? 2 : r < 60 ? 3 + (int)below(6) : r < 68 ? 9 + (int)below(6) : r < 74 ? 15
-        : r < 86 ? 16 + (int)below(6) : r < 88 ? 22 : r < 96 ? 23 + (int)below(5) : r < 98 ? 28 : 29;
+    k = r < 10 ? 0 : r < 16 ? 1 : r < 34 ? 2 : r < 60 ? 3 + (int)below(8) : r < 68 ? 11 + (int)below(6) : r < 74 ? 17
+        : r < 86 ? 18 + (int)below(6) : r < 88 ? 24 : r < 96 ? 25 + (int)below(5) : r < 98 ? 30 : 31;
   }
   if (k == 0 || k == 1) call_semaphore_new(k == 1);
   else if (k == 2) call_semaphore_acquire();
-  else if (k < 9) call_leases_fn(F_leases_count + (k - 3));
-  else if (k < 15) call_semaphore_misc(misc[k - 9]);
-  else if (k == 15) call_multi_lock_new();
-  else if (k < 22) call_multi_lock_fn(F_multi_lock_member_count + (k - 16));
-  else if (k == 22) call_multi_lock_fn(F_multi_lock_free);
-  else if (k < 28) call_multi_guard_fn(F_multi_guard_state + (k - 23));
-  else if (k == 28) calls[F_semaphore_listing_free]++, total_calls++, zkl_semaphore_listing_free(NULL);
+  else if (k < 11) call_leases_fn(F_leases_count + (k - 3));
+  else if (k < 17) call_semaphore_misc(misc[k - 11]);
+  else if (k == 17) call_multi_lock_new();
+  else if (k < 24) call_multi_lock_fn(F_multi_lock_member_count + (k - 18));
+  else if (k == 24) call_multi_lock_fn(F_multi_lock_free);
+  else if (k < 30) call_multi_guard_fn(F_multi_guard_state + (k - 25));
+  else if (k == 30) calls[F_semaphore_listing_free]++, total_calls++, zkl_semaphore_listing_free(NULL);
   else call_semaphore_options_init();
 }
 

@@ -308,6 +308,10 @@ static void test_leases(zkl_client *client, zkl_client *other, const char *base)
         "leases: the node is Curator's _c_<uuid>-lease-<seq>");
   CHECK(zkl_leases_state(first, 0, &state) == ZKL_OK && state == ZKL_HOLD_HELD, "leases: HELD");
   CHECK_ERR(zkl_leases_state(first, 1, &state), ZKL_INVALID_ARGUMENT, "out of range", "leases: index out of range");
+  int64_t lost_index = 99;
+  CHECK(zkl_leases_combined_state(first, &state) == ZKL_OK && state == ZKL_HOLD_HELD, "leases: HELD together");
+  CHECK(zkl_leases_lost_lease(first, &lost_index, NULL) == ZKL_OK && lost_index == -1, "leases: none lost");
+  CHECK_ERR(zkl_leases_lost_lease(first, NULL, NULL), ZKL_INVALID_ARGUMENT, "index is NULL", "leases: lost_lease needs index");
   zkl_semaphore_listing *list = NULL;
   CHECK_RC(zkl_semaphore_participants(sem, &list), ZKL_OK, "participants: listed");
   if (list != NULL) {
@@ -322,6 +326,7 @@ static void test_leases(zkl_client *client, zkl_client *other, const char *base)
   CHECK_RC(zkl_leases_release(first), ZKL_NOT_OWNER, "leases: a second release is refused");
   CHECK_RC(zkl_leases_fencing_token(first, 0, &token1), ZKL_NOT_OWNER, "leases: no token once released");
   CHECK(zkl_leases_state(first, 0, &state) == ZKL_OK && state == ZKL_HOLD_NONE, "leases: NONE once released");
+  CHECK(zkl_leases_combined_state(first, &state) == ZKL_OK && state == ZKL_HOLD_NONE, "leases: NONE together once released");
   zkl_leases_free(first);
   CHECK_ERR(zkl_leases_free(first), ZKL_INVALID_ARGUMENT, "not a live zkl_leases", "leases: a second free is refused");
   /* Freed while held: released in the background. */
@@ -703,6 +708,11 @@ static void test_lost(zkl_client *direct, const char *base) {
   CHECK(zkl_leases_state(leases, 0, &state) == ZKL_OK && state == ZKL_HOLD_LOST &&
             zkl_leases_state(leases, 1, &second) == ZKL_OK && second == ZKL_HOLD_LOST,
         "lost: both leases are LOST");
+  CHECK(zkl_leases_combined_state(leases, &state) == ZKL_OK && state == ZKL_HOLD_LOST, "lost: the leases together are LOST");
+  int64_t lost_index = -1;
+  CHECK(zkl_leases_lost_lease(leases, &lost_index, &reason) == ZKL_OK && lost_index == 0 &&
+            (reason == ZKL_LOST_DISCONNECTED_TOO_LONG || reason == ZKL_LOST_SESSION_EXPIRED),
+        "lost: the first lease lost (both are: the first made) is named, with why");
   CHECK_ERR(zkl_leases_fencing_token(leases, 0, &token), ZKL_LOCK_LOST, "no fencing token", "lost: no token for a lost lease");
   CHECK_ERR(zkl_leases_release(leases), ZKL_LOCK_LOST, "lost", "lost: releasing the lease reports ZKL_LOCK_LOST");
   CHECK(zkl_leases_state(leases, 0, &state) == ZKL_OK && state == ZKL_HOLD_NONE, "lost: NONE once its release reported it");

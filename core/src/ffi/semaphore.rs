@@ -460,6 +460,54 @@ pub extern "C" fn zkl_leases_state(leases: *const zkl_leases, index: usize, out:
     })
 }
 
+/// The state of the leases taken together, in *out: ZKL_HOLD_LOST if any lease is lost (see
+/// zkl_leases_lost_lease), else ZKL_HOLD_SUSPENDED if any is suspended, else ZKL_HOLD_HELD;
+/// ZKL_HOLD_NONE once released. No ZooKeeper traffic.
+///
+/// Ownership: out is the caller's. Concurrency: any thread, including inside callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed handle.
+#[no_mangle]
+pub extern "C" fn zkl_leases_combined_state(leases: *const zkl_leases, out: *mut zkl_hold_state) -> zkl_result {
+    ffi_result!("zkl_leases_combined_state", {
+        non_null!(leases, "leases");
+        non_null!(out, "out");
+        let handle = handles::leases(leases, "leases")?;
+        let state = handle.leases.lock().as_ref().map_or(zkl_hold_state::ZKL_HOLD_NONE, |leases| leases.state().into());
+        write_out!(out, state);
+        Ok(())
+    })
+}
+
+/// Which lease was lost first: its index (from 0, in the order the nodes were made) in *index
+/// and why in *reason (NULL if not wanted), or -1 in *index while none is (and once released).
+/// No ZooKeeper traffic.
+///
+/// Ownership: index and reason are the caller's. Concurrency: any thread, including inside
+/// callbacks.
+/// Errors: ZKL_INVALID_ARGUMENT for a NULL leases or index, or a freed handle.
+#[no_mangle]
+pub extern "C" fn zkl_leases_lost_lease(
+    leases: *const zkl_leases,
+    index: *mut i64,
+    reason: *mut zkl_lost_reason,
+) -> zkl_result {
+    ffi_result!("zkl_leases_lost_lease", {
+        non_null!(leases, "leases");
+        non_null!(index, "index");
+        let handle = handles::leases(leases, "leases")?;
+        match handle.leases.lock().as_ref().and_then(Leases::lost_lease) {
+            Some((lost, why)) => {
+                write_out!(index, lost as i64);
+                if !reason.is_null() {
+                    write_out!(reason, why.into());
+                }
+            }
+            None => write_out!(index, -1),
+        }
+        Ok(())
+    })
+}
+
 fn released(handle: &LeasesHandle) -> Failure {
     Failure::new(zkl_result::ZKL_NOT_OWNER, format!("not owner on {}: these leases were released already", handle.path))
 }
