@@ -7,26 +7,51 @@
 //!   scripts/zk run -- cargo run --release -p zklock-bench --example client_cost
 //!   N (cycles per phase and round, default 3000), ROUNDS (default 3),
 //!   ONLY=lock|floor|listed (one phase only; e.g. under strace -c -f)
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use zklock::{Client, Owner};
 use zookeeper_client as zk;
 
+/// Counts allocations: a cycle's allocations are client CPU that no request needs.
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator, counting.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
 /// User and system CPU, and context switches (voluntary + involuntary: each is a thread put to
 /// sleep or woken, which on a 2-core VM costs more latency than the code between them).
-fn cpu() -> (Duration, Duration, i64) {
+fn cpu() -> (Duration, Duration, i64, u64) {
     // SAFETY: getrusage fills the zeroed struct it is given.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let us = |t: libc::timeval| Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64);
-    (us(usage.ru_utime), us(usage.ru_stime), usage.ru_nvcsw + usage.ru_nivcsw)
+    (us(usage.ru_utime), us(usage.ru_stime), usage.ru_nvcsw + usage.ru_nivcsw, ALLOCS.load(Ordering::Relaxed))
 }
-fn per(a: (Duration, Duration, i64), b: (Duration, Duration, i64), n: u32) -> String {
+fn per(a: (Duration, Duration, i64, u64), b: (Duration, Duration, i64, u64), n: u32) -> String {
     format!(
-        "usr {:.0} sys {:.0} csw {:.1}",
+        "usr {:.0} sys {:.0} csw {:.1} allocs {:.1}",
         (b.0 - a.0).as_secs_f64() * 1e6 / n as f64,
         (b.1 - a.1).as_secs_f64() * 1e6 / n as f64,
-        (b.2 - a.2) as f64 / n as f64
+        (b.2 - a.2) as f64 / n as f64,
+        (b.3 - a.3) as f64 / n as f64
     )
 }
 
