@@ -324,7 +324,7 @@ export declare class ReadWriteLock {
 /** One level of a held lock. */
 export declare class Hold {
   private constructor()
-  /** The lock node's creation zxid: strictly rises across successive holders of a path. Pass it to the resource you protect. */
+  /** The lock node's creation zxid: strictly rises across successive holders of a path. Pass it to the resource you protect. Throws ZKLOCK_LOCK_LOST once the lock is lost and ZKLOCK_NOT_OWNER once released: such a token must not pass for a holder's. */
   readonly fencingToken: bigint
   /** The lock node's sequence number. */
   readonly sequence: number
@@ -416,7 +416,7 @@ export declare class Leases {
   private constructor()
   /** How many leases. */
   readonly count: number
-  /** Each lease node's creation zxid, in the order made: they rise across a path's leases. Throws ZKLOCK_LOCK_LOST once one is lost. */
+  /** Each lease node's creation zxid, in the order made: they rise across a path's leases. Throws ZKLOCK_LOCK_LOST once one is lost, ZKLOCK_NOT_OWNER once released. */
   readonly fencingTokens: bigint[]
   /** The lease nodes' paths. */
   readonly nodes: string[]
@@ -478,7 +478,7 @@ export declare class MultiLock {
 /** Every member of a multi-lock, held until released, lost, or the client closes. */
 export declare class MultiHold {
   private constructor()
-  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order. Throws ZKLOCK_LOCK_LOST once a member is lost. */
+  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order. Throws ZKLOCK_LOCK_LOST once a member is lost, ZKLOCK_NOT_OWNER once released. */
   readonly fencingTokens: Array<{ path: string; kind: MemberKind; tokens: bigint[] }>
   /** `'lost'` if any member is, else `'suspended'` if any is, else `'held'`; `'released'` once released. */
   readonly state: HoldState

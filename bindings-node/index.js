@@ -834,7 +834,7 @@ class Hold {
     this.#native = nativeHold
   }
 
-  /** The lock node's creation zxid (a bigint): it rises across successive holders. */
+  /** The lock node's creation zxid (a bigint): it rises across successive holders. Throws ZKLOCK_LOCK_LOST once lost, ZKLOCK_NOT_OWNER once released. */
   get fencingToken() {
     return this.#native.fencingToken
   }
@@ -1079,7 +1079,7 @@ class Leases {
     return this.#holds.length
   }
 
-  /** Each lease node's creation zxid (bigints, in the order made): they rise across the leases of a path. Throws ZKLOCK_LOCK_LOST once one is lost. */
+  /** Each lease node's creation zxid (bigints, in the order made): they rise across the leases of a path. Throws ZKLOCK_LOCK_LOST once one is lost, ZKLOCK_NOT_OWNER once released. */
   get fencingTokens() {
     return this.#holds.map((nativeHold) => nativeHold.fencingToken)
   }
@@ -1221,7 +1221,7 @@ class MultiHold {
     this.#members = nativeGuard.members().map((member, i) => ({ ...member, holds: nativeGuard.holds(i) }))
   }
 
-  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order: `{ path, kind, tokens }`. Throws ZKLOCK_LOCK_LOST once a member is lost. */
+  /** Each member's fencing tokens (one for a lock, one per lease), in canonical order: `{ path, kind, tokens }`. Throws ZKLOCK_LOCK_LOST once a member is lost, ZKLOCK_NOT_OWNER once released. */
   get fencingTokens() {
     return this.#members.map(({ path, kind, holds }) => ({ path, kind, tokens: holds.map((h) => h.fencingToken) }))
   }

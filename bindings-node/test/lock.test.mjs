@@ -56,9 +56,12 @@ test('sibling acquire() calls started by one async function exclude each other',
   assert.equal(await second, false, 'a second acquire() in the same function must not re-enter')
   const third = lock.acquire()
   await nodesBecome(path, 2)
+  const firstToken = first.fencingToken
   await first.release()
+  // A released hold's token must not pass for a holder's.
+  assert.throws(() => first.fencingToken, { code: codes.NOT_OWNER })
   const hold = await third
-  assert.notEqual(hold.fencingToken, first.fencingToken)
+  assert.notEqual(hold.fencingToken, firstToken)
   await hold.release()
   await nodesBecome(path, 0)
 })
@@ -217,9 +220,10 @@ test('fencing tokens rise across holders; holder() and contenders() show identit
   assert.equal(contenders[0].identity.pid, process.pid)
   assert.equal(contenders[0].fencingToken, first.fencingToken)
   assert.deepEqual((await lock.holder()).node, contenders[0].node)
+  const firstToken = first.fencingToken
   await first.release()
   const second = await waiting
-  assert.ok(second.fencingToken > first.fencingToken)
+  assert.ok(second.fencingToken > firstToken)
   assert.equal(other.isHeld, true)
   assert.equal(other.state, 'held')
   await second.release()

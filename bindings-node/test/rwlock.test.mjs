@@ -127,9 +127,10 @@ test('downgrade: the writer takes a read node in its place, lets the write side 
   assert.equal(holders[0].mode, 'read', 'the downgraded read holds')
   assert.equal(holders[0].sequence, read.sequence, "in the write node's place")
   assert.equal(await settledYet(waitingWriter), 'pending', 'the writer that was waiting stays out')
+  const readToken = read.fencingToken
   await read.release()
   const next = await waitingWriter
-  assert.ok(next.fencingToken > read.fencingToken)
+  assert.ok(next.fencingToken > readToken)
   await next.release()
   await nodesBecome(path, 0)
 

@@ -66,6 +66,8 @@ test('withLease holds leases with fencing tokens and releases them; participants
   assert.equal(await mutex.acquire({ timeoutMs: 0 }), false, 'not reentrant')
   const leases = await held.release().then(() => mutex.acquire({ timeoutMs: 5000 }))
   await assert.rejects(held.release(), { code: codes.NOT_OWNER })
+  // Released leases' tokens must not pass for a holder's.
+  assert.throws(() => held.fencingTokens, { code: codes.NOT_OWNER })
   await leases.release()
 })
 
@@ -217,6 +219,8 @@ test('a lease and a multi-lock are lost on session expiry; a member deleted from
     assert.deepEqual(held.lostMember, { path: second, kind: 'mutex', lostReason: 'nodeDeleted' })
     await assert.rejects(held.release(), { code: codes.LOCK_LOST })
     assert.deepEqual(await ephemeralsUnder(first), [], 'the other member released')
+    // Released (the first member) or lost (the second), no member has a token any more.
+    assert.throws(() => held.fencingTokens, { code: codes.NOT_OWNER })
   } finally {
     await raw.close()
     await stalled.close()

@@ -77,6 +77,8 @@ def test_members_are_taken_in_canonical_order_and_released_in_reverse(client, ka
         assert len(children(kazoo, f"{path}/a")) == 1 and len(children(kazoo, f"{path}/c/leases")) == 2
         assert client.lock(f"{path}/a").is_held  # the calling thread holds the mutex (re-entrant)
     assert guard.state == "released"
+    with pytest.raises(zklock.NotOwnerError):
+        guard.fencing_tokens  # a released member's token must not pass for a holder's
     for name in ("a", "b", "c/leases", "c/locks"):
         assert children(kazoo, f"{path}/{name}") == [], name
 

@@ -134,6 +134,8 @@ def test_n_leases_are_all_or_nothing_and_a_timeout_leaves_nothing(client, kazoo,
     assert held.state == "released"
     with pytest.raises(zklock.NotOwnerError):
         held.release()
+    with pytest.raises(zklock.NotOwnerError):
+        held.fencing_tokens  # a released lease's token must not pass for a holder's
     assert leases_of(kazoo, path) == []
 
 

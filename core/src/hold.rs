@@ -266,23 +266,30 @@ impl Hold {
         self.inner.fencing_token
     }
 
-    /// The fencing token, unless the hold is lost: a lost hold's token must not pass for a
-    /// holder's, or a resource would take a stale holder's write. Every binding's token goes
-    /// through here (or through [`crate::Lock::live_hold_of`]).
+    /// The fencing token, unless the hold is lost or released: such a hold's token must not
+    /// pass for a holder's, or a resource would take a stale holder's write. Every binding's
+    /// token goes through here (or through [`crate::Lock::live_hold_of`]).
     ///
     /// # Notable errors
     /// * [`crate::ErrorKind::LockLost`], saying why it was lost.
+    /// * [`crate::ErrorKind::NotOwner`] once it is released.
     pub fn live_fencing_token(&self) -> crate::Result<i64> {
-        match self.lost_reason() {
-            None => Ok(self.inner.fencing_token),
-            Some(reason) => {
-                let path = self.inner.node_path.rsplit_once('/').map_or("/", |(parent, _)| parent);
-                Err(crate::Error::lost(
-                    Some(reason),
-                    format!("the hold is lost ({}): a lost hold has no fencing token", reason.describe()),
-                )
-                .with_path(path))
-            }
+        let path = self.inner.node_path.rsplit_once('/').map_or("/", |(parent, _)| parent);
+        match self.inner.status() {
+            (HoldState::Lost, reason) => Err(crate::Error::lost(
+                reason,
+                format!(
+                    "the hold is lost ({}): a lost hold has no fencing token",
+                    reason.map_or("lost", |reason| reason.describe())
+                ),
+            )
+            .with_path(path)),
+            (HoldState::Released, _) => Err(crate::Error::new(
+                crate::ErrorKind::NotOwner,
+                "the hold was released: a released hold has no fencing token",
+            )
+            .with_path(path)),
+            _ => Ok(self.inner.fencing_token),
         }
     }
 

@@ -107,7 +107,11 @@ async fn fencing_tokens_rise_across_holders_and_path_recreation() {
         for (client, id) in [(&a, 1), (&b, 2)] {
             let guard = client.lock(&path).unwrap().acquire(&Owner::new(id)).await.unwrap();
             tokens.push((guard.fencing_token(), guard.hold().sequence()));
+            let hold = guard.hold().clone();
+            assert_eq!(hold.live_fencing_token().unwrap(), guard.fencing_token());
             guard.release().await.unwrap();
+            // A released hold's token must not pass for a holder's, in any language.
+            assert_eq!(hold.live_fencing_token().unwrap_err().kind(), ErrorKind::NotOwner);
         }
         if round == 1 {
             // Sequences restart with a new parent; tokens must not.

@@ -634,7 +634,8 @@ class Leases(_Releasable):
     @property
     def fencing_tokens(self) -> List[int]:
         """Each lease's fencing token, in the order the nodes were made; ``LockLostError`` if a
-        lease was lost (a lost lease's token must not pass for a holder's)."""
+        lease was lost, ``NotOwnerError`` once released (such a token must not pass for a
+        holder's)."""
         return self._native.fencing_tokens
 
     @property
@@ -779,7 +780,7 @@ class MultiGuard(_Releasable):
     @property
     def fencing_tokens(self) -> List[Tuple[str, _MemberKind, List[int]]]:
         """``(path, kind, tokens)`` of each member in canonical order: one token for a lock, one
-        per lease. ``LockLostError`` if a member was lost."""
+        per lease. ``LockLostError`` if a member was lost, ``NotOwnerError`` once released."""
         return self._native.fencing_tokens
 
     @property
