@@ -199,6 +199,10 @@ test('a lease and a multi-lock are lost on session expiry; a member deleted from
     await proxy.command('pass')
     await assert.rejects(leases.release(), { code: codes.LOCK_LOST })
     await assert.rejects(multiHold.release(), { code: codes.LOCK_LOST })
+    // Released, as in every language, once the release reported the loss.
+    assert.equal(leases.state, 'released')
+    assert.equal(multiHold.state, 'released')
+    assert.equal(multiHold.lostMember, null)
     await next.release()
 
     // A member's node deleted by someone else: the signal and lostMember say which member.

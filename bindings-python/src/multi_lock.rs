@@ -12,7 +12,7 @@ use crate::error::{invalid_argument, not_owner, IntoPyResult};
 use crate::lock::{rlock_wait, wait_for, with_thread_owner, Lock, Owner, Truthy};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
-use crate::semaphore::{lease_count, state_of, warn_collected_unreleased, watch_first_loss, Semaphore};
+use crate::semaphore::{lease_count, warn_collected_unreleased, watch_first_loss, Semaphore};
 
 /// What `subject` names in errors about the multi-lock as a whole.
 const SUBJECT: &str = "multi_lock";
@@ -204,14 +204,10 @@ impl MultiGuard {
     }
 
     /// `"lost"` if any member is, else `"suspended"` if any is, else `"held"`; `"released"`
-    /// once released.
+    /// once released (a lost member too, once the release reported it).
     #[getter]
     fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let inner = self.core(py)?;
-        Ok(match inner.guard.lock().as_ref() {
-            Some(guard) => guard.state().as_str(),
-            None => state_of(inner.holds.iter().flat_map(|(_, _, holds)| holds).map(Hold::state)),
-        })
+        Ok(self.core(py)?.guard.lock().as_ref().map_or("released", |guard| guard.state().as_str()))
     }
 
     /// The first member (in canonical order) found lost, as `(path, kind, reason)`, or None.

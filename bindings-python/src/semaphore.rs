@@ -4,7 +4,7 @@
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use zklock::{Hold, HoldState, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
+use zklock::{Hold, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
@@ -244,11 +244,6 @@ impl SemaphoreParticipants {
     }
 }
 
-/// What a set of holds is, as one (see `HoldState::combined`).
-pub(crate) fn state_of(holds: impl IntoIterator<Item = HoldState>) -> &'static str {
-    HoldState::combined(holds).as_str()
-}
-
 /// Calls `call(callback, reason, index)` once, on `client`'s callback thread, when the first of
 /// `holds` is lost (never once they are released); `index` says which hold.
 pub(crate) fn watch_first_loss<F>(client: &zklock::Client, holds: &[Hold], callback: Callback, call: F)
@@ -334,16 +329,18 @@ impl Leases {
     }
 
     /// `"held"`, `"suspended"` (the connection is down), `"lost"` if any lease is, or
-    /// `"released"`.
+    /// `"released"` once released (a lost lease too, once the release reported it).
     #[getter]
     fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
-        Ok(state_of(self.core(py)?.holds.iter().map(Hold::state)))
+        Ok(self.core(py)?.leases.lock().as_ref().map_or("released", |leases| leases.state().as_str()))
     }
 
-    /// Why the first lease found lost was lost, or None.
+    /// Why the first lease found lost was lost, or None (and once released).
     #[getter]
     fn lost_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(self.core(py)?.holds.iter().find_map(Hold::lost_reason).map(zklock::LostReason::as_str))
+        let inner = self.core(py)?;
+        let lost = inner.leases.lock().as_ref().and_then(zklock::Leases::lost_lease);
+        Ok(lost.map(|(_, reason)| reason.as_str()))
     }
 
     /// Releases every lease (blocking, not interruptible), returning once the server confirmed

@@ -128,6 +128,8 @@ def test_a_lost_member_is_named(client, kazoo, path):
     with pytest.raises(zklock.LockLostError):
         guard.release()  # reported, and the other members are still released
     wait_until(lambda: not children(kazoo, f"{path}/a"), "the mutex member to be released")
+    # Released, as in every language, once the release reported the loss.
+    assert guard.state == "released" and guard.lost_member is None
 
 
 def test_bad_members_are_refused_before_any_traffic(client, kazoo, path):

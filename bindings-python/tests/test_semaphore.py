@@ -157,6 +157,8 @@ def test_a_lease_is_lost_when_its_session_expires(kazoo, path, proxy: Proxy):
         wait_until(lambda: node not in leases_of(kazoo, path), "the server to expire the session")
         with pytest.raises(zklock.LockLostError, match=path):
             leases.release()  # nothing deleted: the node went with the session
+        # Released, as in every language, once the release reported the loss.
+        assert leases.state == "released" and leases.lost_reason is None
     finally:
         client.close()
 

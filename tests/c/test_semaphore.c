@@ -722,6 +722,12 @@ static void test_lost(zkl_client *direct, const char *base) {
             (reason == ZKL_LOST_DISCONNECTED_TOO_LONG || reason == ZKL_LOST_SESSION_EXPIRED),
         "lost: the multi-lock says which member, and why");
   CHECK_RC(zkl_multi_guard_release(guard), ZKL_LOCK_LOST, "lost: releasing the multi-lock reports ZKL_LOCK_LOST");
+  CHECK(zkl_multi_guard_state(guard, &state) == ZKL_OK && state == ZKL_HOLD_NONE &&
+            zkl_multi_guard_lost_member(guard, &member, NULL) == ZKL_OK && member == -1,
+        "lost: NONE, and no member named, once its release reported the loss (as in every language)");
+  CHECK(zkl_leases_combined_state(leases, &state) == ZKL_OK && state == ZKL_HOLD_NONE &&
+            zkl_leases_lost_lease(leases, &lost_index, NULL) == ZKL_OK && lost_index == -1,
+        "lost: the leases too");
 
   /* The server expired the session: its lease nodes are gone, so another client gets all 3. */
   zkl_semaphore *others = sem_make(direct, path, 3);
