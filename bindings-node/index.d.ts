@@ -455,7 +455,9 @@ export interface MemberLostError extends LockLostError {
 /**
  * Several locks taken together, all or none, in one canonical order (by path, then kind) so that
  * two multi-locks over the same paths never deadlock, under one deadline; released in reverse
- * order. Each acquisition is a new owner of the member locks.
+ * order. A flow that holds a member lock re-enters it, as a thread or task does in Python and C
+ * (members held through separate acquisitions are refused with ZKLOCK_DEADLOCK: it would wait on
+ * itself); any other acquisition is a new owner of the member locks.
  */
 export declare class MultiLock {
   private constructor()

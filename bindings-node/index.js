@@ -507,7 +507,7 @@ class Client {
 
 // What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
 // assigned in Lock's static block, where its private fields are in scope.
-let runAs, releaseOwner, signalsOfClient, nativeOfLock
+let runAs, releaseOwner, signalsOfClient, nativeOfLock, holdingOwner
 
 class Lock {
   #native
@@ -533,6 +533,7 @@ class Lock {
     signalsOfClient = (lock) => lock.#signals
     // For a multi-lock's members.
     nativeOfLock = (lock) => lock.#native
+    holdingOwner = (lock) => lock.#holdingOwner()
   }
 
   constructor(token, nativeLock, signals, flows = new AsyncLocalStorage()) {
@@ -677,8 +678,13 @@ class Lock {
   // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
   // decides the acquisition (the write holder's read is a downgrade), else a new owner.
   #acquiringOwner() {
+    return this.#holdingOwner() ?? native.newOwner()
+  }
+
+  // The current flow's owner if it holds this lock or the other side of its read/write lock.
+  #holdingOwner() {
     const owner = this.#flows.getStore()
-    return owner !== undefined && this.#native.holdsEitherSide(owner) ? owner : native.newOwner()
+    return owner !== undefined && this.#native.holdsEitherSide(owner) ? owner : undefined
   }
 
   // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core
@@ -1158,8 +1164,9 @@ class MultiLock {
 
   /**
    * Takes every member and resolves to a MultiHold, or to `false` when `timeoutMs` passed first
-   * (`0`: each member tried once), with what was taken released. Each acquisition is a new
-   * owner of the member locks: it does not re-enter what the calling flow holds.
+   * (`0`: each member tried once), with what was taken released. A flow that holds a member
+   * lock re-enters it (as a thread or task does in Python and C); any other acquisition is a new
+   * owner of the member locks.
    */
   acquire(options) {
     return acquireChecked(options, MULTI_ACQUIRE_OPTIONS, 'multiLock.acquire', this.acquire, (opts) => this.#acquire(opts))
@@ -1181,7 +1188,18 @@ class MultiLock {
 
   /** The MultiHold, or false when not had in time; `missed.member` then says which member. */
   async #acquire({ timeoutMs, signal }, missed = {}) {
-    const owner = native.newOwner()
+    // The calling flow's owner when it holds a member lock, so that the member is re-entered
+    // rather than waited for. Members it holds as different owners (separate withLock calls)
+    // cannot be one multi-lock's: it would wait on itself.
+    const holders = new Set(this.#locks.map(holdingOwner).filter((held) => held !== undefined))
+    if (holders.size > 1) {
+      throw zklockError(
+        codes.DEADLOCK,
+        'this flow holds members of the multi-lock through separate acquisitions: taking them together would wait on itself',
+        this.#members[0].path,
+      )
+    }
+    const owner = holders.size === 1 ? [...holders][0] : native.newOwner()
     const start = async (abortId) => {
       const taken = await this.#native.acquire(owner, timeoutMs, abortId)
       if (taken instanceof native.NativeMultiGuard) return taken

@@ -285,6 +285,29 @@ test('a multi-lock in both argument orders from two processes, repeatedly, witho
   }
 })
 
+test('a flow that holds a member lock re-enters it through a multi-lock, as in Python and C', async () => {
+  const [a, b, c] = [uniquePath('multi-reenter-a'), uniquePath('multi-reenter-b'), uniquePath('multi-reenter-c')]
+  const [lockA, lockB, lockC] = [client.lock(a), client.lock(b), client.lock(c)]
+  const multi = client.multiLock([lockA, lockB])
+  await lockA.withLock(async () => {
+    // Without the re-entry this would wait on the flow's own node at a until the timeout.
+    const held = await multi.acquire({ timeoutMs: 5000 })
+    assert.ok(held, 'taken, a re-entered')
+    assert.equal((await ephemeralsUnder(a)).length, 1, 'no second node at a')
+    assert.equal((await ephemeralsUnder(b)).length, 1)
+    await held.release()
+    assert.equal(lockA.isHeld, true, 'the flow still holds a: the multi-lock gave back its level only')
+    assert.deepEqual(await ephemeralsUnder(b), [])
+    const ran = await multi.withLocks(async () => (await ephemeralsUnder(a)).length, { timeoutMs: 5000 })
+    assert.equal(ran, 1)
+    // Members held through two separate acquisitions cannot be one multi-lock's.
+    await lockC.withLock(async () => {
+      await assert.rejects(client.multiLock([lockA, lockC]).acquire({ timeoutMs: 5000 }), { code: codes.DEADLOCK })
+    })
+  })
+  assert.deepEqual([...(await ephemeralsUnder(a)), ...(await ephemeralsUnder(b)), ...(await ephemeralsUnder(c))], [])
+})
+
 test('withLocks: canonical order, nested member locks re-enter, leases are members, a timeout leaves nothing', async () => {
   const [x, y] = [uniquePath('multi-x'), uniquePath('multi-y')]
   const semaphore = client.semaphore(uniquePath('multi-sem'), { maxLeases: 2 })
