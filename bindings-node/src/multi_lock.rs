@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::{Either, Function, PromiseRaw};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
 
-use crate::hold::{watch_first_loss, Lost, NativeHold};
+use crate::hold::{Lost, NativeHold};
 use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
 use crate::semaphore::{abort, abortable, keep_unreleased, timeout, Aborts, NativeSemaphore};
@@ -172,6 +173,12 @@ pub struct MemberLost {
     pub lost: Lost,
 }
 
+impl From<zklock::MemberLost> for MemberLost {
+    fn from(lost: zklock::MemberLost) -> MemberLost {
+        MemberLost { path: lost.path, kind: lost.kind.as_str().to_owned(), lost: Lost::from(lost.reason) }
+    }
+}
+
 #[napi]
 impl NativeMultiGuard {
     /// The members, in canonical order.
@@ -200,25 +207,24 @@ impl NativeMultiGuard {
     /// The first member (in canonical order) found lost, if any.
     #[napi(getter)]
     pub fn lost_member(&self) -> Option<MemberLost> {
-        let lost = self.guard.lock().as_ref()?.lost_member()?;
-        Some(MemberLost { path: lost.path, kind: lost.kind.as_str().to_owned(), lost: Lost::from(lost.reason) })
+        self.guard.lock().as_ref()?.lost_member().map(MemberLost::from)
     }
 
-    /// Calls `callback` once with the member lost first, and why; never if all are released.
+    /// Calls `callback` once with the member lost first (core's
+    /// [`zklock::MultiGuard::first_member_loss`]), and why; never if all are released. The
+    /// callback never keeps the process alive.
     #[napi]
     pub fn watch_lost_member(&self, callback: Function<MemberLost, ()>) -> napi::Result<()> {
-        // Core says which of the holds, in canonical order, went first; it is named by its member.
-        let (named, holds): (Vec<(String, String)>, Vec<zklock::Hold>) = self
-            .members
-            .iter()
-            .flat_map(|(info, holds)| {
-                holds.iter().map(move |hold| ((info.path.clone(), info.kind.clone()), hold.clone()))
-            })
-            .unzip();
-        watch_first_loss(holds, callback, move |index, reason| {
-            let (path, kind) = named[index].clone();
-            MemberLost { path, kind, lost: Lost::from(reason) }
-        })
+        let Some(loss) = self.guard.lock().as_ref().map(zklock::MultiGuard::first_member_loss) else {
+            return Ok(()); // released: never lost any more
+        };
+        let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
+        napi::bindgen_prelude::spawn(async move {
+            if let Some(lost) = loss.await {
+                notify.call(MemberLost::from(lost), ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        });
+        Ok(())
     }
 
     /// Releases every member in reverse canonical order, each confirmed before the next; the

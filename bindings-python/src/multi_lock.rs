@@ -12,7 +12,7 @@ use crate::error::{invalid_argument, not_owner, IntoPyResult};
 use crate::lock::{rlock_wait, wait_for, with_thread_owner, Lock, Owner, Truthy};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
-use crate::semaphore::{lease_count, warn_collected_unreleased, watch_first_loss, Semaphore};
+use crate::semaphore::{lease_count, warn_collected_unreleased, Semaphore};
 
 /// What `subject` names in errors about the multi-lock as a whole.
 const SUBJECT: &str = "multi_lock";
@@ -239,15 +239,15 @@ impl MultiGuard {
     /// Calls `callback(path, kind, reason)` once, when the first member is lost.
     fn _watch(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         let inner = self.core(py)?;
-        // Each hold, flattened, with the member it belongs to.
-        let (members, holds): (Vec<(String, &'static str)>, Vec<Hold>) = inner
-            .holds
-            .iter()
-            .flat_map(|(path, kind, holds)| holds.iter().map(move |hold| ((path.clone(), *kind), hold.clone())))
-            .unzip();
-        watch_first_loss(&inner.client, &holds, callbacks::callback(callback), move |callback, reason, index| {
-            let (path, kind) = &members[index];
-            callback.call1((path.as_str(), *kind, reason)).map(drop)
+        // Released: never lost any more.
+        let Some(loss) = inner.guard.lock().as_ref().map(zklock::MultiGuard::first_member_loss) else {
+            return Ok(());
+        };
+        let callback = callbacks::callback(callback);
+        inner.client.on_member_lost(loss, move |lost| {
+            callbacks::run_now(callback, |callback| {
+                callback.call1((lost.path.as_str(), lost.kind.as_str(), lost.reason.as_str())).map(drop)
+            });
         });
         Ok(())
     }

@@ -430,6 +430,22 @@ impl Client {
         });
     }
 
+    /// Calls `callback` with the first member of a multi-lock's guard to be lost, once, on this
+    /// client's callback thread; never if they are all released. `loss` is the guard's
+    /// [`crate::MultiGuard::first_member_loss`], taken while the caller still has the guard.
+    pub fn on_member_lost(
+        &self,
+        loss: impl std::future::Future<Output = Option<crate::MemberLost>> + Send + 'static,
+        callback: impl FnOnce(crate::MemberLost) + Send + 'static,
+    ) {
+        let client = self.clone();
+        self.inner.runtime.spawn(async move {
+            if let Some(lost) = loss.await {
+                client.dispatch_callback(move || callback(lost));
+            }
+        });
+    }
+
     /// Calls `callback` with the index and reason of the first of `holds` to be lost (a set
     /// taken together: leases, a multi-lock's members), once, on this client's callback thread;
     /// never if they are all released.

@@ -304,6 +304,9 @@ pub struct MultiGuard {
 /// A member of a held multi-lock that was lost, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberLost {
+    /// The member's index in canonical order (see [`MultiGuard::members`]): two members of
+    /// clients with different chroots may share a path and kind, never an index.
+    pub index: usize,
     /// The member's path.
     pub path: String,
     /// What it took there.
@@ -340,26 +343,39 @@ impl MultiGuard {
 
     /// The first member (in canonical order) found lost, if any.
     pub fn lost_member(&self) -> Option<MemberLost> {
-        self.taken.parts.iter().find_map(|(member, part)| {
-            part.holds().iter().find_map(|hold| hold.lost_reason()).map(|reason| lost(member, reason))
+        self.taken.parts.iter().enumerate().find_map(|(index, (member, part))| {
+            part.holds().iter().find_map(|hold| hold.lost_reason()).map(|reason| lost(index, member, reason))
         })
     }
 
     /// Resolves when a member is lost, saying which and why. Pending for as long as every member
     /// is held.
     pub async fn lost(&self) -> MemberLost {
-        let members: Vec<(&Member, Hold)> = self
-            .taken
-            .parts
-            .iter()
-            .flat_map(|(member, part)| part.holds().into_iter().map(move |hold| (member, hold)))
-            .collect();
-        let holds: Vec<Hold> = members.iter().map(|(_, hold)| hold.clone()).collect();
-        match crate::hold::first_loss(&holds).await {
-            Some((index, reason)) => lost(members[index].0, reason),
+        match self.first_member_loss().await {
+            Some(lost) => lost,
             // Only a release ends a hold without a loss, and the guard's holds are released only
             // with the guard.
             None => std::future::pending().await,
+        }
+    }
+
+    /// The first member to be lost, with why; `None` once every member is released without a
+    /// loss. Owns what it watches, so that it can outlive a borrow of the guard: a binding's
+    /// lost callback (see [`crate::Client::on_member_lost`]).
+    pub fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
+        let (members, holds): (Vec<(usize, Member)>, Vec<Hold>) = self
+            .taken
+            .parts
+            .iter()
+            .enumerate()
+            .flat_map(|(index, (member, part))| {
+                part.holds().into_iter().map(move |hold| ((index, member.clone()), hold))
+            })
+            .unzip();
+        async move {
+            let (which, reason) = crate::hold::first_loss(&holds).await?;
+            let (index, member) = &members[which];
+            Some(lost(*index, member, reason))
         }
     }
 
@@ -370,8 +386,8 @@ impl MultiGuard {
     }
 }
 
-fn lost(member: &Member, reason: LostReason) -> MemberLost {
-    MemberLost { path: member.path().to_owned(), kind: member.kind(), reason }
+fn lost(index: usize, member: &Member, reason: LostReason) -> MemberLost {
+    MemberLost { index, path: member.path().to_owned(), kind: member.kind(), reason }
 }
 
 impl std::fmt::Debug for MultiGuard {

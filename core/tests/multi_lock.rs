@@ -195,6 +195,7 @@ async fn losing_one_member_loses_the_multi_lock_naming_it() {
     observer.delete(&format!("{s}/leases/{lease}"), None).await.unwrap();
     let lost = tokio::time::timeout(Duration::from_secs(20), guard.lost()).await.expect("the lost signal");
     assert_eq!((lost.path.as_str(), lost.kind, lost.reason), (s.as_str(), MemberKind::Leases, LostReason::NodeDeleted));
+    assert_eq!(lost.index, 1, "the leases come after the mutex in canonical order");
     assert_eq!(guard.state(), HoldState::Lost);
     assert_eq!(guard.lost_member(), Some(lost));
     let err = guard.release().await.expect_err("a lost member is reported");
@@ -321,4 +322,34 @@ async fn an_error_on_a_later_member_releases_those_taken() {
     assert!(children(&observer, &a).await.is_empty(), "a, taken first, is released");
     assert_eq!(children(&observer, &b).await.len(), 1, "only the mutex's own node at b");
     mutex_at_b.release().await.unwrap();
+}
+
+/// Two members of clients with different chroots can share a path and a kind: the lost member is
+/// named by its index, so the right one is (C's `zkl_multi_guard_lost_member` matched by path).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_member_is_named_by_its_index_when_two_share_a_path() {
+    let base = unique_path("multi-chroots");
+    let observer = observer().await;
+    let all = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    for root in ["one", "two"] {
+        observer.mkdir(&format!("{base}/{root}"), &all).await.unwrap();
+    }
+    let one = client_at(&format!("{}{base}/one", connect_string())).await;
+    let two = client_at(&format!("{}{base}/two", connect_string())).await;
+    let multi = one.multi_lock([one.lock("/x").unwrap().into(), two.lock("/x").unwrap().into()]).unwrap();
+    let guard = multi.acquire(&Owner::unique()).await.unwrap();
+    let members: Vec<_> = guard.members().map(|member| member.path().to_owned()).collect();
+    assert_eq!(members, ["/x", "/x"]);
+    // Which member's client is "two" (the order of equal members is the canonical sort's).
+    let second_is_two = match guard.members().nth(1).unwrap() {
+        Member::Lock(lock) => lock.client().session_id() == two.session_id(),
+        Member::Leases(..) => unreachable!("two locks"),
+    };
+    let deleted_root = if second_is_two { "two" } else { "one" };
+    let node = children(&observer, &format!("{base}/{deleted_root}/x")).await.pop().expect("its node");
+    observer.delete(&format!("{base}/{deleted_root}/x/{node}"), None).await.unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(20), guard.lost()).await.expect("the lost signal");
+    assert_eq!(lost.index, 1, "the member whose node went, not the first with its path");
+    assert_eq!(guard.lost_member().map(|lost| lost.index), Some(1));
+    let _ = guard.release().await;
 }

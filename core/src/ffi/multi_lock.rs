@@ -99,8 +99,6 @@ pub(crate) struct MultiGuardHandle {
     guard: parking_lot::Mutex<Option<MultiGuard>>,
     /// Each member's holds (one for a lock, one per lease), in canonical order.
     holds: Vec<Vec<Hold>>,
-    /// Each member's (path, kind), in canonical order: to name the lost member by its index.
-    members: Vec<(String, MemberKind)>,
 }
 
 /// Makes a multi-lock over count members. They are taken in one canonical order, by path (on
@@ -253,30 +251,23 @@ fn acquire(
         ));
     }
     let holds: Vec<Vec<Hold>> = guard.holds().into_iter().map(|(_, holds)| holds).collect();
-    let members = guard.members().map(|member| (member.path().to_owned(), member.kind())).collect();
+    let loss = guard.first_member_loss();
     let client = match guard.members().next().expect("a multi-lock has members") {
         Member::Lock(lock) => lock.client(),
         Member::Leases(semaphore, _) => semaphore.client(),
     };
-    let id = handles::new_multi_guard(MultiGuardHandle {
-        guard: parking_lot::Mutex::new(Some(guard)),
-        holds: holds.clone(),
-        members,
-    }) as usize;
-    // Once per guard: the first hold lost (core decides what a set's loss is), named by its
-    // member. On the first member's client's callback thread: a member of a client closed first
-    // is lost by then.
-    let member_of: Vec<usize> =
-        holds.iter().enumerate().flat_map(|(member, holds)| std::iter::repeat(member).take(holds.len())).collect();
+    let id = handles::new_multi_guard(MultiGuardHandle { guard: parking_lot::Mutex::new(Some(guard)), holds }) as usize;
+    // Once per guard: the first member lost (core decides what a set's loss is). On the first
+    // member's client's callback thread: a member of a client closed first is lost by then.
     let callback = handle.lost_callback.clone();
-    client.on_first_loss(holds.into_iter().flatten().collect(), move |index, reason| {
+    client.on_member_lost(loss, move |lost| {
         if !handles::is_live(id) {
             return;
         }
         runtime::in_callback(|| {
             // SAFETY: a C function pointer registered by the caller, with its userdata.
             callback.call(|callback, userdata| unsafe {
-                callback(userdata, id as *mut zkl_multi_guard, member_of[index], reason.into())
+                callback(userdata, id as *mut zkl_multi_guard, lost.index, lost.reason.into())
             })
         })
     });
@@ -416,18 +407,14 @@ pub extern "C" fn zkl_multi_guard_lost_member(
         non_null!(guard, "guard");
         non_null!(member, "member");
         let handle = handles::multi_guard(guard, "guard")?;
-        let lost = handle.guard.lock().as_ref().and_then(MultiGuard::lost_member);
-        let index = lost
-            .as_ref()
-            .and_then(|lost| handle.members.iter().position(|(path, kind)| *path == lost.path && *kind == lost.kind));
-        match (index, lost) {
-            (Some(index), Some(lost)) => {
-                write_out!(member, index as i64);
+        match handle.guard.lock().as_ref().and_then(MultiGuard::lost_member) {
+            Some(lost) => {
+                write_out!(member, lost.index as i64);
                 if !reason.is_null() {
                     write_out!(reason, lost.reason.into());
                 }
             }
-            _ => write_out!(member, -1),
+            None => write_out!(member, -1),
         }
         Ok(())
     })
