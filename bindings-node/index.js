@@ -635,7 +635,7 @@ class Lock {
       owner = this.#acquiringOwner()
       hold = await this.#contend(owner, timeoutMs, signal)
       if (hold === false) {
-        throw zklockError(codes.TIMEOUT, `not acquired within ${timeoutMs} ms`, this.#path)
+        throw this.#native.timeoutError(timeoutMs) // in core's words, as every language says it
       }
     }
     return runThenRelease(hold, fn, (call) => runAs(this, owner, call))
@@ -1049,7 +1049,7 @@ class Semaphore {
   withLease(fn, options) {
     return withTaken(fn, options, SEMAPHORE_ACQUIRE_OPTIONS, 'semaphore.withLease', {
       take: (opts) => this.#acquire(opts),
-      timedOut: (opts) => zklockError(codes.TIMEOUT, `${opts.leases} lease(s) not acquired within ${opts.timeoutMs} ms`, this.#path),
+      timedOut: (opts) => this.#native.timeoutError(opts.leases, opts.timeoutMs), // in core's words
       run: (leases, call) => call(),
     })
   }
@@ -1181,7 +1181,7 @@ class MultiLock {
     return withTaken(fn, options, MULTI_ACQUIRE_OPTIONS, 'multiLock.withLocks', {
       take: (opts) => this.#acquire(opts, missed),
       // The member it waited for, in the core's words (as in every language).
-      timedOut: () => zklockError(codes.TIMEOUT, missed.member.message, missed.member.path),
+      timedOut: (opts) => this.#native.timeoutError(missed.member.index, opts.timeoutMs),
       run: (held, call) => held.run(call),
     })
   }

@@ -57,7 +57,7 @@ pub(crate) fn to_js(env: &Env, err: &zklock::Error) -> napi::Error {
     }
 }
 
-fn build<'env>(env: &'env Env, err: &zklock::Error) -> napi::Result<Object<'env>> {
+pub(crate) fn build<'env>(env: &'env Env, err: &zklock::Error) -> napi::Result<Object<'env>> {
     let registered = ERROR_CLASS.with(|class| -> napi::Result<Option<Object<'env>>> {
         let Some(class) = class.borrow().as_ref().map(|class| class.borrow_back(env)).transpose()? else {
             return Ok(None);

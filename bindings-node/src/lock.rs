@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw};
+use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
@@ -300,6 +300,13 @@ impl NativeLock {
             result
         };
         runtime::promise(env, acquisition, |_, hold| hold.map(NativeHold::new))
+    }
+
+    /// The ZKLOCK_TIMEOUT error for this lock not had within `timeout_ms`, in core's words (as
+    /// every language reports it): for `withLock`, whose acquisition resolves to `null`.
+    #[napi]
+    pub fn timeout_error<'env>(&self, env: &'env Env, timeout_ms: f64) -> napi::Result<Object<'env>> {
+        error::build(env, &self.lock.timeout_error(Duration::from_secs_f64(timeout_ms.max(0.0) / 1000.0)))
     }
 
     /// Gives up `owner`'s acquisition in flight, if any: its promise resolves to `null`.

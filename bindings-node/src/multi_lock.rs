@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Either, Function, PromiseRaw};
+use napi::bindgen_prelude::{Either, Function, Object, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
@@ -110,8 +110,21 @@ impl NativeMultiLock {
             );
         runtime::promise(env, acquisition, move |_, acquired| match acquired {
             Ok(guard) => Either::A(NativeMultiGuard::new(guard, shared)),
-            Err(member) => Either::B(NotAcquired::new(&member, timeout)),
+            Err(index) => Either::B(NotAcquired { index: index as u32 }),
         })
+    }
+
+    /// The ZKLOCK_TIMEOUT error for the member at `index` not had within `timeout_ms`, in core's
+    /// words (as every language reports it): for `withLocks`.
+    #[napi]
+    pub fn timeout_error<'env>(&self, env: &'env Env, index: u32, timeout_ms: f64) -> napi::Result<Object<'env>> {
+        let member = self
+            .multi
+            .members()
+            .get(index as usize)
+            .ok_or_else(|| napi::Error::new(napi::Status::InvalidArg, format!("no member at index {index}")))?;
+        let timeout = Duration::from_secs_f64(timeout_ms.max(0.0) / 1000.0);
+        crate::error::build(env, &zklock::MultiLock::timeout_error(member, timeout))
     }
 
     #[napi]
@@ -120,25 +133,11 @@ impl NativeMultiLock {
     }
 }
 
-/// The member a multi-lock's acquisition waited for when its time was up, and the timeout
-/// message every language gives for it ([`zklock::MultiLock::timeout_error`]).
+/// The member a multi-lock's acquisition waited for when its time was up: its index in
+/// canonical order (see [`NativeMultiLock::timeout_error`]).
 #[napi(object)]
 pub struct NotAcquired {
-    pub path: String,
-    pub kind: String,
-    pub message: String,
-}
-
-impl NotAcquired {
-    fn new(member: &zklock::Member, timeout: Option<Duration>) -> NotAcquired {
-        // Without a timeout only an abort ends the wait, and its error is the signal's.
-        let error = zklock::MultiLock::timeout_error(member, timeout.unwrap_or_default());
-        NotAcquired {
-            path: member.path().to_owned(),
-            kind: member.kind().as_str().to_owned(),
-            message: error.message().to_owned(),
-        }
-    }
+    pub index: u32,
 }
 
 /// Every member held.

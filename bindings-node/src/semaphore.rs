@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Function, PromiseRaw};
+use napi::bindgen_prelude::{Function, Object, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
@@ -92,6 +92,14 @@ impl NativeSemaphore {
     }
 
     /// Gives up the acquisition in flight with this id, if any: its promise resolves to `null`.
+    /// The ZKLOCK_TIMEOUT error for `leases` not had within `timeout_ms`, in core's words (as
+    /// every language reports it): for `withLease`, whose acquisition resolves to `null`.
+    #[napi]
+    pub fn timeout_error<'env>(&self, env: &'env Env, leases: u32, timeout_ms: f64) -> napi::Result<Object<'env>> {
+        let timeout = Duration::from_secs_f64(timeout_ms.max(0.0) / 1000.0);
+        crate::error::build(env, &self.semaphore.timeout_error(leases, timeout))
+    }
+
     #[napi]
     pub fn abort(&self, abort_id: u32) {
         abort(&self.aborts, abort_id);

@@ -170,6 +170,9 @@ test('timeout: acquire resolves to false, withLock rejects with ZKLOCK_TIMEOUT, 
   assert.equal(await waiter.acquire({ timeoutMs: 0 }), false, 'timeoutMs 0 only tries')
   await assert.rejects(waiter.withLock(() => assert.fail('must not run'), { timeoutMs: 100 }), {
     code: codes.TIMEOUT,
+    path,
+    // In core's words, as every language reports it.
+    message: `timed out on ${path}: not acquired within 100ms`,
   })
   assert.equal((await ephemeralsUnder(path)).length, 1, "only the holder's node remains")
   await hold.release()

@@ -308,6 +308,13 @@ impl Lock {
         &self.path
     }
 
+    /// The `LockTimeout` for this lock not had within `timeout` seconds, in core's words (as
+    /// every language reports it), for `hold()`, whose `acquire` only says False.
+    fn _timeout_error(&self, py: Python<'_>, timeout: f64) -> PyResult<Py<PyAny>> {
+        let timeout = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::MAX);
+        Ok(to_py(py, &self.core(py)?.timeout_error(timeout)).into_value(py).into_any())
+    }
+
     /// `"exclusive"` for the mutex, `"read"` or `"write"` for the sides of a read/write lock.
     #[getter]
     fn mode(&self) -> &'static str {

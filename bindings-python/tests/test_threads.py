@@ -149,6 +149,8 @@ def test_non_blocking_and_timed_attempts_fail_cleanly_when_held(client, kazoo, p
     assert results["try"] is False and results["zero"] is False and results["timed"] is False
     assert 0.3 <= results["waited"] < 3
     assert isinstance(results["hold"], TimeoutError) and path in str(results["hold"])
+    # In core's words, as every language reports it.
+    assert str(results["hold"]) == f"timed out on {path}: not acquired within 200ms"
     # Every failed attempt removed its node before returning: only the holder's is left.
     assert len(children(kazoo, path)) == 1
     lock.release()

@@ -154,10 +154,17 @@ impl Lock {
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<LockGuard> {
         match self.acquire_hold(owner, Wait::from_timeout(Some(timeout))).await? {
             Some(hold) => Ok(self.guard(owner, hold)),
-            None if timeout.is_zero() => {
-                Err(self.recipe.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)"))
-            }
-            None => Err(self.recipe.error(ErrorKind::Timeout, format!("not acquired within {timeout:?}"))),
+            None => Err(self.timeout_error(timeout)),
+        }
+    }
+
+    /// The [`ErrorKind::Timeout`] for this lock not had within `timeout` (zero: only tried): what
+    /// [`Lock::acquire_timeout`] reports, and every binding with it.
+    pub fn timeout_error(&self, timeout: Duration) -> crate::Error {
+        if timeout.is_zero() {
+            self.recipe.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)")
+        } else {
+            self.recipe.error(ErrorKind::Timeout, format!("not acquired within {timeout:?}"))
         }
     }
 

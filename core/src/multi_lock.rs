@@ -170,20 +170,20 @@ impl MultiLock {
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<MultiGuard> {
         self.acquire_within(owner, Wait::from_timeout(Some(timeout)))
             .await?
-            .map_err(|member| MultiLock::timeout_error(member, timeout))
+            .map_err(|index| MultiLock::timeout_error(&self.members[index], timeout))
     }
 
     /// The binding-level acquire: `timeout` of `None` waits forever, `Some(ZERO)` tries each
-    /// member once; once `abort` is cancelled it ends as at its deadline. `Ok(Err(member))`: not
-    /// acquired in time (or aborted), naming the member it waited for (see
-    /// [`MultiLock::timeout_error`]), with every node taken removed.
+    /// member once; once `abort` is cancelled it ends as at its deadline. `Ok(Err(index))`: not
+    /// acquired in time (or aborted), with the index in [`MultiLock::members`] of the member it
+    /// waited for (see [`MultiLock::timeout_error`]), and every node taken removed.
     pub async fn acquire_for(
         &self,
         owner: &Owner,
         timeout: Option<Duration>,
         abort: Option<tokio_util::sync::CancellationToken>,
-    ) -> Result<std::result::Result<MultiGuard, Member>> {
-        Ok(self.acquire_within(owner, Wait { abort, ..Wait::from_timeout(timeout) }).await?.map_err(Member::clone))
+    ) -> Result<std::result::Result<MultiGuard, usize>> {
+        self.acquire_within(owner, Wait { abort, ..Wait::from_timeout(timeout) }).await
     }
 
     /// The [`ErrorKind::Timeout`] for `member`, not had within `timeout`: what
@@ -198,10 +198,10 @@ impl MultiLock {
         Error::new(ErrorKind::Timeout, message).with_path(member.path())
     }
 
-    /// `Err(member)`: the member not had by the deadline.
-    async fn acquire_within(&self, owner: &Owner, wait: Wait) -> Result<Result<MultiGuard, &Member>> {
+    /// `Err(index)`: the member not had by the deadline.
+    async fn acquire_within(&self, owner: &Owner, wait: Wait) -> Result<Result<MultiGuard, usize>> {
         let mut taken = Taken { parts: Vec::with_capacity(self.members.len()), runtime: self.runtime.clone() };
-        for member in &self.members {
+        for (index, member) in self.members.iter().enumerate() {
             // One `wait`, cloned: one deadline (an Instant) for every member.
             let part = match member {
                 Member::Lock(lock) => Box::pin(lock.guard_within(owner, wait.clone())).await.map(|g| g.map(Part::Lock)),
@@ -215,7 +215,7 @@ impl MultiLock {
                 // background after a connection loss) leaves no node either way.
                 Ok(None) => {
                     let _ = taken.release().await;
-                    return Ok(Err(member));
+                    return Ok(Err(index));
                 }
                 Err(err) => {
                     let _ = taken.release().await;

@@ -211,8 +211,17 @@ impl Semaphore {
     pub async fn acquire_timeout(&self, n: u32, timeout: Duration) -> Result<Leases> {
         match self.acquire_within(n, Wait::from_timeout(Some(timeout))).await? {
             Some(leases) => Ok(leases),
-            None if timeout.is_zero() => Err(self.error(ErrorKind::Timeout, "no room (tried once: zero timeout)")),
-            None => Err(self.error(ErrorKind::Timeout, format!("{n} leases not acquired within {timeout:?}"))),
+            None => Err(self.timeout_error(n, timeout)),
+        }
+    }
+
+    /// The [`ErrorKind::Timeout`] for `n` leases not had within `timeout` (zero: only tried):
+    /// what [`Semaphore::acquire_timeout`] reports, and every binding with it.
+    pub fn timeout_error(&self, n: u32, timeout: Duration) -> Error {
+        if timeout.is_zero() {
+            self.error(ErrorKind::Timeout, format!("no room for {n} lease(s) (tried once: zero timeout)"))
+        } else {
+            self.error(ErrorKind::Timeout, format!("{n} lease(s) not acquired within {timeout:?}"))
         }
     }
 

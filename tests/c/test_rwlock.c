@@ -195,10 +195,10 @@ static void test_writer_excludes(zkl_client *a, zkl_client *b) {
   CHECK_ERR(zkl_lock_acquire(write_b, 0), ZKL_TIMEOUT, "tried once", "writer holds: a writer's try is ZKL_TIMEOUT");
   CHECK(h_contenders(read_a) == 1, "writer holds: the tries left no node");
   start = h_now_ms();
-  CHECK_ERR(zkl_lock_acquire(read_b, 300), ZKL_TIMEOUT, "not acquired within 300 ms",
+  CHECK_ERR(zkl_lock_acquire(read_b, 300), ZKL_TIMEOUT, "not acquired within 300ms",
             "writer holds: a reader's timeout is ZKL_TIMEOUT");
   CHECK(h_now_ms() - start >= 300, "writer holds: the reader waited its whole timeout");
-  CHECK_ERR(zkl_lock_acquire(write_b, 300), ZKL_TIMEOUT, "not acquired within 300 ms",
+  CHECK_ERR(zkl_lock_acquire(write_b, 300), ZKL_TIMEOUT, "not acquired within 300ms",
             "writer holds: a writer's timeout is ZKL_TIMEOUT");
   CHECK(h_contenders(read_a) == 1, "writer holds: the timeouts left no node");
   CHECK(!is_held(read_b) && !is_held(write_b), "writer holds: the others hold nothing after");
@@ -216,7 +216,7 @@ static void test_writer_excludes(zkl_client *a, zkl_client *b) {
 
   h_require(zkl_lock_acquire(read_a, -1) == ZKL_OK, "a reader acquires");
   CHECK_ERR(zkl_lock_acquire(write_b, 0), ZKL_TIMEOUT, "tried once", "reader holds: a writer's try is ZKL_TIMEOUT");
-  CHECK_ERR(zkl_lock_acquire(write_b, 300), ZKL_TIMEOUT, "not acquired within 300 ms",
+  CHECK_ERR(zkl_lock_acquire(write_b, 300), ZKL_TIMEOUT, "not acquired within 300ms",
             "reader holds: a writer's timeout is ZKL_TIMEOUT");
   CHECK(h_contenders(read_a) == 1, "reader holds: the writer's attempts left no node");
   CHECK_RC(zkl_lock_release(read_a), ZKL_OK, "the reader releases");

@@ -42,7 +42,7 @@ int main(void) {
   CHECK(h_contenders(lock_a) == 1, "try: leaves no node behind");
 
   start = h_now_ms();
-  CHECK_ERR(zkl_lock_acquire(lock_b, 300), ZKL_TIMEOUT, "not acquired within 300 ms", "timeout: ZKL_TIMEOUT");
+  CHECK_ERR(zkl_lock_acquire(lock_b, 300), ZKL_TIMEOUT, "not acquired within 300ms", "timeout: ZKL_TIMEOUT");
   int64_t waited = h_now_ms() - start;
   CHECK(waited >= 300, "timeout: waited the whole timeout");
   CHECK(waited < 3000, "timeout: and not much longer");

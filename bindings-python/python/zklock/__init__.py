@@ -998,8 +998,8 @@ class _Hold:
         self._lock = lock
         self._timeout = timeout
 
-    def _timed_out(self) -> LockTimeout:
-        return LockTimeout(f"timed out on {self._lock.path}: not acquired within {self._timeout} s", self._lock.path)
+    def _timed_out(self) -> BaseException:
+        return self._lock._timeout_error(self._timeout or 0.0)
 
     def __enter__(self) -> int:
         if not self._lock.acquire(timeout=self._timeout):

@@ -431,11 +431,7 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
             ));
         }
         Acquired::NotAcquired => {
-            let why = match timeout_ms {
-                0 => "held by another contender (tried once: timeout 0)".to_owned(),
-                ms => format!("not acquired within {ms} ms"),
-            };
-            return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {}: {why}", handle.lock.path())));
+            return Err(handle.lock.timeout_error(Duration::from_millis(timeout_ms.max(0) as u64)).into());
         }
     };
     // A fresh hold (the write holder's read included).

@@ -242,7 +242,7 @@ fn acquire(
     let acquired = runtime::block_on(handle.multi.acquire_for(&owner, wait, Some(cancel.clone())))??;
     let guard = match acquired {
         Ok(guard) => guard,
-        Err(member) => return Err(not_acquired(&handle, &cancel, &member, timeout_ms)),
+        Err(index) => return Err(not_acquired(&handle, &cancel, &handle.multi.members()[index], timeout_ms)),
     };
     if handle.freed.load(Ordering::Acquire) {
         drop(guard); // released in the background, in reverse order

@@ -4,6 +4,7 @@
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -239,11 +240,7 @@ pub extern "C" fn zkl_semaphore_acquire(
                     format!("the acquisition on {path} was cancelled by {by}; its nodes were removed"),
                 ));
             }
-            let why = match timeout_ms {
-                0 => "no room (tried once: timeout 0)".to_owned(),
-                ms => format!("{n} leases not acquired within {ms} ms"),
-            };
-            return Err(Failure::new(zkl_result::ZKL_TIMEOUT, format!("timed out on {path}: {why}")));
+            return Err(handle.semaphore.timeout_error(n, Duration::from_millis(timeout_ms.max(0) as u64)).into());
         };
         if handle.freed.load(Ordering::Acquire) {
             drop(leases); // released in the background
