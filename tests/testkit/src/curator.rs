@@ -623,9 +623,12 @@ impl CuratorContender {
     /// SIGKILLs the JVM, like a crash: its session (and its lock node) stays until the server
     /// expires it. Later calls panic.
     pub fn kill(&mut self) {
-        drop(self.stdin.take());
+        // SIGKILL before stdin closes: at its EOF the contender closes its session gracefully,
+        // and it sometimes did so before the signal landed (a "killed" holder's node went at
+        // once, and a waiter got in 14 ms after the kill).
         let _ = self.child.kill();
         let status = self.child.wait();
+        drop(self.stdin.take());
         if let Some((tmp, archive)) = self.dump.take() {
             publish_archive(&tmp, &archive, status.is_ok_and(|s| s.success()), self.version);
         }
