@@ -3,8 +3,12 @@
 #
 #   source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"
 #
-#   step TEXT...                  a section heading ("=== TEXT"), on stderr: stdout is left to
-#                                 what callers read (results, summary lines, paths)
+#   step TEXT...                  a section heading, on stderr (stdout is left to what callers
+#                                 read: results, summary lines, paths), with the time since the
+#                                 run began and the duration of this script's step before it:
+#                                 "=== TEXT  [at 4m12s; previous step 1m05s]". The run began
+#                                 when the outermost script sourced this (ZKL_RUN_STARTED, epoch
+#                                 seconds, exported to the scripts it runs).
 #   as_root COMMAND...            COMMAND as root: directly when root, else through sudo
 #   need_debs [OPTION...] PKG...  Debian's packages PKG installed, those not installed yet only;
 #                                 OPTIONs (leading, e.g. --no-install-recommends) go to apt-get
@@ -12,9 +16,17 @@
 #                                 /tmp/.zklock-apt-updated), and again if the install then fails.
 #                                 apt-get's output goes to stderr. Non-zero if it could not.
 #
-# Functions only: it sets no shell option and changes no directory.
+# Functions only, and ZKL_RUN_STARTED: it sets no shell option and changes no directory.
 
-step() { printf '\n=== %s\n' "$*" >&2; }
+export ZKL_RUN_STARTED=${ZKL_RUN_STARTED:-$EPOCHSECONDS}
+_step_started=
+_step_duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+step() {
+  local now=$EPOCHSECONDS
+  printf '\n=== %s  [at %s%s]\n' "$*" "$(_step_duration $((now - ZKL_RUN_STARTED)))" \
+    "${_step_started:+; previous step $(_step_duration $((now - _step_started)))}" >&2
+  _step_started=$now
+}
 
 as_root() {
   if [[ $(id -u) -eq 0 ]]; then
