@@ -369,7 +369,7 @@ impl Lock {
     fn _acquire_levels(&self, py: Python<'_>, owner: &Owner, levels: u64) -> PyResult<()> {
         let lock = self.core(py)?;
         self.acquire_as(py, &owner.inner, None)?;
-        lock.add_levels(&owner.inner, levels.saturating_sub(1)).py(py)
+        lock.restore_levels(&owner.inner, levels).py(py)
     }
 
     /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None. The state is core's,

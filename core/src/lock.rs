@@ -351,20 +351,22 @@ impl Lock {
     /// Releases every level of `owner`'s hold at once (the node deleted, as at the last level)
     /// and returns how many there were: for a condition variable's wait (Python's
     /// `threading.Condition`), which gives the lock up whole, and after acquiring it again
-    /// restores the levels with [`Lock::add_levels`]. Errors as [`Lock::release`]'s; a lost hold
+    /// restores the levels with [`Lock::restore_levels`]. Errors as [`Lock::release`]'s; a lost hold
     /// is dropped whole.
     pub async fn release_every_level(&self, owner: &Owner) -> Result<u64> {
         let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
         self.release(owner).await.map(|()| levels)
     }
 
-    /// Adds `levels` to `owner`'s hold, as that many re-entries would, with no ZooKeeper
-    /// traffic (see [`Lock::release_every_level`]).
+    /// Gives `owner`'s hold, just acquired again, `levels` levels in all: as many as
+    /// [`Lock::release_every_level`] gave up, counted up as re-entries would, with no ZooKeeper
+    /// traffic.
     ///
     /// # Notable errors
     /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock.
-    pub fn add_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
-        if self.recipe.owners.add_levels(owner, self.mode, levels) {
+    pub fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
+        // The acquisition that took the lock again counted its first level.
+        if self.recipe.owners.add_levels(owner, self.mode, levels.saturating_sub(1)) {
             return Ok(());
         }
         Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))

@@ -508,9 +508,9 @@ async fn every_level_released_at_once_and_restored() {
     assert_eq!(lock.release_every_level(&me).await.unwrap(), 3);
     assert!(lock.hold_of(&me).is_none());
     wait_children(&observer, &path, 0).await;
-    assert_eq!(lock.add_levels(&me, 2).unwrap_err().kind(), zklock::ErrorKind::NotOwner);
+    assert_eq!(lock.restore_levels(&me, 3).unwrap_err().kind(), zklock::ErrorKind::NotOwner);
     assert!(lock.acquire_for(&me, None).await.unwrap().is_acquired());
-    lock.add_levels(&me, 2).unwrap();
+    lock.restore_levels(&me, 3).unwrap();
     assert_eq!(lock.hold_of(&me).map(|(_, count)| count), Some(3));
     assert_eq!(lock.release_every_level(&me).await.unwrap(), 3);
     assert_eq!(lock.release_every_level(&me).await.unwrap_err().kind(), zklock::ErrorKind::NotOwner);
