@@ -800,23 +800,23 @@ function lostError(lost, path) {
 
 /**
  * The lost signal of a hold, or of a set of holds taken together: aborted with `errorOf(lost)`
- * for the first found lost, never for a release. Which one is the core's to say: `native.lost`
- * (now) and `native.watchLost` (later) are a hold's, a set of leases', or (as `lostMember` and
- * `watchLostMember`) a multi-lock's. Its entry in the client's `signals` lets close() deliver the
- * loss at once (the native notification does not keep the process alive).
+ * for the first found lost, never for a release. Which one is the core's to say: `source.lost`
+ * (now) and `source.watchLost` (later), a native hold's or set of leases' (or a multi-lock's,
+ * adapted). Its entry in the client's `signals` lets close() deliver the loss at once (the native
+ * notification does not keep the process alive).
  */
-function lostSignal({ lost, watchLost }, errorOf, signals) {
+function lostSignal(source, errorOf, signals) {
   const controller = new AbortController()
   const entry = {
     abortIfLost() {
-      const found = lost()
+      const found = source.lost
       if (found && !controller.signal.aborted) controller.abort(errorOf(found))
     },
   }
   entry.abortIfLost()
   if (!controller.signal.aborted) {
     signals.add(entry)
-    watchLost((found) => {
+    source.watchLost((found) => {
       signals.delete(entry)
       if (!controller.signal.aborted) controller.abort(errorOf(found))
     })
@@ -863,12 +863,7 @@ class Hold {
   get signal() {
     if (this.#controller === null) {
       const path = this.#lock.path
-      const native = this.#native
-      const lost = lostSignal(
-        { lost: () => native.lost, watchLost: (notify) => native.watchLost(notify) },
-        (reason) => lostError(reason, path),
-        signalsOfClient(this.#lock),
-      )
+      const lost = lostSignal(this.#native, (reason) => lostError(reason, path), signalsOfClient(this.#lock))
       this.#controller = lost.controller
       this.#signalEntry = lost.entry
     }
@@ -1104,12 +1099,7 @@ class Leases {
   get signal() {
     if (this.#controller === null) {
       const path = this.#path
-      const native = this.#native
-      const lost = lostSignal(
-        { lost: () => native.lost, watchLost: (notify) => native.watchLost(notify) },
-        (reason) => lostError(reason, path),
-        this.#signals,
-      )
+      const lost = lostSignal(this.#native, (reason) => lostError(reason, path), this.#signals)
       this.#controller = lost.controller
       this.#signalEntry = lost.entry
     }
@@ -1260,7 +1250,7 @@ class MultiHold {
     if (this.#controller === null) {
       const native = this.#native
       const lost = lostSignal(
-        { lost: () => native.lostMember, watchLost: (notify) => native.watchLostMember(notify) },
+        { get lost() { return native.lostMember }, watchLost: (notify) => native.watchLostMember(notify) },
         (member) => memberLostError(member, member.lost),
         this.#signals,
       )

@@ -63,17 +63,28 @@ impl NativeHold {
 }
 
 /// Calls `callback` once, with what `describe` makes of the first of `holds` to be lost (which
-/// one is core's [`zklock::first_loss`] to say); never if they are all released. The callback
-/// never keeps the process alive.
+/// one is core's [`zklock::first_loss`] to say); never if they are all released.
 pub(crate) fn watch_first_loss<T: napi::bindgen_prelude::ToNapiValue + Send + 'static>(
     holds: Vec<zklock::Hold>,
     callback: Function<T, ()>,
     describe: impl FnOnce(usize, LostReason) -> T + Send + 'static,
 ) -> napi::Result<()> {
+    notify_loss(
+        async move { zklock::first_loss(&holds).await.map(|(index, reason)| describe(index, reason)) },
+        callback,
+    )
+}
+
+/// Calls `callback` once with what `loss` finds, if it finds a loss. The callback never keeps
+/// the process alive.
+pub(crate) fn notify_loss<T: napi::bindgen_prelude::ToNapiValue + Send + 'static>(
+    loss: impl std::future::Future<Output = Option<T>> + Send + 'static,
+    callback: Function<T, ()>,
+) -> napi::Result<()> {
     let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
     napi::bindgen_prelude::spawn(async move {
-        if let Some((index, reason)) = zklock::first_loss(&holds).await {
-            notify.call(describe(index, reason), ThreadsafeFunctionCallMode::NonBlocking);
+        if let Some(lost) = loss.await {
+            notify.call(lost, ThreadsafeFunctionCallMode::NonBlocking);
         }
     });
     Ok(())

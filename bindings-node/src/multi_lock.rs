@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::{Either, Function, Object, PromiseRaw};
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
 
-use crate::hold::{Lost, NativeHold};
+use crate::hold::{notify_loss, Lost, NativeHold};
 use crate::lock::NativeLock;
 use crate::runtime::{self, Shared};
 use crate::semaphore::{abort, abortable, keep_unreleased, timeout, Aborts, NativeSemaphore};
@@ -217,13 +216,7 @@ impl NativeMultiGuard {
         let Some(loss) = self.guard.lock().as_ref().map(zklock::MultiGuard::first_member_loss) else {
             return Ok(()); // released: never lost any more
         };
-        let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
-        napi::bindgen_prelude::spawn(async move {
-            if let Some(lost) = loss.await {
-                notify.call(MemberLost::from(lost), ThreadsafeFunctionCallMode::NonBlocking);
-            }
-        });
-        Ok(())
+        notify_loss(async move { loss.await.map(MemberLost::from) }, callback)
     }
 
     /// Releases every member in reverse canonical order, each confirmed before the next; the

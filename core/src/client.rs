@@ -422,12 +422,7 @@ impl Client {
     /// never once it is released. One light task per hold: the bindings give each new hold
     /// ([`crate::Acquired::Held`], not a re-entry) one, for their lost-lock callbacks.
     pub fn on_hold_lost(&self, hold: Hold, callback: impl FnOnce(LostReason) + Send + 'static) {
-        let client = self.clone();
-        self.inner.runtime.spawn(async move {
-            if let Some(reason) = hold.lost().await {
-                client.dispatch_callback(move || callback(reason));
-            }
-        });
+        self.when_lost(async move { hold.lost().await }, callback);
     }
 
     /// Calls `callback` with the first member of a multi-lock's guard to be lost, once, on this
@@ -438,22 +433,27 @@ impl Client {
         loss: impl std::future::Future<Output = Option<crate::MemberLost>> + Send + 'static,
         callback: impl FnOnce(crate::MemberLost) + Send + 'static,
     ) {
-        let client = self.clone();
-        self.inner.runtime.spawn(async move {
-            if let Some(lost) = loss.await {
-                client.dispatch_callback(move || callback(lost));
-            }
-        });
+        self.when_lost(loss, callback);
     }
 
     /// Calls `callback` with the index and reason of the first of `holds` to be lost (a set
     /// taken together: leases, a multi-lock's members), once, on this client's callback thread;
     /// never if they are all released.
     pub fn on_first_loss(&self, holds: Vec<Hold>, callback: impl FnOnce(usize, LostReason) + Send + 'static) {
+        self.when_lost(async move { crate::hold::first_loss(&holds).await }, |(index, reason)| callback(index, reason));
+    }
+
+    /// Runs `loss` on the runtime and, if it finds a loss, `callback` with it on the callback
+    /// thread.
+    fn when_lost<T: Send + 'static>(
+        &self,
+        loss: impl std::future::Future<Output = Option<T>> + Send + 'static,
+        callback: impl FnOnce(T) + Send + 'static,
+    ) {
         let client = self.clone();
         self.inner.runtime.spawn(async move {
-            if let Some((index, reason)) = crate::hold::first_loss(&holds).await {
-                client.dispatch_callback(move || callback(index, reason));
+            if let Some(lost) = loss.await {
+                client.dispatch_callback(move || callback(lost));
             }
         });
     }
