@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -87,8 +88,19 @@ impl<'a> Requests<'a> {
     }
 
     /// Awaits `future` unless the client is closed, the session is over, or the deadline passes.
-    pub(crate) async fn bounded<F: Future>(&self, future: F) -> Result<F::Output, Stop> {
-        bounded(self.client, self.session, self.deadline, self.abort.as_ref(), future).await
+    pub(crate) fn bounded<F: Future>(&self, future: F) -> Bounded<'_, F> {
+        // Boxed, and only if there is one: every waiter in a queue carries this future, and most
+        // wait with neither a deadline nor an abort (a timer and a cancellation future are ~200
+        // bytes).
+        let expiry: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = match (self.deadline, &self.abort) {
+            (None, None) => None,
+            (Some(deadline), None) => Some(Box::pin(tokio::time::sleep_until(deadline))),
+            (None, Some(abort)) => Some(Box::pin(abort.cancelled())),
+            (Some(deadline), Some(abort)) => Some(Box::pin(async move {
+                tokio::select! { _ = tokio::time::sleep_until(deadline) => {}, _ = abort.cancelled() => {} }
+            })),
+        };
+        Bounded { client: self.client, ended: self.session.ended.cancelled(), future, expiry }
     }
 
     /// Sends one request: its answer, or [`Reply::Reconnected`] once the session is connected
@@ -136,35 +148,39 @@ impl<'a> Requests<'a> {
     }
 }
 
-async fn bounded<F: Future>(
-    client: &ClientInner,
-    session: &Session,
-    deadline: Option<Instant>,
-    abort: Option<&tokio_util::sync::CancellationToken>,
-    future: F,
-) -> Result<F::Output, Stop> {
-    // Boxed, and only if there is one: every waiter in a queue carries this future, and most
-    // wait with neither a deadline nor an abort (a timer and a cancellation future are ~200 bytes).
-    let expiry: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = match (deadline, abort) {
-        (None, None) => None,
-        (Some(deadline), None) => Some(Box::pin(tokio::time::sleep_until(deadline))),
-        (None, Some(abort)) => Some(Box::pin(abort.cancelled())),
-        (Some(deadline), Some(abort)) => Some(Box::pin(async move {
-            tokio::select! { _ = tokio::time::sleep_until(deadline) => {}, _ = abort.cancelled() => {} }
-        })),
-    };
-    let expiry = async {
-        match expiry {
-            Some(expiry) => expiry.await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        biased;
+pin_project_lite::pin_project! {
+    /// A future bounded by the client's close, its session's end and a deadline or abort (see
+    /// [`Requests::bounded`]). Written out rather than an async fn around a `select!`: every
+    /// waiter in a queue carries one, and the async fn kept both its argument and the select's
+    /// copy of it (704 bytes around a 168-byte watch, against 272).
+    pub(crate) struct Bounded<'a, F> {
+        client: &'a ClientInner,
         // A child of the client's closed token: cancelled when the session ends or the client
         // closes (which sets its flag first).
-        _ = session.ended.cancelled() => Err(if client.is_closed() { Stop::Closed } else { Stop::SessionOver }),
-        output = future => Ok(output),
-        _ = expiry => Err(Stop::Deadline),
+        #[pin]
+        ended: tokio_util::sync::WaitForCancellationFuture<'a>,
+        #[pin]
+        future: F,
+        expiry: Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>,
+    }
+}
+
+impl<F: Future> Future for Bounded<'_, F> {
+    type Output = Result<F::Output, Stop>;
+
+    /// The session's end first, then the future, then the deadline: an answer that came with the
+    /// session's end does not count, and one that came by the deadline does.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if this.ended.poll(cx).is_ready() {
+            return Poll::Ready(Err(if this.client.is_closed() { Stop::Closed } else { Stop::SessionOver }));
+        }
+        if let Poll::Ready(output) = this.future.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        match this.expiry.as_mut().map(|expiry| expiry.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(Stop::Deadline)),
+            _ => Poll::Pending,
+        }
     }
 }

@@ -399,6 +399,26 @@ impl Recipe {
         }
     }
 
+    /// Before this lock object's first create: refuses a path holding another recipe's nodes, so
+    /// that a conflict is told before any node is made (and a protected lock checks an existing
+    /// path's ACL before it creates anything).
+    async fn check_kinds(&self, mode: Mode, requests: &Requests<'_>) -> std::result::Result<(), Failed> {
+        match requests.retry(|| list(requests.zk(), &self.path, self.protected())).await? {
+            Ok(listing) => {
+                Box::pin(self.check_path_acl(requests, listing.path)).await?;
+                match self.conflict(mode, &listing.names) {
+                    Some(err) => Err(Failed::Error(err)),
+                    None => {
+                        self.kinds_checked.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                }
+            }
+            Err(zk::Error::NoNode) => Ok(()),
+            Err(err) => Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+        }
+    }
+
     async fn queue_and_wait(
         &self,
         mode: Mode,
@@ -413,18 +433,8 @@ impl Recipe {
         let session = requests.session;
         let mut mine: Option<OurNode> = None;
         if !self.kinds_checked.load(Ordering::Acquire) {
-            match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
-                Ok(listing) => {
-                    // A protected lock checks an existing path's ACL before it creates anything.
-                    Box::pin(self.check_path_acl(requests, listing.path)).await?;
-                    match self.conflict(mode, &listing.names) {
-                        Some(err) => return Err(Failed::Error(err)),
-                        None => self.kinds_checked.store(true, Ordering::Release),
-                    }
-                }
-                Err(zk::Error::NoNode) => {}
-                Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
-            }
+            // Boxed: its listing would otherwise take room in every waiter's future.
+            Box::pin(self.check_kinds(mode, requests)).await?;
         }
         loop {
             let children = match &mine {
