@@ -152,7 +152,7 @@ pin_project_lite::pin_project! {
     /// A future bounded by the client's close, its session's end and a deadline or abort (see
     /// [`Requests::bounded`]). Written out rather than an async fn around a `select!`: every
     /// waiter in a queue carries one, and the async fn kept both its argument and the select's
-    /// copy of it (704 bytes around a 168-byte watch, against 272).
+    /// copy of it (704 bytes around a 168-byte watch, against 264).
     pub(crate) struct Bounded<'a, F> {
         client: &'a ClientInner,
         // A child of the client's closed token: cancelled when the session ends or the client

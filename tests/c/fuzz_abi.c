@@ -854,6 +854,20 @@ static void call_semaphore_misc(int f) {
 
 /* Leases: a valid index is below its count; a released one has no token; a closed client's is
  * lost (or about to be). */
+/* What a set of holds (leases, a multi-lock guard) may report of itself: released, none; after its
+ * client closed, any state up to lost (the news may still be arriving); else held or suspended. */
+static bool set_state_fits(zkl_hold_state state, bool released, bool closed) {
+  if (released) return state == ZKL_HOLD_NONE;
+  if (closed) return state <= ZKL_HOLD_LOST;
+  return state == ZKL_HOLD_HELD || state == ZKL_HOLD_SUSPENDED;
+}
+
+/* Which of a set of `count` was lost first: -1 (none) or an index, only once the client closed
+ * and the set is not released. */
+static bool lost_index_fits(int64_t index, int64_t count, bool released, bool closed) {
+  return closed && !released ? index >= -1 && index < count : index == -1;
+}
+
 static void call_leases_fn(int f) {
   expect e = {0};
   int i;
@@ -894,9 +908,7 @@ static void call_leases_fn(int f) {
       zkl_hold_state state = 99;
       rc = zkl_leases_state(leases, index, null_out ? NULL : &state);
       check(f, rc, &e, "leases");
-      if (rc == ZKL_OK && !e.n &&
-          (t->released ? state != ZKL_HOLD_NONE
-                       : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
+      if (rc == ZKL_OK && !e.n && !set_state_fits(state, t->released, t->closed))
         fail("zkl_leases_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
       break;
     }
@@ -904,9 +916,7 @@ static void call_leases_fn(int f) {
       zkl_hold_state state = 99;
       rc = zkl_leases_combined_state(leases, null_out ? NULL : &state);
       check(f, rc, &e, "leases");
-      if (rc == ZKL_OK && !e.n &&
-          (t->released ? state != ZKL_HOLD_NONE
-                       : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
+      if (rc == ZKL_OK && !e.n && !set_state_fits(state, t->released, t->closed))
         fail("zkl_leases_combined_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
       break;
     }
@@ -917,7 +927,7 @@ static void call_leases_fn(int f) {
       if (null_index) bad(&e, "index is NULL");
       rc = zkl_leases_lost_lease(leases, null_index ? NULL : &lost, chance(30) ? NULL : &reason);
       check(f, rc, &e, "leases");
-      if (rc == ZKL_OK && !e.n && (t->closed && !t->released ? lost < -1 || lost >= t->n[0] : lost != -1))
+      if (rc == ZKL_OK && !e.n && !lost_index_fits(lost, t->n[0], t->released, t->closed))
         fail("zkl_leases_lost_lease gave %" PRId64 " (released %d, closed %d)", lost, t->released, t->closed);
       break;
     }
@@ -1098,9 +1108,7 @@ static void call_multi_guard_fn(int f) {
       if (null_out) bad(&e, "out is NULL");
       rc = zkl_multi_guard_state(guard, null_out ? NULL : &state);
       check(f, rc, &e, "guard");
-      if (rc == ZKL_OK && !e.n &&
-          (t->released ? state != ZKL_HOLD_NONE
-                       : t->closed ? state > ZKL_HOLD_LOST : state != ZKL_HOLD_HELD && state != ZKL_HOLD_SUSPENDED))
+      if (rc == ZKL_OK && !e.n && !set_state_fits(state, t->released, t->closed))
         fail("zkl_multi_guard_state gave %d (released %d, closed %d)", (int)state, t->released, t->closed);
       break;
     }
@@ -1111,7 +1119,7 @@ static void call_multi_guard_fn(int f) {
       if (null_member) bad(&e, "member is NULL");
       rc = zkl_multi_guard_lost_member(guard, null_member ? NULL : &member, chance(30) ? NULL : &reason);
       check(f, rc, &e, "guard");
-      if (rc == ZKL_OK && !e.n && (t->closed && !t->released ? member < -1 || member >= t->count : member != -1))
+      if (rc == ZKL_OK && !e.n && !lost_index_fits(member, t->count, t->released, t->closed))
         fail("zkl_multi_guard_lost_member gave %" PRId64 " (released %d, closed %d)", member, t->released, t->closed);
       break;
     }
