@@ -391,12 +391,23 @@ const OWN_NODE_WATCH_DELAY: Duration = Duration::from_millis(20);
 /// client more than the holds' own requests. Deletions are noticed at most this much later still.
 const OWN_NODE_WATCH_BATCH: Duration = Duration::from_millis(10);
 
+/// The event a watch set on a node will report, as a future that owns its watcher.
+pub(crate) type NodeEvent = std::pin::Pin<Box<dyn std::future::Future<Output = zk::WatchedEvent> + Send>>;
+
 /// Watches holders' own nodes, so that a deletion by someone else turns the hold `Lost`. One
 /// task per client: acquiring only queues the hold, and wakes the task only if it was idle.
 pub(crate) struct NodeWatcher {
-    queue: Mutex<VecDeque<(Instant, Weak<HoldInfo>)>>,
+    queue: Mutex<VecDeque<DueWatch>>,
     idle: AtomicBool,
     wake: Notify,
+}
+
+/// A hold whose node is to be watched from `due` on, and the watch its waiter already set on
+/// that node, if any.
+struct DueWatch {
+    due: Instant,
+    hold: Weak<HoldInfo>,
+    set: Option<NodeEvent>,
 }
 
 impl NodeWatcher {
@@ -411,8 +422,13 @@ impl NodeWatcher {
         watcher
     }
 
-    pub(crate) fn add(&self, hold: &Hold) {
-        self.queue.lock().push_back((Instant::now() + OWN_NODE_WATCH_DELAY, Arc::downgrade(&hold.inner)));
+    /// Watches `hold`'s node, through `set` if its waiter already watched it (no request then).
+    pub(crate) fn add(&self, hold: &Hold, set: Option<NodeEvent>) {
+        self.queue.lock().push_back(DueWatch {
+            due: Instant::now() + OWN_NODE_WATCH_DELAY,
+            hold: Arc::downgrade(&hold.inner),
+            set,
+        });
         if self.idle.swap(false, Ordering::AcqRel) {
             self.wake.notify_one();
         }
@@ -424,13 +440,13 @@ impl NodeWatcher {
             let now = Instant::now();
             let next_due = {
                 let mut queue = self.queue.lock();
-                while queue.front().is_some_and(|(due, _)| *due <= now) {
-                    let (_, hold) = queue.pop_front().expect("checked");
+                while queue.front().is_some_and(|watch| watch.due <= now) {
+                    let DueWatch { hold, set, .. } = queue.pop_front().expect("checked");
                     if let Some(info) = hold.upgrade().filter(|info| !info.status().0.is_final()) {
-                        watching.push(watch_own_node(info));
+                        watching.push(watch_own_node(info, set));
                     }
                 }
-                let next = queue.front().map(|(due, _)| *due);
+                let next = queue.front().map(|watch| watch.due);
                 if next.is_none() {
                     self.idle.store(true, Ordering::Release);
                 }
@@ -456,22 +472,29 @@ impl NodeWatcher {
 /// Watches one holder's node until it is deleted (by someone else: the hold turns Lost), the
 /// hold ends, or its session is over. Holds the session handle only while a request is in
 /// flight. After a release the pending watch is left to fire on our own delete: removing it
-/// would cost a request.
-async fn watch_own_node(info: Arc<HoldInfo>) {
+/// would cost a request. `set`: the watch the waiter set on its node before it held, waited on
+/// first (it covers the time since, so nothing is missed).
+async fn watch_own_node(info: Arc<HoldInfo>, mut set: Option<NodeEvent>) {
     let (session, node) = (info.session.clone(), info.node_path.clone());
     let mut lease = info.lease.clone();
     let info = Arc::downgrade(&info);
     loop {
-        let Some(zk) = session.upgrade().filter(|s| !s.is_over()).map(|s| s.zk.clone()) else { return };
         if info.upgrade().map_or(true, |info| info.status().0.is_final()) {
             return;
         }
-        let request = zk.check_and_watch_stat(&node).await;
-        drop(zk);
+        let request = match set.take() {
+            Some(event) => Ok((Some(()), event)),
+            None => {
+                let Some(zk) = session.upgrade().filter(|s| !s.is_over()).map(|s| s.zk.clone()) else { return };
+                let request = zk.check_and_watch_stat(&node).await;
+                drop(zk);
+                request.map(|(stat, watcher)| (stat.map(drop), Box::pin(watcher.changed()) as NodeEvent))
+            }
+        };
         let deleted = match request {
             Ok((None, _)) => true,
-            Ok((Some(_), watcher)) => {
-                let event = watcher.changed().await;
+            Ok((Some(()), event)) => {
+                let event = event.await;
                 match event.event_type {
                     zk::EventType::NodeDeleted => true,
                     // Session events: the lease reports them. Data changes: watch again.

@@ -20,7 +20,10 @@
 //! * Each acquisition attempt creates one EPHEMERAL_SEQUENTIAL child of the lock path; the
 //!   earliest holds the lock. Missing parents are created as CONTAINER nodes.
 //! * Open to everyone by default; [`LockOptions::acl`] protects a lock's nodes with an [`Acl`].
-//! * A waiter watches only its immediate predecessor, so one release wakes one waiter.
+//! * A waiter watches its immediate predecessor (and, behind another client's waiter, the node
+//!   before that: see the handoff below), so a release wakes at most two waiters: no herd.
+//! * A handoff between clients sends nothing: the waiter behind the next in line looks again while
+//!   that one holds, and once next in line watches its own node, so the release alone lets it in.
 //! * An uncontended acquire costs one round trip: the create and the listing are pipelined.
 //! * Reentrant per [`Owner`]: a holder acquires again with no ZooKeeper traffic.
 //! * Past ZooKeeper's 32-bit sequence limit the queue is ordered by creation zxid.

@@ -676,4 +676,31 @@ impl AttemptIds {
         let count = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 48) - 1);
         uuid::Uuid::from_u128(self.base.as_u128() ^ u128::from(count))
     }
+
+    /// Whether the lock node `name` was made by an attempt of this client (its uuid shares the
+    /// client's first 80 bits). Another client's node matches by chance one time in 2^80.
+    pub(crate) fn made(&self, name: &str) -> bool {
+        let uuid =
+            name.strip_prefix("_c_").and_then(|rest| rest.get(..36)).and_then(|id| uuid::Uuid::parse_str(id).ok());
+        uuid.is_some_and(|uuid| (uuid.as_u128() ^ self.base.as_u128()) >> 48 == 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AttemptIds;
+
+    #[test]
+    fn attempt_ids_tell_their_clients_nodes() {
+        let (ours, theirs) = (AttemptIds::new(), AttemptIds::new());
+        let node = |ids: &AttemptIds| format!("_c_{}-lock-0000000001", ids.next());
+        assert!(ours.made(&node(&ours)));
+        for _ in 0..1000 {
+            ours.next();
+        }
+        assert!(ours.made(&node(&ours)));
+        assert!(!ours.made(&node(&theirs)));
+        assert!(!ours.made("0abad91753a64ed9bfac3327be0d1234__lock__0000000001"), "kazoo's");
+        assert!(!ours.made("_c_not-a-uuid-lock-0000000001"));
+    }
 }

@@ -50,7 +50,13 @@ pub(crate) enum AfterWait {
     Holds,
     /// It holds without listing again if this client released that node after holding it
     /// (nothing was ahead of it then); otherwise it looks again.
-    HoldsIfReleasedHere,
+    ///
+    /// `informant`: the node ahead of that one whose going may leave it the last node keeping
+    /// us out. The waiter watches it too and looks again when it goes, while the node it waits
+    /// for most likely still holds, so that this node's going then needs no listing
+    /// ([`AfterWait::Holds`]): the listing leaves the handoff's path. Two watches per waiter,
+    /// never more, so one deletion still wakes at most two waiters.
+    HoldsIfReleasedHere { informant: usize },
     /// It looks again: its place may have been taken by a node made since (the read node of a
     /// downgrade, made before the write node goes).
     LooksAgain,
@@ -129,6 +135,10 @@ impl Mode {
     ///
     /// A writer that waits for a write node looks again once it is gone: the read node of a
     /// downgrade may have taken its place. A reader need not: that read node shares with it.
+    ///
+    /// A waiter with more than its blocker ahead is told its informant: for exclusive and write,
+    /// its predecessor's predecessor; for read, the nearest write node ahead of the one it waits
+    /// for (see [`AfterWait::HoldsIfReleasedHere`]).
     pub(crate) fn decide(self, queue: &[&str], position: usize, read_write: bool) -> Decision {
         let mode_of = |name: &str| Mode::of_node_in(name, read_write);
         match self {
@@ -141,7 +151,7 @@ impl Mode {
                     } else if position == 1 {
                         AfterWait::Holds
                     } else {
-                        AfterWait::HoldsIfReleasedHere
+                        AfterWait::HoldsIfReleasedHere { informant: position - 2 }
                     };
                     Decision::WaitFor { node: position - 1, then }
                 }
@@ -151,10 +161,9 @@ impl Mode {
                 match queue[..position].iter().rposition(is_writer) {
                     None => Decision::Holds,
                     Some(writer) => {
-                        let then = if queue[..writer].iter().any(is_writer) {
-                            AfterWait::HoldsIfReleasedHere
-                        } else {
-                            AfterWait::Holds
+                        let then = match queue[..writer].iter().rposition(is_writer) {
+                            Some(informant) => AfterWait::HoldsIfReleasedHere { informant },
+                            None => AfterWait::Holds,
                         };
                         Decision::WaitFor { node: writer, then }
                     }
@@ -267,12 +276,15 @@ mod tests {
         let queue = [node(R, 1), node("kazoo__lock__", 2), node(R, 3), "stray".to_owned()];
         assert_eq!(decide(Write, &queue, 0), Decision::Holds);
         assert_eq!(decide(Write, &queue, 1), Decision::WaitFor { node: 0, then: AfterWait::Holds });
-        assert_eq!(decide(Write, &queue, 3), Decision::WaitFor { node: 2, then: AfterWait::HoldsIfReleasedHere });
+        assert_eq!(
+            decide(Write, &queue, 3),
+            Decision::WaitFor { node: 2, then: AfterWait::HoldsIfReleasedHere { informant: 1 } }
+        );
         let mutex = [node("_c_x-lock-", 1), "stray".to_owned(), node("_c_y-lock-", 3)];
         let names: Vec<&str> = mutex.iter().map(String::as_str).collect();
         assert_eq!(
             Exclusive.decide(&names, 2, false),
-            Decision::WaitFor { node: 1, then: AfterWait::HoldsIfReleasedHere }
+            Decision::WaitFor { node: 1, then: AfterWait::HoldsIfReleasedHere { informant: 0 } }
         );
     }
 
@@ -297,7 +309,10 @@ mod tests {
         assert_eq!(decide(Read, &queue, 1), Decision::Holds);
         assert_eq!(decide(Read, &queue, 3), Decision::WaitFor { node: 2, then: AfterWait::Holds });
         // kazoo's write lock is a writer too.
-        assert_eq!(decide(Read, &queue, 5), Decision::WaitFor { node: 4, then: AfterWait::HoldsIfReleasedHere });
+        assert_eq!(
+            decide(Read, &queue, 5),
+            Decision::WaitFor { node: 4, then: AfterWait::HoldsIfReleasedHere { informant: 2 } }
+        );
         // Nodes of no known lock do not hold readers back.
         assert_eq!(decide(Read, &["stray".to_owned(), node(R, 2)], 1), Decision::Holds);
     }

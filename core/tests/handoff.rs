@@ -12,6 +12,7 @@ use std::time::Duration;
 use common::*;
 use parking_lot::Mutex;
 use zklock::{Client, ClientOptions, Owner};
+use zklock_testkit::proxy::request_op;
 use zklock_testkit::{Cluster, Proxy};
 
 /// Waits until `node` (a name under `path`) is watched by `sessions` sessions.
@@ -277,4 +278,100 @@ async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
     assert_eq!(*order.lock(), (0..WAITERS).collect::<Vec<_>>(), "held in call order");
     holder_client.close().await;
     waiters_client.close().await;
+}
+
+/// Waits until `session` watches `node` (a full path).
+async fn watching(connect: &str, node: &str, session: i64) {
+    let session = format!("0x{session:x}");
+    wait_until(&format!("{node} watched by {session}"), Duration::from_secs(10), || {
+        let found = watches_under(connect, node).iter().any(|(watched, by)| watched == node && by.contains(&session));
+        async move { found }
+    })
+    .await;
+}
+
+/// Three clients: a holder, the next in line and the one behind it. When the holder goes, the
+/// one behind looks again (its informant went) and watches its own node, while the next in line
+/// holds; when that one releases, the waiter behind holds without sending a single request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_between_clients_sends_nothing() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let connect = cluster.connect_string();
+    let observer = observer_at(&connect).await;
+    let (h, b) = (client_at(&connect).await, client_at(&connect).await);
+    let c = client_at(&proxy.address()).await;
+    let path = "/locks/handoff-informed";
+    let holder = h.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let next = tokio::spawn({
+        let lock = b.lock(path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await.unwrap() }
+    });
+    wait_children(&observer, path, 2).await;
+    let behind = tokio::spawn({
+        let lock = c.lock(path).unwrap();
+        async move { lock.acquire(&Owner::new(3)).await.unwrap() }
+    });
+    wait_children(&observer, path, 3).await;
+    let queue: Vec<String> = h.lock(path).unwrap().contenders().await.unwrap().into_iter().map(|p| p.node).collect();
+    let node = |name: &str| format!("{path}/{name}");
+    let c_session = c.session_id().unwrap();
+    // Behind: its predecessor and its informant, the holder's node.
+    watching(&connect, &node(&queue[1]), c_session).await;
+    watching(&connect, &node(&queue[0]), c_session).await;
+
+    holder.release().await.unwrap();
+    let next_guard = next.await.unwrap();
+    // Informed, it looked again and, next in line now, watches its own node.
+    let own = node(&queue[2]);
+    watching(&connect, &own, c_session).await;
+    assert!(!behind.is_finished(), "the next in line holds");
+
+    // Any request from it but a ping, from here until it holds, would cut its connection.
+    proxy.cut_on_next_request_matching(false, |frame| request_op(frame) != Some(11));
+    next_guard.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), behind).await.expect("it gets the lock").unwrap();
+    proxy.disarm();
+    assert_eq!(proxy.request_cuts(), 0, "the handoff sent a request");
+    assert_eq!(guard.hold().node_path(), own);
+    assert_eq!(children(&observer, path).await, vec![queue[2].clone()]);
+    guard.release().await.unwrap();
+    for client in [h, b, c] {
+        client.close().await;
+    }
+}
+
+/// The waiter next in line watches its own node so that a handoff needs no request; but after a
+/// reconnection the server reports what changed meanwhile in no set order. Here its own node and
+/// the holder's both go while it is disconnected: it must ask the server, find its node gone,
+/// and queue again, not hold without a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_reconnected_asks_before_taking_the_handoff() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let connect = cluster.connect_string();
+    let observer = observer_at(&connect).await;
+    let h = client_at(&connect).await;
+    let b = client_at(&proxy.address()).await;
+    let path = "/locks/handoff-reconnected";
+    let holder = h.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = b.lock(path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await.unwrap() }
+    });
+    wait_children(&observer, path, 2).await;
+    let queue: Vec<String> = h.lock(path).unwrap().contenders().await.unwrap().into_iter().map(|p| p.node).collect();
+    let waiter_node = format!("{path}/{}", queue[1]);
+    watching(&connect, &waiter_node, b.session_id().unwrap()).await;
+
+    proxy.cut();
+    observer.delete(&waiter_node, None).await.unwrap();
+    holder.release().await.unwrap();
+    proxy.pass();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("it gets the lock").unwrap();
+    assert_ne!(guard.hold().node_path(), waiter_node, "it queued again with a new node");
+    assert_eq!(children(&observer, path).await, vec![guard.hold().node_path().rsplit('/').next().unwrap().to_owned()]);
+    guard.release().await.unwrap();
+    h.close().await;
+    b.close().await;
 }

@@ -10,7 +10,7 @@ use common::*;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
-use zklock::{ErrorKind, LockOptions, Owner};
+use zklock::{ErrorKind, LockOptions, LostReason, Owner};
 
 /// Contenders queue in the order they arrive and hold in that order, across sessions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -59,10 +59,12 @@ async fn fifo_order_with_twenty_contenders_across_four_sessions() {
     }
 }
 
-/// One holder, thirty waiters: each waiter watches only its predecessor (the holder also
-/// watches its own node), nobody watches the lock path, and each release wakes exactly one.
+/// One holder, thirty waiters in three clients: each waiter watches its predecessor and the node
+/// before that (its informant: when it goes, the waiter looks again while its predecessor holds),
+/// the next in line also its own node, the holder its own node; nobody watches the lock path, and
+/// each release lets exactly one in (and wakes at most one other, to look again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn no_herd_each_waiter_watches_its_predecessor_only() {
+async fn no_herd_each_waiter_watches_at_most_two_nodes_ahead() {
     let connect = connect_string();
     let path = unique_path("herd");
     let observer = observer().await;
@@ -98,12 +100,22 @@ async fn no_herd_each_waiter_watches_its_predecessor_only() {
         .collect();
     assert_eq!(queue.len(), 31);
 
-    // Who should watch what while the holder is at queue position `head`: each waiter its
-    // immediate predecessor, and the holder its own node (to notice if it is deleted).
+    // Who should watch what while the holder is at queue position `head` (waiter j's node is
+    // queue[j + 1]; consecutive waiters are in different clients): waiter j its predecessor
+    // queue[j] and, unless it is next in line, its informant queue[j - 1]; the next in line
+    // (waiter `head`) its own node; the holder its own node.
     let session = |i: usize| format!("0x{:x}", clients[i % 3].session_id().unwrap());
     let expected = |head: usize| {
-        let mut expected: Vec<(String, Vec<String>)> =
-            (head..30).map(|j| (queue[j].clone(), vec![session(j)])).collect();
+        let mut expected: Vec<(String, Vec<String>)> = (head..30).map(|k| (queue[k].clone(), vec![])).collect();
+        for waiter in head..30 {
+            expected[waiter - head].1.push(session(waiter));
+            if waiter > head {
+                expected[waiter - 1 - head].1.push(session(waiter));
+            }
+        }
+        if head + 1 < 30 {
+            expected[1].1.push(session(head));
+        }
         let holder_session = if head == 0 { session(0) } else { session(head - 1) };
         expected[0].1.push(holder_session);
         for (_, sessions) in expected.iter_mut() {
@@ -125,14 +137,14 @@ async fn no_herd_each_waiter_watches_its_predecessor_only() {
         let (expected, actual) = (&expected, &actual);
         move || async move { actual() == expected(head) }
     };
-    wait_until("the waiters' predecessor watches and the holder's own are set", Duration::from_secs(10), settled(0))
-        .await;
+    wait_until("the waiters' watches and the holder's own are set", Duration::from_secs(10), settled(0)).await;
 
     holder.release().await.unwrap();
     for round in 0..3usize {
         assert_eq!(acquired.recv().await.unwrap(), round, "the next in line acquires");
-        // The released node's watches fired; every other waiter's watch is untouched.
-        wait_until("one waiter's watch fired", Duration::from_secs(10), settled(round + 1)).await;
+        // The released node's watches fired; the waiter informed by it watches its own node now;
+        // every other waiter's watches are untouched.
+        wait_until("the next in line moved up", Duration::from_secs(10), settled(round + 1)).await;
         assert!(acquired.try_recv().is_err(), "only one waiter woke");
         releases.remove(0).send(()).unwrap();
     }
@@ -416,10 +428,16 @@ async fn lock_path_created_on_demand_and_recreated_when_it_vanishes() {
         async move { lock.acquire(&Owner::new(2)).await }
     });
     wait_children(&observer, &path, 2).await;
-    // An operator removes the whole lock path at once, in one transaction.
+    // An operator removes the whole lock path at once, in one transaction: the waiter's node
+    // first. (The holder's first, the waiter next in line may take the handoff before it hears
+    // of its own node: see `a_waiter_whose_node_goes_with_its_predecessors_is_told`.)
+    let holder_node = holder.hold().node_path().to_owned();
+    let mut nodes: Vec<String> =
+        children(&observer, &path).await.iter().map(|child| format!("{path}/{child}")).collect();
+    nodes.sort_by_key(|node| *node == holder_node);
     let mut removal = observer.new_multi_writer();
-    for child in children(&observer, &path).await {
-        removal.add_delete(&format!("{path}/{child}"), None).unwrap();
+    for node in &nodes {
+        removal.add_delete(node, None).unwrap();
     }
     removal.add_delete(&path, None).unwrap();
     removal.commit().await.unwrap();
@@ -428,6 +446,59 @@ async fn lock_path_created_on_demand_and_recreated_when_it_vanishes() {
     assert_eq!(children(&observer, &path).await.len(), 1, "the path was recreated with the waiter's node");
     assert_eq!(holder.release().await.unwrap_err().kind(), ErrorKind::LockLost);
     guard.release().await.unwrap();
+}
+
+/// The node a waiter next in line waits for and the waiter's own node go in one transaction, the
+/// predecessor's first. ZooKeeper reports the two deletions in that order, and the waiter may
+/// take the handoff on the first before it hears of the second, as it would had they gone in
+/// two transactions a moment apart. Either way it is never left believing it holds a node that
+/// is gone: it queues again and holds by a node that exists, or its hold is reported lost
+/// (node deleted) at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_goes_with_its_predecessors_is_told() {
+    let path = unique_path("together");
+    let connect = connect_string();
+    let observer = observer().await;
+    let (a, b) = (client().await, client().await);
+    let holder = a.lock(&path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = b.lock(&path).unwrap();
+        async move { lock.acquire(&Owner::new(2)).await.unwrap() }
+    });
+    wait_children(&observer, &path, 2).await;
+    let holder_node = holder.hold().node_path().to_owned();
+    let waiter_node = children(&observer, &path)
+        .await
+        .iter()
+        .map(|child| format!("{path}/{child}"))
+        .find(|n| *n != holder_node)
+        .unwrap();
+    // Next in line, it watches its own node.
+    let session = format!("0x{:x}", b.session_id().unwrap());
+    wait_until("the waiter watches its own node", Duration::from_secs(10), || {
+        let found = watches_under(&connect, &waiter_node)
+            .iter()
+            .any(|(node, by)| *node == waiter_node && by.contains(&session));
+        async move { found }
+    })
+    .await;
+
+    let mut removal = observer.new_multi_writer();
+    removal.add_delete(&holder_node, None).unwrap();
+    removal.add_delete(&waiter_node, None).unwrap();
+    removal.commit().await.unwrap();
+
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("no hang").unwrap();
+    if guard.hold().node_path() == waiter_node {
+        let lost = tokio::time::timeout(Duration::from_secs(5), guard.hold().lost()).await.expect("told at once");
+        assert_eq!(lost, Some(LostReason::NodeDeleted));
+        assert_eq!(guard.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    } else {
+        let held = guard.hold().node_path().rsplit('/').next().unwrap().to_owned();
+        assert_eq!(children(&observer, &path).await, vec![held], "it queued again and holds by a node that exists");
+        guard.release().await.unwrap();
+    }
+    assert_eq!(holder.release().await.unwrap_err().kind(), ErrorKind::LockLost);
 }
 
 /// Dropping a guard releases in the background and never leaks the node.

@@ -60,25 +60,39 @@ async fn readers_share_and_a_writer_excludes_them_and_other_writers() {
 }
 
 /// A reader that comes after a waiting writer waits behind it; it watches the nearest write
-/// node ahead (one watch), not every node.
+/// node ahead, not every node (and, with no writer before that one, its own node: it is next).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_reader_waits_behind_a_waiting_writer() {
     let path = unique_path("rw-late");
     let observer = observer().await;
-    let client = client().await;
+    let (client, late_client) = (client().await, client().await);
     let rw = client.read_write_lock(&path).unwrap();
     let first = rw.read().acquire(&Owner::new(1)).await.unwrap();
     let writer = spawn_acquire(rw.write(), Owner::new(2));
     wait_children(&observer, &path, 2).await;
-    let late = spawn_acquire(rw.read(), Owner::new(3));
+    let late = spawn_acquire(late_client.read_write_lock(&path).unwrap().read(), Owner::new(3));
     wait_children(&observer, &path, 3).await;
     let queue = rw.contenders().await.unwrap();
     assert_eq!(modes(&queue), vec![Some(Mode::Read), Some(Mode::Write), Some(Mode::Read)]);
     assert_eq!(rw.holders().await.unwrap().len(), 1, "only the first reader holds");
-    // The late reader watches the writer's node; no one watches the late reader's node.
-    let watched: Vec<String> = watches_under(&connect_string(), "/").into_iter().map(|(node, _)| node).collect();
-    assert!(watched.iter().any(|node| node.ends_with(&queue[1].node)), "{watched:?}");
-    assert!(!watched.iter().any(|node| node.ends_with(&queue[2].node)), "{watched:?}");
+    // The late reader watches the writer's node and its own; not the first reader's.
+    let late_session = format!("0x{:x}", late_client.session_id().unwrap());
+    let watched_by_late = || {
+        let mut nodes: Vec<String> = watches_under(&connect_string(), &path)
+            .into_iter()
+            .filter(|(_, sessions)| sessions.contains(&late_session))
+            .map(|(node, _)| node.rsplit('/').next().unwrap().to_owned())
+            .collect();
+        nodes.sort();
+        nodes
+    };
+    let mut expected = vec![queue[1].node.clone(), queue[2].node.clone()];
+    expected.sort();
+    wait_until("the late reader's watches are set", Duration::from_secs(10), || {
+        let settled = watched_by_late() == expected;
+        async move { settled }
+    })
+    .await;
 
     first.release().await.unwrap();
     let w = writer.await.unwrap();
@@ -87,6 +101,7 @@ async fn a_late_reader_waits_behind_a_waiting_writer() {
     late.await.unwrap().release().await.unwrap();
     assert!(children(&observer, &path).await.is_empty());
     client.close().await;
+    late_client.close().await;
 }
 
 /// Downgrade, in Curator 5.5+'s form: the write holder takes the read side with a read node of

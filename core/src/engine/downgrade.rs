@@ -68,7 +68,7 @@ impl Recipe {
                     write.sequence(),
                     write.fencing_token(),
                 );
-                self.client.node_watcher.add(&hold);
+                self.client.node_watcher.add(&hold, None);
                 Ok(Some(hold))
             }
             Err(err) if err.kind() == ErrorKind::Timeout && !wait.only_try => {

@@ -13,13 +13,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::Hold;
+use crate::hold::{Hold, NodeEvent};
 use crate::lock::{BeforeWatch, Identity};
 use crate::owners::{Owner, OwnerTable};
 use crate::policy::{AfterWait, Decision, Mode};
@@ -432,11 +433,18 @@ impl Recipe {
         let zk = requests.zk();
         let session = requests.session;
         let mut mine: Option<OurNode> = None;
+        let mut awaited: Option<Awaited> = None;
+        let mut own_watch: Option<OwnWatch> = None;
         if !self.kinds_checked.load(Ordering::Acquire) {
             // Boxed: its listing would otherwise take room in every waiter's future.
             Box::pin(self.check_kinds(mode, requests)).await?;
         }
         loop {
+            if mine.is_none() {
+                // Queueing (again): watches set for an earlier node say nothing of the next.
+                awaited = None;
+                own_watch = None;
+            }
             let children = match &mine {
                 None => match Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await? {
                     Some(children) => children,
@@ -476,14 +484,24 @@ impl Recipe {
                 continue;
             };
             let names: Vec<&str> = queue.names.iter().map(String::as_str).collect();
-            let (ahead, then) = match mode.decide(&names, position, mode != Mode::Exclusive) {
+            let (ahead, then, informant) = match mode.decide(&names, position, mode != Mode::Exclusive) {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold);
+                    self.client.node_watcher.add(&hold, own_watch.take().map(|own| own.event));
                     return Ok(Some(hold));
                 }
-                Decision::WaitFor { node, then } => (self.child_path(names[node]), then),
+                Decision::WaitFor { node, then } => {
+                    // A node of this client's own tells its going to the waiter behind it, if
+                    // it held (see `ReleasedNodes`): no informant is needed then.
+                    let informant = match then {
+                        AfterWait::HoldsIfReleasedHere { informant } if !self.client.attempt_ids.made(names[node]) => {
+                            Some(self.child_path(names[informant]))
+                        }
+                        _ => None,
+                    };
+                    (self.child_path(names[node]), then, informant)
+                }
             };
             drop(names);
             if only_try {
@@ -491,35 +509,99 @@ impl Recipe {
             }
             // Nothing of the listing survives into the wait: a waiter keeps O(1) memory.
             drop(queue);
-            if let Some(hook) = &self.before_watch {
-                hook(ahead.clone()).await;
+            // The watch on the node ahead is kept across a look again that still names it.
+            if awaited.as_ref().is_some_and(|awaited| awaited.node != ahead) {
+                awaited = None;
             }
-            // getData sets no watch on a missing node, so NoNode leaves nothing behind.
-            let watcher = match Box::pin(requests.send(zk.get_and_watch_data(&ahead))).await? {
-                Reply::Answered(Ok((_, _, watcher))) => {
-                    requests.progressed();
-                    Some(watcher)
+            let watch_ahead = if awaited.is_none() {
+                if let Some(hook) = &self.before_watch {
+                    hook(ahead.clone()).await;
                 }
-                Reply::Answered(Err(zk::Error::NoNode)) => None,
-                Reply::Reconnected => continue,
-                Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "watching the node ahead"))),
+                // getData sets no watch on a missing node, so NoNode leaves nothing behind.
+                Some(zk.get_and_watch_data(&ahead))
+            } else {
+                None
             };
-            if let Some(watcher) = watcher {
-                let event = Box::pin(requests.bounded(watcher.changed())).await?;
+            // Next in line: watch our own node too (sent right behind), so that the node ahead
+            // going needs no request to know ours was still there (see `OwnWatch`).
+            let own_path = attempt.node.clone().expect("set with mine");
+            // (Boxed, as the informant's: many waiters send neither, and their futures would
+            // otherwise take room in every waiter's.)
+            let watch_own = (then == AfterWait::Holds && own_watch.is_none())
+                .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(&own_path))));
+            let watch_informant = informant.as_deref().map(|informant| Box::pin(zk.get_and_watch_data(informant)));
+            let mut ahead_gone = false;
+            if let Some(request) = watch_ahead {
+                match Box::pin(requests.send(request)).await? {
+                    Reply::Answered(Ok((_, _, watcher))) => {
+                        requests.progressed();
+                        awaited = Some(Awaited { node: ahead.clone(), event: Box::pin(watcher.changed()) });
+                    }
+                    Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
+                    Reply::Reconnected => continue,
+                    Reply::Answered(Err(err)) => {
+                        return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
+                    }
+                }
+            }
+            if let Some((states, request)) = watch_own {
+                match Box::pin(requests.send(request)).await? {
+                    Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
+                        own_watch = Some(OwnWatch { event: Box::pin(watcher.changed()), states });
+                    }
+                    // Our node is gone: queue again.
+                    Reply::Answered(Ok(_)) => {
+                        mine = None;
+                        attempt.node = None;
+                        awaited = None;
+                        continue;
+                    }
+                    // No watch: the handoff asks the server instead.
+                    Reply::Answered(Err(_)) | Reply::Reconnected => {}
+                }
+            }
+            // Only a hint: without it, the handoff lists again.
+            let informant_event: Option<NodeEvent> = match watch_informant {
+                None => None,
+                Some(request) => match Box::pin(requests.send(request)).await? {
+                    Reply::Answered(Ok((_, _, watcher))) => Some(Box::pin(watcher.changed())),
+                    // Already gone: look again now, keeping the watch on the node ahead.
+                    Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
+                    Reply::Answered(_) | Reply::Reconnected => None,
+                },
+            };
+            if !ahead_gone {
+                let waiting = awaited.as_mut().expect("watched above, or kept");
+                let (event, informed) = match informant_event {
+                    None => (Box::pin(requests.bounded(&mut waiting.event)).await?, false),
+                    Some(mut informant) => {
+                        match Box::pin(requests.bounded(futures::future::select(&mut waiting.event, &mut informant)))
+                            .await?
+                        {
+                            futures::future::Either::Left((event, _)) => (event, false),
+                            futures::future::Either::Right((event, _)) => (event, true),
+                        }
+                    }
+                };
+                if !informed {
+                    // Its watcher has fired: it cannot be waited on again.
+                    awaited = None;
+                }
                 match (event.event_type, event.session_state) {
-                    (zk::EventType::NodeDeleted, _) => {}
                     (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
                     (zk::EventType::Session, zk::SessionState::Closed) => return Err(Stop::Closed.into()),
                     (zk::EventType::Session, zk::SessionState::AuthFailed) => {
                         return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting").into())
                     }
-                    // Anything else (a change of its data, a disconnection): look again.
+                    (zk::EventType::NodeDeleted, _) if !informed => {}
+                    // The informant went (look again while the node ahead most likely still holds),
+                    // or anything else (a change of its data, a disconnection): look again.
                     _ => continue,
                 }
             }
             let holds = match then {
                 AfterWait::Holds => true,
-                AfterWait::HoldsIfReleasedHere => self.client.released.contains(&ahead),
+                AfterWait::HoldsIfReleasedHere { .. } => self.client.released.contains(&ahead),
                 AfterWait::LooksAgain => false,
             };
             if !holds {
@@ -537,14 +619,20 @@ impl Recipe {
             // in it that kept us out, or it was an exclusive or write node that held (released
             // by this client: see `ReleasedNodes`), so nothing was ahead of it, and nothing is
             // between it and us that keeps us out (it was our predecessor, or for a reader the
-            // nearest writer ahead). It is gone, so we hold, once we know our node is still there
-            // and still this session's (someone may have deleted it meanwhile).
-            let own = attempt.node.clone().expect("set with mine");
-            match Box::pin(requests.send(zk.check_stat(&own))).await? {
+            // nearest writer ahead). It is gone, so we hold, once we know our node was still
+            // there and this session's when it went (someone may have deleted it meanwhile).
+            if let Some(own) = own_watch.take() {
+                if let Some(event) = own.silent() {
+                    let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
+                    self.client.node_watcher.add(&hold, Some(event));
+                    return Ok(Some(hold));
+                }
+            }
+            match Box::pin(requests.send(zk.check_stat(&own_path))).await? {
                 Reply::Answered(Ok(Some(stat))) if stat.ephemeral_owner == session.id => {
                     requests.progressed();
-                    let hold = Hold::new(session, &self.client.closed, own, sequence, czxid);
-                    self.client.node_watcher.add(&hold);
+                    let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
+                    self.client.node_watcher.add(&hold, None);
                     return Ok(Some(hold));
                 }
                 // Our node is gone: queue again.
@@ -556,6 +644,33 @@ impl Recipe {
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "checking our lock node"))),
             }
         }
+    }
+}
+
+/// The watch on the node an attempt waits for.
+struct Awaited {
+    node: String,
+    event: NodeEvent,
+}
+
+/// A waiter's watch on its own node, set once it is next in line. ZooKeeper delivers a session's
+/// events in the order of the changes behind them, so while this watch is silent when the event
+/// of the node ahead arrives, our node was still there when that node went: the handoff needs no
+/// request. Not after a reconnection, though: the server then reports what changed meanwhile in
+/// no particular order, so any change of the session's state since the watch was sent means
+/// asking the server instead.
+struct OwnWatch {
+    event: NodeEvent,
+    states: zk::StateWatcher,
+}
+
+impl OwnWatch {
+    /// The watch, to go on watching the node with, if it has reported nothing, and the session
+    /// has stayed connected, since it was sent.
+    fn silent(mut self) -> Option<NodeEvent> {
+        let reconnected = self.states.changed().now_or_never().is_some();
+        let reported = self.event.as_mut().now_or_never().is_some();
+        (!reconnected && !reported).then_some(self.event)
     }
 }
 

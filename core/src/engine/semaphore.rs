@@ -284,7 +284,7 @@ impl Recipe {
                         let node = node.as_ref().expect("all made");
                         let path = attempt.node.clone().expect("set with the node");
                         let hold = Hold::new(session, &self.client.closed, path, node.sequence, node.czxid);
-                        self.client.node_watcher.add(&hold);
+                        self.client.node_watcher.add(&hold, None);
                         hold
                     })
                     .collect();
