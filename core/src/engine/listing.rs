@@ -48,6 +48,9 @@ pub(super) fn list(
 
 pub(super) type ListingReply = futures::future::Shared<futures::future::BoxFuture<'static, ZkResult<Arc<Listing>>>>;
 
+/// A listing prepared, not sent yet.
+pub(super) struct PreparedListing(ListingReply);
+
 /// A listing in flight or done, and the creates it was sent behind.
 pub(super) struct SharedListing {
     /// It was sent after the create with this ticket (and every earlier one): it shows their
@@ -60,10 +63,24 @@ impl Recipe {
     /// Sends a listing now, behind every create sent so far, for every attempt whose create it
     /// covers.
     pub(super) fn send_listing(&self, zk: &zk::Client) -> ListingReply {
-        let mut slot = self.shared_listing.lock();
-        let covers = self.creates_sent.load(Ordering::Acquire);
+        self.send_prepared(self.prepare_listing(zk))
+    }
+
+    /// A listing ready to go, its request not sent yet (see [`Recipe::send_prepared`]): made
+    /// before a create, so that the listing can follow the create at once, in the same write.
+    pub(super) fn prepare_listing(&self, zk: &zk::Client) -> PreparedListing {
         let listing = list(zk, &self.path, self.protected());
-        let reply = futures::FutureExt::shared(futures::FutureExt::boxed(async move { listing.await.map(Arc::new) }));
+        PreparedListing(futures::FutureExt::shared(futures::FutureExt::boxed(
+            async move { listing.await.map(Arc::new) },
+        )))
+    }
+
+    /// Sends a prepared listing now, behind every create sent so far, for every attempt whose
+    /// create it covers.
+    pub(super) fn send_prepared(&self, prepared: PreparedListing) -> ListingReply {
+        let reply = prepared.0;
+        // Read before the request goes: it follows at least these creates.
+        let covers = self.creates_sent.load(Ordering::Acquire);
         // One poll sends the request now, in order behind the creates it covers. Through a clone
         // of its own: a handle that has seen the reply must not be polled again, and the reply
         // may come at once (an error, or a quick server).
@@ -71,6 +88,7 @@ impl Recipe {
             &mut reply.clone(),
             &mut std::task::Context::from_waker(futures::task::noop_waker_ref()),
         );
+        let mut slot = self.shared_listing.lock();
         if slot.as_ref().map_or(true, |shared| shared.covers <= covers) {
             *slot = Some(SharedListing { covers, reply: reply.clone() });
         }

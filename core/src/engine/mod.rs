@@ -354,11 +354,13 @@ impl Recipe {
         // Made here, not kept: a waiter's memory is what lives across its wait.
         let data = self.node_data(owner);
         let node_prefix = self.child_path(&attempt.name_prefix);
+        // Uncontended, the listing goes right behind the create (made ready first, so that the
+        // client writes both at once); while another is on its way, this attempt takes the next
+        // one, sent behind more creates.
+        let listing = (!self.listing_in_flight()).then(|| self.prepare_listing(zk));
         let create = zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
         let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
-        // Uncontended, the listing goes right behind the create; while another is on
-        // its way, this attempt takes the next one, sent behind more creates.
-        let listing = (!self.listing_in_flight()).then(|| self.send_listing(zk));
+        let listing = listing.map(|listing| self.send_prepared(listing));
         if self.path_known.load(Ordering::Acquire) {
             // Sent: later acquisitions of this client may send theirs.
             drop(send_turn.take());
