@@ -445,7 +445,7 @@ impl Client {
 
     /// Runs `loss` on the runtime and, if it finds a loss, `callback` with it on the callback
     /// thread.
-    fn when_lost<T: Send + 'static>(
+    pub(crate) fn when_lost<T: Send + 'static>(
         &self,
         loss: impl std::future::Future<Output = Option<T>> + Send + 'static,
         callback: impl FnOnce(T) + Send + 'static,
