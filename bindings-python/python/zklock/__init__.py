@@ -507,24 +507,31 @@ class Lock(_native.Lock):
         self._acquire_levels(_native.Owner.current_thread(), count)
 
     def on_lost(self, callback: Callable[[str], Any]) -> Callable[[], None]:
-        """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
-        ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or ``"auth_failed"``.
+        """Calls ``callback(reason)`` once for each hold of this lock that is lost:
+        ``"session_expired"``, ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or
+        ``"auth_failed"``.
 
-        It applies to every hold of this ``Lock`` acquired from now on (by any thread or task),
-        and to the caller's current one; not to holds other owners took before. The callback
-        runs on the client's callback thread (one per client: callbacks run one at a time, in
-        order, so one that blocks delays only the later ones, never a session), holding the GIL;
-        an exception it raises goes to ``sys.unraisablehook``.
+        It covers every hold of the lock, by any thread or task, taken before it was registered
+        (unless lost already) or after, through this ``Lock`` or another of the client for the
+        same path (they are one lock); a hold is reported once, whatever its levels, and never
+        once released. The rule is the core's, the same in every language. The callback runs on
+        the client's callback thread (one per client: callbacks run one at a time, in order, so
+        one that blocks delays only the later ones, never a session), holding the GIL; an
+        exception it raises goes to ``sys.unraisablehook``.
 
         Returns a function that unregisters ``callback``: once it returns, ``callback`` is not
-        called again (but for a call already running)."""
+        called again (but for a call already running). It stays registered until then, or until
+        this ``Lock`` object is collected."""
         if not callable(callback):
-            super().on_lost(callback)  # refused there, with the binding's message
+            self._on_lost(callback)  # refused there, with the binding's message
         subscription = _Subscription(callback)
-        super().on_lost(subscription)
-        for owner in self._caller_owners():
-            self._watch_owner(owner, subscription)
-        return subscription.cancel
+        key = self._on_lost(subscription)
+
+        def cancel() -> None:
+            subscription.cancel()
+            self._cancel_on_lost(key)
+
+        return cancel
 
 
 class ReadWriteLock(_native.ReadWriteLock):
