@@ -298,6 +298,13 @@ export declare class Lock {
   holders(): Promise<Participant[]>
   /** Every contender, holder first, in queue order. */
   contenders(): Promise<Participant[]>
+  /**
+   * Calls `listener(reason)` once for each hold of this lock that is lost: every hold, by any
+   * async flow, taken before it was registered (unless lost already) or after, through this Lock
+   * or another of the client for the path (the core's rule, the same in every language). Returns
+   * a function that stops it. Listening never keeps the process alive.
+   */
+  onLost(listener: (reason: LostReason) => void): () => void
 }
 
 /**

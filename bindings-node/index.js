@@ -576,6 +576,33 @@ class Lock {
     return fromCaller(this.#native.contenders(), callSiteOf(this.contenders))
   }
 
+  /**
+   * Calls `listener(reason)` once for each hold of this lock that is lost (`'sessionExpired'`,
+   * `'disconnectedTooLong'`, `'closed'`, `'nodeDeleted'` or `'authFailed'`), by the core's rule:
+   * every hold, by any async flow, taken before it was registered (unless lost already) or
+   * after, through this Lock or another of the client for the path. Returns a function that
+   * stops it. Listening never keeps the process alive.
+   */
+  onLost(listener) {
+    if (typeof listener !== 'function') throw invalid(`listener must be a function, got ${describe(listener)}`)
+    let watch = this.#native.watchLost((reason) => {
+      if (watch === null) return
+      try {
+        listener(reason)
+      } catch (error) {
+        // As onStateChange: the error surfaces, and later losses are still reported.
+        queueMicrotask(() => {
+          throw error
+        })
+      }
+    })
+    return () => {
+      if (watch === null) return
+      watch.stop()
+      watch = null
+    }
+  }
+
   /** The current holder (the first, if readers hold together), or null. */
   async holder() {
     return (await fromCaller(this.#native.holder(), callSiteOf(this.holder))) ?? null
