@@ -358,7 +358,7 @@ class Client {
 
   /**
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
-   * Options: `sessionTimeoutMs` (default 10000), `connectTimeoutMs` (default 10000), `auth`
+   * Options: `sessionTimeoutMs`, `connectTimeoutMs` (left out: the core's defaults, 10000), `auth`
    * (digest credentials, `"user:password"`), `sasl` (SASL DIGEST-MD5 or Kerberos, see
    * index.d.ts), `tls` (`{ ca, cert, key, passphrase, rejectUnauthorized, servername }` as
    * `tls.connect` names them).
@@ -367,8 +367,9 @@ class Client {
     const callSite = callSiteOf(Client.connect)
     checkString(hosts, 'hosts')
     const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer', 'sasl', 'tls'], 'Client.connect')
-    const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
-    const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
+    // Left out, they stay undefined: the core fills in its defaults.
+    const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: undefined })
+    const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: undefined })
     // The core rejects an auth without a colon, before any network traffic.
     const auth = checkString(opts.auth, 'auth', { optional: true })
     const juteMaxbuffer = checkBytes(opts.juteMaxbuffer, 'juteMaxbuffer')
@@ -383,6 +384,11 @@ class Client {
   /** `'connected'`, `'disconnected'`, `'expired'`, `'authFailed'` or `'closed'`. */
   get state() {
     return this.#native.state
+  }
+
+  /** The session timeout the server granted, in ms (between sessions, the one asked for). */
+  get sessionTimeoutMs() {
+    return this.#native.sessionTimeoutMs
   }
 
   /**

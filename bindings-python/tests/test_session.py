@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 
@@ -9,6 +10,21 @@ import pytest
 from conftest import Proxy, children, wait_children, wait_until
 
 import zklock
+
+
+def test_omitted_timeouts_are_the_cores_defaults(zk_connect):
+    """The client's option defaults are the core's, the same in every language: left out (or
+    None), the session timeout asked of the server is the core's, which the test server grants."""
+    assert (zklock.DEFAULT_SESSION_TIMEOUT, zklock.DEFAULT_CONNECT_TIMEOUT) == (10.0, 10.0)
+    for name in ("session_timeout", "connect_timeout"):
+        # No number of the binding's own: left out, the core fills it in.
+        assert inspect.signature(zklock.Client).parameters[name].default is None, name
+    with zklock.Client(zk_connect) as client:
+        assert client.session_timeout == zklock.DEFAULT_SESSION_TIMEOUT
+    with zklock.Client(zk_connect, session_timeout=None, connect_timeout=None) as client:
+        assert client.session_timeout == zklock.DEFAULT_SESSION_TIMEOUT
+    with zklock.Client(zk_connect, session_timeout=12.5) as client:
+        assert client.session_timeout == 12.5, "a given timeout is asked instead"
 
 
 def test_session_expiry_fires_on_lost_and_the_hold_is_lost(kazoo, path, proxy: Proxy):

@@ -19,14 +19,23 @@ use crate::session::Session;
 use crate::validate;
 use crate::LostReason;
 
+/// [`ClientOptions::session_timeout`]'s default, 10 s: the one place every binding and the
+/// `zklock` command take it from.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`ClientOptions::connect_timeout`]'s default, 10 s: the one place every binding and the
+/// `zklock` command take it from.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
 /// `Debug` shows no secret (no password, no private key).
 #[derive(Clone)]
 pub struct ClientOptions {
     /// The session timeout asked of the server (which may clamp it to its own bounds). A holder
-    /// that stays disconnected this long loses its locks. Default 10 s.
+    /// that stays disconnected this long loses its locks. Default [`DEFAULT_SESSION_TIMEOUT`].
     pub session_timeout: Duration,
-    /// How long [`Client::connect`] tries to establish the session. Default 10 s.
+    /// How long [`Client::connect`] tries to establish the session. Default
+    /// [`DEFAULT_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
     /// Digest credentials as `"user:password"`, sent as the `digest` auth scheme.
     pub digest_auth: Option<String>,
@@ -65,8 +74,8 @@ impl std::fmt::Debug for ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            session_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(10),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             digest_auth: None,
             language: Cow::Borrowed("rust"),
             jute_maxbuffer: validate::DEFAULT_JUTE_MAXBUFFER,

@@ -90,7 +90,9 @@ mod validate;
 const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
 pub use crate::acl::{Acl, AclEntry, Perms};
-pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
+pub use crate::client::{
+    Client, ClientOptions, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
+};
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};

@@ -61,6 +61,8 @@ from ._errors import (
     attach_release_error,
 )
 from ._native import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
     PERM_ADMIN,
     PERM_ALL,
     PERM_CREATE,
@@ -103,6 +105,8 @@ __all__ = [
     "PERM_DELETE",
     "PERM_ADMIN",
     "PERM_ALL",
+    "DEFAULT_SESSION_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
 ]
 
 #: zklock's version: one number for the crate, the wheel and the npm package (Cargo.toml's).
@@ -190,8 +194,8 @@ class Client(_native.Client):
         self,
         hosts: str,
         *,
-        session_timeout: float = 10.0,
-        connect_timeout: float = 10.0,
+        session_timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
         sasl_options: Optional[Dict[str, str]] = None,
@@ -206,7 +210,9 @@ class Client(_native.Client):
     ) -> None:
         """Connects to ``hosts`` (``"host:port[,host:port...][/chroot]"``), blocking until a
         session is established or ``connect_timeout`` seconds pass (then ``LockTimeout``).
-        ``session_timeout`` is asked of the server, in seconds; ``auth`` is
+        ``session_timeout`` is asked of the server, in seconds. Either left out (or None) is the
+        core's default, ``DEFAULT_SESSION_TIMEOUT`` and ``DEFAULT_CONNECT_TIMEOUT`` (10 s each,
+        the same in every language). ``auth`` is
         ``"user:password"`` or ``(user, password)`` (digest); ``jute_maxbuffer`` is the servers'
         packet limit in bytes, if they allow more than ZooKeeper's default.
 
