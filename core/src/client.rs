@@ -376,6 +376,20 @@ impl Client {
         crate::MultiLock::new(members)
     }
 
+    /// Which recipe the nodes at `path` belong to now, and so which locks may use it (see
+    /// [`crate::PathRecipe`]; `fits` and `exclusive_mode` answer for a lock about to be taken).
+    /// One listing, no node read; for a tool that takes whichever lock a path is (`zklock
+    /// exec`), not for a hot path: an acquisition checks the path itself.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] if `path` is not a lock path (as [`Client::lock`]).
+    pub async fn path_recipe(&self, path: &str) -> Result<crate::PathRecipe> {
+        validate::lock_path(path, &self.inner.chroot)?;
+        crate::engine::Recipe::new(self.inner.clone(), path.to_owned(), false, LockOptions::default())?
+            .path_recipe()
+            .await
+    }
+
     /// The locks at and under `prefix` (the root included), in path order: every node there
     /// whose children include lock nodes of zklock, Curator or kazoo, and every semaphore's path
     /// (whose internal mutex and lease parent are not listed apart). Reads only, one listing

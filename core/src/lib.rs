@@ -100,7 +100,7 @@ pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions,
 pub use crate::lost_callbacks::LostSubscription;
 pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;
-pub use crate::policy::Mode;
+pub use crate::policy::{Mode, PathRecipe};
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
