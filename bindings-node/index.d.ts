@@ -102,9 +102,9 @@ export type SessionState = 'connected' | 'disconnected' | 'expired' | 'authFaile
 export type HoldState = 'held' | 'suspended' | 'lost' | 'released'
 
 export interface ConnectOptions {
-  /** Session timeout asked of the server, in ms (default 10000). Holds are lost when disconnected this long. */
+  /** Session timeout asked of the server, in ms (default: the core's, 10000). Holds are lost when disconnected this long. */
   sessionTimeoutMs?: number
-  /** How long `connect` tries to establish the session, in ms (default 10000). */
+  /** How long `connect` tries to establish the session, in ms (default: the core's, 10000). */
   connectTimeoutMs?: number
   /** Digest credentials, `"user:password"`. */
   auth?: string
@@ -231,6 +231,8 @@ export declare class Client {
   static connect(hosts: string, options?: ConnectOptions): Promise<Client>
   /** The session state now. After an expiry it is `'expired'` until the next acquisition makes a new session. */
   readonly state: SessionState
+  /** The session timeout the server granted, in ms (between sessions, the one asked for). */
+  readonly sessionTimeoutMs: number
   /** Calls `listener` on each session state change; returns a function that stops it. Never keeps the process alive. */
   onStateChange(listener: (state: SessionState) => void): () => void
   /** A fair, reentrant lock on `path` (relative to the chroot). Throws ZKLOCK_INVALID_ARGUMENT for a bad path. */
@@ -298,6 +300,13 @@ export declare class Lock {
   holders(): Promise<Participant[]>
   /** Every contender, holder first, in queue order. */
   contenders(): Promise<Participant[]>
+  /**
+   * Calls `listener(reason)` once for each hold of this lock that is lost: every hold, by any
+   * async flow, taken before it was registered (unless lost already) or after, through this Lock
+   * or another of the client for the path (the core's rule, the same in every language). Returns
+   * a function that stops it. Listening never keeps the process alive.
+   */
+  onLost(listener: (reason: LostReason) => void): () => void
 }
 
 /**

@@ -358,7 +358,7 @@ class Client {
 
   /**
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
-   * Options: `sessionTimeoutMs` (default 10000), `connectTimeoutMs` (default 10000), `auth`
+   * Options: `sessionTimeoutMs`, `connectTimeoutMs` (left out: the core's defaults, 10000), `auth`
    * (digest credentials, `"user:password"`), `sasl` (SASL DIGEST-MD5 or Kerberos, see
    * index.d.ts), `tls` (`{ ca, cert, key, passphrase, rejectUnauthorized, servername }` as
    * `tls.connect` names them).
@@ -367,8 +367,9 @@ class Client {
     const callSite = callSiteOf(Client.connect)
     checkString(hosts, 'hosts')
     const opts = checkOptions(options, ['sessionTimeoutMs', 'connectTimeoutMs', 'auth', 'juteMaxbuffer', 'sasl', 'tls'], 'Client.connect')
-    const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: 10000 })
-    const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: 10000 })
+    // Left out, they stay undefined: the core fills in its defaults.
+    const sessionTimeoutMs = checkMs(opts.sessionTimeoutMs, 'sessionTimeoutMs', { min: 1, fallback: undefined })
+    const connectTimeoutMs = checkMs(opts.connectTimeoutMs, 'connectTimeoutMs', { min: 1, fallback: undefined })
     // The core rejects an auth without a colon, before any network traffic.
     const auth = checkString(opts.auth, 'auth', { optional: true })
     const juteMaxbuffer = checkBytes(opts.juteMaxbuffer, 'juteMaxbuffer')
@@ -383,6 +384,11 @@ class Client {
   /** `'connected'`, `'disconnected'`, `'expired'`, `'authFailed'` or `'closed'`. */
   get state() {
     return this.#native.state
+  }
+
+  /** The session timeout the server granted, in ms (between sessions, the one asked for). */
+  get sessionTimeoutMs() {
+    return this.#native.sessionTimeoutMs
   }
 
   /**
@@ -574,6 +580,33 @@ class Lock {
   /** Every contender, holder first, in queue order, with the identity recorded in its node. */
   contenders() {
     return fromCaller(this.#native.contenders(), callSiteOf(this.contenders))
+  }
+
+  /**
+   * Calls `listener(reason)` once for each hold of this lock that is lost (`'sessionExpired'`,
+   * `'disconnectedTooLong'`, `'closed'`, `'nodeDeleted'` or `'authFailed'`), by the core's rule:
+   * every hold, by any async flow, taken before it was registered (unless lost already) or
+   * after, through this Lock or another of the client for the path. Returns a function that
+   * stops it. Listening never keeps the process alive.
+   */
+  onLost(listener) {
+    if (typeof listener !== 'function') throw invalid(`listener must be a function, got ${describe(listener)}`)
+    let watch = this.#native.watchLost((reason) => {
+      if (watch === null) return
+      try {
+        listener(reason)
+      } catch (error) {
+        // As onStateChange: the error surfaces, and later losses are still reported.
+        queueMicrotask(() => {
+          throw error
+        })
+      }
+    })
+    return () => {
+      if (watch === null) return
+      watch.stop()
+      watch = null
+    }
   }
 
   /** The current holder (the first, if readers hold together), or null. */

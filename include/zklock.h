@@ -1004,13 +1004,15 @@ zkl_result zkl_lock_sequence(const zkl_lock *lock, int64_t *out);
 zkl_result zkl_lock_sequence_as(const zkl_lock *lock, uint64_t owner, int64_t *out);
 
 /**
- * Registers callback to be called once for each hold acquired through this lock handle (by any
- * owner, before or after registering) that is lost: session expired, client disconnected too
- * long or closed, or node deleted by someone else. Replaces any previous callback; NULL removes
- * it. It runs on the client's callback thread (`zklock-callback`), one callback at a time in
- * the order they became due, with userdata as given; never on the threads that keep sessions
- * alive, so a callback that blocks delays only the client's later callbacks. No blocking zkl_
- * call from inside it (those return ZKL_INVALID_ARGUMENT there): signal another thread instead. Once this function (or
+ * Registers callback to be called once for each hold of this lock handle that is lost: session
+ * expired, client disconnected too long or closed, or node deleted by someone else. It covers
+ * every hold taken through the handle (or through a multi-lock it is a member of), by any
+ * owner, before registering (unless lost already) or after: the core's rule, the same in every
+ * language. Replaces any previous callback; NULL removes it. It runs on the client's callback
+ * thread (`zklock-callback`), one callback at a time in the order they became due, with
+ * userdata as given; never on the threads that keep sessions alive, so a callback that blocks
+ * delays only the client's later callbacks. No blocking zkl_ call from inside it (those return
+ * ZKL_INVALID_ARGUMENT there): signal another thread instead. Once this function (or
  * zkl_lock_free) returns, the previous callback is not running and is never called again, so
  * its userdata may be freed.
  *

@@ -120,22 +120,27 @@ impl From<Tls> for zklock::TlsOptions {
 pub fn connect<'env>(
     env: &'env Env,
     hosts: String,
-    session_timeout_ms: u32,
-    connect_timeout_ms: u32,
+    session_timeout_ms: Option<u32>,
+    connect_timeout_ms: Option<u32>,
     auth: Option<String>,
     jute_maxbuffer: Option<u32>,
     sasl: Option<SaslConfig>,
     tls: Option<Tls>,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
+    // What JavaScript left out is the core's default.
     let mut options = ClientOptions {
-        session_timeout: Duration::from_millis(session_timeout_ms.into()),
-        connect_timeout: Duration::from_millis(connect_timeout_ms.into()),
         digest_auth: auth,
         sasl: sasl.map(sasl_options).transpose()?,
         language: "node".into(),
         tls: tls.map(Into::into),
         ..ClientOptions::default()
     };
+    if let Some(ms) = session_timeout_ms {
+        options.session_timeout = Duration::from_millis(ms.into());
+    }
+    if let Some(ms) = connect_timeout_ms {
+        options.connect_timeout = Duration::from_millis(ms.into());
+    }
     if let Some(limit) = jute_maxbuffer {
         options.jute_maxbuffer = limit;
     }
@@ -158,6 +163,12 @@ impl NativeClient {
     #[napi(getter)]
     pub fn state(&self) -> String {
         state_name(self.shared.client.state())
+    }
+
+    /// The session timeout the server granted (or the one asked for, between sessions), in ms.
+    #[napi(getter)]
+    pub fn session_timeout_ms(&self) -> f64 {
+        self.shared.client.session_timeout().as_secs_f64() * 1000.0
     }
 
     #[napi]

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
+use napi::bindgen_prelude::{BigInt, Buffer, Function, Object, PromiseRaw};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
@@ -11,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use zklock::{HoldState, Owner};
 
 use crate::error;
-use crate::hold::NativeHold;
+use crate::hold::{camel_case, NativeHold};
 use crate::runtime::{self, Shared};
 
 #[napi]
@@ -358,6 +359,18 @@ impl NativeLock {
         self.lock.holds_either_side(&owner(owner_id))
     }
 
+    /// Calls `callback` with the reason (`nodeDeleted`, ...) once for each hold of this lock that
+    /// is lost, by the core's rule ([`zklock::Lock::on_lost`]), until the watch is stopped or
+    /// collected. It never keeps the process alive.
+    #[napi]
+    pub fn watch_lost(&self, callback: Function<String, ()>) -> napi::Result<NativeLostWatch> {
+        let notify = callback.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
+        let subscription = self.lock.on_lost(move |_owner, reason| {
+            notify.call(camel_case(reason.as_str()), ThreadsafeFunctionCallMode::NonBlocking);
+        });
+        Ok(NativeLostWatch { subscription: Mutex::new(Some(subscription)) })
+    }
+
     #[napi]
     pub fn contenders<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<Participant>>> {
         let lock = self.lock.clone();
@@ -379,6 +392,20 @@ impl NativeLock {
     pub fn holder<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<Participant>>> {
         let lock = self.lock.clone();
         runtime::promise(env, async move { lock.holder().await }, |_, holder| holder.map(Participant::from))
+    }
+}
+
+/// A lock's lost callback ([`NativeLock::watch_lost`]), registered until stopped.
+#[napi]
+pub struct NativeLostWatch {
+    subscription: Mutex<Option<zklock::LostSubscription>>,
+}
+
+#[napi]
+impl NativeLostWatch {
+    #[napi]
+    pub fn stop(&self) {
+        drop(self.subscription.lock().take());
     }
 }
 

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 
 import { Client, AbortError, codes } from 'zklock'
-import { ZK, uniquePath, ephemeralsUnder, nodesBecome, deferred, startProxy, within } from './helpers.mjs'
+import { ZK, uniquePath, ephemeralsUnder, nodesBecome, deferred, startProxy, within, rawZooKeeper } from './helpers.mjs'
 
 let client
 before(async () => {
@@ -205,6 +205,44 @@ test("AbortSignal: a waiting acquire rejects with AbortError and the attempt's n
   await nodesBecome(path, 1)
   await hold.release()
   await nodesBecome(path, 0)
+})
+
+test('onLost covers a hold another flow took before it was registered: called once, with the reason', async () => {
+  // The core's rule, as in C and Python: every hold of the lock, whoever took it and when.
+  const path = uniquePath('on-lost')
+  const lock = client.lock(path)
+  const raw = await rawZooKeeper()
+  try {
+    const hold = await lock.acquire() // a flow of its own
+    const nested = await hold.run(() => lock.acquire()) // two levels, one hold
+    const reports = []
+    let reported = deferred()
+    const stop = client.lock(path).onLost((reason) => {
+      reports.push(reason)
+      reported.resolve()
+    })
+    const [node] = await ephemeralsUnder(path)
+    await raw.delete(node)
+    await within(reported.promise, 10000, 'the lost listener')
+    assert.deepEqual(reports, ['nodeDeleted'])
+    assert.equal(hold.state, 'lost')
+    await assert.rejects(nested.release(), { code: codes.LOCK_LOST, lostReason: 'nodeDeleted' })
+    await assert.rejects(hold.release(), { code: codes.LOCK_LOST, lostReason: 'nodeDeleted' })
+
+    // Once: a later hold's loss is reported after the first's, with nothing between.
+    reported = deferred()
+    const later = await lock.acquire()
+    const [again] = await ephemeralsUnder(path)
+    await raw.delete(again)
+    await within(reported.promise, 10000, 'the lost listener, again')
+    assert.deepEqual(reports, ['nodeDeleted', 'nodeDeleted'])
+    await assert.rejects(later.release(), { code: codes.LOCK_LOST })
+    stop()
+    stop() // idempotent
+    assert.throws(() => lock.onLost('not a function'), { code: codes.INVALID_ARGUMENT })
+  } finally {
+    await raw.close()
+  }
 })
 
 test('fencing tokens rise across holders; holder() and contenders() show identities', async () => {

@@ -72,6 +72,21 @@ test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are los
   }
 })
 
+test("left-out timeouts are the core's defaults, the same in every language", async () => {
+  // The session timeout asked when none is given is the core's 10000 ms (the test server grants it).
+  for (const options of [undefined, {}, { sessionTimeoutMs: undefined, connectTimeoutMs: null }]) {
+    const client = await Client.connect(ZK, options)
+    try {
+      assert.equal(client.sessionTimeoutMs, 10000, JSON.stringify(options))
+    } finally {
+      await client.close()
+    }
+  }
+  const client = await Client.connect(ZK, { sessionTimeoutMs: 12500 })
+  assert.equal(client.sessionTimeoutMs, 12500, 'a given timeout is asked instead')
+  await client.close()
+})
+
 test('close(): pending acquisitions reject with ZKLOCK_CLOSED, holds are lost, nodes go at once', async () => {
   const client = await Client.connect(ZK, { sessionTimeoutMs: 20000 })
   const observer = await Client.connect(ZK)

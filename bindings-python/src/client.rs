@@ -150,7 +150,7 @@ impl Client {
     /// Connects (blocking, with the GIL released; Ctrl-C interrupts it) and establishes a session.
     #[new]
     #[pyo3(signature = (
-        hosts, *, session_timeout = 10.0, connect_timeout = 10.0, auth = None, jute_maxbuffer = None,
+        hosts, *, session_timeout = None, connect_timeout = None, auth = None, jute_maxbuffer = None,
         sasl_options = None, use_ssl = false, ca = None, certfile = None, keyfile = None, keyfile_password = None,
         verify_certs = true, check_hostname = None, server_hostname = None,
     ))]
@@ -158,8 +158,8 @@ impl Client {
     fn new(
         py: Python<'_>,
         hosts: &str,
-        session_timeout: f64,
-        connect_timeout: f64,
+        session_timeout: Option<f64>,
+        connect_timeout: Option<f64>,
         auth: Option<&Bound<'_, PyAny>>,
         jute_maxbuffer: Option<&Bound<'_, PyAny>>,
         sasl_options: Option<&Bound<'_, PyAny>>,
@@ -174,15 +174,20 @@ impl Client {
     ) -> PyResult<Self> {
         let tls =
             Tls { use_ssl, ca, certfile, keyfile, keyfile_password, verify_certs, check_hostname, server_hostname };
+        // What is not given is the core's default.
         let mut options = ClientOptions {
-            session_timeout: positive_seconds(py, hosts, "session_timeout", session_timeout)?,
-            connect_timeout: positive_seconds(py, hosts, "connect_timeout", connect_timeout)?,
             digest_auth: digest_auth(py, hosts, auth)?,
             sasl: self::sasl_options(py, hosts, sasl_options)?,
             language: "python".into(),
             tls: tls.options(py, hosts)?,
             ..ClientOptions::default()
         };
+        if let Some(seconds) = session_timeout {
+            options.session_timeout = positive_seconds(py, hosts, "session_timeout", seconds)?;
+        }
+        if let Some(seconds) = connect_timeout {
+            options.connect_timeout = positive_seconds(py, hosts, "connect_timeout", seconds)?;
+        }
         if let Some(limit) = jute_maxbuffer {
             options.jute_maxbuffer = limit.extract::<u32>().map_err(|_| {
                 invalid_argument(

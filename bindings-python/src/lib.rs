@@ -86,6 +86,12 @@ mod _native {
     #[pymodule_export]
     const PERM_ALL: u32 = zklock::Perms::ALL.bits();
 
+    // The core's defaults of the client's options, in seconds (Python's unit for them).
+    #[pymodule_export]
+    const DEFAULT_SESSION_TIMEOUT: f64 = zklock::DEFAULT_SESSION_TIMEOUT.as_secs_f64();
+    #[pymodule_export]
+    const DEFAULT_CONNECT_TIMEOUT: f64 = zklock::DEFAULT_CONNECT_TIMEOUT.as_secs_f64();
+
     /// The version of zklock, the same for the crate, the wheel and the npm package.
     #[pymodule_export]
     #[allow(non_upper_case_globals)] // Python's own name for it

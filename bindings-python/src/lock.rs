@@ -2,7 +2,6 @@
 //! calling thread, and the primitives the Python layer builds the asyncio API on.
 
 use std::cell::OnceCell;
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -142,32 +141,6 @@ pub(crate) fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyRe
     Ok(Duration::try_from_secs_f64(seconds).ok())
 }
 
-/// The `on_lost` callbacks of one `Lock`.
-#[derive(Default)]
-struct LostCallbacks(Mutex<Vec<Callback>>);
-
-impl LostCallbacks {
-    /// A new hold (`zklock::Acquired::Held`, not a re-entry) gets one watcher for the
-    /// callbacks registered by now; its re-entries share it.
-    fn watch(&self, lock: &zklock::Lock, hold: &Hold) {
-        watch(lock, hold.clone(), self.0.lock().clone());
-    }
-}
-
-/// Calls each of `callbacks` with the reason if `hold` is lost (not once it is released), on the
-/// client's callback thread.
-fn watch(lock: &zklock::Lock, hold: Hold, callbacks: Vec<Callback>) {
-    if callbacks.is_empty() {
-        return;
-    }
-    lock.client().on_hold_lost(hold, move |reason| {
-        let reason = reason.as_str();
-        for callback in callbacks {
-            callbacks::run_now(callback, |callback| callback.call1((reason,)).map(drop));
-        }
-    });
-}
-
 /// Tells `done` how a background call ended: `done(True, value)` or `done(False, exception)`.
 fn report(done: Callback, result: zklock::Result<bool>) {
     callbacks::call_soon(done, move |done| match result {
@@ -193,7 +166,8 @@ pub(crate) struct Lock {
     /// `"exclusive"`, `"read"` or `"write"` (core's `Mode::as_str`), kept here so that it can be
     /// read in a forked child too.
     mode: &'static str,
-    lost: Arc<LostCallbacks>,
+    /// The `on_lost` subscriptions, by the key `on_lost` returned; `None` once cancelled.
+    lost: Mutex<Vec<Option<zklock::LostSubscription>>>,
 }
 
 impl Lock {
@@ -217,11 +191,7 @@ impl Lock {
             Some(result) => result,
             None => runtime::block_on(py, begun)?,
         };
-        let acquired = acquired.py(py)?;
-        if let Some(hold) = acquired.new_hold() {
-            self.lost.watch(lock, hold);
-        }
-        Ok(acquired.is_acquired())
+        Ok(acquired.py(py)?.is_acquired())
     }
 
     fn release_as(&self, py: Python<'_>, owner: &zklock::Owner) -> PyResult<()> {
@@ -292,7 +262,7 @@ impl Lock {
             inner: ForkSafe::new(lock),
             client: client.clone().unbind(),
             path: path.to_owned(),
-            lost: Arc::default(),
+            lost: Mutex::default(),
         })
     }
 
@@ -413,21 +383,11 @@ impl Lock {
         done: Py<PyAny>,
     ) -> PyResult<Started> {
         let wait = wait_for(py, &self.path, timeout)?;
-        let (lock, owner, lost) = (self.core(py)?.clone(), owner.inner.clone(), self.lost.clone());
-        let mut begun = lock.begin_acquire(&owner, wait);
+        let mut begun = self.core(py)?.begin_acquire(&owner.inner, wait);
         if let Some(result) = begun.take_now() {
-            if let Some(hold) = result.as_ref().ok().and_then(zklock::Acquired::new_hold) {
-                lost.watch(&lock, hold);
-            }
             return Ok(Started::Done(result.map(|acquired| acquired.is_acquired()).py(py)?));
         }
-        let acquire = async move {
-            let result = begun.await;
-            if let Some(hold) = result.as_ref().ok().and_then(zklock::Acquired::new_hold) {
-                lost.watch(&lock, hold);
-            }
-            result.map(|acquired| acquired.is_acquired())
-        };
+        let acquire = async move { begun.await.map(|acquired| acquired.is_acquired()) };
         // `cancel()` drops it there and then: the owner may acquire again at once
         // (asyncio.timeout cancels the very task that acquires next).
         Ok(Started::Running(pending::spawn(acquire, done, |py, acquired| {
@@ -460,27 +420,30 @@ impl Lock {
         Ok(false)
     }
 
-    /// Calls `callback(reason)` when a hold of this lock acquired from now on, by any owner, is
-    /// lost (on the client's callback thread, in order, holding the GIL): `"session_expired"`,
-    /// `"disconnected_too_long"`, `"closed"`, `"node_deleted"` or `"auth_failed"`. Holds taken
-    /// before are not covered (core cannot list other owners' holds); `_watch_owner` adds the
-    /// caller's.
-    fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+    /// `Lock.on_lost`: calls `callback(reason)` once for each hold of this lock that is lost, by
+    /// core's rule (`zklock::Lock::on_lost`: every hold, by any thread or task, taken before
+    /// registering, unless lost already, or after, through any `Lock` of the client for the
+    /// path), on the client's callback thread, in order, holding the GIL. The reason is
+    /// `"session_expired"`, `"disconnected_too_long"`, `"closed"`, `"node_deleted"` or
+    /// `"auth_failed"`. Returns a key for `_cancel_on_lost`; the callback is registered until
+    /// then, or until this `Lock` is collected.
+    fn _on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<usize> {
         if !callback.bind(py).is_callable() {
             return Err(invalid_argument(py, &self.path, "on_lost needs a callable"));
         }
-        self.core(py)?;
-        self.lost.0.lock().push(callbacks::callback(callback));
-        Ok(())
+        let callback = callbacks::callback(callback);
+        let subscription = self.core(py)?.on_lost(move |_owner, reason| {
+            callbacks::run_now(callback.clone(), |callback| callback.call1((reason.as_str(),)).map(drop));
+        });
+        let mut lost = self.lost.lock();
+        lost.push(Some(subscription));
+        Ok(lost.len() - 1)
     }
 
-    /// Calls `callback(reason)` if `owner`'s current hold, if any, is lost: for `on_lost`
-    /// registered while holding. Holds acquired later are watched by `on_lost` itself.
-    fn _watch_owner(&self, py: Python<'_>, owner: &Owner, callback: Py<PyAny>) -> PyResult<()> {
-        if let Some((hold, _)) = self.core(py)?.hold_of(&owner.inner) {
-            watch(self.core(py)?, hold, vec![callbacks::callback(callback)]);
-        }
-        Ok(())
+    /// Unregisters the `on_lost` callback of `key`; idempotent.
+    fn _cancel_on_lost(&self, key: usize) {
+        let subscription = self.lost.lock().get_mut(key).and_then(Option::take);
+        drop(subscription);
     }
 
     /// Every contender, holders first, in queue order (blocking): of a read/write lock, readers

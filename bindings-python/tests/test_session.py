@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 
@@ -9,6 +10,21 @@ import pytest
 from conftest import Proxy, children, wait_children, wait_until
 
 import zklock
+
+
+def test_omitted_timeouts_are_the_cores_defaults(zk_connect):
+    """The client's option defaults are the core's, the same in every language: left out (or
+    None), the session timeout asked of the server is the core's, which the test server grants."""
+    assert (zklock.DEFAULT_SESSION_TIMEOUT, zklock.DEFAULT_CONNECT_TIMEOUT) == (10.0, 10.0)
+    for name in ("session_timeout", "connect_timeout"):
+        # No number of the binding's own: left out, the core fills it in.
+        assert inspect.signature(zklock.Client).parameters[name].default is None, name
+    with zklock.Client(zk_connect) as client:
+        assert client.session_timeout == zklock.DEFAULT_SESSION_TIMEOUT
+    with zklock.Client(zk_connect, session_timeout=None, connect_timeout=None) as client:
+        assert client.session_timeout == zklock.DEFAULT_SESSION_TIMEOUT
+    with zklock.Client(zk_connect, session_timeout=12.5) as client:
+        assert client.session_timeout == 12.5, "a given timeout is asked instead"
 
 
 def test_session_expiry_fires_on_lost_and_the_hold_is_lost(kazoo, path, proxy: Proxy):
@@ -101,6 +117,51 @@ def test_on_lost_registered_while_holding_covers_the_current_hold(zk_connect, ka
     client.close()
     assert lost.wait(timeout=10)
     assert reasons == ["closed"]
+
+
+def test_on_lost_covers_a_hold_another_thread_took_before_it_was_registered(client, kazoo, path):
+    """on_lost covers every hold of the lock, whoever took it and when (core's rule, the same in
+    every language): registered, on another Lock of the path, while another thread holds, it is
+    called with the reason when that hold is lost, once whatever its levels."""
+    lock = client.lock(path)
+    taken, lost_seen = threading.Event(), threading.Event()
+    releases: list[object] = []
+
+    def holder() -> None:
+        lock.acquire()
+        lock.acquire()  # two levels, one hold
+        taken.set()
+        lost_seen.wait(30)
+        for _ in range(2):
+            try:
+                lock.release()
+                releases.append("released")
+            except zklock.LockLostError as err:
+                releases.append(err.lost_reason)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert taken.wait(10)
+    reports: list[str] = []
+    reported = threading.Semaphore(0)
+    listening = client.lock(path)  # another Lock of the path: the same lock
+    listening.on_lost(lambda reason: (reports.append(reason), reported.release()))
+    [node] = children(kazoo, path)
+    kazoo.delete(f"{path}/{node}")
+    assert reported.acquire(timeout=10), "on_lost was called for the other thread's hold"
+    assert reports == ["node_deleted"]
+    lost_seen.set()
+    thread.join(timeout=10)
+    assert releases == ["node_deleted", "node_deleted"], releases
+
+    # Once: a second hold's loss is reported after the first's, and nothing came between.
+    assert lock.acquire()
+    [node] = children(kazoo, path)
+    kazoo.delete(f"{path}/{node}")
+    assert reported.acquire(timeout=10)
+    assert reports == ["node_deleted", "node_deleted"], "the first hold was reported once"
+    with pytest.raises(zklock.LockLostError):
+        lock.release()
 
 
 def test_deleting_the_node_from_outside_loses_the_hold(client, kazoo, path):

@@ -13,10 +13,10 @@ pub struct Connection {
     #[arg(long = "zk", env = "ZK_CONNECT", value_name = "CONNECT")]
     pub connect: String,
     /// Session timeout in seconds: a holder cut off this long loses the lock
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECS", default_value_t = zklock::DEFAULT_SESSION_TIMEOUT.as_secs_f64())]
     pub session_timeout: f64,
     /// How long to try for a session before giving up (exit 69), in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECS", default_value_t = zklock::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
     pub connect_timeout: f64,
     #[command(flatten)]
     pub sasl: Sasl,
@@ -212,5 +212,26 @@ impl Connection {
             client.close().await;
             outcome
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        connection: super::Connection,
+    }
+
+    /// The timeouts left out are the core's defaults, as in every binding.
+    #[test]
+    fn left_out_timeouts_are_the_cores_defaults() {
+        let options =
+            Command::try_parse_from(["zklock", "--zk", "127.0.0.1:2181"]).unwrap().connection.options().unwrap();
+        let defaults = zklock::ClientOptions::default();
+        assert_eq!(options.session_timeout, defaults.session_timeout);
+        assert_eq!(options.connect_timeout, defaults.connect_timeout);
     }
 }

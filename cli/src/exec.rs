@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use zklock::{
-    Client, ErrorKind, Hold, HoldState, HoldStateChanges, Leases, Lock, MaxLeases, Mode, Owner, Participant,
+    Client, ErrorKind, Hold, HoldState, HoldStateChanges, Leases, Lock, MaxLeases, Mode, Owner, PathRecipe,
     SemaphoreOptions,
 };
 
@@ -232,48 +232,6 @@ enum Taken {
     Leases(Leases),
 }
 
-/// Which recipe the exec takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Mutex,
-    Read,
-    Write,
-}
-
-impl Side {
-    fn mode(self) -> Mode {
-        match self {
-            Side::Mutex => Mode::Exclusive,
-            Side::Read => Mode::Read,
-            Side::Write => Mode::Write,
-        }
-    }
-}
-
-/// The nodes at a path now, as far as which recipe may use it: the core says which fit.
-struct Recipes(Vec<Participant>);
-
-impl Recipes {
-    /// Whether `side` may use the path now.
-    fn fit(&self, side: Side) -> bool {
-        self.0.iter().all(|p| p.fits_with(side.mode()))
-    }
-
-    /// Whether the path is a semaphore's.
-    fn semaphore(&self) -> bool {
-        self.0.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore())
-    }
-
-    /// The side a plain exec takes: the write side on a read/write lock's path, else the mutex.
-    fn plain_side(&self) -> Side {
-        if self.fit(Side::Mutex) {
-            Side::Mutex
-        } else {
-            Side::Write
-        }
-    }
-}
-
 /// Why zklock exits without COMMAND's status: the code, and what to say (if anything).
 struct Exit {
     code: i32,
@@ -448,7 +406,7 @@ impl Exec {
     async fn acquire(&mut self, client: &Client, owner: &Owner) -> Result<Option<(Lock, Hold)>, Exit> {
         let deadline = self.args.taking.wait.map(|wait| self.started + wait);
         let plain = !self.args.taking.shared && !self.args.taking.write;
-        let mut side = self.choose_side(client).await?;
+        let mut mode = self.choose_mode(client).await?;
         let mut backoff = RECIPE_BACKOFF;
         let mut refused = None;
         for _ in 0..RECIPE_LOOKS {
@@ -457,11 +415,11 @@ impl Exec {
                 // take the write side, or give up), then look again.
                 self.pause(backoff).await?;
                 backoff *= 2;
-                if !self.recipes_at_path(client).await?.fit(side) {
+                if !self.path_recipe(client).await?.fits(mode) {
                     continue;
                 }
             }
-            let lock = lock_for(client, &self.args.path, side)
+            let lock = lock_for(client, &self.args.path, mode)
                 .map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
             match self.attempt(&lock, client, owner, deadline).await? {
                 Ok(hold) => return Ok(hold.map(|hold| (lock, hold))),
@@ -470,11 +428,11 @@ impl Exec {
                 // side for good: the path is in use as a read/write lock.
                 Err(err) if err.is_recipe_conflict() => {
                     // A semaphore's path stays one: no use looking again.
-                    if self.recipes_at_path(client).await?.semaphore() {
+                    if self.path_recipe(client).await? == PathRecipe::Semaphore {
                         return Err(Exit::fail(codes::USAGE, format!("{err} (--max N takes one of its leases)")));
                     }
                     if plain {
-                        side = Side::Write;
+                        mode = Mode::Write;
                     }
                     refused = Some(err);
                 }
@@ -482,9 +440,9 @@ impl Exec {
             }
         }
         let err = refused.expect("only a refusal looks again");
-        let (argument, hint) = match side {
-            Side::Read => ("--shared: ", " (the exclusive users of a path shared with --shared need --write)"),
-            Side::Write if self.args.taking.write => ("--write: ", ""),
+        let (argument, hint) = match mode {
+            Mode::Read => ("--shared: ", " (the exclusive users of a path shared with --shared need --write)"),
+            Mode::Write if self.args.taking.write => ("--write: ", ""),
             _ => ("", ""),
         };
         Err(Exit::fail(codes::USAGE, format!("{argument}{err}{hint}")))
@@ -527,26 +485,29 @@ impl Exec {
         }
     }
 
-    /// --shared reads and --write writes; a plain exec takes the mutex, unless the path already
-    /// is a read/write lock (so that it excludes the --shared execs there rather than fail).
-    async fn choose_side(&mut self, client: &Client) -> Result<Side, Exit> {
+    /// --shared reads and --write writes; a plain exec takes the exclusive lock the path is
+    /// (the core's `PathRecipe::exclusive_mode`): the mutex, unless the path already is a
+    /// read/write lock (so that it excludes the --shared execs there rather than fail).
+    async fn choose_mode(&mut self, client: &Client) -> Result<Mode, Exit> {
         if self.args.taking.shared {
-            return Ok(Side::Read);
+            return Ok(Mode::Read);
         }
         if self.args.taking.write {
-            return Ok(Side::Write);
+            return Ok(Mode::Write);
         }
-        Ok(self.recipes_at_path(client).await?.plain_side())
+        Ok(self.path_recipe(client).await?.exclusive_mode())
     }
 
-    /// Which recipes' nodes are at PATH now.
-    async fn recipes_at_path(&mut self, client: &Client) -> Result<Recipes, Exit> {
-        let probe = client.lock(&self.args.path).map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
-        let contenders = tokio::select! {
-            contenders = probe.contenders() => contenders.map_err(|err| failure(&err))?,
+    /// Which recipe's nodes are at PATH now, as the core tells it.
+    async fn path_recipe(&mut self, client: &Client) -> Result<PathRecipe, Exit> {
+        let recipe = tokio::select! {
+            recipe = client.path_recipe(&self.args.path) => recipe,
             Some(signal) = self.signals.recv() => return Err(Exit::quiet(codes::killed_by(signal))),
         };
-        Ok(Recipes(contenders))
+        recipe.map_err(|err| match err.kind() {
+            ErrorKind::InvalidArgument => Exit::fail(codes::USAGE, format!("PATH: {err}")),
+            _ => failure(&err),
+        })
     }
 
     /// Runs COMMAND under `hold`, until it exits; terminates it if the hold is lost.
@@ -651,11 +612,11 @@ impl Exec {
     }
 }
 
-fn lock_for(client: &Client, path: &str, side: Side) -> zklock::Result<Lock> {
-    Ok(match side {
-        Side::Mutex => client.lock(path)?,
-        Side::Read => client.read_write_lock(path)?.read().clone(),
-        Side::Write => client.read_write_lock(path)?.write().clone(),
+fn lock_for(client: &Client, path: &str, mode: Mode) -> zklock::Result<Lock> {
+    Ok(match mode {
+        Mode::Read => client.read_write_lock(path)?.read().clone(),
+        Mode::Write => client.read_write_lock(path)?.write().clone(),
+        _ => client.lock(path)?,
     })
 }
 

@@ -114,7 +114,7 @@ async fn list(client: &zklock::Client, prefix: &str) -> Result<Vec<Listed>, (i32
     for path in paths {
         let lock = client.lock(&path).map_err(|err| failure_of(&err))?;
         let (contenders, holders) = snapshot(&lock).await.map_err(|err| failure_of(&err))?;
-        if contenders.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore()) {
+        if zklock::PathRecipe::of(&contenders) == zklock::PathRecipe::Semaphore {
             let semaphore = semaphore_status(client, &path).await?;
             if semaphore.held || !semaphore.queue.is_empty() || !semaphore.acquiring.is_empty() {
                 locks.push(Listed::Semaphore(semaphore));

@@ -78,7 +78,7 @@ pub fn run(args: Args) -> i32 {
 async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Duration>) -> Result<i32, (i32, String)> {
     loop {
         let (contenders, holders) = snapshot(lock).await.map_err(|err| failure_of(&err))?;
-        let (text, code) = if contenders.iter().any(|p| p.mode.is_none() && p.marks_a_semaphore()) {
+        let (text, code) = if zklock::PathRecipe::of(&contenders) == zklock::PathRecipe::Semaphore {
             let status = semaphore_status(&lock.client(), &args.path).await?;
             (render(args, interval, &status, status.table()), if status.held { 0 } else { codes::FREE })
         } else {

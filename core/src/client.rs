@@ -19,14 +19,23 @@ use crate::session::Session;
 use crate::validate;
 use crate::LostReason;
 
+/// [`ClientOptions::session_timeout`]'s default, 10 s: the one place every binding and the
+/// `zklock` command take it from.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`ClientOptions::connect_timeout`]'s default, 10 s: the one place every binding and the
+/// `zklock` command take it from.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
 /// `Debug` shows no secret (no password, no private key).
 #[derive(Clone)]
 pub struct ClientOptions {
     /// The session timeout asked of the server (which may clamp it to its own bounds). A holder
-    /// that stays disconnected this long loses its locks. Default 10 s.
+    /// that stays disconnected this long loses its locks. Default [`DEFAULT_SESSION_TIMEOUT`].
     pub session_timeout: Duration,
-    /// How long [`Client::connect`] tries to establish the session. Default 10 s.
+    /// How long [`Client::connect`] tries to establish the session. Default
+    /// [`DEFAULT_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
     /// Digest credentials as `"user:password"`, sent as the `digest` auth scheme.
     pub digest_auth: Option<String>,
@@ -65,8 +74,8 @@ impl std::fmt::Debug for ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            session_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(10),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             digest_auth: None,
             language: Cow::Borrowed("rust"),
             jute_maxbuffer: validate::DEFAULT_JUTE_MAXBUFFER,
@@ -367,6 +376,20 @@ impl Client {
         crate::MultiLock::new(members)
     }
 
+    /// Which recipe the nodes at `path` belong to now, and so which locks may use it (see
+    /// [`crate::PathRecipe`]; `fits` and `exclusive_mode` answer for a lock about to be taken).
+    /// One listing, no node read; for a tool that takes whichever lock a path is (`zklock
+    /// exec`), not for a hot path: an acquisition checks the path itself.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] if `path` is not a lock path (as [`Client::lock`]).
+    pub async fn path_recipe(&self, path: &str) -> Result<crate::PathRecipe> {
+        validate::lock_path(path, &self.inner.chroot)?;
+        crate::engine::Recipe::new(self.inner.clone(), path.to_owned(), false, LockOptions::default())?
+            .path_recipe()
+            .await
+    }
+
     /// The locks at and under `prefix` (the root included), in path order: every node there
     /// whose children include lock nodes of zklock, Curator or kazoo, and every semaphore's path
     /// (whose internal mutex and lease parent are not listed apart). Reads only, one listing
@@ -445,7 +468,7 @@ impl Client {
 
     /// Runs `loss` on the runtime and, if it finds a loss, `callback` with it on the callback
     /// thread.
-    fn when_lost<T: Send + 'static>(
+    pub(crate) fn when_lost<T: Send + 'static>(
         &self,
         loss: impl std::future::Future<Output = Option<T>> + Send + 'static,
         callback: impl FnOnce(T) + Send + 'static,

@@ -75,6 +75,7 @@ mod error;
 pub mod ffi;
 mod hold;
 mod lock;
+mod lost_callbacks;
 mod multi_lock;
 mod order;
 mod owners;
@@ -92,14 +93,17 @@ mod validate;
 const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
 pub use crate::acl::{Acl, AclEntry, Perms};
-pub use crate::client::{Client, ClientOptions, SessionState, StateChanges};
+pub use crate::client::{
+    Client, ClientOptions, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
+};
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
+pub use crate::lost_callbacks::LostSubscription;
 pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;
-pub use crate::policy::Mode;
+pub use crate::policy::{Mode, PathRecipe};
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};

@@ -372,6 +372,24 @@ impl Lock {
         Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))
     }
 
+    /// Calls `callback(owner_id, reason)` once for each hold of this lock that is lost, on the
+    /// client's callback thread (one callback at a time, in the order they became due; never on
+    /// the threads that keep sessions alive), until the returned subscription is dropped.
+    ///
+    /// It covers every hold in this lock's mode, by any owner, taken before it was registered
+    /// (unless lost already) or after: the holds of this lock and of the client's other
+    /// handles for the path, which share them (see [`crate::Client::lock`]; a handle made with
+    /// [`LockOptions::separate`] keeps its own). A hold is reported once, whatever its levels,
+    /// and never once released. Every binding's lock-level lost callback is this one (C's
+    /// `zkl_lock_set_lost_callback`, Python's `Lock.on_lost`, Node's `lock.onLost`).
+    pub fn on_lost(
+        &self,
+        callback: impl Fn(u64, crate::LostReason) + Send + Sync + 'static,
+    ) -> crate::LostSubscription {
+        let recipe = &self.recipe;
+        recipe.lost.subscribe(&recipe.client, self.mode, Arc::new(callback), || recipe.owners.holds(self.mode))
+    }
+
     /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
     /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
     /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
@@ -419,11 +437,15 @@ impl Lock {
         if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
         }
-        if claim {
-            return self.recipe.owners.enter(owner, self.mode, path).map(Some);
+        let entered = match claim {
+            true => Some(self.recipe.owners.enter(owner, self.mode, path)?),
+            false => self.recipe.owners.reenter(owner, self.mode, path).transpose()?,
+        };
+        if let Some(Entered::ReadOnWriteNode(hold)) = &entered {
+            // A new hold (on the write node), which the lost callbacks cover as any other.
+            self.recipe.hold_taken(owner.id(), self.mode, hold);
         }
-        // (Counted or ReadOnWriteNode alike: `try_reenter` only wants the hold's id.)
-        self.recipe.owners.reenter(owner, self.mode, path).transpose().map(|id| id.map(Entered::Counted))
+        Ok(entered)
     }
 
     /// For a recipe built on this lock (the semaphore's internal mutex): `owner`'s guard, within

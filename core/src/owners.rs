@@ -220,12 +220,12 @@ impl OwnerTable {
     }
 
     /// Counts up `owner`'s hold in `mode`, if it has one (or, for a read past the sequence
-    /// limit, if it holds the write lock); `None` if it holds nothing that lets it in without
-    /// a request (a downgrade makes a node).
-    pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<u64>> {
+    /// limit, if it holds the write lock: a new hold on its write node); `None` if it holds
+    /// nothing that lets it in without a request (a downgrade makes a node).
+    pub(crate) fn reenter(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<Entered>> {
         match self.known(&mut self.slots.lock(), owner, mode, path)? {
-            Known::Counted(id) => Some(id),
-            Known::ReadOnWriteNode(hold) => Some(Ok(hold.id())),
+            Known::Counted(id) => Some(id.map(Entered::Counted)),
+            Known::ReadOnWriteNode(hold) => Some(Ok(Entered::ReadOnWriteNode(hold))),
             Known::Downgrade(_) => None,
         }
     }
@@ -469,6 +469,12 @@ impl OwnerTable {
     /// Whether `owner` holds anything in this table (either side of a read/write lock).
     pub(crate) fn holds_any(&self, owner: &Owner) -> bool {
         self.slots.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
+    }
+
+    /// The holds in `mode`, with their owners (lost holds included: they wait for a release).
+    pub(crate) fn holds(&self, mode: Mode) -> Vec<(u64, Hold)> {
+        let slots = self.slots.lock();
+        slots.iter().filter(|s| s.mode == mode).filter_map(|s| Some((s.owner, s.held.as_ref()?.hold.clone()))).collect()
     }
 
     /// The owners holding in `mode`.

@@ -220,6 +220,80 @@ pub(crate) fn leases_fit(leases: usize, max: u32) -> bool {
     leases <= max as usize
 }
 
+/// Which recipe the children of a lock path belong to, and so which locks may use the path now:
+/// the rule by which every acquisition refuses a path of another recipe (a recipe conflict:
+/// [`crate::Error::is_recipe_conflict`]), told before any node is made. From
+/// [`crate::Client::path_recipe`] (one listing), or [`PathRecipe::of`] for a listing in hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PathRecipe {
+    /// No child (or no path): any lock, or a semaphore, may use it.
+    Free,
+    /// Children that fit the mutex and the read/write lock alike: kazoo's `__lock__` nodes (its
+    /// mutex and its write lock at once) and nodes of no lock zklock knows.
+    Either,
+    /// The mutex's nodes (Curator's and zklock's `-lock-`): the mutex fits, the read/write lock
+    /// does not.
+    Mutex,
+    /// The read/write lock's nodes (`__READ__`, `__WRIT__`, kazoo's `__rlock__`): its sides fit,
+    /// the mutex does not.
+    ReadWrite,
+    /// Nodes of both recipes at once (made by clients that do not check): no lock fits.
+    Mixed,
+    /// A semaphore's path or its lease parent: no lock fits (a semaphore takes its leases).
+    Semaphore,
+}
+
+impl PathRecipe {
+    /// What children named `names` admit.
+    pub(crate) fn of_names<'a>(names: impl IntoIterator<Item = &'a str>) -> PathRecipe {
+        let (mut any, mut mutex, mut read_write) = (false, false, false);
+        for name in names {
+            if marks_a_semaphore(name) {
+                return PathRecipe::Semaphore;
+            }
+            any = true;
+            mutex |= !Mode::Read.shares_path_with(name);
+            read_write |= !Mode::Exclusive.shares_path_with(name);
+        }
+        match (any, mutex, read_write) {
+            (false, _, _) => PathRecipe::Free,
+            (true, false, false) => PathRecipe::Either,
+            (true, true, false) => PathRecipe::Mutex,
+            (true, false, true) => PathRecipe::ReadWrite,
+            (true, true, true) => PathRecipe::Mixed,
+        }
+    }
+
+    /// What the participants listed at a path admit (as [`crate::Lock::contenders`] lists them,
+    /// of either recipe): for a tool that has the listing already.
+    pub fn of(participants: &[crate::Participant]) -> PathRecipe {
+        PathRecipe::of_names(participants.iter().map(|p| p.node.as_str()))
+    }
+
+    /// Whether a lock of `mode` may use the path: its acquisition would not be refused as a
+    /// recipe conflict.
+    pub fn fits(self, mode: Mode) -> bool {
+        match self {
+            PathRecipe::Free | PathRecipe::Either => true,
+            PathRecipe::Mutex => mode == Mode::Exclusive,
+            PathRecipe::ReadWrite => mode != Mode::Exclusive,
+            PathRecipe::Mixed | PathRecipe::Semaphore => false,
+        }
+    }
+
+    /// The exclusive lock for a caller that takes whichever the path is (`zklock exec` without
+    /// `--shared` or `--write`): the write side where the path holds read/write lock nodes, so
+    /// that it excludes their readers rather than be refused; else the mutex. Where no lock
+    /// fits, that acquisition is refused, saying why.
+    pub fn exclusive_mode(self) -> Mode {
+        match self {
+            PathRecipe::ReadWrite | PathRecipe::Mixed => Mode::Write,
+            PathRecipe::Free | PathRecipe::Either | PathRecipe::Mutex | PathRecipe::Semaphore => Mode::Exclusive,
+        }
+    }
+}
+
 /// Whether a child named `name` says its parent is a semaphore's path (its lease parent) or its
 /// lease parent (a lease node): no lock may queue there.
 pub(crate) fn marks_a_semaphore(name: &str) -> bool {
@@ -256,6 +330,37 @@ mod tests {
     fn decide(mode: Mode, queue: &[String], position: usize) -> Decision {
         let names: Vec<&str> = queue.iter().map(String::as_str).collect();
         mode.decide(&names, position, true)
+    }
+
+    #[test]
+    fn a_path_recipe_is_what_its_children_admit() {
+        let of = |names: &[&str]| PathRecipe::of_names(names.iter().copied());
+        let (r, w, m) = (node(R, 1), node(W, 2), node("_c_x-lock-", 3));
+        assert_eq!(of(&[]), PathRecipe::Free);
+        assert_eq!(of(&["stray", &node("k__lock__", 1)]), PathRecipe::Either);
+        assert_eq!(of(&[&m, &node("k__lock__", 2)]), PathRecipe::Mutex);
+        assert_eq!(of(&[&r, &w, &node("k__lock__", 3)]), PathRecipe::ReadWrite);
+        assert_eq!(of(&[&node("k__rlock__", 1)]), PathRecipe::ReadWrite);
+        assert_eq!(of(&[&m, &r]), PathRecipe::Mixed);
+        assert_eq!(of(&["locks", "leases"]), PathRecipe::Semaphore);
+        assert_eq!(of(&[&m, "_c_0abad917-53a6-4ed9-bfac-3327be0d1234-lease-0000000001"]), PathRecipe::Semaphore);
+        for (recipe, fitting) in [
+            (PathRecipe::Free, [true, true, true]),
+            (PathRecipe::Either, [true, true, true]),
+            (PathRecipe::Mutex, [true, false, false]),
+            (PathRecipe::ReadWrite, [false, true, true]),
+            (PathRecipe::Mixed, [false, false, false]),
+            (PathRecipe::Semaphore, [false, false, false]),
+        ] {
+            assert_eq!([Exclusive, Read, Write].map(|mode| recipe.fits(mode)), fitting, "{recipe:?}");
+            // The exclusive lock a path takes fits it wherever an exclusive lock of either does.
+            if recipe.fits(Exclusive) || recipe.fits(Write) {
+                assert!(recipe.fits(recipe.exclusive_mode()), "{recipe:?}");
+            }
+        }
+        assert_eq!(PathRecipe::Either.exclusive_mode(), Exclusive, "the mutex, where both fit");
+        assert_eq!(PathRecipe::Mixed.exclusive_mode(), Write);
+        assert_eq!(PathRecipe::Semaphore.exclusive_mode(), Exclusive);
     }
 
     #[test]

@@ -121,3 +121,67 @@ async fn fencing_tokens_rise_across_holders_and_path_recreation() {
     assert!(tokens.windows(2).all(|w| w[1].0 > w[0].0), "tokens rise: {tokens:?}");
     assert!(tokens.windows(2).any(|w| w[1].1 < w[0].1), "the sequence restarted with the new parent: {tokens:?}");
 }
+
+/// `Lock::on_lost`, every binding's lock-level lost callback: it covers holds other owners took
+/// before it was registered, through any handle of the client for the path, and later ones;
+/// each lost hold is reported once, with its owner and the reason; a dropped subscription is
+/// called no more, and a callback on one side of a read/write lock hears nothing of the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_lost_covers_every_hold_of_the_lock_once() {
+    let path = unique_path("on-lost");
+    let observer = observer().await;
+    let client = client().await;
+    let (first, second) = (Owner::new(1), Owner::new(2));
+    let holding = client.lock(&path).unwrap();
+    let held_before = holding.acquire_for(&first, None).await.unwrap().new_hold().cloned().unwrap();
+    // Registered after the hold was taken, on another handle for the path.
+    let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let report = move |tag: &'static str| {
+        let sender = sender.clone();
+        move |owner: u64, reason: LostReason| sender.send((tag, owner, reason)).unwrap()
+    };
+    let listening = client.lock(&path).unwrap();
+    let kept = listening.on_lost(report("kept"));
+    let dropped = listening.on_lost(report("dropped"));
+
+    observer.delete(held_before.node_path(), None).await.unwrap();
+    assert_eq!(next(&mut reports).await, ("kept", 1, LostReason::NodeDeleted));
+    assert_eq!(next(&mut reports).await, ("dropped", 1, LostReason::NodeDeleted));
+    assert_eq!(holding.release(&first).await.unwrap_err().kind(), ErrorKind::LockLost);
+
+    // A hold taken after registering, of two levels; then a dropped subscription.
+    drop(dropped);
+    let held_after = holding.acquire_for(&second, None).await.unwrap().new_hold().cloned().unwrap();
+    assert!(matches!(holding.acquire_for(&second, None).await.unwrap(), zklock::Acquired::Reentered));
+    observer.delete(held_after.node_path(), None).await.unwrap();
+    // Callbacks run one at a time in the order they became due: a second report of the first
+    // hold, or the dropped callback's, would have come before this one.
+    assert_eq!(next(&mut reports).await, ("kept", 2, LostReason::NodeDeleted));
+    assert_eq!(holding.release(&second).await.unwrap_err().kind(), ErrorKind::LockLost);
+    assert_eq!(holding.release(&second).await.unwrap_err().kind(), ErrorKind::LockLost);
+
+    // A hold taken through a multi-lock the lock is a member of is a hold of the lock too.
+    let multi = client.multi_lock([holding.clone().into()]).unwrap();
+    let guard = multi.acquire(&Owner::new(3)).await.unwrap();
+    observer.delete(holding.hold_of(&Owner::new(3)).unwrap().0.node_path(), None).await.unwrap();
+    assert_eq!(next(&mut reports).await, ("kept", 3, LostReason::NodeDeleted));
+    assert_eq!(guard.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+
+    // The read side's callback hears nothing of the write side's holds.
+    let rw = client.read_write_lock(&format!("{path}-rw")).unwrap();
+    let read_side = rw.read().on_lost(report("read"));
+    let writing = rw.write().acquire_for(&first, None).await.unwrap().new_hold().cloned().unwrap();
+    let reading = rw.read().acquire_for(&first, None).await.unwrap().new_hold().cloned().unwrap();
+    observer.delete(writing.node_path(), None).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), writing.lost()).await.expect("the write hold is lost");
+    observer.delete(reading.node_path(), None).await.unwrap();
+    assert_eq!(next(&mut reports).await, ("read", 1, LostReason::NodeDeleted));
+    assert!(reports.try_recv().is_err(), "nothing else was reported");
+    drop((kept, read_side));
+    client.close().await;
+}
+
+async fn next<T>(reports: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
+    let next = tokio::time::timeout(Duration::from_secs(10), reports.recv()).await;
+    next.expect("a lost callback within 10 s").unwrap()
+}

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use zklock::{Client, ClientOptions, ErrorKind, HoldState, LostReason, Mode, Owner, ReadWriteLock};
+use zklock::{Client, ClientOptions, ErrorKind, HoldState, LostReason, Mode, Owner, PathRecipe, ReadWriteLock};
 use zklock_testkit::{Cluster, Proxy};
 use zookeeper_client as zk;
 
@@ -393,6 +393,54 @@ async fn timeouts_tries_and_cancels_leave_no_node() {
     }
     writer.release().await.unwrap();
     assert!(children(&observer, &path).await.is_empty());
+    client.close().await;
+}
+
+/// `Client::path_recipe`: which recipe the nodes at a path belong to, so which locks fit it (as
+/// `zklock exec` asks before taking whichever exclusive lock a path is), by the rule every
+/// acquisition refuses a recipe conflict by: an empty path, a mutex's, a read/write lock's, and
+/// a semaphore's path and lease parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_recipe_says_which_locks_fit_the_nodes_at_a_path() {
+    let base = unique_path("path-recipe");
+    let (mutex_path, rw_path, semaphore_path) = (format!("{base}/m"), format!("{base}/rw"), format!("{base}/s"));
+    let client = client().await;
+    let (me, other) = (Owner::new(1), Owner::new(2));
+    let fitting = |recipe: PathRecipe| [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| recipe.fits(mode));
+    assert_eq!(client.path_recipe(&mutex_path).await.unwrap(), PathRecipe::Free, "no path yet");
+    assert_eq!(PathRecipe::Free.exclusive_mode(), Mode::Exclusive);
+
+    let mutex = client.lock(&mutex_path).unwrap().acquire(&me).await.unwrap();
+    let recipe = client.path_recipe(&mutex_path).await.unwrap();
+    assert_eq!(
+        (recipe, fitting(recipe), recipe.exclusive_mode()),
+        (PathRecipe::Mutex, [true, false, false], Mode::Exclusive)
+    );
+    let refused = client.read_write_lock(&mutex_path).unwrap().write().try_acquire(&other).await.unwrap_err();
+    assert!(refused.is_recipe_conflict(), "as the acquisition has it: {refused}");
+    mutex.release().await.unwrap();
+    assert_eq!(client.path_recipe(&mutex_path).await.unwrap(), PathRecipe::Free, "empty again");
+
+    let rw = client.read_write_lock(&rw_path).unwrap();
+    let reading = rw.read().acquire(&me).await.unwrap();
+    let recipe = client.path_recipe(&rw_path).await.unwrap();
+    assert_eq!(
+        (recipe, fitting(recipe), recipe.exclusive_mode()),
+        (PathRecipe::ReadWrite, [false, true, true], Mode::Write)
+    );
+    assert_eq!(PathRecipe::of(&rw.contenders().await.unwrap()), recipe, "the same of a listing in hand");
+    assert!(client.lock(&rw_path).unwrap().try_acquire(&other).await.unwrap_err().is_recipe_conflict());
+    reading.release().await.unwrap();
+
+    let leases = client.semaphore(&semaphore_path, 2).unwrap().acquire(1).await.unwrap();
+    for path in [semaphore_path.clone(), format!("{semaphore_path}/leases")] {
+        let recipe = client.path_recipe(&path).await.unwrap();
+        assert_eq!((recipe, fitting(recipe)), (PathRecipe::Semaphore, [false, false, false]), "{path}");
+        assert!(client.lock(&path).unwrap().try_acquire(&other).await.unwrap_err().is_recipe_conflict(), "{path}");
+    }
+    leases.release().await.unwrap();
+    // Bad input is refused before any traffic, as a lock's path is.
+    assert_eq!(client.path_recipe("relative/path").await.unwrap_err().kind(), ErrorKind::InvalidArgument);
     client.close().await;
 }
 

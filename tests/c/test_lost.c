@@ -2,7 +2,9 @@
  * testkit's fault proxy (ZKLOCK_PROXY, started here), which is told to stall; the client sees
  * no traffic, declares its hold lost, and the server expires the session and deletes the node.
  * Also: callbacks run on zklock threads where blocking calls are refused, the session callback
- * sees the expiry, and a callback is never called once unregistered. */
+ * sees the expiry, and a callback is never called once unregistered. First, without faults: a
+ * callback registered while another thread holds covers that hold, once, when another client
+ * deletes its node (with ZooKeeper's zkCli.sh). */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -56,8 +58,96 @@ static void on_state(void *userdata, zkl_client *client, zkl_session_state state
   if (state == ZKL_SESSION_STATE_EXPIRED) h_event_fire(&r->expired);
 }
 
+/* Deletes the node at path (under ZK_CONNECT's chroot, if any) from outside zklock, with
+ * ZooKeeper's own command-line client (Debian's zkCli.sh, or ZKL_ZKCLI): another client taking
+ * a holder's node away. 1 if it did. */
+static int delete_from_outside(const char *path) {
+  const char *connect = h_zk_connect(), *chroot = strchr(connect, '/');
+  const char *cli = getenv("ZKL_ZKCLI");
+  if (cli == NULL || *cli == '\0') cli = "/usr/share/zookeeper/bin/zkCli.sh";
+  char server[256], node[512];
+  snprintf(server, sizeof server, "%s", connect);
+  server[strcspn(server, ",/")] = '\0';
+  snprintf(node, sizeof node, "%s%s", chroot != NULL ? chroot : "", path);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  char *argv[] = {(char *)cli, "-server", server, "delete", node, NULL};
+  pid_t pid;
+  int spawned = posix_spawn(&pid, cli, &actions, NULL, argv, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  return spawned && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Deletes the node of the lock's one contender from outside. */
+static int delete_the_holders_node(zkl_lock *lock, const char *path) {
+  zkl_participants *list = NULL;
+  char node[400] = "";
+  if (zkl_lock_contenders(lock, &list) == ZKL_OK && list->count == 1)
+    snprintf(node, sizeof node, "%s/%s", path, list->items[0].node);
+  zkl_participants_free(list);
+  return *node != '\0' && delete_from_outside(node);
+}
+
+typedef struct {
+  zkl_lock *lock;
+  uint64_t owner;
+  h_event holding, go_on;
+  int releases[2];
+} other_thread;
+
+/* Holds the lock (two levels) until told to go on, then releases both levels. */
+static void *hold_in_another_thread(void *arg) {
+  other_thread *t = arg;
+  t->owner = zkl_thread_owner();
+  h_require(zkl_lock_acquire(t->lock, -1) == ZKL_OK && zkl_lock_acquire(t->lock, -1) == ZKL_OK,
+            "another thread holds (two levels)");
+  h_event_fire(&t->holding);
+  h_event_wait(&t->go_on, 1, 60000);
+  for (int i = 0; i < 2; i++) t->releases[i] = zkl_lock_release(t->lock);
+  return NULL;
+}
+
+/* A callback registered while another thread holds covers that hold (the core's rule, as in
+ * Python and Node): called with the reason when another client deletes its node, once for the
+ * hold whatever its levels. */
+static void test_registered_while_another_thread_holds(void) {
+  zkl_client *client = h_connect();
+  char path[200];
+  h_unique_path(path, sizeof path, "lost-registered-later");
+  zkl_lock *lock = NULL;
+  h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make the lock");
+  other_thread other = {.lock = lock, .holding = H_EVENT_INIT, .go_on = H_EVENT_INIT};
+  pthread_t thread;
+  h_require(pthread_create(&thread, NULL, hold_in_another_thread, &other) == 0, "start a thread");
+  h_require(h_event_wait(&other.holding, 1, 20000), "the other thread holds");
+
+  lost_record lost = {.event = H_EVENT_INIT};
+  CHECK_RC(zkl_lock_set_lost_callback(lock, on_lost, &lost), ZKL_OK, "registered later: set the lost callback");
+  CHECK(delete_the_holders_node(lock, path), "registered later: another client deletes the holder's node");
+  CHECK(h_event_wait(&lost.event, 1, 20000), "registered later: the callback covers the other thread's hold");
+  CHECK(lost.calls == 1 && lost.lock == lock && lost.owner == other.owner && lost.reason == ZKL_LOST_NODE_DELETED,
+        "registered later: called with the lock, the other thread's owner and ZKL_LOST_NODE_DELETED");
+  h_event_fire(&other.go_on);
+  pthread_join(thread, NULL);
+  CHECK(other.releases[0] == ZKL_LOCK_LOST && other.releases[1] == ZKL_LOCK_LOST,
+        "registered later: each level's release reports the loss");
+
+  /* Once: a later hold's loss comes after the first's, with no second call for the first between. */
+  CHECK_RC(zkl_lock_acquire(lock, 10000), ZKL_OK, "registered later: this thread holds next");
+  CHECK(delete_the_holders_node(lock, path), "registered later: its node deleted too");
+  CHECK(h_event_wait(&lost.event, 2, 20000) && lost.calls == 2 && lost.owner == zkl_thread_owner(),
+        "registered later: the first hold was reported once, then this one");
+  CHECK_ERR(zkl_lock_release(lock), ZKL_LOCK_LOST, "nothing was deleted", "registered later: its release reports the loss");
+  zkl_lock_free(lock);
+  zkl_client_close(client);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  test_registered_while_another_thread_holds();
   proxy p;
   proxy_start(&p);
   zkl_options opts;

@@ -61,6 +61,8 @@ from ._errors import (
     attach_release_error,
 )
 from ._native import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
     PERM_ADMIN,
     PERM_ALL,
     PERM_CREATE,
@@ -103,6 +105,8 @@ __all__ = [
     "PERM_DELETE",
     "PERM_ADMIN",
     "PERM_ALL",
+    "DEFAULT_SESSION_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
 ]
 
 #: zklock's version: one number for the crate, the wheel and the npm package (Cargo.toml's).
@@ -190,8 +194,8 @@ class Client(_native.Client):
         self,
         hosts: str,
         *,
-        session_timeout: float = 10.0,
-        connect_timeout: float = 10.0,
+        session_timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
         sasl_options: Optional[Dict[str, str]] = None,
@@ -206,7 +210,9 @@ class Client(_native.Client):
     ) -> None:
         """Connects to ``hosts`` (``"host:port[,host:port...][/chroot]"``), blocking until a
         session is established or ``connect_timeout`` seconds pass (then ``LockTimeout``).
-        ``session_timeout`` is asked of the server, in seconds; ``auth`` is
+        ``session_timeout`` is asked of the server, in seconds. Either left out (or None) is the
+        core's default, ``DEFAULT_SESSION_TIMEOUT`` and ``DEFAULT_CONNECT_TIMEOUT`` (10 s each,
+        the same in every language). ``auth`` is
         ``"user:password"`` or ``(user, password)`` (digest); ``jute_maxbuffer`` is the servers'
         packet limit in bytes, if they allow more than ZooKeeper's default.
 
@@ -507,24 +513,31 @@ class Lock(_native.Lock):
         self._acquire_levels(_native.Owner.current_thread(), count)
 
     def on_lost(self, callback: Callable[[str], Any]) -> Callable[[], None]:
-        """Calls ``callback(reason)`` when a hold of this lock is lost: ``"session_expired"``,
-        ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or ``"auth_failed"``.
+        """Calls ``callback(reason)`` once for each hold of this lock that is lost:
+        ``"session_expired"``, ``"disconnected_too_long"``, ``"closed"``, ``"node_deleted"`` or
+        ``"auth_failed"``.
 
-        It applies to every hold of this ``Lock`` acquired from now on (by any thread or task),
-        and to the caller's current one; not to holds other owners took before. The callback
-        runs on the client's callback thread (one per client: callbacks run one at a time, in
-        order, so one that blocks delays only the later ones, never a session), holding the GIL;
-        an exception it raises goes to ``sys.unraisablehook``.
+        It covers every hold of the lock, by any thread or task, taken before it was registered
+        (unless lost already) or after, through this ``Lock`` or another of the client for the
+        same path (they are one lock); a hold is reported once, whatever its levels, and never
+        once released. The rule is the core's, the same in every language. The callback runs on
+        the client's callback thread (one per client: callbacks run one at a time, in order, so
+        one that blocks delays only the later ones, never a session), holding the GIL; an
+        exception it raises goes to ``sys.unraisablehook``.
 
         Returns a function that unregisters ``callback``: once it returns, ``callback`` is not
-        called again (but for a call already running)."""
+        called again (but for a call already running). It stays registered until then, or until
+        this ``Lock`` object is collected."""
         if not callable(callback):
-            super().on_lost(callback)  # refused there, with the binding's message
+            self._on_lost(callback)  # refused there, with the binding's message
         subscription = _Subscription(callback)
-        super().on_lost(subscription)
-        for owner in self._caller_owners():
-            self._watch_owner(owner, subscription)
-        return subscription.cancel
+        key = self._on_lost(subscription)
+
+        def cancel() -> None:
+            subscription.cancel()
+            self._cancel_on_lost(key)
+
+        return cancel
 
 
 class ReadWriteLock(_native.ReadWriteLock):

@@ -27,6 +27,8 @@ __all__ = [
     "PERM_DELETE",
     "PERM_ADMIN",
     "PERM_ALL",
+    "DEFAULT_SESSION_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
     "__version__",
 ]
 
@@ -38,6 +40,8 @@ PERM_CREATE: Final = 4
 PERM_DELETE: Final = 8
 PERM_ADMIN: Final = 16
 PERM_ALL: Final = 31
+DEFAULT_SESSION_TIMEOUT: Final[float]
+DEFAULT_CONNECT_TIMEOUT: Final[float]
 
 _Acl = Union[str, Sequence[Tuple[int, str, str]]]
 
@@ -49,8 +53,8 @@ class Client:
         cls,
         hosts: str,
         *,
-        session_timeout: float = 10.0,
-        connect_timeout: float = 10.0,
+        session_timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
         auth: Union[str, Tuple[str, str], None] = None,
         jute_maxbuffer: Optional[int] = None,
         sasl_options: Optional[Dict[str, str]] = None,
@@ -138,8 +142,8 @@ class Lock:
     def _sequence_of(self, owner: Owner) -> Optional[int]: ...
     def _acquire_async(self, owner: Owner, timeout: Optional[float], done: _Done) -> Union[bool, AsyncOp]: ...
     def _release_async(self, owner: Owner, done: Optional[_Done] = None) -> bool: ...
-    def _watch_owner(self, owner: Owner, callback: Callable[[str], object]) -> None: ...
-    def on_lost(self, callback: Callable[[str], object]) -> object: ...
+    def _on_lost(self, callback: Callable[[str], object]) -> int: ...
+    def _cancel_on_lost(self, key: int) -> None: ...
     def contenders(self) -> list[Participant]: ...
     def holder(self) -> Optional[Participant]: ...
     def holders(self) -> list[Participant]: ...

@@ -22,6 +22,7 @@ use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, NodeEvent};
 use crate::lock::{BeforeWatch, Identity};
+use crate::lost_callbacks::LostCallbacks;
 use crate::owners::{Owner, OwnerTable};
 use crate::policy::{AfterWait, Decision, Mode};
 use crate::retry::{Reply, Requests, Stop, REFUSED};
@@ -101,6 +102,8 @@ pub(crate) struct Recipe {
     /// protected lock decides only by listings of that path (see `check_path_acl`).
     acl_checked: parking_lot::Mutex<Option<PathVersion>>,
     pub(crate) owners: OwnerTable,
+    /// The lost callbacks of the holds in `owners` ([`crate::Lock::on_lost`]).
+    pub(crate) lost: Arc<LostCallbacks>,
     /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
     /// then an attempt keeps the client's send turn until its create is answered, so that
     /// attempts whose creates failed for want of the path send them again in their order.
@@ -143,6 +146,7 @@ impl Recipe {
             zk_acl,
             acl_checked: parking_lot::Mutex::new(None),
             owners: OwnerTable::default(),
+            lost: Arc::default(),
             path_known: AtomicBool::new(false),
             kinds_checked: AtomicBool::new(false),
             creates_sent: AtomicU64::new(0),
@@ -172,10 +176,16 @@ impl Recipe {
     /// it holds anything, so that the holds outlive the handles.
     pub(crate) fn settle(self: &Arc<Self>, owner: u64, mode: Mode, hold: &Hold) {
         self.owners.settle(owner, mode, hold);
+        self.hold_taken(owner, mode, hold);
         let mut pin = self.pin.lock();
         if pin.is_none() {
             *pin = Some(self.clone());
         }
+    }
+
+    /// A new hold entered the owner table: the lost callbacks cover it.
+    pub(crate) fn hold_taken(&self, owner: u64, mode: Mode, hold: &Hold) {
+        self.lost.hold_taken(&self.client, owner, mode, hold);
     }
 
     /// Counts down a level of `owner`'s hold (see `OwnerTable::count_down`); once nothing is held

@@ -8,7 +8,7 @@ use super::Recipe;
 use crate::error::{ErrorKind, Result};
 use crate::lock::Participant;
 use crate::order;
-use crate::policy::Mode;
+use crate::policy::{Mode, PathRecipe};
 use crate::retry::Requests;
 
 impl Recipe {
@@ -23,11 +23,10 @@ impl Recipe {
                 self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders")
             })
         };
-        let mut names = match requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(stopped)? {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(err) => return Err(self.zk_error(err, "listing the contenders")),
-        };
+        let mut names = self.children(&requests, "listing the contenders").await?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
         let ordered = order::sort_by_name(&mut names);
         let read_write =
             read_write || names.iter().any(|name| matches!(Mode::of_node(name), Some(Mode::Read | Mode::Write)));
@@ -58,6 +57,28 @@ impl Recipe {
             .collect();
         order::sort_by_zxid(&mut participants[kept_in_order..], |p| p.fencing_token);
         Ok(participants)
+    }
+
+    /// The children of the path (none if it does not exist), `doing` what the errors say.
+    async fn children(&self, requests: &Requests<'_>, doing: &str) -> Result<Vec<String>> {
+        let listed = requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(|stop| {
+            self.stopped(requests.session, stop, || {
+                self.error(ErrorKind::ConnectionLoss, format!("no answer from ZooKeeper {doing}"))
+            })
+        })?;
+        match listed {
+            Ok(names) => Ok(names),
+            Err(zk::Error::NoNode) => Ok(Vec::new()),
+            Err(err) => Err(self.zk_error(err, doing)),
+        }
+    }
+
+    /// Which recipe the children of the path belong to now (see [`PathRecipe`]): one listing.
+    pub(crate) async fn path_recipe(&self) -> Result<PathRecipe> {
+        let session = &self.client.session(&self.path).await?;
+        let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
+        let names = self.children(&requests, "listing the path's nodes").await?;
+        Ok(PathRecipe::of_names(names.iter().map(String::as_str)))
     }
 
     /// The locks at and under this path: every node there whose children include lock nodes

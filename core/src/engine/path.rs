@@ -5,7 +5,7 @@ use zookeeper_client as zk;
 
 use super::{Failed, Recipe};
 use crate::error::{Error, ErrorKind};
-use crate::policy::Mode;
+use crate::policy::{Mode, PathRecipe};
 use crate::retry::{Reply, Requests};
 
 pub(super) const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
@@ -21,6 +21,10 @@ pub(super) fn path_version(stat: &zk::Stat) -> PathVersion {
 impl Recipe {
     /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
     pub(super) fn conflict(&self, mode: Mode, names: &[String]) -> Option<Error> {
+        let recipe = PathRecipe::of_names(names.iter().map(String::as_str));
+        if recipe.fits(mode) {
+            return None;
+        }
         if let Some(name) = names.iter().find(|name| crate::policy::marks_a_semaphore(name)) {
             let message = format!(
                 "a lock cannot use this path: it is a semaphore's (it holds {name}); the lock would ignore the \
@@ -28,7 +32,7 @@ impl Recipe {
             );
             return Some(Error::recipe_conflict(message).with_path(&self.path));
         }
-        let name = names.iter().find(|name| !mode.shares_path_with(name))?;
+        let name = names.iter().find(|name| !mode.shares_path_with(name)).expect("a node of the other recipe");
         let other = Mode::of_node(name).expect("a node of no known lock shares any path");
         let (ours, theirs) = match mode {
             Mode::Exclusive => ("a mutex", "read/write lock"),

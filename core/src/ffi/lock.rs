@@ -11,7 +11,7 @@ use super::client::c_str;
 use super::error::{zkl_result, Failure};
 use super::owner::{explicit_owner, thread_owner};
 use super::{handles, runtime};
-use crate::{Acquired, HoldState, Lock, LostReason, Owner};
+use crate::{Acquired, HoldState, Lock, LostReason, LostSubscription, Owner};
 use tokio_util::sync::CancellationToken;
 
 /// A fair, reentrant lock on one path: a mutex from zkl_lock_new, or one side of a read/write
@@ -89,6 +89,8 @@ type LostCallback = unsafe extern "C" fn(*mut c_void, *mut zkl_lock, u64, zkl_lo
 pub(crate) struct LockHandle {
     pub(crate) lock: Lock,
     lost_callback: Arc<CallbackSlot<LostCallback>>,
+    /// The core's lost callback that calls `lost_callback`, from the first one set.
+    lost_subscription: parking_lot::Mutex<Option<LostSubscription>>,
     /// Set by zkl_lock_free: an acquisition still in progress then gives its hold back.
     freed: AtomicBool,
     /// Cancelled by zkl_lock_cancel and zkl_lock_free: the acquisitions waiting then end, their
@@ -101,6 +103,7 @@ impl LockHandle {
         LockHandle {
             lock,
             lost_callback: Arc::new(CallbackSlot::new()),
+            lost_subscription: parking_lot::Mutex::new(None),
             freed: AtomicBool::new(false),
             cancel: parking_lot::Mutex::new(CancellationToken::new()),
         }
@@ -109,6 +112,25 @@ impl LockHandle {
     /// Ends the acquisitions waiting now; later ones are not affected.
     fn cancel_waiting(&self) {
         std::mem::take(&mut *self.cancel.lock()).cancel();
+    }
+
+    /// Sets the C callback, subscribing to the core's lost callbacks at the first one: which
+    /// holds it covers, and when and how often it is called, is the core's rule
+    /// ([`Lock::on_lost`]); this only calls the C function.
+    fn set_lost_callback(&self, lock: *mut zkl_lock, callback: zkl_lost_callback, userdata: *mut c_void) {
+        self.lost_callback.set(callback, userdata);
+        let mut subscription = self.lost_subscription.lock();
+        if callback.is_none() || subscription.is_some() {
+            return;
+        }
+        let slot = self.lost_callback.clone();
+        let id = lock as usize;
+        *subscription = Some(self.lock.on_lost(move |owner, reason| {
+            runtime::in_callback(|| {
+                // SAFETY: a C function pointer registered by the caller, with its userdata.
+                slot.call(|callback, userdata| unsafe { callback(userdata, id as *mut zkl_lock, owner, reason.into()) })
+            })
+        }));
     }
 }
 
@@ -387,6 +409,7 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
         }
         let handle = handles::remove_lock(lock, "lock")?;
         handle.lost_callback.set(None, std::ptr::null_mut());
+        drop(handle.lost_subscription.lock().take());
         handle.freed.store(true, Ordering::Release);
         handle.cancel_waiting();
         runtime::runtime()?;
@@ -420,9 +443,9 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
         Some(result) => result,
         None => runtime::block_on(begun)?,
     };
-    let hold = match acquired? {
+    match acquired? {
         Acquired::Reentered => return Ok(()),
-        Acquired::Held(hold) => hold,
+        Acquired::Held(_) => {}
         Acquired::NotAcquired if cancel.is_cancelled() => {
             let by = if handle.freed.load(Ordering::Acquire) { "zkl_lock_free" } else { "zkl_lock_cancel" };
             return Err(Failure::new(
@@ -433,7 +456,7 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
         Acquired::NotAcquired => {
             return Err(handle.lock.timeout_error(Duration::from_millis(timeout_ms.max(0) as u64)).into());
         }
-    };
+    }
     // A fresh hold (the write holder's read included).
     if handle.freed.load(Ordering::Acquire) {
         handle.lock.release_all_in_background();
@@ -441,15 +464,6 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
             "lock was freed (zkl_lock_free) while this call waited; the hold it got was released",
         ));
     }
-    let callback = handle.lost_callback.clone();
-    let owner = owner.id();
-    let id = lock as usize;
-    handle.lock.client().on_hold_lost(hold, move |reason| {
-        runtime::in_callback(|| {
-            // SAFETY: a C function pointer registered by the caller, with its userdata.
-            callback.call(|callback, userdata| unsafe { callback(userdata, id as *mut zkl_lock, owner, reason.into()) })
-        })
-    });
     Ok(())
 }
 
@@ -629,13 +643,15 @@ pub extern "C" fn zkl_lock_sequence_as(lock: *const zkl_lock, owner: u64, out: *
     ffi_result!("zkl_lock_sequence_as", { hold_number(lock, explicit_owner(owner), out, true) })
 }
 
-/// Registers callback to be called once for each hold acquired through this lock handle (by any
-/// owner, before or after registering) that is lost: session expired, client disconnected too
-/// long or closed, or node deleted by someone else. Replaces any previous callback; NULL removes
-/// it. It runs on the client's callback thread (`zklock-callback`), one callback at a time in
-/// the order they became due, with userdata as given; never on the threads that keep sessions
-/// alive, so a callback that blocks delays only the client's later callbacks. No blocking zkl_
-/// call from inside it (those return ZKL_INVALID_ARGUMENT there): signal another thread instead. Once this function (or
+/// Registers callback to be called once for each hold of this lock handle that is lost: session
+/// expired, client disconnected too long or closed, or node deleted by someone else. It covers
+/// every hold taken through the handle (or through a multi-lock it is a member of), by any
+/// owner, before registering (unless lost already) or after: the core's rule, the same in every
+/// language. Replaces any previous callback; NULL removes it. It runs on the client's callback
+/// thread (`zklock-callback`), one callback at a time in the order they became due, with
+/// userdata as given; never on the threads that keep sessions alive, so a callback that blocks
+/// delays only the client's later callbacks. No blocking zkl_ call from inside it (those return
+/// ZKL_INVALID_ARGUMENT there): signal another thread instead. Once this function (or
 /// zkl_lock_free) returns, the previous callback is not running and is never called again, so
 /// its userdata may be freed.
 ///
@@ -650,8 +666,7 @@ pub extern "C" fn zkl_lock_set_lost_callback(
 ) -> zkl_result {
     ffi_result!("zkl_lock_set_lost_callback", {
         non_null!(lock, "lock");
-        let handle = handles::lock(lock, "lock")?;
-        handle.lost_callback.set(callback, userdata);
+        handles::lock(lock, "lock")?.set_lost_callback(lock, callback, userdata);
         Ok(())
     })
 }
