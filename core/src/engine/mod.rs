@@ -446,7 +446,8 @@ impl Recipe {
         let session = requests.session;
         let mut mine: Option<OurNode> = None;
         let mut awaited: Option<Awaited> = None;
-        let mut own_watch: Option<OwnWatch> = None;
+        // Boxed: only the waiter next in line has one.
+        let mut own_watch: Option<Box<OwnWatch>> = None;
         if !self.kinds_checked.load(Ordering::Acquire) {
             // Boxed: its listing would otherwise take room in every waiter's future.
             Box::pin(self.check_kinds(mode, requests)).await?;
@@ -496,7 +497,7 @@ impl Recipe {
                 continue;
             };
             let names: Vec<&str> = queue.names.iter().map(String::as_str).collect();
-            let (ahead, then, informant) = match mode.decide(&names, position, mode != Mode::Exclusive) {
+            let (mut ahead, then, informant) = match mode.decide(&names, position, mode != Mode::Exclusive) {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
@@ -521,9 +522,11 @@ impl Recipe {
             }
             // Nothing of the listing survives into the wait: a waiter keeps O(1) memory.
             drop(queue);
-            // The watch on the node ahead is kept across a look again that still names it.
-            if awaited.as_ref().is_some_and(|awaited| awaited.node != ahead) {
-                awaited = None;
+            // The watch on the node ahead is kept across a look again that still names it. (Its
+            // name is kept once, in `awaited`, while it is watched.)
+            match &awaited {
+                Some(kept) if kept.node == ahead => ahead = String::new(),
+                _ => awaited = None,
             }
             let watch_ahead = if awaited.is_none() {
                 if let Some(hook) = &self.before_watch {
@@ -536,18 +539,19 @@ impl Recipe {
             };
             // Next in line: watch our own node too (sent right behind), so that the node ahead
             // going needs no request to know ours was still there (see `OwnWatch`).
-            let own_path = attempt.node.clone().expect("set with mine");
             // (Boxed, as the informant's: many waiters send neither, and their futures would
             // otherwise take room in every waiter's.)
+            let own_path = attempt.node.as_deref().expect("set with mine");
             let watch_own = (then == AfterWait::Holds && own_watch.is_none())
-                .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(&own_path))));
-            let watch_informant = informant.as_deref().map(|informant| Box::pin(zk.get_and_watch_data(informant)));
+                .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))));
+            let watch_informant = informant.map(|informant| Box::pin(zk.get_and_watch_data(&informant)));
             let mut ahead_gone = false;
             if let Some(request) = watch_ahead {
                 match Box::pin(requests.send(request)).await? {
                     Reply::Answered(Ok((_, _, watcher))) => {
                         requests.progressed();
-                        awaited = Some(Awaited { node: ahead.clone(), event: Box::pin(watcher.changed()) });
+                        let node = std::mem::take(&mut ahead);
+                        awaited = Some(Awaited { node, event: Box::pin(watcher.changed()) });
                     }
                     Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
                     Reply::Reconnected => continue,
@@ -559,7 +563,7 @@ impl Recipe {
             if let Some((states, request)) = watch_own {
                 match Box::pin(requests.send(request)).await? {
                     Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
-                        own_watch = Some(OwnWatch { event: Box::pin(watcher.changed()), states });
+                        own_watch = Some(Box::new(OwnWatch { event: Box::pin(watcher.changed()), states }));
                     }
                     // Our node is gone: queue again.
                     Reply::Answered(Ok(_)) => {
@@ -597,7 +601,7 @@ impl Recipe {
                 };
                 if !informed {
                     // Its watcher has fired: it cannot be waited on again.
-                    awaited = None;
+                    ahead = awaited.take().expect("waited on").node;
                 }
                 match (event.event_type, event.session_state) {
                     (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
@@ -633,8 +637,9 @@ impl Recipe {
             // between it and us that keeps us out (it was our predecessor, or for a reader the
             // nearest writer ahead). It is gone, so we hold, once we know our node was still
             // there and this session's when it went (someone may have deleted it meanwhile).
+            let own_path = attempt.node.clone().expect("set with mine");
             if let Some(own) = own_watch.take() {
-                if let Some(event) = own.silent() {
+                if let Some(event) = (*own).silent() {
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
                     self.client.node_watcher.add(&hold, Some(event));
                     return Ok(Some(hold));
