@@ -448,6 +448,9 @@ impl Recipe {
         let mut awaited: Option<Awaited> = None;
         // Boxed: only the waiter next in line has one.
         let mut own_watch: Option<Box<OwnWatch>> = None;
+        // The request for it, sent with the listing an informant's going calls for (its waiter is
+        // most likely next in line then), and answered after that listing.
+        let mut own_watch_sent = None;
         if !self.kinds_checked.load(Ordering::Acquire) {
             // Boxed: its listing would otherwise take room in every waiter's future.
             Box::pin(self.check_kinds(mode, requests)).await?;
@@ -457,6 +460,7 @@ impl Recipe {
                 // Queueing (again): watches set for an earlier node say nothing of the next.
                 awaited = None;
                 own_watch = None;
+                own_watch_sent = None;
             }
             let children = match &mine {
                 None => match Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await? {
@@ -500,8 +504,18 @@ impl Recipe {
             let (mut ahead, then, informant) = match mode.decide(&names, position, mode != Mode::Exclusive) {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
+                    // The watch on our own node goes on as the hold's (one sent with this listing
+                    // is answered already: dropped, it would cost a request to remove it).
+                    let own_event = match (own_watch.take(), own_watch_sent.take()) {
+                        (Some(own), _) => Some(own.event),
+                        (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
+                            Reply::Answered(Ok((Some(_), watcher))) => Some(event_of(watcher)),
+                            _ => None,
+                        },
+                        (None, None) => None,
+                    };
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold, own_watch.take().map(|own| own.event));
+                    self.client.node_watcher.add(&hold, own_event);
                     return Ok(Some(hold));
                 }
                 Decision::WaitFor { node, then } => {
@@ -542,8 +556,10 @@ impl Recipe {
             // (Boxed, as the informant's: many waiters send neither, and their futures would
             // otherwise take room in every waiter's.)
             let own_path = attempt.node.as_deref().expect("set with mine");
-            let watch_own = (then == AfterWait::Holds && own_watch.is_none())
-                .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))));
+            let watch_own = own_watch_sent.take().or_else(|| {
+                (then == AfterWait::Holds && own_watch.is_none())
+                    .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))))
+            });
             let watch_informant = informant.map(|informant| Box::pin(zk.get_and_watch_data(&informant)));
             let mut ahead_gone = false;
             if let Some(request) = watch_ahead {
@@ -551,7 +567,7 @@ impl Recipe {
                     Reply::Answered(Ok((_, _, watcher))) => {
                         requests.progressed();
                         let node = std::mem::take(&mut ahead);
-                        awaited = Some(Awaited { node, event: Box::pin(watcher.changed()) });
+                        awaited = Some(Awaited { node, event: event_of(watcher) });
                     }
                     Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
                     Reply::Reconnected => continue,
@@ -563,7 +579,7 @@ impl Recipe {
             if let Some((states, request)) = watch_own {
                 match Box::pin(requests.send(request)).await? {
                     Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
-                        own_watch = Some(Box::new(OwnWatch { event: Box::pin(watcher.changed()), states }));
+                        own_watch = Some(Box::new(OwnWatch { event: event_of(watcher), states }));
                     }
                     // Our node is gone: queue again.
                     Reply::Answered(Ok(_)) => {
@@ -580,7 +596,7 @@ impl Recipe {
             let informant_event: Option<NodeEvent> = match watch_informant {
                 None => None,
                 Some(request) => match Box::pin(requests.send(request)).await? {
-                    Reply::Answered(Ok((_, _, watcher))) => Some(Box::pin(watcher.changed())),
+                    Reply::Answered(Ok((_, _, watcher))) => Some(event_of(watcher)),
                     // Already gone: look again now, keeping the watch on the node ahead.
                     Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
                     Reply::Answered(_) | Reply::Reconnected => None,
@@ -602,6 +618,11 @@ impl Recipe {
                 if !informed {
                     // Its watcher has fired: it cannot be waited on again.
                     ahead = awaited.take().expect("waited on").node;
+                } else if own_watch.is_none() && event.event_type != zk::EventType::Session {
+                    // The informant went: most likely next in line now, so the watch on our own
+                    // node goes out with the listing that follows (one round trip for both).
+                    let own_path = attempt.node.as_deref().expect("set with mine");
+                    own_watch_sent = Some((zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))));
                 }
                 match (event.event_type, event.session_state) {
                     (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
@@ -662,6 +683,11 @@ impl Recipe {
             }
         }
     }
+}
+
+/// The event a watcher will report, as a future of its own.
+fn event_of(watcher: zk::OneshotWatcher) -> NodeEvent {
+    Box::pin(watcher.changed())
 }
 
 /// The watch on the node an attempt waits for.
