@@ -5,9 +5,14 @@ Runs COMMAND (a contended workload against the server in ZK_CONNECT, on loopback
 captures that server's traffic on `lo` (a raw packet socket: root), then splits each handoff's
 critical path in two:
 
-  server: the holder's delete request -> the NodeDeleted event to the next waiter
-  client: that event -> the waiter's own delete request, i.e. whatever the waiter sends before
-          it holds (its requests' round trips, listed) and the client's own work around them
+  server: the holder's delete request -> the NodeDeleted event for that node to the next holder
+          (the client of the next delete request)
+  client: that event -> the next holder's own delete request, i.e. whatever it sends before it
+          holds (its requests' round trips, listed) and the client's own work around them
+
+Handoffs where the next holder got no event for that node (it held on a listing) are counted
+apart. (A zklock waiter behind another client's waiter also hears of the node before its
+predecessor, and looks again then: those events are not on the handoff's path.)
 
 and prints the server's latency per request type. Both clients of the contended workload send
 the same requests, so what differs between them is the client part (and how much CPU it leaves
@@ -61,8 +66,8 @@ def capture(port, stop, packets):
 
 def messages(packets):
     """Each connection's byte stream cut into ZooKeeper's length-prefixed frames, decoded as
-    (time, client port, kind, what, xid): a request's type, an answer's error code, an event's
-    type."""
+    (time, client port, kind, what, xid, path): a request's type, an answer's error code, an
+    event's type; the path of a delete request and of an event (else None)."""
     streams, out = collections.defaultdict(bytes), []
     for at, direction, client, payload in packets:
         key = (direction, client)
@@ -74,15 +79,25 @@ def messages(packets):
             frame, stream = stream[4:4 + length], stream[4 + length:]
             if direction == "request" and len(frame) >= 8:
                 xid, op = struct.unpack("!ii", frame[:8])
-                out.append((at, client, "request", OPS.get(op, f"op{op}"), xid))
+                path = jute_string(frame, 8) if op == 2 else None
+                out.append((at, client, "request", OPS.get(op, f"op{op}"), xid, path))
             elif direction == "answer" and len(frame) >= 16:
                 xid, _zxid, err = struct.unpack("!iqi", frame[:16])
-                if xid == -1 and len(frame) >= 24:
-                    out.append((at, client, "event", EVENTS.get(struct.unpack("!i", frame[16:20])[0], "?"), xid))
+                if xid == -1 and len(frame) >= 28:
+                    kind = EVENTS.get(struct.unpack("!i", frame[16:20])[0], "?")
+                    out.append((at, client, "event", kind, xid, jute_string(frame, 24)))
                 else:
-                    out.append((at, client, "answer", err, xid))
+                    out.append((at, client, "answer", err, xid, None))
         streams[key] = stream
     return sorted(out)
+
+
+def jute_string(frame, at):
+    """The length-prefixed string at `at` in `frame`, or None."""
+    if len(frame) < at + 4:
+        return None
+    length = struct.unpack("!i", frame[at:at + 4])[0]
+    return frame[at + 4:at + 4 + length].decode("utf-8", "replace") if length >= 0 else None
 
 
 def summary(values):
@@ -111,27 +126,27 @@ def main():
     by_client = collections.defaultdict(list)
     for message in found:
         by_client[message[1]].append(message)
-    deletes = [m[0] for m in found if m[2] == "request" and m[3] == "delete"]
-    server, client, between = [], [], collections.Counter()
-    for flow in by_client.values():
-        for i, (at, _, kind, what, _) in enumerate(flow):
-            if kind != "event" or what != "NodeDeleted":
-                continue
-            steps = []
-            for later in flow[i + 1:]:
-                if later[2] == "request":
-                    steps.append(later[3])
-                    if later[3] == "delete":
-                        client.append(later[0] - at)
-                        break
-            between[" ".join(steps)] += 1
-            previous = bisect.bisect_left(deletes, at) - 1
-            if previous >= 0:
-                server.append(at - deletes[previous])
+    deletes = [m for m in found if m[2] == "request" and m[3] == "delete"]
+    server, client, between, on_listing = [], [], collections.Counter(), 0
+    for held, released in zip(deletes, deletes[1:]):
+        # The next holder: the client of the next delete. Its event for the released node, if
+        # it heard of it before it held.
+        flow = by_client[released[1]]
+        start = bisect.bisect_left(flow, (held[0],))
+        end = bisect.bisect_left(flow, (released[0],))
+        event = next((m for m in flow[start:end] if m[2] == "event" and m[3] == "NodeDeleted" and m[5] == held[5]), None)
+        if event is None or released[1] == held[1]:
+            on_listing += 1
+            continue
+        server.append(event[0] - held[0])
+        client.append(released[0] - event[0])
+        steps = [m[3] for m in flow[bisect.bisect_right(flow, (event[0], event[1], event[2], event[3], event[4], event[5])):end]
+                 if m[2] == "request"]
+        between[" ".join(steps) or "(none)"] += 1
     latency = collections.defaultdict(list)
     for flow in by_client.values():
         sent = {}
-        for at, _, kind, what, xid in flow:
+        for at, _, kind, what, xid, _ in flow:
             if kind == "request":
                 sent[xid] = (at, what)
             elif kind == "answer" and xid in sent:
@@ -140,10 +155,11 @@ def main():
     span = found[-1][0] - found[0][0] if found else 0
     print(f"captured {len(packets)} packets, {len(found)} messages over {span:.1f} s; "
           f"{len(deletes)} deletes ({len(deletes) / span if span else 0:.0f}/s under the capture)")
-    print(f"server: delete request -> NodeDeleted event to the next waiter: {summary(server)}")
-    print(f"client: NodeDeleted event -> that waiter's delete request: {summary(client)}")
+    print(f"server: delete request -> NodeDeleted event for it to the next holder: {summary(server)}")
+    print(f"client: that event -> the next holder's delete request: {summary(client)}")
     for steps, count in between.most_common(3):
         print(f"  requests in between: {steps} ({count})")
+    print(f"handoffs where the next holder held on a listing, without that event: {on_listing}")
     for op, values in sorted(latency.items(), key=lambda item: -len(item[1])):
         if len(values) >= 10:
             print(f"server latency, {op}: {summary(values)}")
