@@ -21,7 +21,7 @@
 //!   earliest holds the lock. Missing parents are created as CONTAINER nodes.
 //! * Open to everyone by default; [`LockOptions::acl`] protects a lock's nodes with an [`Acl`].
 //! * A waiter watches its immediate predecessor (and, behind another client's waiter, the node
-//!   before that: see the handoff below), so a release wakes at most two waiters: no herd.
+//!   before that: see the handoff below), so a mutex's release wakes at most two waiters: no herd.
 //! * A handoff between clients sends nothing: the waiter behind the next in line looks again while
 //!   that one holds, and once next in line watches its own node, so the release alone lets it in.
 //! * An uncontended acquire costs one round trip: the create and the listing are pipelined.

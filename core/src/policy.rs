@@ -55,7 +55,8 @@ pub(crate) enum AfterWait {
     /// us out. The waiter watches it too and looks again when it goes, while the node it waits
     /// for most likely still holds, so that this node's going then needs no listing
     /// ([`AfterWait::Holds`]): the listing leaves the handoff's path. Two watches per waiter,
-    /// never more, so one deletion still wakes at most two waiters.
+    /// never more: in a mutex one deletion wakes at most two waiters (readers waiting for one
+    /// writer, or informed by one, wake together).
     HoldsIfReleasedHere { informant: usize },
     /// It looks again: its place may have been taken by a node made since (the read node of a
     /// downgrade, made before the write node goes).
