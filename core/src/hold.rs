@@ -394,6 +394,11 @@ const OWN_NODE_WATCH_BATCH: Duration = Duration::from_millis(10);
 /// The event a watch set on a node will report, as a future that owns its watcher.
 pub(crate) type NodeEvent = std::pin::Pin<Box<dyn std::future::Future<Output = zk::WatchedEvent> + Send>>;
 
+/// The event `watcher` will report.
+pub(crate) fn node_event(watcher: zk::OneshotWatcher) -> NodeEvent {
+    Box::pin(watcher.changed())
+}
+
 /// Watches holders' own nodes, so that a deletion by someone else turns the hold `Lost`. One
 /// task per client: acquiring only queues the hold, and wakes the task only if it was idle.
 pub(crate) struct NodeWatcher {
@@ -488,7 +493,7 @@ async fn watch_own_node(info: Arc<HoldInfo>, mut set: Option<NodeEvent>) {
                 let Some(zk) = session.upgrade().filter(|s| !s.is_over()).map(|s| s.zk.clone()) else { return };
                 let request = zk.check_and_watch_stat(&node).await;
                 drop(zk);
-                request.map(|(stat, watcher)| (stat.map(drop), Box::pin(watcher.changed()) as NodeEvent))
+                request.map(|(stat, watcher)| (stat.map(drop), node_event(watcher)))
             }
         };
         let deleted = match request {

@@ -280,16 +280,6 @@ async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
     waiters_client.close().await;
 }
 
-/// Waits until `session` watches `node` (a full path).
-async fn watching(connect: &str, node: &str, session: i64) {
-    let session = format!("0x{session:x}");
-    wait_until(&format!("{node} watched by {session}"), Duration::from_secs(10), || {
-        let found = watches_under(connect, node).iter().any(|(watched, by)| watched == node && by.contains(&session));
-        async move { found }
-    })
-    .await;
-}
-
 /// Three clients: a holder, the next in line and the one behind it. When the holder goes, the
 /// one behind looks again (its informant went) and watches its own node, while the next in line
 /// holds; when that one releases, the waiter behind holds without sending a single request.
@@ -317,14 +307,14 @@ async fn a_handoff_between_clients_sends_nothing() {
     let node = |name: &str| format!("{path}/{name}");
     let c_session = c.session_id().unwrap();
     // Behind: its predecessor and its informant, the holder's node.
-    watching(&connect, &node(&queue[1]), c_session).await;
-    watching(&connect, &node(&queue[0]), c_session).await;
+    wait_watched_by(&connect, &node(&queue[1]), c_session).await;
+    wait_watched_by(&connect, &node(&queue[0]), c_session).await;
 
     holder.release().await.unwrap();
     let next_guard = next.await.unwrap();
     // Informed, it looked again and, next in line now, watches its own node.
     let own = node(&queue[2]);
-    watching(&connect, &own, c_session).await;
+    wait_watched_by(&connect, &own, c_session).await;
     assert!(!behind.is_finished(), "the next in line holds");
 
     // Any request from it but a ping, from here until it holds, would cut its connection.
@@ -362,7 +352,7 @@ async fn a_waiter_that_reconnected_asks_before_taking_the_handoff() {
     wait_children(&observer, path, 2).await;
     let queue: Vec<String> = h.lock(path).unwrap().contenders().await.unwrap().into_iter().map(|p| p.node).collect();
     let waiter_node = format!("{path}/{}", queue[1]);
-    watching(&connect, &waiter_node, b.session_id().unwrap()).await;
+    wait_watched_by(&connect, &waiter_node, b.session_id().unwrap()).await;
 
     proxy.cut();
     observer.delete(&waiter_node, None).await.unwrap();

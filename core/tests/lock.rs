@@ -474,14 +474,7 @@ async fn a_waiter_whose_node_goes_with_its_predecessors_is_told() {
         .find(|n| *n != holder_node)
         .unwrap();
     // Next in line, it watches its own node.
-    let session = format!("0x{:x}", b.session_id().unwrap());
-    wait_until("the waiter watches its own node", Duration::from_secs(10), || {
-        let found = watches_under(&connect, &waiter_node)
-            .iter()
-            .any(|(node, by)| *node == waiter_node && by.contains(&session));
-        async move { found }
-    })
-    .await;
+    wait_watched_by(&connect, &waiter_node, b.session_id().unwrap()).await;
 
     let mut removal = observer.new_multi_writer();
     removal.add_delete(&holder_node, None).unwrap();

@@ -20,7 +20,7 @@ use zookeeper_client as zk;
 use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::{Hold, NodeEvent};
+use crate::hold::{node_event, Hold, NodeEvent};
 use crate::lock::{BeforeWatch, Identity};
 use crate::lost_callbacks::LostCallbacks;
 use crate::owners::{Owner, OwnerTable};
@@ -509,7 +509,7 @@ impl Recipe {
                     let own_event = match (own_watch.take(), own_watch_sent.take()) {
                         (Some(own), _) => Some(own.event),
                         (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
-                            Reply::Answered(Ok((Some(_), watcher))) => Some(event_of(watcher)),
+                            Reply::Answered(Ok((Some(_), watcher))) => Some(node_event(watcher)),
                             _ => None,
                         },
                         (None, None) => None,
@@ -567,7 +567,7 @@ impl Recipe {
                     Reply::Answered(Ok((_, _, watcher))) => {
                         requests.progressed();
                         let node = std::mem::take(&mut ahead);
-                        awaited = Some(Awaited { node, event: event_of(watcher) });
+                        awaited = Some(Awaited { node, event: node_event(watcher) });
                     }
                     Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
                     Reply::Reconnected => continue,
@@ -579,7 +579,7 @@ impl Recipe {
             if let Some((states, request)) = watch_own {
                 match Box::pin(requests.send(request)).await? {
                     Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
-                        own_watch = Some(Box::new(OwnWatch { event: event_of(watcher), states }));
+                        own_watch = Some(Box::new(OwnWatch { event: node_event(watcher), states }));
                     }
                     // Our node is gone: queue again.
                     Reply::Answered(Ok(_)) => {
@@ -596,7 +596,7 @@ impl Recipe {
             let informant_event: Option<NodeEvent> = match watch_informant {
                 None => None,
                 Some(request) => match Box::pin(requests.send(request)).await? {
-                    Reply::Answered(Ok((_, _, watcher))) => Some(event_of(watcher)),
+                    Reply::Answered(Ok((_, _, watcher))) => Some(node_event(watcher)),
                     // Already gone: look again now, keeping the watch on the node ahead.
                     Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
                     Reply::Answered(_) | Reply::Reconnected => None,
@@ -683,11 +683,6 @@ impl Recipe {
             }
         }
     }
-}
-
-/// The event a watcher will report, as a future of its own.
-fn event_of(watcher: zk::OneshotWatcher) -> NodeEvent {
-    Box::pin(watcher.changed())
 }
 
 /// The watch on the node an attempt waits for.

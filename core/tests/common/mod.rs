@@ -99,6 +99,16 @@ pub fn watches_under(connect: &str, prefix: &str) -> Vec<(String, Vec<String>)> 
     watches
 }
 
+/// Waits until the session `session_id` watches `node` (a full path).
+pub async fn wait_watched_by(connect: &str, node: &str, session_id: i64) {
+    let session = format!("0x{session_id:x}");
+    wait_until(&format!("{node} watched by {session}"), Duration::from_secs(10), || {
+        let found = watches_under(connect, node).iter().any(|(watched, by)| watched == node && by.contains(&session));
+        async move { found }
+    })
+    .await;
+}
+
 /// Packets the server has received on the connection of `session_id`, from `cons`.
 pub fn packets_received(connect: &str, session_id: i64) -> u64 {
     let sid = format!("sid=0x{session_id:x}");
