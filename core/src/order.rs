@@ -49,13 +49,19 @@ pub(crate) fn good_sequence(sequence: i64) -> bool {
     (0..i64::from(i32::MAX)).contains(&sequence)
 }
 
+/// What [`sort_by_name`] orders a child by, if its name tells: its good suffix, then a write
+/// node before the read nodes of its downgrade.
+pub(crate) fn name_key(name: &str) -> Option<(i32, bool)> {
+    good_suffix(name).map(|s| (s, Mode::of_node(name) == Some(Mode::Read)))
+}
+
 /// Sorts `names` into queue order as far as their names tell, and returns how many at the front
 /// are in order. The rest (from that index on) are to be ordered by creation zxid, among
 /// themselves, behind those.
 pub(crate) fn sort_by_name(names: &mut [String]) -> usize {
     // Nodes with good suffixes first, by suffix; a write node before the read nodes of its
     // downgrade.
-    let key = |name: &String| good_suffix(name).map(|s| (s, Mode::of_node(name) == Some(Mode::Read)));
+    let key = |name: &String| name_key(name);
     names.sort_unstable_by(|a, b| match (key(a), key(b)) {
         (Some(a), Some(b)) => a.cmp(&b),
         (Some(_), None) => Ordering::Less,

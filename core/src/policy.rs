@@ -123,6 +123,14 @@ impl Mode {
         }
     }
 
+    /// [`Mode::decide_with`], finding each writer by scanning the queue.
+    #[cfg(test)]
+    pub(crate) fn decide<S: AsRef<str>>(self, queue: &[S], position: usize, read_write: bool) -> Decision {
+        let last_writer =
+            |end: usize| queue[..end].iter().rposition(|name| Mode::keeps_readers_out(name.as_ref(), read_write));
+        self.decide_with(queue, position, last_writer)
+    }
+
     /// Given the queue in order, the mode of each node in it (`None` for nodes of no known lock)
     /// and the position of a participant of this mode: whether it holds, or which node it waits
     /// for.
@@ -140,13 +148,21 @@ impl Mode {
     /// A waiter with more than its blocker ahead is told its informant: for exclusive and write,
     /// its predecessor's predecessor; for read, the nearest write node ahead of the one it waits
     /// for (see [`AfterWait::HoldsIfReleasedHere`]).
-    pub(crate) fn decide(self, queue: &[&str], position: usize, read_write: bool) -> Decision {
-        let mode_of = |name: &str| Mode::of_node_in(name, read_write);
+    ///
+    /// `last_writer_before(end)` is the position of the last write (or exclusive) node in
+    /// `queue[..end]`: worked out once for a whole listing (see [`Mode::writer_positions`]),
+    /// rather than by each of a long queue's readers.
+    pub(crate) fn decide_with<S: AsRef<str>>(
+        self,
+        queue: &[S],
+        position: usize,
+        last_writer_before: impl Fn(usize) -> Option<usize>,
+    ) -> Decision {
         match self {
             Mode::Exclusive | Mode::Write => match position {
                 0 => Decision::Holds,
                 _ => {
-                    let ahead = queue[position - 1];
+                    let ahead = queue[position - 1].as_ref();
                     let then = if Mode::may_hand_its_place_on(ahead) {
                         AfterWait::LooksAgain
                     } else if position == 1 {
@@ -157,20 +173,28 @@ impl Mode {
                     Decision::WaitFor { node: position - 1, then }
                 }
             },
-            Mode::Read => {
-                let is_writer = |name: &&str| matches!(mode_of(name), Some(Mode::Write | Mode::Exclusive));
-                match queue[..position].iter().rposition(is_writer) {
-                    None => Decision::Holds,
-                    Some(writer) => {
-                        let then = match queue[..writer].iter().rposition(is_writer) {
-                            Some(informant) => AfterWait::HoldsIfReleasedHere { informant },
-                            None => AfterWait::Holds,
-                        };
-                        Decision::WaitFor { node: writer, then }
-                    }
+            Mode::Read => match last_writer_before(position) {
+                None => Decision::Holds,
+                Some(writer) => {
+                    let then = match last_writer_before(writer) {
+                        Some(informant) => AfterWait::HoldsIfReleasedHere { informant },
+                        None => AfterWait::Holds,
+                    };
+                    Decision::WaitFor { node: writer, then }
                 }
-            }
+            },
         }
+    }
+
+    /// Whether a node keeps a reader behind it out: a write node, or an exclusive one.
+    fn keeps_readers_out(name: &str, read_write: bool) -> bool {
+        matches!(Mode::of_node_in(name, read_write), Some(Mode::Write | Mode::Exclusive))
+    }
+
+    /// The positions of the nodes in `queue` that keep readers out, in order: for
+    /// [`Mode::decide_with`], `last_writer_before(end)` is the last of them below `end`.
+    pub(crate) fn writer_positions<S: AsRef<str>>(queue: &[S], read_write: bool) -> Vec<usize> {
+        (0..queue.len()).filter(|&at| Mode::keeps_readers_out(queue[at].as_ref(), read_write)).collect()
     }
 }
 

@@ -2,13 +2,14 @@
 //! children put in queue order (by name, then by creation zxid where names cannot tell).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use zookeeper_client as zk;
 
 use super::path::{path_version, PathVersion};
 use super::Recipe;
 use crate::order;
+use crate::policy::{Mode, PathRecipe};
 use crate::retry::{Requests, Stop, ZkResult};
 use crate::validate;
 
@@ -20,12 +21,48 @@ pub(crate) struct Listing {
     pub(super) ordered: usize,
     /// The lock path's version at the listing, for a protected lock (whose listings ask for it).
     pub(super) path: Option<PathVersion>,
+    /// Which locks the children admit: worked out once for every attempt the listing serves (a
+    /// burst of N acquisitions on one client shares a few listings of up to N names each, and
+    /// each attempt reading every name was quadratic: seconds of CPU at 10,000).
+    pub(super) recipe: PathRecipe,
+    /// How many of `names`, from the front, are sorted by [`order::name_key`]: where an attempt
+    /// finds its own node by binary search.
+    by_name: usize,
+    /// [`Mode::writer_positions`] of `names`, worked out at the first reader's asking.
+    writers: OnceLock<Vec<usize>>,
 }
 
 impl Listing {
     fn of(mut names: Vec<String>, path: Option<PathVersion>) -> Listing {
         let ordered = order::sort_by_name(&mut names);
-        Listing { names, ordered, path }
+        let by_name = names.iter().take_while(|name| order::name_key(name).is_some()).count();
+        Listing::new(names, ordered, by_name, path)
+    }
+
+    fn new(names: Vec<String>, ordered: usize, by_name: usize, path: Option<PathVersion>) -> Listing {
+        let recipe = PathRecipe::of_names(names.iter().map(String::as_str));
+        Listing { names, ordered, path, recipe, by_name, writers: OnceLock::new() }
+    }
+
+    /// The position of the child `name`, if listed: found by its sequence where the names
+    /// allow (a burst's attempts each look for their own node in a listing of the whole burst).
+    pub(super) fn position(&self, name: &str) -> Option<usize> {
+        if let Some(key) = order::name_key(name) {
+            let sorted = &self.names[..self.by_name];
+            let start = sorted.partition_point(|other| order::name_key(other) < Some(key));
+            let same_key = sorted[start..].iter().take_while(|other| order::name_key(other) == Some(key));
+            if let Some(offset) = same_key.into_iter().position(|other| other == name) {
+                return Some(start + offset);
+            }
+        }
+        self.names.iter().position(|other| other == name)
+    }
+
+    /// For [`Mode::decide_with`]: the position of the last node below `end` that keeps readers
+    /// out.
+    pub(super) fn last_writer_before(&self, end: usize) -> Option<usize> {
+        let writers = self.writers.get_or_init(|| Mode::writer_positions(&self.names, true));
+        writers.partition_point(|&at| at < end).checked_sub(1).map(|i| writers[i])
     }
 }
 
@@ -143,7 +180,9 @@ pub(super) async fn in_queue_order(
         rest.iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
     order::sort_by_zxid(&mut rest, |(czxid, _)| *czxid);
     let names: Vec<String> = ordered.iter().chain(rest.into_iter().map(|(_, name)| name)).cloned().collect();
-    Ok(Ok(Arc::new(Listing { ordered: names.len(), names, path: listing.path })))
+    // The front keeps its order by name.
+    let ordered = names.len();
+    Ok(Ok(Arc::new(Listing::new(names, ordered, listing.ordered, listing.path))))
 }
 
 /// Data and stat of each child, `None` for a child that is already gone: multi-reads, each
@@ -178,4 +217,41 @@ pub(super) async fn read_children(
         }
     }
     Ok(Ok(reads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listing's quick answers (its recipe, a child's position, the last writer before a
+    /// position) are the plain scans' answers, for queues of every order `order` knows: good
+    /// sequences, a downgrade's repeated one, names past the limit, names of no lock.
+    #[test]
+    fn a_listings_lookups_agree_with_scanning_it() {
+        let node = |marker: &str, sequence: i32| format!("_c_{sequence}-{marker}{sequence:010}");
+        let downgrade_read = format!("_c_4r-__READ__{:010}", 4);
+        let queues: Vec<Vec<String>> = vec![
+            vec![],
+            (0..50).map(|s| node("lock-", s)).collect(),
+            (0..60).map(|s| node(if s % 7 == 3 { "__WRIT__" } else { "__READ__" }, s)).collect(),
+            vec![node("__WRIT__", 4), downgrade_read.clone(), node("__READ__", 5), node("__WRIT__", 6)],
+            vec![node("__READ__", 1), node("__WRIT__", i32::MAX), node("__READ__", -5), "stray".to_owned()],
+            vec![node("lock-", 2), node("lock-", 2), node("lock-", 1)],
+        ];
+        for names in queues {
+            let listing = Listing::of(names.clone(), None);
+            let scanned = PathRecipe::of_names(names.iter().map(String::as_str));
+            assert_eq!(listing.recipe, scanned);
+            for (at, name) in listing.names.iter().enumerate() {
+                assert_eq!(listing.names[listing.position(name).expect("listed")], *name, "{name} at {at}");
+            }
+            assert_eq!(listing.position(&node("lock-", 999)), None);
+            for end in 0..=listing.names.len() {
+                let scan = listing.names[..end]
+                    .iter()
+                    .rposition(|name| matches!(Mode::of_node_in(name, true), Some(Mode::Write | Mode::Exclusive)));
+                assert_eq!(listing.last_writer_before(end), scan, "before {end} in {:?}", listing.names);
+            }
+        }
+    }
 }

@@ -419,7 +419,7 @@ impl Recipe {
         match requests.retry(|| list(requests.zk(), &self.path, self.protected())).await? {
             Ok(listing) => {
                 Box::pin(self.check_path_acl(requests, listing.path)).await?;
-                match self.conflict(mode, &listing.names) {
+                match self.conflict(mode, &listing) {
                     Some(err) => Err(Failed::Error(err)),
                     None => {
                         self.kinds_checked.store(true, Ordering::Release);
@@ -481,7 +481,7 @@ impl Recipe {
                     Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
                 },
             };
-            if let Some(err) = self.conflict(mode, &children.names) {
+            if let Some(err) = self.conflict(mode, &children) {
                 return Err(Failed::Error(err));
             }
             // Our node is in this listing, so the path cannot go (or be made anew) while we wait
@@ -492,16 +492,16 @@ impl Recipe {
                 Ok(queue) => queue,
                 Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
             };
-            let Some(position) =
-                queue.names.iter().position(|child| Some(child) == mine.as_ref().map(|ours| &ours.name))
-            else {
+            let Some(position) = mine.as_ref().and_then(|ours| queue.position(&ours.name)) else {
                 // Our node is gone (the path was removed, or someone deleted it): queue again.
                 mine = None;
                 attempt.node = None;
                 continue;
             };
-            let names: Vec<&str> = queue.names.iter().map(String::as_str).collect();
-            let (mut ahead, then, informant) = match mode.decide(&names, position, mode != Mode::Exclusive) {
+            let names = &queue.names;
+            let (mut ahead, then, informant) = match mode
+                .decide_with(names, position, |end| queue.last_writer_before(end))
+            {
                 Decision::Holds => {
                     let node_path = attempt.node.clone().expect("set with mine");
                     // The watch on our own node goes on as the hold's (one sent with this listing
@@ -522,15 +522,14 @@ impl Recipe {
                     // A node of this client's own tells its going to the waiter behind it, if
                     // it held (see `ReleasedNodes`): no informant is needed then.
                     let informant = match then {
-                        AfterWait::HoldsIfReleasedHere { informant } if !self.client.attempt_ids.made(names[node]) => {
-                            Some(self.child_path(names[informant]))
+                        AfterWait::HoldsIfReleasedHere { informant } if !self.client.attempt_ids.made(&names[node]) => {
+                            Some(self.child_path(&names[informant]))
                         }
                         _ => None,
                     };
-                    (self.child_path(names[node]), then, informant)
+                    (self.child_path(&names[node]), then, informant)
                 }
             };
-            drop(names);
             if only_try {
                 return Ok(None);
             }

@@ -3,9 +3,10 @@
 
 use zookeeper_client as zk;
 
+use super::listing::Listing;
 use super::{Failed, Recipe};
 use crate::error::{Error, ErrorKind};
-use crate::policy::{Mode, PathRecipe};
+use crate::policy::Mode;
 use crate::retry::{Reply, Requests};
 
 pub(super) const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
@@ -19,12 +20,13 @@ pub(super) fn path_version(stat: &zk::Stat) -> PathVersion {
 }
 
 impl Recipe {
-    /// A child of another recipe in `names`, which a lock of `mode` must not share a path with.
-    pub(super) fn conflict(&self, mode: Mode, names: &[String]) -> Option<Error> {
-        let recipe = PathRecipe::of_names(names.iter().map(String::as_str));
-        if recipe.fits(mode) {
+    /// A child of another recipe in the listing, which a lock of `mode` must not share a path
+    /// with.
+    pub(super) fn conflict(&self, mode: Mode, listing: &Listing) -> Option<Error> {
+        if listing.recipe.fits(mode) {
             return None;
         }
+        let names = &listing.names;
         if let Some(name) = names.iter().find(|name| crate::policy::marks_a_semaphore(name)) {
             let message = format!(
                 "a lock cannot use this path: it is a semaphore's (it holds {name}); the lock would ignore the \
