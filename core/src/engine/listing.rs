@@ -1,8 +1,13 @@
 //! Listing the queue: one listing shared by the attempts whose creates it covers, and the
 //! children put in queue order (by name, then by creation zxid where names cannot tell).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
+use std::task::{ready, Context, Poll};
+
+use futures::future::BoxFuture;
 
 use zookeeper_client as zk;
 
@@ -83,80 +88,150 @@ pub(super) fn list(
     }
 }
 
-pub(super) type ListingReply = futures::future::Shared<futures::future::BoxFuture<'static, ZkResult<Arc<Listing>>>>;
+/// A listing's outcome, for every attempt it serves: filled once, by the attempt that sent it
+/// (or, if that one gave up first, by a task finishing it in the background).
+pub(super) struct ListingOutcome {
+    outcome: OnceLock<ZkResult<Arc<Listing>>>,
+    filled: tokio::sync::Notify,
+}
+
+impl ListingOutcome {
+    fn fill(&self, outcome: ZkResult<Arc<Listing>>) {
+        let _ = self.outcome.set(outcome);
+        self.filled.notify_waiters();
+    }
+
+    /// The outcome, once filled.
+    async fn wait(self: Arc<Self>) -> ZkResult<Arc<Listing>> {
+        loop {
+            let filled = self.filled.notified();
+            tokio::pin!(filled);
+            filled.as_mut().enable();
+            if let Some(outcome) = self.outcome.get() {
+                return outcome.clone();
+            }
+            filled.await;
+        }
+    }
+}
 
 /// A listing prepared, not sent yet.
-pub(super) struct PreparedListing(ListingReply);
+pub(super) struct PreparedListing(BoxFuture<'static, ZkResult<Listing>>);
+
+/// A listing this attempt sent, awaited by it directly, its outcome then passed on to the
+/// attempts that share it. Not through `futures::Shared`: the session's thread woke the sender
+/// while holding Shared's waker lock, which the sender, woken, then waited for (a contended
+/// lock in most uncontended cycles).
+pub(super) struct SentListing {
+    /// None once the outcome is in.
+    request: Option<BoxFuture<'static, ZkResult<Listing>>>,
+    outcome: Arc<ListingOutcome>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Future for SentListing {
+    type Output = ZkResult<Arc<Listing>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let Some(request) = this.request.as_mut() else {
+            return Poll::Ready(this.outcome.outcome.get().expect("filled when its request finished").clone());
+        };
+        let outcome = ready!(request.as_mut().poll(cx)).map(Arc::new);
+        this.request = None;
+        this.outcome.fill(outcome.clone());
+        Poll::Ready(outcome)
+    }
+}
+
+impl Drop for SentListing {
+    /// Given up before its answer: finished in the background, for the attempts that share it
+    /// (and so that it lets go of the session, which [`crate::Client::close`] would wait for).
+    fn drop(&mut self) {
+        if let Some(request) = self.request.take() {
+            let outcome = self.outcome.clone();
+            self.runtime.spawn(async move { outcome.fill(request.await.map(Arc::new)) });
+        }
+    }
+}
+
+/// What an attempt awaits for its listing: one it sent, or one another attempt sent after its
+/// create.
+pub(super) enum ListingReply {
+    Sent(SentListing),
+    Shared(BoxFuture<'static, ZkResult<Arc<Listing>>>),
+}
+
+impl Future for ListingReply {
+    type Output = ZkResult<Arc<Listing>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            ListingReply::Sent(sent) => Pin::new(sent).poll(cx),
+            ListingReply::Shared(shared) => shared.as_mut().poll(cx),
+        }
+    }
+}
 
 /// A listing in flight or done, and the creates it was sent behind.
 pub(super) struct SharedListing {
     /// It was sent after the create with this ticket (and every earlier one): it shows their
     /// nodes, if they still exist.
     pub(super) covers: u64,
-    pub(super) reply: ListingReply,
+    outcome: Arc<ListingOutcome>,
 }
 
 impl Recipe {
     /// Sends a listing now, behind every create sent so far, for every attempt whose create it
     /// covers.
-    pub(super) fn send_listing(&self, zk: &zk::Client) -> ListingReply {
+    pub(super) fn send_listing(&self, zk: &zk::Client) -> SentListing {
         self.send_prepared(self.prepare_listing(zk))
     }
 
     /// A listing ready to go, its request not sent yet (see [`Recipe::send_prepared`]): made
     /// before a create, so that the listing can follow the create at once, in the same write.
     pub(super) fn prepare_listing(&self, zk: &zk::Client) -> PreparedListing {
-        let listing = list(zk, &self.path, self.protected());
-        PreparedListing(futures::FutureExt::shared(futures::FutureExt::boxed(
-            async move { listing.await.map(Arc::new) },
-        )))
+        PreparedListing(Box::pin(list(zk, &self.path, self.protected())))
     }
 
     /// Sends a prepared listing now, behind every create sent so far, for every attempt whose
     /// create it covers.
-    pub(super) fn send_prepared(&self, prepared: PreparedListing) -> ListingReply {
-        let reply = prepared.0;
+    pub(super) fn send_prepared(&self, prepared: PreparedListing) -> SentListing {
+        let outcome = Arc::new(ListingOutcome { outcome: OnceLock::new(), filled: tokio::sync::Notify::new() });
+        let mut sent =
+            SentListing { request: Some(prepared.0), outcome: outcome.clone(), runtime: self.client.runtime.clone() };
         // Read before the request goes: it follows at least these creates.
         let covers = self.creates_sent.load(Ordering::Acquire);
-        // One poll sends the request now, in order behind the creates it covers. Through a clone
-        // of its own: a handle that has seen the reply must not be polled again, and the reply
-        // may come at once (an error, or a quick server).
-        let _ = futures::FutureExt::poll_unpin(
-            &mut reply.clone(),
-            &mut std::task::Context::from_waker(futures::task::noop_waker_ref()),
-        );
+        // One poll sends the request now, in order behind the creates it covers (the reply may
+        // come at once: an error, or a quick server).
+        let _ = Pin::new(&mut sent).poll(&mut Context::from_waker(futures::task::noop_waker_ref()));
         let mut slot = self.shared_listing.lock();
         if slot.as_ref().map_or(true, |shared| shared.covers <= covers) {
-            *slot = Some(SharedListing { covers, reply: reply.clone() });
+            *slot = Some(SharedListing { covers, outcome });
         }
-        reply
+        sent
     }
 
     /// A listing that shows the node of the create with `ticket`: one already sent after it if
     /// there is one, or else a new one. (A burst of acquisitions on one client so shares a few
     /// listings, instead of each listing a queue that grows with the burst.)
     pub(super) fn listing_after(&self, ticket: u64, zk: &zk::Client) -> ListingReply {
-        let covering =
-            self.shared_listing.lock().as_ref().filter(|shared| shared.covers >= ticket).map(|s| s.reply.clone());
-        covering.unwrap_or_else(|| self.send_listing(zk))
-    }
-
-    /// Drives to its end, in the background, a listing in flight that this attempt gave up
-    /// waiting for (its create failed, say): until answered it holds a handle on the session,
-    /// which would keep [`crate::Client::close`] waiting for the session timeout.
-    pub(super) fn finish_abandoned_listing(&self) {
-        let pending = self.shared_listing.lock().as_ref().filter(|s| s.reply.peek().is_none()).map(|s| s.reply.clone());
-        if let Some(reply) = pending {
-            self.client.runtime.spawn(async move {
-                let _ = reply.await;
-            });
+        let covering = self
+            .shared_listing
+            .lock()
+            .as_ref()
+            .filter(|shared| shared.covers >= ticket)
+            .map(|shared| shared.outcome.clone());
+        match covering {
+            Some(outcome) => ListingReply::Shared(Box::pin(outcome.wait())),
+            None => ListingReply::Sent(self.send_listing(zk)),
         }
     }
 
     /// Whether a listing is on its way: a create sent meanwhile may wait for the next one rather
     /// than send its own right behind it.
     pub(super) fn listing_in_flight(&self) -> bool {
-        self.shared_listing.lock().as_ref().is_some_and(|shared| shared.reply.peek().is_none())
+        self.shared_listing.lock().as_ref().is_some_and(|shared| shared.outcome.outcome.get().is_none())
     }
 }
 

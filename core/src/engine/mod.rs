@@ -39,7 +39,7 @@ mod released;
 mod semaphore;
 
 use attempt::{find_mine, Attempt, OurNode};
-use listing::{in_queue_order, list, Listing, SharedListing};
+use listing::{in_queue_order, list, Listing, ListingReply, SharedListing};
 use path::PathVersion;
 pub(crate) use released::ReleasedNodes;
 
@@ -328,9 +328,6 @@ impl Recipe {
             Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
             result => result,
         };
-        if !matches!(result, Ok(Some(_))) {
-            self.finish_abandoned_listing();
-        }
         match &result {
             Ok(Some(_)) => attempt.armed = false,
             // The session is gone, and its ephemeral nodes with it.
@@ -401,7 +398,10 @@ impl Recipe {
                 return Ok(None);
             }
         }
-        let listing = listing.unwrap_or_else(|| self.listing_after(ticket, zk));
+        let listing = match listing {
+            Some(sent) => ListingReply::Sent(sent),
+            None => self.listing_after(ticket, zk),
+        };
         match Box::pin(requests.send(listing)).await? {
             Reply::Answered(Ok(children)) => {
                 requests.progressed();
