@@ -61,14 +61,13 @@ pub(crate) fn name_key(name: &str) -> Option<(i32, bool)> {
 pub(crate) fn sort_by_name(names: &mut [String]) -> usize {
     // Nodes with good suffixes first, by suffix; a write node before the read nodes of its
     // downgrade.
-    let key = |name: &String| name_key(name);
-    names.sort_unstable_by(|a, b| match (key(a), key(b)) {
+    names.sort_unstable_by(|a, b| match (name_key(a), name_key(b)) {
         (Some(a), Some(b)) => a.cmp(&b),
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => Ordering::Equal,
     });
-    let ordered = names.iter().take_while(|name| key(name).is_some()).count();
+    let ordered = names.iter().take_while(|name| name_key(name).is_some()).count();
     let repeated_only_by_downgrades = names[..ordered].chunk_by(|a, b| good_suffix(a) == good_suffix(b)).all(|same| {
         let writes = same.iter().filter(|name| Mode::of_node(name) != Some(Mode::Read)).count();
         same.len() == 1

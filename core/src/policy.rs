@@ -353,8 +353,7 @@ mod tests {
     }
 
     fn decide(mode: Mode, queue: &[String], position: usize) -> Decision {
-        let names: Vec<&str> = queue.iter().map(String::as_str).collect();
-        mode.decide(&names, position, true)
+        mode.decide(queue, position, true)
     }
 
     #[test]
@@ -411,9 +410,8 @@ mod tests {
             Decision::WaitFor { node: 2, then: AfterWait::HoldsIfReleasedHere { informant: 1 } }
         );
         let mutex = [node("_c_x-lock-", 1), "stray".to_owned(), node("_c_y-lock-", 3)];
-        let names: Vec<&str> = mutex.iter().map(String::as_str).collect();
         assert_eq!(
-            Exclusive.decide(&names, 2, false),
+            Exclusive.decide(&mutex, 2, false),
             Decision::WaitFor { node: 1, then: AfterWait::HoldsIfReleasedHere { informant: 0 } }
         );
     }

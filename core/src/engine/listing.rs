@@ -55,8 +55,8 @@ impl Listing {
         if let Some(key) = order::name_key(name) {
             let sorted = &self.names[..self.by_name];
             let start = sorted.partition_point(|other| order::name_key(other) < Some(key));
-            let same_key = sorted[start..].iter().take_while(|other| order::name_key(other) == Some(key));
-            if let Some(offset) = same_key.into_iter().position(|other| other == name) {
+            let mut same_key = sorted[start..].iter().take_while(|other| order::name_key(other) == Some(key));
+            if let Some(offset) = same_key.position(|other| other == name) {
                 return Some(start + offset);
             }
         }
