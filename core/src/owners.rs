@@ -61,9 +61,14 @@ impl Owner {
 
     /// How messages and lock nodes name this owner: its label, or else its id.
     pub fn label(&self) -> String {
+        self.label_str().into_owned()
+    }
+
+    /// [`Owner::label`], borrowed when the owner has one.
+    pub(crate) fn label_str(&self) -> std::borrow::Cow<'_, str> {
         match &self.label {
-            Some(label) => label.to_string(),
-            None => self.id.to_string(),
+            Some(label) => std::borrow::Cow::Borrowed(label),
+            None => std::borrow::Cow::Owned(self.id.to_string()),
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{node_event, Hold, NodeEvent};
-use crate::lock::{BeforeWatch, Identity};
+use crate::lock::BeforeWatch;
 use crate::lost_callbacks::LostCallbacks;
 use crate::owners::{Owner, OwnerTable};
 use crate::policy::{AfterWait, Decision, Mode};
@@ -155,7 +155,7 @@ impl Recipe {
             separate: options.separate,
             pin: parking_lot::Mutex::new(None),
         };
-        recipe.check_fits(recipe.node_data_labelled(String::new()).len(), || "the identity".to_owned())?;
+        recipe.check_fits(recipe.node_data_len(&Owner::with_label(0, "")), || "the identity".to_owned())?;
         Ok(recipe)
     }
 
@@ -251,19 +251,30 @@ impl Recipe {
     }
 
     pub(crate) fn node_data(&self, owner: &Owner) -> Vec<u8> {
-        self.node_data_labelled(owner.label())
+        let mut data = Vec::with_capacity(128);
+        self.write_node_data(&owner.label_str(), &mut data);
+        data
     }
 
-    fn node_data_labelled(&self, owner: String) -> Vec<u8> {
+    /// The length of [`Recipe::node_data`], with nothing allocated but an unlabelled owner's id.
+    fn node_data_len(&self, owner: &Owner) -> usize {
+        let mut counted = Counted(0);
+        self.write_node_data(&owner.label_str(), &mut counted);
+        counted.0
+    }
+
+    /// Writes the node's [`crate::Identity`], borrowing every field: many waiters begin at once, and
+    /// the copies would only be freed again.
+    fn write_node_data(&self, owner: &str, out: impl std::io::Write) {
         let host = &self.client.identity;
-        let identity = Identity {
-            host: host.host.clone(),
+        let identity = IdentityOf {
+            host: &host.host,
             pid: host.pid,
             owner,
-            lang: host.language.clone(),
-            identifier: self.identifier.clone(),
+            lang: &host.language,
+            identifier: self.identifier.as_deref(),
         };
-        serde_json::to_vec(&identity).expect("identity serializes")
+        serde_json::to_writer(out, &identity).expect("identity serializes")
     }
 
     /// Refuses, before sending, a create the server would refuse by dropping the connection.
@@ -302,7 +313,7 @@ impl Recipe {
 
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
-        self.check_fits(self.node_data(owner).len(), || format!("owner label of {} bytes", owner.label().len()))?;
+        self.check_fits(self.node_data_len(owner), || format!("owner label of {} bytes", owner.label().len()))?;
         // Acquisitions begun earlier may still be establishing a session or creating the path.
         let Some(send_turn) = Box::pin(wait.within(self.client.send_order.lock())).await else {
             return Ok(None);
@@ -684,6 +695,32 @@ impl Recipe {
     }
 }
 
+/// [`crate::Identity`] as written, borrowed: the same fields under the same names (a test checks
+/// that what it writes reads back as an `Identity`).
+#[derive(serde::Serialize)]
+struct IdentityOf<'a> {
+    host: &'a str,
+    pid: u32,
+    owner: &'a str,
+    lang: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identifier: Option<&'a str>,
+}
+
+/// A writer that only counts.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The watch on the node an attempt waits for.
 struct Awaited {
     node: String,
@@ -757,5 +794,29 @@ impl From<Stop> for Failed {
 impl From<Error> for Failed {
     fn from(err: Error) -> Failed {
         Failed::Error(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdentityOf;
+    use crate::lock::Identity;
+
+    #[test]
+    fn the_borrowed_identity_reads_back_as_an_identity() {
+        for identifier in [None, Some("billing \"nightly\" job")] {
+            let written = IdentityOf { host: "host-1", pid: 42, owner: "thread:worker-3", lang: "node", identifier };
+            let read: Identity = serde_json::from_slice(&serde_json::to_vec(&written).unwrap()).unwrap();
+            let expected = Identity {
+                host: "host-1".to_owned(),
+                pid: 42,
+                owner: "thread:worker-3".to_owned(),
+                lang: "node".to_owned(),
+                identifier: identifier.map(str::to_owned),
+            };
+            assert_eq!(read, expected);
+            // Field for field, as the owned struct writes it (other clients parse these bytes).
+            assert_eq!(serde_json::to_vec(&written).unwrap(), serde_json::to_vec(&expected).unwrap());
+        }
     }
 }
