@@ -570,7 +570,8 @@ impl ClientInner {
         Ok(session)
     }
 
-    fn live_session(&self, path: &str) -> Result<Option<Arc<Session>>> {
+    /// The session, if one is established and not over (a closed client is an error).
+    pub(crate) fn live_session(&self, path: &str) -> Result<Option<Arc<Session>>> {
         if self.is_closed() {
             return Err(Self::closed_error(path));
         }

@@ -61,15 +61,21 @@ impl Owner {
 
     /// How messages and lock nodes name this owner: its label, or else its id.
     pub fn label(&self) -> String {
-        self.label_str().into_owned()
+        self.label_display().to_string()
     }
 
-    /// [`Owner::label`], borrowed when the owner has one.
-    pub(crate) fn label_str(&self) -> std::borrow::Cow<'_, str> {
-        match &self.label {
-            Some(label) => std::borrow::Cow::Borrowed(label),
-            None => std::borrow::Cow::Owned(self.id.to_string()),
+    /// [`Owner::label`], to write without making a string.
+    pub(crate) fn label_display(&self) -> impl std::fmt::Display + '_ {
+        struct Label<'a>(&'a Owner);
+        impl std::fmt::Display for Label<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match &self.0.label {
+                    Some(label) => f.write_str(label),
+                    None => write!(f, "{}", self.0.id),
+                }
+            }
         }
+        Label(self)
     }
 }
 

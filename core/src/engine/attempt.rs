@@ -21,6 +21,25 @@ pub(super) struct OurNode {
     pub(super) czxid: i64,
 }
 
+/// An attempt's node name before the server's sequence: `_c_<uuid>-<marker>`. Sized once: every
+/// acquisition makes its names, and `format!` would grow each string two or three times.
+pub(super) fn name_prefix(id: uuid::Uuid, marker: &str) -> String {
+    let mut prefix = String::with_capacity("_c_".len() + uuid::fmt::Hyphenated::LENGTH + "-".len() + marker.len());
+    prefix.push_str("_c_");
+    prefix.push_str(id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()));
+    prefix.push('-');
+    prefix.push_str(marker);
+    prefix
+}
+
+/// The node's name the create gave: `prefix` and the sequence (ten digits, or a sign and ten).
+pub(super) fn sequenced_name(prefix: &str, sequence: impl std::fmt::Display) -> String {
+    use std::fmt::Write;
+    let mut name = String::with_capacity(prefix.len() + 11);
+    write!(name, "{prefix}{sequence}").expect("a String takes any write");
+    name
+}
+
 /// After a connection loss during a create: the node it made, if it went through, found by the
 /// attempt's uuid and owned by this very session (Curator #1121: a mistake here would mean two
 /// holders).
@@ -124,4 +143,25 @@ pub(super) async fn remove_node(
         },
     };
     let _ = requests.retry(|| session.zk.delete(&node, None)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{name_prefix, sequenced_name};
+
+    #[test]
+    fn node_names_are_written_as_format_writes_them() {
+        let id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        for marker in ["lock-", "__READ__", "__WRIT__", "lease-"] {
+            let prefix = name_prefix(id, marker);
+            assert_eq!(prefix, format!("_c_{id}-{marker}"));
+            assert_eq!(prefix.len(), prefix.capacity(), "sized once");
+            // As the client's `CreateSequence` shows them.
+            for sequence in ["0000000007", "2147483647", "-2147483648"] {
+                let name = sequenced_name(&prefix, sequence);
+                assert_eq!(name, format!("{prefix}{sequence}"));
+                assert_eq!(name.capacity(), prefix.len() + 11, "sized once");
+            }
+        }
+    }
 }

@@ -49,6 +49,11 @@ impl Listing {
         Listing { names, ordered, path, recipe, by_name, writers: OnceLock::new() }
     }
 
+    /// Whether the names alone give the queue order (no child to order by creation zxid).
+    pub(super) fn in_name_order(&self) -> bool {
+        self.ordered == self.names.len()
+    }
+
     /// The position of the child `name`, if listed: found by its sequence where the names
     /// allow (a burst's attempts each look for their own node in a listing of the whole burst).
     pub(super) fn position(&self, name: &str) -> Option<usize> {
@@ -243,7 +248,7 @@ pub(super) async fn in_queue_order(
     path: &str,
     listing: Arc<Listing>,
 ) -> std::result::Result<ZkResult<Arc<Listing>>, Stop> {
-    if listing.ordered == listing.names.len() {
+    if listing.in_name_order() {
         return Ok(Ok(listing));
     }
     let (ordered, rest) = listing.names.split_at(listing.ordered);

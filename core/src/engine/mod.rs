@@ -247,30 +247,35 @@ impl Recipe {
     }
 
     fn child_path(&self, name: &str) -> String {
-        format!("{}/{}", self.path, name)
+        // Sized once (see `attempt::name_prefix`).
+        let mut path = String::with_capacity(self.path.len() + 1 + name.len());
+        path.push_str(&self.path);
+        path.push('/');
+        path.push_str(name);
+        path
     }
 
     pub(crate) fn node_data(&self, owner: &Owner) -> Vec<u8> {
         let mut data = Vec::with_capacity(128);
-        self.write_node_data(&owner.label_str(), &mut data);
+        self.write_node_data(owner, &mut data);
         data
     }
 
-    /// The length of [`Recipe::node_data`], with nothing allocated but an unlabelled owner's id.
+    /// The length of [`Recipe::node_data`], with nothing allocated.
     fn node_data_len(&self, owner: &Owner) -> usize {
         let mut counted = Counted(0);
-        self.write_node_data(&owner.label_str(), &mut counted);
+        self.write_node_data(owner, &mut counted);
         counted.0
     }
 
-    /// Writes the node's [`crate::Identity`], borrowing every field: many waiters begin at once, and
-    /// the copies would only be freed again.
-    fn write_node_data(&self, owner: &str, out: impl std::io::Write) {
+    /// Writes the node's [`crate::Identity`], borrowing every field: many waiters begin at once,
+    /// and the copies would only be freed again.
+    fn write_node_data(&self, owner: &Owner, out: impl std::io::Write) {
         let host = &self.client.identity;
         let identity = IdentityOf {
             host: &host.host,
             pid: host.pid,
-            owner,
+            owner: LabelOf(owner),
             lang: &host.language,
             identifier: self.identifier.as_deref(),
         };
@@ -314,15 +319,28 @@ impl Recipe {
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
         self.check_fits(self.node_data_len(owner), || format!("owner label of {} bytes", owner.label().len()))?;
+        // Uncontended, neither step below waits: taken at once, with no future boxed for it.
+        let at_once = !wait.is_over();
         // Acquisitions begun earlier may still be establishing a session or creating the path.
-        let Some(send_turn) = Box::pin(wait.within(self.client.send_order.lock())).await else {
-            return Ok(None);
+        // (A free turn has no one queued for it: tokio's mutex hands a released turn straight to
+        // the next in line.)
+        let free_turn = if at_once { self.client.send_order.try_lock().ok() } else { None };
+        let send_turn = match free_turn {
+            Some(turn) => turn,
+            None => match Box::pin(wait.within(self.client.send_order.lock())).await {
+                Some(turn) => turn,
+                None => return Ok(None),
+            },
         };
         // A session to queue on (a new one, after a waiter's ended), within the deadline too.
-        let Some(session) = Box::pin(wait.within(self.client.session(&self.path))).await else {
-            return Ok(None);
+        let live = if at_once { self.client.live_session(&self.path)? } else { None };
+        let session = match live {
+            Some(session) => session,
+            None => match Box::pin(wait.within(self.client.session(&self.path))).await {
+                Some(session) => session?,
+                None => return Ok(None),
+            },
         };
-        let session = session?;
         // Trying still completes its one round trip, unless the session is stuck.
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
         let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
@@ -330,7 +348,7 @@ impl Recipe {
             client: self.client.clone(),
             session: session.clone(),
             path: self.path.clone(),
-            name_prefix: format!("_c_{}-{}", self.client.attempt_ids.next(), mode.marker()),
+            name_prefix: attempt::name_prefix(self.client.attempt_ids.next(), mode.marker()),
             node: None,
             armed: false,
         };
@@ -388,7 +406,7 @@ impl Recipe {
                 requests.progressed();
                 self.path_known.store(true, Ordering::Release);
                 drop(send_turn.take());
-                let name = format!("{}{}", attempt.name_prefix, sequence);
+                let name = attempt::sequenced_name(&attempt.name_prefix, sequence);
                 attempt.node = Some(self.child_path(&name));
                 *mine = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
             }
@@ -497,11 +515,18 @@ impl Recipe {
             }
             // Our node is in this listing, so the path cannot go (or be made anew) while we wait
             // or hold: its ACL, checked here, stays the one our place in the queue is under.
-            Box::pin(self.check_path_acl(requests, children.path)).await?;
+            // (Each step boxed only when it has work: the uncontended path allocates neither.)
+            if self.path_acl_to_check(children.path) {
+                Box::pin(self.check_path_acl(requests, children.path)).await?;
+            }
             let (sequence, czxid) = mine.as_ref().map(|ours| (ours.sequence, ours.czxid)).expect("created above");
-            let queue = match Box::pin(in_queue_order(requests, &self.path, children)).await? {
-                Ok(queue) => queue,
-                Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
+            let queue = if children.in_name_order() {
+                children
+            } else {
+                match Box::pin(in_queue_order(requests, &self.path, children)).await? {
+                    Ok(queue) => queue,
+                    Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
+                }
             };
             let Some(position) = mine.as_ref().and_then(|ours| queue.position(&ours.name)) else {
                 // Our node is gone (the path was removed, or someone deleted it): queue again.
@@ -514,7 +539,6 @@ impl Recipe {
                 .decide_with(names, position, |end| queue.last_writer_before(end))
             {
                 Decision::Holds => {
-                    let node_path = attempt.node.clone().expect("set with mine");
                     // The watch on our own node goes on as the hold's (one sent with this listing
                     // is answered already: dropped, it would cost a request to remove it).
                     let own_event = match (own_watch.take(), own_watch_sent.take()) {
@@ -525,6 +549,9 @@ impl Recipe {
                         },
                         (None, None) => None,
                     };
+                    // Taken, not copied, with no await left before the hold is returned (the
+                    // attempt is disarmed then, so nothing needs the path to remove the node).
+                    let node_path = attempt.node.take().expect("set with mine");
                     let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
                     self.client.node_watcher.add(&hold, own_event);
                     return Ok(Some(hold));
@@ -698,13 +725,22 @@ impl Recipe {
 /// [`crate::Identity`] as written, borrowed: the same fields under the same names (a test checks
 /// that what it writes reads back as an `Identity`).
 #[derive(serde::Serialize)]
-struct IdentityOf<'a> {
+struct IdentityOf<'a, O> {
     host: &'a str,
     pid: u32,
-    owner: &'a str,
+    owner: O,
     lang: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     identifier: Option<&'a str>,
+}
+
+/// An owner's label ([`Owner::label`]) as a JSON string, written in place.
+struct LabelOf<'a>(&'a Owner);
+
+impl serde::Serialize for LabelOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0.label_display())
+    }
 }
 
 /// A writer that only counts.
@@ -799,18 +835,20 @@ impl From<Error> for Failed {
 
 #[cfg(test)]
 mod tests {
-    use super::IdentityOf;
+    use super::{IdentityOf, LabelOf};
     use crate::lock::Identity;
+    use crate::owners::Owner;
 
     #[test]
     fn the_borrowed_identity_reads_back_as_an_identity() {
-        for identifier in [None, Some("billing \"nightly\" job")] {
-            let written = IdentityOf { host: "host-1", pid: 42, owner: "thread:worker-3", lang: "node", identifier };
+        let owners = [Owner::with_label(7, "thread:worker-3"), Owner::new(1 << 63)];
+        for (owner, identifier) in owners.iter().zip([None, Some("billing \"nightly\" job")]) {
+            let written = IdentityOf { host: "host-1", pid: 42, owner: LabelOf(owner), lang: "node", identifier };
             let read: Identity = serde_json::from_slice(&serde_json::to_vec(&written).unwrap()).unwrap();
             let expected = Identity {
                 host: "host-1".to_owned(),
                 pid: 42,
-                owner: "thread:worker-3".to_owned(),
+                owner: owner.label(),
                 lang: "node".to_owned(),
                 identifier: identifier.map(str::to_owned),
             };

@@ -100,6 +100,13 @@ impl Recipe {
         Ok(requests.session.identities.get_or_init(|| async { identities }).await.clone())
     }
 
+    /// Whether [`Recipe::check_path_acl`] has anything to do for this listing: a caller skips
+    /// it (and the box its future would take) in the common case, an unprotected lock or a path
+    /// checked already.
+    pub(super) fn path_acl_to_check(&self, listed: Option<PathVersion>) -> bool {
+        self.protected() && listed.is_some() && listed != *self.acl_checked.lock()
+    }
+
     /// For a protected lock: refuses to go on under a lock path whose ACL grants others more
     /// than the lock's ACL (made open by someone else, or by a zklock without an ACL, say), as
     /// its nodes would not be protected. `listed` is the path's version at the listing; its
@@ -109,7 +116,7 @@ impl Recipe {
         requests: &Requests<'_>,
         listed: Option<PathVersion>,
     ) -> std::result::Result<(), Failed> {
-        if !self.protected() || listed.is_none() || listed == *self.acl_checked.lock() {
+        if !self.path_acl_to_check(listed) {
             return Ok(());
         }
         let (acl, stat) = match requests.retry(|| requests.zk().get_acl(&self.path)).await? {

@@ -11,7 +11,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::attempt::{find_mine, Attempt, OurNode};
+use super::attempt::{self, find_mine, Attempt, OurNode};
 use super::participants::is_lock_node;
 use super::path::CONTAINER;
 use super::{Failed, Recipe, Wait};
@@ -156,7 +156,7 @@ impl Recipe {
                 session: session.clone(),
                 path: self.path.clone(),
                 // Each lease node its own uuid, as Curator's protected creates have.
-                name_prefix: format!("_c_{}-{}", self.client.attempt_ids.next(), policy::LEASE_MARKER),
+                name_prefix: attempt::name_prefix(self.client.attempt_ids.next(), policy::LEASE_MARKER),
                 node: None,
                 armed: false,
             })
@@ -216,7 +216,7 @@ impl Recipe {
             for (&i, create) in missing.iter().zip(creates) {
                 match requests.bounded(create).await? {
                     Ok((stat, sequence)) => {
-                        let name = format!("{}{}", attempts[i].name_prefix, sequence);
+                        let name = attempt::sequenced_name(&attempts[i].name_prefix, sequence);
                         attempts[i].node = Some(self.child_path(&name));
                         made[i] = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
                     }
