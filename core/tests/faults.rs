@@ -305,3 +305,42 @@ async fn curator_and_zklock_queue_fairly_together() {
         client.close().await;
     }
 }
+
+/// A session given up on the client's side (disconnected too long) while the server still has
+/// it: once the connection heals, the ZooKeeper client would take the session up again, and with
+/// it the lock node of a hold already reported lost. The session must end instead, so the node
+/// goes and the lock is free for others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_given_up_ends_even_if_the_connection_heals_in_time() {
+    const LONGER: Duration = Duration::from_secs(4);
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let path = "/locks/given-up";
+    let client = client_with_session(&proxy.address(), LONGER).await;
+    assert_eq!(client.session_timeout(), LONGER);
+    let observer = observer_at(&cluster.connect_string()).await;
+    let guard = client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let hold = guard.hold().clone();
+    let mut changes = hold.state_changes();
+
+    proxy.stall();
+    // Given up at 17/20 of the timeout after the client last heard from the server: the server
+    // expires the session a full timeout after it last heard from the client.
+    while let Some(state) = changes.next().await {
+        if state == HoldState::Lost {
+            break;
+        }
+    }
+    proxy.pass();
+    assert_eq!(hold.lost_reason(), Some(LostReason::DisconnectedTooLong));
+    assert_eq!(guard.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+
+    // The client stays open and idle: nothing of it may keep the lock.
+    wait_until("the given-up session's lock node is gone", LONGER * 3, || async {
+        children(&observer, path).await.is_empty()
+    })
+    .await;
+    let other = client_with_session(&cluster.connect_string(), SESSION).await;
+    let next = tokio::time::timeout(Duration::from_secs(5), other.lock(path).unwrap().acquire(&Owner::new(2))).await;
+    assert!(next.is_ok(), "another client got the lock");
+}
