@@ -264,15 +264,12 @@ impl Semaphore {
         if self.inner.mutex.client().is_closed() {
             return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }
-        let holds = again_on_new_session(&wait, |wait| self.attempt(n, wait)).await?;
-        let recipe = &self.inner.leases;
-        Ok(holds.map(|holds| Leases {
-            leases: holds.into_iter().map(|hold| Lease { recipe: recipe.clone(), hold, armed: true }).collect(),
-        }))
+        let leases = again_on_new_session(&wait, |wait| self.attempt(n, wait)).await?;
+        Ok(leases.map(|leases| Leases { leases }))
     }
 
     /// One attempt: the mutex, then the leases on its session, then the mutex released.
-    async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Hold>>> {
+    async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
         let inner = &self.inner;
         let prepared = inner.leases.prepare_leases(&inner.path, &inner.max, n, &wait, &inner.checked);
         if Box::pin(prepared).await?.is_none() {
@@ -285,10 +282,19 @@ impl Semaphore {
             None => Owner::unique(),
         };
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
-        let leases = match inner.leases.session_of(mutex.hold()) {
+        let holds = match inner.leases.session_of(mutex.hold()) {
             Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, &wait)).await,
             Err(err) => Err(err),
         };
+        // Armed leases at once: an acquisition cancelled while the mutex is released below
+        // releases them as it goes (a bare hold dropped would leave its node to the session's
+        // end, taking room from everyone).
+        let recipe = &inner.leases;
+        let leases = holds.map(|holds| {
+            holds.map(|holds| {
+                holds.into_iter().map(|hold| Lease { recipe: recipe.clone(), hold, armed: true }).collect()
+            })
+        });
         // Held, or the lease nodes are gone already: now the mutex, before this returns (as
         // Curator's does), so that nothing of this acquisition is left in the queue.
         let _ = mutex.release().await;

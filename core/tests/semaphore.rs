@@ -525,3 +525,38 @@ async fn set_shared_count_writes_curators_count() {
     wait_parts(&observer, &path, 0, 0).await;
     observer.delete(&count_path, None).await.unwrap();
 }
+
+/// An acquisition cancelled once its leases are made, while it releases the internal mutex (the
+/// last step): the leases are released, not left to the session's end. The connection is stalled
+/// as soon as a lease node shows, so the cancel often lands in that step; the leases must be
+/// gone whatever step it landed in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_while_the_mutex_is_released_leaves_no_lease() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let path = "/sem/cancel-late";
+    let options = ClientOptions { session_timeout: Duration::from_secs(10), ..Default::default() };
+    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let semaphore = client.semaphore(path, 3).unwrap();
+    semaphore.acquire(1).await.unwrap().release().await.unwrap(); // the paths made
+    let leases_path = format!("{path}/leases");
+    for _ in 0..20 {
+        // Told of the lease node as its create's reply goes out: the mutex's delete follows.
+        let (_, made) = observer.list_and_watch_children(&leases_path).await.unwrap();
+        let acquiring = tokio::spawn({
+            let semaphore = semaphore.clone();
+            async move { semaphore.acquire(1).await.unwrap() }
+        });
+        made.changed().await;
+        proxy.stall();
+        acquiring.abort();
+        let outcome = acquiring.await;
+        proxy.pass();
+        if let Ok(leases) = outcome {
+            leases.release().await.unwrap(); // it had finished: nothing was cancelled
+        }
+        // The client stays open: only a release (or a removal) takes the node away.
+        wait_parts(&observer, path, 0, 0).await;
+    }
+}
