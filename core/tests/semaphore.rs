@@ -28,6 +28,17 @@ async fn wait_parts(zk: &zk::Client, path: &str, leases: usize, queued: usize) {
     .await;
 }
 
+/// A standalone server, a fault proxy in front of it, an observer beside it, and a client
+/// through the proxy with `session_timeout`.
+async fn behind_a_proxy(session_timeout: Duration) -> (Cluster, Proxy, zk::Client, Client) {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let options = ClientOptions { session_timeout, ..Default::default() };
+    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
+    (cluster, proxy, observer, client)
+}
+
 fn spawn_acquire(
     semaphore: &zklock::Semaphore,
     n: u32,
@@ -270,12 +281,9 @@ async fn n_leases_are_all_or_nothing_and_a_timeout_leaves_nothing() {
 /// reports LockLost, and its room goes to the next acquirer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_is_lost_when_its_session_expires() {
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
+    let (cluster, proxy, observer, stalled) = behind_a_proxy(Duration::from_secs(2)).await;
     let path = "/sem/lost";
     let options = ClientOptions { session_timeout: Duration::from_secs(2), ..Default::default() };
-    let stalled = Client::connect_with(&proxy.address(), options.clone()).await.unwrap();
     let other = Client::connect_with(&cluster.connect_string(), options).await.unwrap();
 
     let leases = stalled.semaphore(path, 2).unwrap().acquire(2).await.unwrap();
@@ -411,11 +419,7 @@ async fn max_one_is_a_non_reentrant_mutex() {
 /// and for two; and cut just before a create, it makes the node once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_after_a_lease_create_finds_the_node_instead_of_making_another() {
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
-    let options = ClientOptions { session_timeout: Duration::from_secs(10), ..Default::default() };
-    let cut = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let (_cluster, proxy, observer, cut) = behind_a_proxy(Duration::from_secs(10)).await;
     for (round, n) in [(0, 1), (1, 2)] {
         let path = format!("/sem/cut-{round}");
         // The path first, so that the cut falls on a lease create, not on the parent's.
@@ -532,12 +536,8 @@ async fn set_shared_count_writes_curators_count() {
 /// gone whatever step it landed in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_while_the_mutex_is_released_leaves_no_lease() {
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
+    let (_cluster, proxy, observer, client) = behind_a_proxy(Duration::from_secs(10)).await;
     let path = "/sem/cancel-late";
-    let options = ClientOptions { session_timeout: Duration::from_secs(10), ..Default::default() };
-    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
     let semaphore = client.semaphore(path, 3).unwrap();
     semaphore.acquire(1).await.unwrap().release().await.unwrap(); // the paths made
     let leases_path = format!("{path}/leases");
