@@ -426,9 +426,12 @@ async def scale_chain(
     queueing = time.monotonic()
     tasks = [asyncio.create_task(waiter(i)) for i in range(waiters)]
     while True:
-        progress["queued"] = await queued_on_server(connect, path) - 1  # less the gate holder
-        if progress["queued"] >= waiters:
-            break
+        # Each queued waiter watches the node ahead: the cheap watch count gates the listing of
+        # every ephemeral (megabytes of reply, ten times a second, in the process measured).
+        if await server_watches(connect) >= waiters:
+            progress["queued"] = await queued_on_server(connect, path) - 1  # less the gate holder
+            if progress["queued"] >= waiters:
+                break
         await asyncio.sleep(0.1)
     queue_s = time.monotonic() - queueing
     try:

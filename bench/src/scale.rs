@@ -203,8 +203,12 @@ async fn chain(
     }
     let mut queued = 0;
     while queued < waiters + 1 {
-        queued = queued_on_server(connect, path).await.map_err(|e| format!("dump: {e}"))?;
-        queued_seen.store(queued.saturating_sub(1) as u64, Ordering::SeqCst);
+        // Each queued waiter watches the node ahead: the cheap watch count gates the listing of
+        // every ephemeral (megabytes of reply, ten times a second, in the process measured).
+        if server_watches(connect).await.map_err(|e| format!("wchs: {e}"))? >= waiters as u64 {
+            queued = queued_on_server(connect, path).await.map_err(|e| format!("dump: {e}"))?;
+            queued_seen.store(queued.saturating_sub(1) as u64, Ordering::SeqCst);
+        }
         if queued < waiters + 1 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

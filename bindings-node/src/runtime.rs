@@ -2,7 +2,10 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
@@ -32,19 +35,49 @@ where
     // SAFETY: on the JavaScript thread of `env`, with out-pointers to fill.
     check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) })?;
     settler.pending(env, 1);
-    let deferred = Deferred(deferred);
-    napi::bindgen_prelude::spawn(async move {
-        let outcome = future.await;
-        settler.send(Box::new(Settlement {
-            deferred,
-            settle: Box::new(move |env| match outcome {
-                // SAFETY: on the JavaScript thread, with its environment.
-                Ok(value) => unsafe { V::to_napi_value(env.raw(), to_js(env, value)) },
-                Err(err) => Err(error::to_js(env, &err)),
-            }),
-        }));
-    });
+    let deferred = Some(Deferred(deferred));
+    // SAFETY: called on the JavaScript thread, with its environment (see `settle`).
+    let to_js = move |env: &Env, value: T| unsafe { V::to_napi_value(env.raw(), to_js(env, value)) };
+    napi::bindgen_prelude::spawn(Settling { future, to_js: Some(to_js), settler, deferred, output: PhantomData });
     Ok(PromiseRaw::new(env.raw(), promise))
+}
+
+pin_project_lite::pin_project! {
+    /// A future run to the settling of its promise. Written out rather than an async block,
+    /// which kept the future twice (as its capture and as what it awaited): every waiting
+    /// acquisition is one of these.
+    struct Settling<T, F, M> {
+        #[pin]
+        future: F,
+        to_js: Option<M>,
+        settler: Arc<Settler>,
+        deferred: Option<Deferred>,
+        output: PhantomData<fn() -> T>,
+    }
+}
+
+impl<T, F, M> Future for Settling<T, F, M>
+where
+    T: Send + 'static,
+    F: Future<Output = zklock::Result<T>>,
+    M: FnOnce(&Env, T) -> napi::Result<sys::napi_value> + Send + 'static,
+{
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        let Poll::Ready(outcome) = this.future.poll(cx) else { return Poll::Pending };
+        if let (Some(deferred), Some(to_js)) = (this.deferred.take(), this.to_js.take()) {
+            this.settler.send(Box::new(Settlement {
+                deferred,
+                settle: Box::new(move |env| match outcome {
+                    Ok(value) => to_js(env, value),
+                    Err(err) => Err(error::to_js(env, &err)),
+                }),
+            }));
+        }
+        Poll::Ready(())
+    }
 }
 
 fn check(status: sys::napi_status) -> napi::Result<()> {

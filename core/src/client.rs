@@ -27,6 +27,11 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// `zklock` command take it from.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many of a client's creates may await their answers at once. Enough to keep a link's
+/// pipeline full (the server answers one session's requests in turn anyway); bounded so that
+/// 10,000 acquisitions started together do not each hold a create's request and reply handling.
+const CREATE_WINDOW: usize = 1024;
+
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
 /// `Debug` shows no secret (no password, no private key).
 #[derive(Clone)]
@@ -185,6 +190,10 @@ pub(crate) struct ClientInner {
     /// client reach the server in the order the acquisitions were started: tokio's mutex queues
     /// its waiters first come, first served.
     pub(crate) send_order: tokio::sync::Mutex<()>,
+    /// Creates sent and not yet answered, at most [`CREATE_WINDOW`]: taken under the send turn,
+    /// so still in start order. A burst of acquisitions then queues small, and the few in
+    /// flight reuse the memory of their replies' handling instead of all holding it at once.
+    pub(crate) create_window: tokio::sync::Semaphore,
     callbacks: CallbackDispatcher,
     /// The recipes of this client's lock handles, by path: handles for one path (of one kind,
     /// with the same options) share one recipe, and so their holds.
@@ -282,6 +291,7 @@ impl Client {
             attempt_ids: AttemptIds::new(),
             released: crate::engine::ReleasedNodes::default(),
             send_order: tokio::sync::Mutex::new(()),
+            create_window: tokio::sync::Semaphore::new(CREATE_WINDOW),
             callbacks: CallbackDispatcher::new("zklock-callback"),
             recipes: parking_lot::Mutex::default(),
             state: watch::Sender::new(SessionState::Disconnected),

@@ -473,7 +473,8 @@ impl Lock {
         match self.enter(owner)? {
             Entered::Counted(_) => Ok(Acquired::Reentered),
             Entered::ReadOnWriteNode(hold) => Ok(Acquired::Held(hold)),
-            entered => self.acquire_claimed(owner, wait, entered).await.map(Acquired::from),
+            // Boxed so the reentrant path above does not carry the contend loop's state machine.
+            entered => Box::pin(self.acquire_claimed(owner, wait, entered)).await.map(Acquired::from),
         }
     }
 
@@ -482,10 +483,11 @@ impl Lock {
         // The owner's slot says "acquiring"; this guard clears it unless the acquisition
         // succeeds, including when the future is dropped.
         let mut claim = Claim { lock: self, owner: owner.id(), done: false };
-        // Boxed so the reentrant path above does not carry these large state machines.
+        // The contend loop inline: each caller boxes this future once, and a waiter is one
+        // allocation. (A downgrade's is larger, and rare: boxed on its own.)
         let result = match entered {
             Entered::Downgrade(write) => Box::pin(self.recipe.downgrade(owner, &write, wait)).await,
-            _ => Box::pin(self.recipe.contend(self.mode, owner, wait)).await,
+            _ => self.recipe.contend(self.mode, owner, wait).await,
         };
         if let Ok(Some(hold)) = &result {
             claim.done = true;

@@ -332,6 +332,16 @@ impl Recipe {
                 None => return Ok(None),
             },
         };
+        // A place in the window of creates in flight, taken under the send turn (see
+        // `ClientInner::create_window`) and given back once the create and its listing are answered.
+        let free_slot = if at_once { self.client.create_window.try_acquire().ok() } else { None };
+        let create_slot = match free_slot {
+            Some(slot) => slot,
+            None => match Box::pin(wait.within(self.client.create_window.acquire())).await {
+                Some(slot) => slot.expect("the create window is never closed"),
+                None => return Ok(None),
+            },
+        };
         // A session to queue on (a new one, after a waiter's ended), within the deadline too.
         let live = if at_once { self.client.live_session(&self.path)? } else { None };
         let session = match live {
@@ -352,7 +362,10 @@ impl Recipe {
             node: None,
             armed: false,
         };
-        let result = match self.queue_and_wait(mode, &requests, owner, wait.only_try, &mut attempt, send_turn).await {
+        let result = match self
+            .queue_and_wait(mode, &requests, owner, wait.only_try, &mut attempt, Turn { send_turn, create_slot })
+            .await
+        {
             // With a deadline, a stop at it is no error: the lock was not had in time.
             Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
             result => result,
@@ -468,9 +481,10 @@ impl Recipe {
         owner: &Owner,
         only_try: bool,
         attempt: &mut Attempt,
-        send_turn: tokio::sync::MutexGuard<'_, ()>,
+        turn: Turn<'_>,
     ) -> std::result::Result<Option<Hold>, Failed> {
-        let mut send_turn = Some(send_turn);
+        let mut send_turn = Some(turn.send_turn);
+        let mut create_slot = Some(turn.create_slot);
         let zk = requests.zk();
         let session = requests.session;
         let mut mine: Option<OurNode> = None;
@@ -492,10 +506,15 @@ impl Recipe {
                 own_watch_sent = None;
             }
             let children = match &mine {
-                None => match Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await? {
-                    Some(children) => children,
-                    None => continue,
-                },
+                None => {
+                    let enqueued = Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await;
+                    // The first create is answered (a queueing again is no part of a burst).
+                    drop(create_slot.take());
+                    match enqueued? {
+                        Some(children) => children,
+                        None => continue,
+                    }
+                }
                 Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
                     Ok(children) => {
                         requests.progressed();
@@ -584,7 +603,8 @@ impl Recipe {
                     hook(ahead.clone()).await;
                 }
                 // getData sets no watch on a missing node, so NoNode leaves nothing behind.
-                Some(zk.get_and_watch_data(&ahead))
+                // (Boxed: its room would otherwise stay in the waiter's future through the wait.)
+                Some(Box::pin(zk.get_and_watch_data(&ahead)))
             } else {
                 None
             };
@@ -813,6 +833,13 @@ where
             return Ok(None);
         }
     }
+}
+
+/// What an attempt's first create waited for: its turn in the client's send order (given back
+/// once sent) and its place in the window of creates in flight (given back once answered).
+struct Turn<'a> {
+    send_turn: tokio::sync::MutexGuard<'a, ()>,
+    create_slot: tokio::sync::SemaphorePermit<'a>,
 }
 
 /// Why an attempt ended without the lock: an error to report as it is, or a stopped step.
