@@ -89,18 +89,12 @@ impl<'a> Requests<'a> {
 
     /// Awaits `future` unless the client is closed, the session is over, or the deadline passes.
     pub(crate) fn bounded<F: Future>(&self, future: F) -> Bounded<'_, F> {
-        // Boxed, and only if there is one: every waiter in a queue carries this future, and most
-        // wait with neither a deadline nor an abort (a timer and a cancellation future are ~200
-        // bytes).
-        let expiry: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = match (self.deadline, &self.abort) {
-            (None, None) => None,
-            (Some(deadline), None) => Some(Box::pin(tokio::time::sleep_until(deadline))),
-            (None, Some(abort)) => Some(Box::pin(abort.cancelled())),
-            (Some(deadline), Some(abort)) => Some(Box::pin(async move {
-                tokio::select! { _ = tokio::time::sleep_until(deadline) => {}, _ = abort.cancelled() => {} }
-            })),
-        };
-        Bounded { client: self.client, ended: self.session.ended.cancelled(), future, expiry }
+        Bounded {
+            client: self.client,
+            ended: self.session.ended.cancelled(),
+            future,
+            expiry: expiry(self.deadline, self.abort.as_ref()),
+        }
     }
 
     /// Sends one request: its answer, or [`Reply::Reconnected`] once the session is connected
@@ -148,6 +142,22 @@ impl<'a> Requests<'a> {
     }
 }
 
+/// What ends a wait at a `deadline` or once `abort` is cancelled: a future ready then, if there is
+/// either. Boxed, and only if there is one: every waiter in a queue carries one, and most wait
+/// with neither a deadline nor an abort (a timer and a cancellation future are ~200 bytes).
+pub(crate) type Expiry<'a> = Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>;
+
+pub(crate) fn expiry(deadline: Option<Instant>, abort: Option<&tokio_util::sync::CancellationToken>) -> Expiry<'_> {
+    match (deadline, abort) {
+        (None, None) => None,
+        (Some(deadline), None) => Some(Box::pin(tokio::time::sleep_until(deadline))),
+        (None, Some(abort)) => Some(Box::pin(abort.cancelled())),
+        (Some(deadline), Some(abort)) => Some(Box::pin(async move {
+            tokio::select! { _ = tokio::time::sleep_until(deadline) => {}, _ = abort.cancelled() => {} }
+        })),
+    }
+}
+
 pin_project_lite::pin_project! {
     /// A future bounded by the client's close, its session's end and a deadline or abort (see
     /// [`Requests::bounded`]). Written out rather than an async fn around a `select!`: every
@@ -161,7 +171,7 @@ pin_project_lite::pin_project! {
         ended: tokio_util::sync::WaitForCancellationFuture<'a>,
         #[pin]
         future: F,
-        expiry: Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>,
+        expiry: Expiry<'a>,
     }
 }
 
