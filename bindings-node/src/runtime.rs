@@ -35,10 +35,10 @@ where
     // SAFETY: on the JavaScript thread of `env`, with out-pointers to fill.
     check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) })?;
     settler.pending(env, 1);
-    let deferred = Some(Deferred(deferred));
     // SAFETY: called on the JavaScript thread, with its environment (see `settle`).
     let to_js = move |env: &Env, value: T| unsafe { V::to_napi_value(env.raw(), to_js(env, value)) };
-    napi::bindgen_prelude::spawn(Settling { future, to_js: Some(to_js), settler, deferred, output: PhantomData });
+    let unsettled = Some((Deferred(deferred), to_js));
+    napi::bindgen_prelude::spawn(Settling { future, settler, unsettled, output: PhantomData });
     Ok(PromiseRaw::new(env.raw(), promise))
 }
 
@@ -49,9 +49,9 @@ pin_project_lite::pin_project! {
     struct Settling<T, F, M> {
         #[pin]
         future: F,
-        to_js: Option<M>,
         settler: Arc<Settler>,
-        deferred: Option<Deferred>,
+        // The promise and how to make its value: taken when the future ends.
+        unsettled: Option<(Deferred, M)>,
         output: PhantomData<fn() -> T>,
     }
 }
@@ -67,7 +67,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
         let Poll::Ready(outcome) = this.future.poll(cx) else { return Poll::Pending };
-        if let (Some(deferred), Some(to_js)) = (this.deferred.take(), this.to_js.take()) {
+        if let Some((deferred, to_js)) = this.unsettled.take() {
             this.settler.send(Box::new(Settlement {
                 deferred,
                 settle: Box::new(move |env| match outcome {

@@ -92,8 +92,7 @@ impl<'a> Requests<'a> {
         Bounded {
             client: self.client,
             ended: self.session.ended.cancelled(),
-            future,
-            expiry: expiry(self.deadline, self.abort.as_ref()),
+            within: within(self.deadline, self.abort.as_ref(), future),
         }
     }
 
@@ -145,9 +144,18 @@ impl<'a> Requests<'a> {
 /// What ends a wait at a `deadline` or once `abort` is cancelled: a future ready then, if there is
 /// either. Boxed, and only if there is one: every waiter in a queue carries one, and most wait
 /// with neither a deadline nor an abort (a timer and a cancellation future are ~200 bytes).
-pub(crate) type Expiry<'a> = Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>;
+type Expiry<'a> = Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>;
 
-pub(crate) fn expiry(deadline: Option<Instant>, abort: Option<&tokio_util::sync::CancellationToken>) -> Expiry<'_> {
+/// `future`'s output, or `None` once `deadline` passes or `abort` is cancelled.
+pub(crate) fn within<'a, F: Future>(
+    deadline: Option<Instant>,
+    abort: Option<&'a tokio_util::sync::CancellationToken>,
+    future: F,
+) -> Within<'a, F> {
+    Within { future, expiry: expiry(deadline, abort) }
+}
+
+fn expiry(deadline: Option<Instant>, abort: Option<&tokio_util::sync::CancellationToken>) -> Expiry<'_> {
     match (deadline, abort) {
         (None, None) => None,
         (Some(deadline), None) => Some(Box::pin(tokio::time::sleep_until(deadline))),
@@ -155,6 +163,33 @@ pub(crate) fn expiry(deadline: Option<Instant>, abort: Option<&tokio_util::sync:
         (Some(deadline), Some(abort)) => Some(Box::pin(async move {
             tokio::select! { _ = tokio::time::sleep_until(deadline) => {}, _ = abort.cancelled() => {} }
         })),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// [`within`]'s future. Written out rather than an async fn around a `select!`, which took 600
+    /// bytes around a send turn's wait: in a burst, every acquisition waiting for its turn holds
+    /// one.
+    pub(crate) struct Within<'a, F> {
+        #[pin]
+        future: F,
+        expiry: Expiry<'a>,
+    }
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Option<F::Output>;
+
+    /// The future first: an output that came by the deadline counts.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.future.poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        match this.expiry.as_mut().map(|expiry| expiry.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
     }
 }
 
@@ -170,8 +205,7 @@ pin_project_lite::pin_project! {
         #[pin]
         ended: tokio_util::sync::WaitForCancellationFuture<'a>,
         #[pin]
-        future: F,
-        expiry: Expiry<'a>,
+        within: Within<'a, F>,
     }
 }
 
@@ -185,12 +219,6 @@ impl<F: Future> Future for Bounded<'_, F> {
         if this.ended.poll(cx).is_ready() {
             return Poll::Ready(Err(if this.client.is_closed() { Stop::Closed } else { Stop::SessionOver }));
         }
-        if let Poll::Ready(output) = this.future.poll(cx) {
-            return Poll::Ready(Ok(output));
-        }
-        match this.expiry.as_mut().map(|expiry| expiry.as_mut().poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Err(Stop::Deadline)),
-            _ => Poll::Pending,
-        }
+        this.within.poll(cx).map(|output| output.ok_or(Stop::Deadline))
     }
 }

@@ -68,41 +68,14 @@ impl Wait {
     }
 
     /// `future`'s output, or `None` once the deadline passes or the acquisition is aborted.
-    fn within<F: std::future::Future>(&self, future: F) -> Within<'_, F> {
-        Within { future, expiry: retry::expiry(self.deadline, self.abort.as_ref()) }
+    fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
+        retry::within(self.deadline, self.abort.as_ref(), future)
     }
 
     /// Whether the deadline passed, or the acquisition was aborted.
     fn is_over(&self) -> bool {
         self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
             || self.abort.as_ref().is_some_and(|abort| abort.is_cancelled())
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// [`Wait::within`]'s future. Written out rather than an async fn around a `select!`, which
-    /// took 600 bytes around a send-order turn's 80: in a burst, every acquisition waiting for
-    /// its turn holds one.
-    struct Within<'a, F> {
-        #[pin]
-        future: F,
-        expiry: retry::Expiry<'a>,
-    }
-}
-
-impl<F: std::future::Future> std::future::Future for Within<'_, F> {
-    type Output = Option<F::Output>;
-
-    /// The future first: an output that came by the deadline counts.
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        let this = self.project();
-        if let std::task::Poll::Ready(output) = this.future.poll(cx) {
-            return std::task::Poll::Ready(Some(output));
-        }
-        match this.expiry.as_mut().map(|expiry| expiry.as_mut().poll(cx)) {
-            Some(std::task::Poll::Ready(())) => std::task::Poll::Ready(None),
-            _ => std::task::Poll::Pending,
-        }
     }
 }
 
