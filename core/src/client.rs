@@ -30,7 +30,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many of a client's creates may await their answers at once. Enough to keep a link's
 /// pipeline full (the server answers one session's requests in turn anyway); bounded so that
 /// 10,000 acquisitions started together do not each hold a create's request and reply handling.
-const CREATE_WINDOW: usize = 1024;
+pub(crate) const CREATE_WINDOW: usize = 1024;
 
 /// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
 /// `Debug` shows no secret (no password, no private key).
@@ -193,7 +193,10 @@ pub(crate) struct ClientInner {
     /// Creates sent and not yet answered, at most [`CREATE_WINDOW`]: taken under the send turn,
     /// so still in start order. A burst of acquisitions then queues small, and the few in
     /// flight reuse the memory of their replies' handling instead of all holding it at once.
-    pub(crate) create_window: tokio::sync::Semaphore,
+    create_window: tokio::sync::Semaphore,
+    /// Whether an acquisition found the window full since the window last emptied: a burst
+    /// (see [`crate::memory`]).
+    window_filled: AtomicBool,
     callbacks: CallbackDispatcher,
     /// The recipes of this client's lock handles, by path: handles for one path (of one kind,
     /// with the same options) share one recipe, and so their holds.
@@ -292,6 +295,7 @@ impl Client {
             released: crate::engine::ReleasedNodes::default(),
             send_order: tokio::sync::Mutex::new(()),
             create_window: tokio::sync::Semaphore::new(CREATE_WINDOW),
+            window_filled: AtomicBool::new(false),
             callbacks: CallbackDispatcher::new("zklock-callback"),
             recipes: parking_lot::Mutex::default(),
             state: watch::Sender::new(SessionState::Disconnected),
@@ -448,7 +452,7 @@ impl Client {
     /// bindings run every user callback (lost lock, state change) this way, never on the threads
     /// that keep sessions alive. See [`CallbackDispatcher`].
     pub fn dispatch_callback(&self, callback: impl FnOnce() + Send + 'static) {
-        self.inner.callbacks.dispatch(callback);
+        self.inner.dispatch(callback);
     }
 
     /// Calls `callback` with the reason on this client's callback thread if `hold` is lost;
@@ -523,7 +527,45 @@ impl Drop for ClientInner {
     }
 }
 
+/// A place in a client's window of creates in flight (see `ClientInner::create_window`), given
+/// back when dropped. The last place given back after a burst filled the window gives the
+/// memory of the burst's creates back to the system (see [`crate::memory`]).
+pub(crate) struct CreateSlot<'a> {
+    permit: Option<tokio::sync::SemaphorePermit<'a>>,
+    client: &'a ClientInner,
+}
+
+impl Drop for CreateSlot<'_> {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        let emptied = self.client.create_window.available_permits() == CREATE_WINDOW;
+        if emptied && self.client.window_filled.swap(false, Ordering::Relaxed) {
+            self.client.dispatch(crate::memory::give_back);
+        }
+    }
+}
+
 impl ClientInner {
+    /// A place in the window of creates in flight, if one is free now.
+    pub(crate) fn try_create_slot(&self) -> Option<CreateSlot<'_>> {
+        let permit = self.create_window.try_acquire().ok()?;
+        Some(CreateSlot { permit: Some(permit), client: self })
+    }
+
+    /// A place in the window of creates in flight, once one is free.
+    pub(crate) async fn create_slot(&self) -> CreateSlot<'_> {
+        if self.create_window.available_permits() == 0 {
+            self.window_filled.store(true, Ordering::Relaxed);
+        }
+        let permit = self.create_window.acquire().await.expect("the create window is never closed");
+        CreateSlot { permit: Some(permit), client: self }
+    }
+
+    /// Runs `job` on the callback thread, after the callbacks dispatched before it.
+    pub(crate) fn dispatch(&self, job: impl FnOnce() + Send + 'static) {
+        self.callbacks.dispatch(job);
+    }
+
     /// The recipe for a handle on `path`: the one this client's other handles for it use, if
     /// any is alive (held locks keep theirs alive), else a new one.
     pub(crate) fn recipe(

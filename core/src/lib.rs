@@ -76,6 +76,7 @@ pub mod ffi;
 mod hold;
 mod lock;
 mod lost_callbacks;
+mod memory;
 mod multi_lock;
 mod order;
 mod owners;
@@ -101,6 +102,8 @@ pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
 pub use crate::lost_callbacks::LostSubscription;
+#[doc(hidden)]
+pub use crate::memory::times_given_back;
 pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;
 pub use crate::policy::{Mode, PathRecipe};

@@ -232,9 +232,10 @@ async fn a_queue_longer_than_one_packet_of_names() {
 /// listings, not one per waiter (each of a queue that grows with the burst), and each waiter
 /// still holds exactly one watch on the server, in the order the calls were made. More waiters
 /// than the client lets have creates in flight at once (1,024): those after wait for a place,
-/// and still queue in call order.
+/// and still queue in call order. Once queued, and again once drained, the memory the burst
+/// left behind is given back to the system.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
+async fn a_burst_of_waiters_shares_its_listings_keeps_one_watch_each_and_gives_memory_back() {
     const WAITERS: usize = 1_500;
     let cluster = Cluster::standalone();
     let proxy = Proxy::start(&cluster.server_address(0));
@@ -247,6 +248,7 @@ async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
     let lock = waiters_client.lock(path).unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let (_, down_before) = proxy.forwarded();
+    let given_back_before = zklock::times_given_back();
     // Begun one after another, with no waiting in between: call order is queue order.
     let acquisitions: Vec<_> = (0..WAITERS).map(|i| (i, lock.begin_acquire(&Owner::new(i as u64), None))).collect();
     let tasks: Vec<_> = acquisitions
@@ -272,12 +274,24 @@ async fn a_burst_of_waiters_shares_its_listings_and_keeps_one_watch_each() {
     // One listing per waiter would be ~75 bytes a name times WAITERS²/2: ~84 MB.
     let queueing = down_queued - down_before;
     assert!(queueing < 3_000_000, "{queueing} bytes from the server to queue {WAITERS} waiters");
+    // The burst filled the window of creates in flight; once it emptied, the memory of the
+    // burst's creates was given back to the system (see `memory`).
+    wait_until("memory given back once the burst is queued", Duration::from_secs(10), || async move {
+        zklock::times_given_back() > given_back_before
+    })
+    .await;
+    let given_back_queued = zklock::times_given_back();
 
     holder.release().await.unwrap();
     for task in tasks {
         task.await.unwrap();
     }
     assert_eq!(*order.lock(), (0..WAITERS).collect::<Vec<_>>(), "held in call order");
+    // More than a burst's worth of waiters ended: their memory was given back too.
+    wait_until("memory given back as the queue drained", Duration::from_secs(10), || async move {
+        zklock::times_given_back() > given_back_queued
+    })
+    .await;
     holder_client.close().await;
     waiters_client.close().await;
 }

@@ -304,6 +304,7 @@ impl Recipe {
     /// at the back, on a new session, within its deadline. (A holder's loss is a loss: holds
     /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+        let _in_progress = crate::memory::InProgress::new(&self.client);
         again_on_new_session(&wait, |wait| self.attempt(mode, owner, wait)).await
     }
 
@@ -325,11 +326,11 @@ impl Recipe {
         };
         // A place in the window of creates in flight, taken under the send turn (see
         // `ClientInner::create_window`) and given back once the create and its listing are answered.
-        let free_slot = if at_once { self.client.create_window.try_acquire().ok() } else { None };
+        let free_slot = if at_once { self.client.try_create_slot() } else { None };
         let create_slot = match free_slot {
             Some(slot) => slot,
-            None => match Box::pin(wait.within(self.client.create_window.acquire())).await {
-                Some(slot) => slot.expect("the create window is never closed"),
+            None => match Box::pin(wait.within(self.client.create_slot())).await {
+                Some(slot) => slot,
                 None => return Ok(None),
             },
         };
@@ -830,7 +831,7 @@ where
 /// once sent) and its place in the window of creates in flight (given back once answered).
 struct Turn<'a> {
     send_turn: tokio::sync::MutexGuard<'a, ()>,
-    create_slot: tokio::sync::SemaphorePermit<'a>,
+    create_slot: crate::client::CreateSlot<'a>,
 }
 
 /// Why an attempt ended without the lock: an error to report as it is, or a stopped step.
