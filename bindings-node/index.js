@@ -744,9 +744,22 @@ class Lock {
     return new Hold(CONSTRUCT, this, owner, handle.hold)
   }
 
-  #held(owner, nativeHold) {
+  // The Hold of `owner`, which its native acquisition just settled as holding: the hold itself is
+  // the one recorded for it (see NativeLock.acquire).
+  #heldBy(owner) {
+    const nativeHold = this.#native.holdOf(owner)
+    if (nativeHold === null) {
+      // Only this flow, which has not seen the hold yet, could have released it.
+      throw zklockError(codes.NOT_OWNER, 'the hold just acquired is no longer recorded for its flow', this.#path)
+    }
     return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold).hold)
   }
+
+  // What a native acquisition settles with (see NativeLock.acquire) made a Hold (false: not had),
+  // or, for withLock, the function run holding and the hold then released. One function each for
+  // every waiter of this lock: a queued acquisition keeps no closure.
+  #settled = (owner) => (owner === null ? false : this.#heldBy(owner))
+  #settledToRun = ([owner, fn]) => runThenRelease(this.#heldBy(owner), fn, (call) => runAs(this, owner, call))
 
   // The id read once: a native getter costs as much as the re-entry.
   #remember(owner, nativeHold) {
@@ -758,12 +771,11 @@ class Lock {
   // Sends the attempt's create before its first await (the native acquire begins at once), so
   // that one client's calls queue in the order they were made.
   //
-  // Not an async function: a queued acquisition keeps a promise reaction rather than an async
-  // frame, some 300 bytes less for each of a long queue's waiters. With `fn`, withLock's
-  // function, it is run holding in that same reaction, its arguments kept rather than a closure:
-  // each promise or closure a waiter keeps is some 100 to 200 bytes more, and keeps what it
-  // settled with until the old generation is collected (more garbage promoted at each handoff,
-  // and a larger young generation by the end of a long queue).
+  // Not an async function, and no closure: a queued acquisition is the native promise and the
+  // one derived from it, what it needs at the end (its owner, withLock's function) carried by the
+  // native promise. Everything a waiter keeps in V8's heap is there through the queue, and V8
+  // sized its young generation by what survived a long queue's forming (doubled twice for
+  // 10,000 waiters with a closure each, and again in the handoffs).
   #contend(owner, timeoutMs, signal, fn) {
     if (signal !== undefined) {
       const contending = this.#contendAbortable(owner, timeoutMs, signal)
@@ -771,32 +783,29 @@ class Lock {
     }
     let acquiring
     try {
-      acquiring = this.#native.acquire(owner, timeoutMs, false)
+      acquiring = this.#native.acquire(owner, timeoutMs, false, fn)
     } catch (error) {
       return Promise.reject(restacked(error))
     }
-    return acquiring.then((nativeHold) => {
-      const held = nativeHold ? this.#held(owner, nativeHold) : false
-      return fn === undefined ? held : this.#runHeld(owner, held, fn, timeoutMs)
-    }, rejectRestacked)
+    return acquiring.then(fn === undefined ? this.#settled : this.#settledToRun, rejectRestacked)
   }
 
   async #contendAbortable(owner, timeoutMs, signal) {
     // Aborting drops the native attempt, which removes its node.
     const stopWatching = onAbort(signal, () => this.#native.abort(owner))
     try {
-      let nativeHold
+      let settled
       try {
-        nativeHold = await this.#native.acquire(owner, timeoutMs, true)
+        settled = await this.#native.acquire(owner, timeoutMs, true)
       } catch (error) {
         throw restacked(error)
       }
       if (signal.aborted) {
         // Aborted just as the lock was obtained: give it back.
-        if (nativeHold) await this.#native.release(owner).catch(() => {})
+        if (settled !== null) await this.#native.release(owner).catch(() => {})
         throw abortError(signal)
       }
-      return nativeHold ? this.#held(owner, nativeHold) : false
+      return this.#settled(settled)
     } finally {
       stopWatching()
     }

@@ -124,29 +124,47 @@ function statusMb(field) {
   return line ? Number(line.split(/\s+/)[1]) / 1024 : NaN
 }
 
-/** Sends a four-letter word to the first server of ZK_CONNECT and resolves to its reply. */
-function fourLetter(word) {
+/** Sends a four-letter word to the first server of ZK_CONNECT and resolves to its reply, or, with
+ * `onChunk`, hands it each chunk of the reply as it arrives (and resolves once it ends). */
+function fourLetter(word, onChunk) {
   const address = connect.split(',')[0].split('/')[0]
   const colon = address.lastIndexOf(':')
   return new Promise((resolve, reject) => {
     const chunks = []
     const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon), () => socket.write(word))
     socket.setTimeout(10_000, () => socket.destroy(new Error(`no reply to ${word}`)))
-    socket.on('data', (chunk) => chunks.push(chunk))
+    socket.on('data', (chunk) => (onChunk ? onChunk(chunk) : chunks.push(chunk)))
     socket.on('end', () => resolve(Buffer.concat(chunks).toString()))
     socket.on('error', reject)
   })
 }
 
-/** The lock nodes under `path` on the server: the ephemerals that `dump` lists there (with a
- * chroot the server names the full path: match the end). */
+/** The lock nodes under `path` on the server: the ephemerals that `dump` lists there (a line whose
+ * parent path ends with `path`: with a chroot the server names the full path). Counted in the
+ * reply's bytes as they arrive: the reply, megabytes for a long queue, made into strings would
+ * be live in V8's young generation while counted, and V8 sizes that generation by what
+ * survives: the harness would grow the heap it measures. */
 async function queuedOnServer(path) {
-  const prefix = `${path}/`
-  const dump = await fourLetter('dump')
-  return dump.split('\n').filter((line) => {
-    const node = line.trim()
-    return `${node.slice(0, node.lastIndexOf('/'))}/`.endsWith(prefix)
-  }).length
+  const prefix = Buffer.from(`${path}/`)
+  const [NEWLINE, SLASH] = [0x0a, 0x2f]
+  let count = 0
+  let rest = Buffer.alloc(0)
+  const countLines = (bytes, end) => {
+    for (let at = bytes.indexOf(prefix); at !== -1 && at < end; at = bytes.indexOf(prefix, at + 1)) {
+      const lineEnd = bytes.indexOf(NEWLINE, at)
+      const name = at + prefix.length
+      const slash = bytes.indexOf(SLASH, name)
+      if (slash === -1 || slash > (lineEnd === -1 ? end : lineEnd)) count++
+    }
+  }
+  await fourLetter('dump', (chunk) => {
+    const bytes = rest.length ? Buffer.concat([rest, chunk]) : chunk
+    const complete = bytes.lastIndexOf(NEWLINE) + 1 // the lines this chunk completes
+    countLines(bytes, complete)
+    rest = Buffer.from(bytes.subarray(complete))
+  })
+  countLines(rest, rest.length)
+  return count
 }
 
 async function serverWatches() {

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{BigInt, Buffer, Function, Object, PromiseRaw};
+use napi::bindgen_prelude::{BigInt, Buffer, Function, Object, PromiseRaw, Unknown};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
-use napi::Env;
+use napi::{Env, JsValue};
 use napi_derive::napi;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -262,25 +262,36 @@ impl NativeLock {
         self.lock.mode().as_str()
     }
 
-    /// Queues `owner` and resolves to its hold, or to `null` when `timeout_ms` passed (`0`: only
-    /// tried) or when [`NativeLock::abort`] was called for it, once the attempt's node is removed.
-    #[napi]
-    pub fn acquire<'env>(
+    /// Queues `owner` and resolves to `owner` once it holds (its hold is [`NativeLock::hold_of`]),
+    /// or to `null` when `timeout_ms` passed (`0`: only tried) or when [`NativeLock::abort`] was
+    /// called for it, once the attempt's node is removed. With `run` (withLock's function), it
+    /// resolves to `[owner, run]` once held, and rejects with ZKLOCK_TIMEOUT when not held.
+    ///
+    /// What the JavaScript layer needs when it settles travels with the promise, not in a
+    /// closure: a queued acquisition is then its promise alone in V8's heap. (At 10,000 queued,
+    /// V8 sized its young generation by what survived of the queueing, and doubled it again in
+    /// the handoffs that followed.) And the promise settles with no object that would outlive
+    /// the hold: made when the queue formed, it is in the old generation by then, where a value
+    /// it kept would live until the next full collection.
+    #[napi(ts_return_type = "Promise<number | [number, Function] | null>")]
+    pub fn acquire(
         &self,
-        env: &'env Env,
+        env: &Env,
         owner_id: i64,
         timeout_ms: Option<f64>,
         abortable: bool,
-    ) -> napi::Result<PromiseRaw<'env, Option<NativeHold>>> {
+        run: Option<Unknown<'_>>,
+    ) -> napi::Result<napi::sys::napi_value> {
         let lock = self.lock.clone();
         let owner = owner(owner_id);
-        let timeout = timeout_ms.map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        let timeout = timeout_ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
         let abort = abortable.then(|| {
             let token = CancellationToken::new();
             self.aborts.lock().push((owner.id(), token.clone()));
             token
         });
         let aborts = self.aborts.clone();
+        let run = run.map(|run| runtime::JsRef::new(env, run.raw())).transpose()?;
         // Begun here, on the JavaScript thread: the attempt's create is sent before this returns,
         // so the acquisitions of one client queue in the order JavaScript made them.
         let acquisition = match abort {
@@ -288,19 +299,30 @@ impl NativeLock {
             // An abort ends it as a timeout does: it resolves to null once the node is removed.
             Some(abort) => lock.begin_acquire_abortable(&owner, timeout, abort),
         };
+        let timed_out = lock.clone();
         let acquisition = async move {
-            let result = acquisition.await.map(|acquired| match acquired {
-                zklock::Acquired::Held(hold) => Some(hold),
+            let held = acquisition.await.map(|acquired| match acquired {
+                zklock::Acquired::Held(_) => true,
                 // Only when the flow re-entered between its `reenter` and this call.
-                zklock::Acquired::Reentered => lock.hold_of(&owner).map(|(hold, _)| hold),
-                zklock::Acquired::NotAcquired => None,
+                zklock::Acquired::Reentered => lock.hold_of(&owner).is_some(),
+                zklock::Acquired::NotAcquired => false,
             });
             if abortable {
                 aborts.lock().retain(|(id, _)| *id != owner.id());
             }
-            result
+            held
         };
-        runtime::promise(env, acquisition, |_, hold| hold.map(NativeHold::new))
+        runtime::settled_by(env, acquisition, move |env, held| {
+            // Taken back on the JavaScript thread, whatever the outcome.
+            let run = run.map(|run| run.take(env)).transpose()?;
+            match (held, run) {
+                (Err(err), _) => Err(error::to_js(env, &err)),
+                (Ok(false), None) => runtime::null(env),
+                (Ok(false), Some(_)) => Err(error::to_js(env, &timed_out.timeout_error(timeout.unwrap_or_default()))),
+                (Ok(true), None) => runtime::number(env, owner_id),
+                (Ok(true), Some(run)) => runtime::array(env, &[runtime::number(env, owner_id)?, run]),
+            }
+        })
     }
 
     /// The ZKLOCK_TIMEOUT error for this lock not had within `timeout_ms`, in core's words (as

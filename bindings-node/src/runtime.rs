@@ -30,51 +30,60 @@ where
     F: Future<Output = zklock::Result<T>> + Send + 'static,
     M: FnOnce(&Env, T) -> V + Send + 'static,
 {
+    // SAFETY: called on the JavaScript thread, with its environment (see `settle`).
+    let settle = move |env: &Env, outcome: zklock::Result<T>| match outcome {
+        Ok(value) => unsafe { V::to_napi_value(env.raw(), to_js(env, value)) },
+        Err(err) => Err(error::to_js(env, &err)),
+    };
+    Ok(PromiseRaw::new(env.raw(), settled_by(env, future, settle)?))
+}
+
+/// As [`promise`], with `settle` making the value to resolve with, or the error to reject with,
+/// from the future's whole outcome (on the JavaScript thread). If the environment is torn down
+/// first, `settle` is dropped uncalled, on whichever thread.
+pub(crate) fn settled_by<T, F, S>(env: &Env, future: F, settle: S) -> napi::Result<sys::napi_value>
+where
+    T: Send + 'static,
+    F: Future<Output = zklock::Result<T>> + Send + 'static,
+    S: FnOnce(&Env, zklock::Result<T>) -> napi::Result<sys::napi_value> + Send + 'static,
+{
     let settler = Settler::of(env)?;
     let (mut deferred, mut promise) = (std::ptr::null_mut(), std::ptr::null_mut());
     // SAFETY: on the JavaScript thread of `env`, with out-pointers to fill.
     check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) })?;
     settler.pending(env, 1);
-    // SAFETY: called on the JavaScript thread, with its environment (see `settle`).
-    let to_js = move |env: &Env, value: T| unsafe { V::to_napi_value(env.raw(), to_js(env, value)) };
-    let unsettled = Some((Deferred(deferred), to_js));
+    let unsettled = Some((Deferred(deferred), settle));
     napi::bindgen_prelude::spawn(Settling { future, settler, unsettled, output: PhantomData });
-    Ok(PromiseRaw::new(env.raw(), promise))
+    Ok(promise)
 }
 
 pin_project_lite::pin_project! {
     /// A future run to the settling of its promise. Written out rather than an async block,
     /// which kept the future twice (as its capture and as what it awaited): every waiting
     /// acquisition is one of these.
-    struct Settling<T, F, M> {
+    struct Settling<T, F, S> {
         #[pin]
         future: F,
         settler: Arc<Settler>,
-        // The promise and how to make its value: taken when the future ends.
-        unsettled: Option<(Deferred, M)>,
+        // The promise and how to settle it: taken when the future ends.
+        unsettled: Option<(Deferred, S)>,
         output: PhantomData<fn() -> T>,
     }
 }
 
-impl<T, F, M> Future for Settling<T, F, M>
+impl<T, F, S> Future for Settling<T, F, S>
 where
     T: Send + 'static,
     F: Future<Output = zklock::Result<T>>,
-    M: FnOnce(&Env, T) -> napi::Result<sys::napi_value> + Send + 'static,
+    S: FnOnce(&Env, zklock::Result<T>) -> napi::Result<sys::napi_value> + Send + 'static,
 {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
         let Poll::Ready(outcome) = this.future.poll(cx) else { return Poll::Pending };
-        if let Some((deferred, to_js)) = this.unsettled.take() {
-            this.settler.send(Box::new(Settlement {
-                deferred,
-                settle: Box::new(move |env| match outcome {
-                    Ok(value) => to_js(env, value),
-                    Err(err) => Err(error::to_js(env, &err)),
-                }),
-            }));
+        if let Some((deferred, settle)) = this.unsettled.take() {
+            this.settler.send(Box::new(Settlement { deferred, settle: Box::new(move |env| settle(env, outcome)) }));
         }
         Poll::Ready(())
     }
@@ -85,6 +94,63 @@ fn check(status: sys::napi_status) -> napi::Result<()> {
         sys::Status::napi_ok => Ok(()),
         status => Err(napi::Error::new(napi::Status::from(status), "Node-API call failed")),
     }
+}
+
+/// A JavaScript value kept alive while a future runs on the runtime's threads, taken back on the
+/// JavaScript thread. Not taken (the environment torn down first), the reference is leaked with
+/// the environment.
+pub(crate) struct JsRef(sys::napi_ref);
+
+// SAFETY: carried through runtime threads, used only on the JavaScript thread (`new`, `take`).
+unsafe impl Send for JsRef {}
+
+impl JsRef {
+    pub(crate) fn new(env: &Env, value: sys::napi_value) -> napi::Result<JsRef> {
+        let mut reference = std::ptr::null_mut();
+        // SAFETY: on the JavaScript thread, with a value of this environment.
+        check(unsafe { sys::napi_create_reference(env.raw(), value, 1, &mut reference) })?;
+        Ok(JsRef(reference))
+    }
+
+    /// The value, and the reference deleted.
+    pub(crate) fn take(self, env: &Env) -> napi::Result<sys::napi_value> {
+        let mut value = std::ptr::null_mut();
+        // SAFETY: on the JavaScript thread, with the reference made there, deleted once, here.
+        unsafe {
+            check(sys::napi_get_reference_value(env.raw(), self.0, &mut value))?;
+            check(sys::napi_delete_reference(env.raw(), self.0))?;
+        }
+        Ok(value)
+    }
+}
+
+/// JavaScript's `null`.
+pub(crate) fn null(env: &Env) -> napi::Result<sys::napi_value> {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with an out-pointer.
+    check(unsafe { sys::napi_get_null(env.raw(), &mut value) })?;
+    Ok(value)
+}
+
+/// A JavaScript number.
+pub(crate) fn number(env: &Env, n: i64) -> napi::Result<sys::napi_value> {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with an out-pointer.
+    check(unsafe { sys::napi_create_int64(env.raw(), n, &mut value) })?;
+    Ok(value)
+}
+
+/// A JavaScript array of `items`.
+pub(crate) fn array(env: &Env, items: &[sys::napi_value]) -> napi::Result<sys::napi_value> {
+    let mut array = std::ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with values of this environment.
+    unsafe {
+        check(sys::napi_create_array_with_length(env.raw(), items.len(), &mut array))?;
+        for (index, item) in (0u32..).zip(items) {
+            check(sys::napi_set_element(env.raw(), array, index, *item))?;
+        }
+    }
+    Ok(array)
 }
 
 /// A promise's resolver; only ever used on its environment's JavaScript thread.

@@ -173,6 +173,8 @@ test('timeout: acquire resolves to false, withLock rejects with ZKLOCK_TIMEOUT, 
     path,
     // In core's words, as every language reports it.
     message: `timed out on ${path}: not acquired within 100ms`,
+    // Made by the native acquisition, restacked where the caller awaits it.
+    stack: /lock\.test\.mjs/,
   })
   assert.equal((await ephemeralsUnder(path)).length, 1, "only the holder's node remains")
   await hold.release()
