@@ -294,18 +294,22 @@ impl NativeLock {
         let run = run.map(|run| runtime::JsRef::new(env, run.raw())).transpose()?;
         // Begun here, on the JavaScript thread: the attempt's create is sent before this returns,
         // so the acquisitions of one client queue in the order JavaScript made them.
-        let acquisition = match abort {
+        let mut acquisition = match abort {
             None => lock.begin_acquire(&owner, timeout),
             // An abort ends it as a timeout does: it resolves to null once the node is removed.
             Some(abort) => lock.begin_acquire_abortable(&owner, timeout, abort),
         };
-        let timed_out = lock.clone();
+        // Without `run`, not held settles as null; with it, as withLock's timeout error (the
+        // only way a withLock's native acquisition ends unheld: it is never aborted).
+        let rejects_unheld = run.is_some();
         let acquisition = async move {
-            let held = acquisition.await.map(|acquired| match acquired {
-                zklock::Acquired::Held(_) => true,
+            // Awaited in place, not moved into the await: every waiter's task is this block.
+            let held = (&mut acquisition).await.and_then(|acquired| match acquired {
+                zklock::Acquired::Held(_) => Ok(true),
                 // Only when the flow re-entered between its `reenter` and this call.
-                zklock::Acquired::Reentered => lock.hold_of(&owner).is_some(),
-                zklock::Acquired::NotAcquired => false,
+                zklock::Acquired::Reentered => Ok(lock.hold_of(&owner).is_some()),
+                zklock::Acquired::NotAcquired if rejects_unheld => Err(lock.timeout_error(timeout.unwrap_or_default())),
+                zklock::Acquired::NotAcquired => Ok(false),
             });
             if abortable {
                 aborts.lock().retain(|(id, _)| *id != owner.id());
@@ -317,8 +321,7 @@ impl NativeLock {
             let run = run.map(|run| run.take(env)).transpose()?;
             match (held, run) {
                 (Err(err), _) => Err(error::to_js(env, &err)),
-                (Ok(false), None) => runtime::null(env),
-                (Ok(false), Some(_)) => Err(error::to_js(env, &timed_out.timeout_error(timeout.unwrap_or_default()))),
+                (Ok(false), _) => runtime::null(env),
                 (Ok(true), None) => runtime::number(env, owner_id),
                 (Ok(true), Some(run)) => runtime::array(env, &[runtime::number(env, owner_id)?, run]),
             }

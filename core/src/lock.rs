@@ -487,7 +487,7 @@ impl Lock {
         // allocation. (A downgrade's is larger, and rare: boxed on its own.)
         let result = match entered {
             Entered::Downgrade(write) => Box::pin(self.recipe.downgrade(owner, &write, wait)).await,
-            _ => self.recipe.contend(self.mode, owner, wait).await,
+            _ => self.recipe.contend(self.mode, owner, &wait).await,
         };
         if let Ok(Some(hold)) = &result {
             claim.done = true;

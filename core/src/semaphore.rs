@@ -269,9 +269,9 @@ impl Semaphore {
     }
 
     /// One attempt: the mutex, then the leases on its session, then the mutex released.
-    async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
+    async fn attempt(&self, n: u32, wait: &Wait) -> Result<Option<Vec<Lease>>> {
         let inner = &self.inner;
-        let prepared = inner.leases.prepare_leases(&inner.path, &inner.max, n, &wait, &inner.checked);
+        let prepared = inner.leases.prepare_leases(&inner.path, &inner.max, n, wait, &inner.checked);
         if Box::pin(prepared).await?.is_none() {
             return Ok(None);
         }
@@ -283,7 +283,7 @@ impl Semaphore {
         };
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
         let holds = match inner.leases.session_of(mutex.hold()) {
-            Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, &wait)).await,
+            Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, wait)).await,
             Err(err) => Err(err),
         };
         // Armed leases at once: an acquisition cancelled while the mutex is released below

@@ -303,13 +303,13 @@ impl Recipe {
     /// with it, and its place in the queue: as kazoo's and Curator's waiters do, it queues again,
     /// at the back, on a new session, within its deadline. (A holder's loss is a loss: holds
     /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
-    pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+    pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
         let _in_progress = crate::memory::InProgress::new(&self.client);
-        again_on_new_session(&wait, |wait| self.attempt(mode, owner, wait)).await
+        again_on_new_session(wait, |wait| self.attempt(mode, owner, wait)).await
     }
 
     /// One acquisition attempt, with its node removed on every way out but success.
-    async fn attempt(&self, mode: Mode, owner: &Owner, wait: Wait) -> Result<Option<Hold>> {
+    async fn attempt(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
         self.check_fits(self.node_data_len(owner), || format!("owner label of {} bytes", owner.label().len()))?;
         // Uncontended, neither step below waits: taken at once, with no future boxed for it.
         let at_once = !wait.is_over();
@@ -799,14 +799,14 @@ impl OwnWatch {
 /// Runs `attempt` until it holds, fails, or the deadline passes; an attempt that failed because
 /// its session ended (expired, or disconnected past its timeout) is made again, on a new session,
 /// within the deadline (see [`Recipe::contend`]).
-pub(crate) async fn again_on_new_session<T, F, Fut>(wait: &Wait, mut attempt: F) -> Result<Option<T>>
+pub(crate) async fn again_on_new_session<'w, T, F, Fut>(wait: &'w Wait, mut attempt: F) -> Result<Option<T>>
 where
-    F: FnMut(Wait) -> Fut,
+    F: FnMut(&'w Wait) -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
     let mut requeues = 0u32;
     loop {
-        let result = attempt(wait.clone()).await;
+        let result = attempt(wait).await;
         let requeue = match &result {
             Err(err) => {
                 err.kind() == ErrorKind::SessionExpired
