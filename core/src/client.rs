@@ -330,6 +330,13 @@ impl Client {
         self.inner.session.read().as_ref().filter(|s| !s.is_over()).map(|s| s.id)
     }
 
+    /// How many of this client's creates await their answers (at most the window's 1,024):
+    /// for tests.
+    #[doc(hidden)]
+    pub fn creates_in_flight(&self) -> usize {
+        CREATE_WINDOW - self.inner.create_window.available_permits()
+    }
+
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
     /// Nothing is sent to ZooKeeper until the first acquisition. The `Lock`s of one client for
     /// one path (with the same identifier and ACL) are one lock: they share their holds, so an

@@ -296,6 +296,46 @@ async fn a_burst_of_waiters_shares_its_listings_keeps_one_watch_each_and_gives_m
     waiters_client.close().await;
 }
 
+/// A client keeps at most 1,024 creates awaiting their answers: with its link stalled, a burst of
+/// 1,500 acquisitions sends 1,024 creates and the rest wait for a place (under the send turn, so
+/// still in call order); once the link passes again, every one of them queues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_keeps_at_most_a_window_of_creates_in_flight() {
+    const WAITERS: usize = 1_500;
+    const WINDOW: usize = 1_024;
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let holder_client = client_at(&cluster.connect_string()).await;
+    let waiters_client = client_at(&proxy.address()).await;
+    let path = "/locks/window";
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+    let lock = waiters_client.lock(path).unwrap();
+    // A try first: the lock object has checked the path, so each acquisition below sends its
+    // create at once.
+    assert!(lock.try_acquire(&Owner::new(999)).await.unwrap().is_none(), "held by the holder");
+
+    proxy.stall();
+    let acquisitions: Vec<_> = (0..WAITERS).map(|i| lock.begin_acquire(&Owner::new(i as u64), None)).collect();
+    // Each began up to its create's answer, or to its wait for a place: nothing was answered.
+    assert_eq!(waiters_client.creates_in_flight(), WINDOW, "creates awaiting their answers");
+    let tasks: Vec<_> = acquisitions.into_iter().map(|acquisition| tokio::spawn(acquisition)).collect();
+
+    proxy.pass();
+    wait_children(&observer, path, WAITERS + 1).await;
+    wait_until("every create and its listing answered", Duration::from_secs(10), || {
+        let in_flight = waiters_client.creates_in_flight();
+        async move { in_flight == 0 }
+    })
+    .await;
+    waiters_client.close().await;
+    for task in tasks {
+        assert!(task.await.unwrap().is_err(), "closed while waiting");
+    }
+    holder.release().await.unwrap();
+    holder_client.close().await;
+}
+
 /// Three clients: a holder, the next in line and the one behind it. When the holder goes, the
 /// one behind looks again (its informant went) and watches its own node, while the next in line
 /// holds; when that one releases, the waiter behind holds without sending a single request.
