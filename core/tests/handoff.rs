@@ -228,6 +228,27 @@ async fn a_queue_longer_than_one_packet_of_names() {
     client.close().await;
 }
 
+/// A holder on `path` in one session, and a client behind a fault proxy for a burst of waiters
+/// (the observer sees the server directly).
+struct BehindAHolder {
+    holder: zklock::LockGuard,
+    waiters_client: Client,
+    holder_client: Client,
+    observer: zookeeper_client::Client,
+    proxy: Proxy,
+    cluster: Cluster,
+}
+
+async fn behind_a_holder(path: &str) -> BehindAHolder {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let holder_client = client_at(&cluster.connect_string()).await;
+    let waiters_client = client_at(&proxy.address()).await;
+    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+    BehindAHolder { holder, waiters_client, holder_client, observer, proxy, cluster }
+}
+
 /// A burst of acquisitions on one client shares its listings: the queue is built with a few
 /// listings, not one per waiter (each of a queue that grows with the burst), and each waiter
 /// still holds exactly one watch on the server, in the order the calls were made. More waiters
@@ -237,13 +258,8 @@ async fn a_queue_longer_than_one_packet_of_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_of_waiters_shares_its_listings_keeps_one_watch_each_and_gives_memory_back() {
     const WAITERS: usize = 1_500;
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
-    let holder_client = client_at(&cluster.connect_string()).await;
-    let waiters_client = client_at(&proxy.address()).await;
     let path = "/locks/burst";
-    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+    let BehindAHolder { holder, waiters_client, holder_client, observer, proxy, cluster } = behind_a_holder(path).await;
 
     let lock = waiters_client.lock(path).unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -303,13 +319,9 @@ async fn a_burst_of_waiters_shares_its_listings_keeps_one_watch_each_and_gives_m
 async fn a_burst_keeps_at_most_a_window_of_creates_in_flight() {
     const WAITERS: usize = 1_500;
     const WINDOW: usize = 1_024;
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
-    let holder_client = client_at(&cluster.connect_string()).await;
-    let waiters_client = client_at(&proxy.address()).await;
     let path = "/locks/window";
-    let holder = holder_client.lock(path).unwrap().acquire(&Owner::new(1_000)).await.unwrap();
+    let BehindAHolder { holder, waiters_client, holder_client, observer, proxy, cluster: _cluster } =
+        behind_a_holder(path).await;
     let lock = waiters_client.lock(path).unwrap();
     // A try first: the lock object has checked the path, so each acquisition below sends its
     // create at once.
