@@ -334,7 +334,7 @@ impl Client {
     /// for tests.
     #[doc(hidden)]
     pub fn creates_in_flight(&self) -> usize {
-        CREATE_WINDOW - self.inner.create_window.available_permits()
+        self.inner.creates_in_flight()
     }
 
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
@@ -545,14 +545,18 @@ pub(crate) struct CreateSlot<'a> {
 impl Drop for CreateSlot<'_> {
     fn drop(&mut self) {
         drop(self.permit.take());
-        let emptied = self.client.create_window.available_permits() == CREATE_WINDOW;
-        if emptied && self.client.window_filled.swap(false, Ordering::Relaxed) {
+        if self.client.creates_in_flight() == 0 && self.client.window_filled.swap(false, Ordering::Relaxed) {
             self.client.dispatch(crate::memory::give_back);
         }
     }
 }
 
 impl ClientInner {
+    /// Creates sent and not yet answered: the window's places taken.
+    fn creates_in_flight(&self) -> usize {
+        CREATE_WINDOW - self.create_window.available_permits()
+    }
+
     /// A place in the window of creates in flight, if one is free now.
     pub(crate) fn try_create_slot(&self) -> Option<CreateSlot<'_>> {
         let permit = self.create_window.try_acquire().ok()?;
