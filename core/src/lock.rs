@@ -320,10 +320,7 @@ impl Lock {
             Ok(Entered::Counted(_)) => Acquire::done(Ok(Acquired::Reentered)),
             Ok(Entered::ReadOnWriteNode(hold)) => Acquire::done(Ok(Acquired::Held(hold))),
             Ok(entered) => {
-                let lock = self.clone();
-                let owner = owner.clone();
-                let mut future: BoxFuture<'static, Result<Option<Hold>>> =
-                    Box::pin(async move { lock.acquire_claimed(&owner, wait, entered).await });
+                let mut future = self.claimed(owner, wait, entered);
                 // One poll now, with the runtime's context for its timers: it runs up to the
                 // create's reply (or to its place in the send-order queue).
                 let _context = self.recipe.client.runtime.enter();
@@ -473,27 +470,28 @@ impl Lock {
         match self.enter(owner)? {
             Entered::Counted(_) => Ok(Acquired::Reentered),
             Entered::ReadOnWriteNode(hold) => Ok(Acquired::Held(hold)),
-            // Boxed so the reentrant path above does not carry the contend loop's state machine.
-            entered => Box::pin(self.acquire_claimed(owner, wait, entered)).await.map(Acquired::from),
+            // Boxed, so the reentrant path above does not carry the contend loop's state machine.
+            entered => self.claimed(owner, wait, entered).await.map(Acquired::from),
         }
     }
 
-    /// Contends (or downgrades) for an owner whose slot says "acquiring".
-    async fn acquire_claimed(&self, owner: &Owner, wait: Wait, entered: Entered) -> Result<Option<Hold>> {
-        // The owner's slot says "acquiring"; this guard clears it unless the acquisition
-        // succeeds, including when the future is dropped.
-        let mut claim = Claim { lock: self, owner: owner.id(), done: false };
-        // The contend loop inline: each caller boxes this future once, and a waiter is one
-        // allocation. (A downgrade's is larger, and rare: boxed on its own.)
-        let result = match entered {
-            Entered::Downgrade(write) => Box::pin(self.recipe.downgrade(owner, &write, wait)).await,
-            _ => self.recipe.contend(self.mode, owner, &wait).await,
-        };
-        if let Ok(Some(hold)) = &result {
-            claim.done = true;
-            self.recipe.settle(owner.id(), self.mode, hold);
+    /// Contends (or downgrades) for an owner whose slot says "acquiring": the future, boxed, and
+    /// owning what it needs once (a waiter is this one allocation, which every waiter of a long
+    /// queue keeps: no wrapper around it keeps a second copy of its arguments).
+    fn claimed(&self, owner: &Owner, wait: Wait, entered: Entered) -> BoxFuture<'static, Result<Option<Hold>>> {
+        // Clears the owner's "acquiring" unless the acquisition succeeds, including when the
+        // future is dropped (even unpolled).
+        let claim = Claim { lock: self.clone(), owner: owner.clone(), done: false };
+        match entered {
+            Entered::Downgrade(write) => Box::pin(async move {
+                let result = claim.lock.recipe.downgrade(&claim.owner, &write, wait).await;
+                claim.settle(result)
+            }),
+            _ => Box::pin(async move {
+                let result = claim.lock.recipe.contend(claim.lock.mode, &claim.owner, &wait).await;
+                claim.settle(result)
+            }),
         }
-        result
     }
 
     fn guard(&self, owner: &Owner, hold: Hold) -> LockGuard {
@@ -603,16 +601,27 @@ impl Future for Acquire {
     }
 }
 
-struct Claim<'a> {
-    lock: &'a Lock,
-    owner: u64,
+struct Claim {
+    lock: Lock,
+    owner: Owner,
     done: bool,
 }
 
-impl Drop for Claim<'_> {
+impl Claim {
+    /// The acquisition's outcome: a hold settles the owner's slot as holding it.
+    fn settle(mut self, result: Result<Option<Hold>>) -> Result<Option<Hold>> {
+        if let Ok(Some(hold)) = &result {
+            self.done = true;
+            self.lock.recipe.settle(self.owner.id(), self.lock.mode, hold);
+        }
+        result
+    }
+}
+
+impl Drop for Claim {
     fn drop(&mut self) {
         if !self.done {
-            self.lock.recipe.owners.unclaim(self.owner, self.lock.mode);
+            self.lock.recipe.owners.unclaim(self.owner.id(), self.lock.mode);
         }
     }
 }

@@ -13,32 +13,118 @@ use crate::session::Session;
 
 use super::listing::read_children;
 
-/// An attempt's node, once made.
-#[derive(Clone)]
-pub(super) struct OurNode {
-    pub(super) name: String,
+/// An attempt's node, once made: its sequence and creation zxid (its name is the attempt's).
+#[derive(Clone, Copy)]
+pub(super) struct Made {
     pub(super) sequence: i64,
     pub(super) czxid: i64,
 }
 
-/// An attempt's node name before the server's sequence: `_c_<uuid>-<marker>`. Sized once: every
-/// acquisition makes its names, and `format!` would grow each string two or three times.
-pub(super) fn name_prefix(id: uuid::Uuid, marker: &str) -> String {
-    let mut prefix = String::with_capacity("_c_".len() + uuid::fmt::Hyphenated::LENGTH + "-".len() + marker.len());
-    prefix.push_str("_c_");
-    prefix.push_str(id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()));
-    prefix.push('-');
-    prefix.push_str(marker);
-    prefix
+/// A node of ours found by its uuid: its name, and what a create would have told.
+pub(super) struct Found {
+    pub(super) name: String,
+    pub(super) made: Made,
 }
 
-/// The node's name the create gave: `prefix` and the sequence (ten digits, or a sign and ten).
-pub(super) fn sequenced_name(prefix: &str, sequence: impl std::fmt::Display) -> String {
-    use std::fmt::Write;
-    let mut name = String::with_capacity(prefix.len() + 11);
-    write!(name, "{prefix}{sequence}").expect("a String takes any write");
-    name
+/// An attempt's node name before the server's sequence: `_c_<uuid>-<marker>`.
+pub(super) fn name_prefix(id: uuid::Uuid, marker: &str) -> NamePrefix<'_> {
+    NamePrefix { id, marker }
 }
+
+/// [`name_prefix`]'s parts, written once into the node's path (see [`NodeName`]).
+pub(super) struct NamePrefix<'a> {
+    id: uuid::Uuid,
+    marker: &'a str,
+}
+
+impl std::fmt::Display for NamePrefix<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(out, "_c_{}-{}", self.id.hyphenated(), self.marker)
+    }
+}
+
+/// An attempt's node in one string, as every waiter keeps it through its wait: `<lock path>/`,
+/// the name's prefix (`_c_<uuid>-<marker>`), and once the node is known, the server's sequence
+/// after it. The lock path, the prefix, the name and the node's path are all slices of it.
+pub(super) struct NodeName {
+    path: String,
+    name_at: usize,
+    prefix_end: usize,
+    known: bool,
+}
+
+impl NodeName {
+    /// The node `prefix` names under `lock_path`, not made yet. Sized once, with room for the
+    /// sequence (ten digits, or a sign and ten).
+    pub(super) fn new(lock_path: &str, prefix: impl std::fmt::Display) -> NodeName {
+        use std::fmt::Write;
+        let mut path = String::with_capacity(lock_path.len() + 1 + PREFIX_LEN + 11);
+        path.push_str(lock_path);
+        path.push('/');
+        let name_at = path.len();
+        write!(path, "{prefix}").expect("a String takes any write");
+        NodeName { prefix_end: path.len(), path, name_at, known: false }
+    }
+
+    /// A node known by its full path (a hold's).
+    pub(super) fn known(node_path: &str) -> NodeName {
+        let name_at = node_path.rfind('/').map_or(0, |slash| slash + 1);
+        NodeName { path: node_path.to_owned(), name_at, prefix_end: node_path.len(), known: true }
+    }
+
+    /// `<lock path>/<prefix>`: what a sequential create is sent.
+    pub(super) fn prefixed(&self) -> &str {
+        &self.path[..self.prefix_end]
+    }
+
+    pub(super) fn lock_path(&self) -> &str {
+        &self.path[..self.name_at.saturating_sub(1)]
+    }
+
+    pub(super) fn prefix(&self) -> &str {
+        &self.path[self.name_at..self.prefix_end]
+    }
+
+    /// The node's full path, once known.
+    pub(super) fn node(&self) -> Option<&str> {
+        self.known.then_some(self.path.as_str())
+    }
+
+    /// The node's name, once known.
+    pub(super) fn name(&self) -> Option<&str> {
+        self.known.then(|| &self.path[self.name_at..])
+    }
+
+    /// The create made the node with `sequence` (as the client's `CreateSequence` shows it).
+    pub(super) fn made(&mut self, sequence: impl std::fmt::Display) {
+        use std::fmt::Write;
+        self.path.truncate(self.prefix_end);
+        write!(self.path, "{sequence}").expect("a String takes any write");
+        self.known = true;
+    }
+
+    /// The node was found under `name` (which begins with the prefix).
+    pub(super) fn found(&mut self, name: &str) {
+        self.path.truncate(self.prefix_end);
+        self.path.push_str(name.strip_prefix(self.prefix()).unwrap_or_default());
+        self.known = true;
+    }
+
+    /// The node is gone, or its fate unknown.
+    pub(super) fn forget(&mut self) {
+        self.path.truncate(self.prefix_end);
+        self.known = false;
+    }
+
+    /// The node's full path, taken (for its hold): the node is no longer the attempt's.
+    pub(super) fn take_node(&mut self) -> Option<String> {
+        let known = std::mem::take(&mut self.known);
+        known.then(|| std::mem::take(&mut self.path))
+    }
+}
+
+/// The length of a prefix's `_c_<uuid>-` and the longest marker.
+const PREFIX_LEN: usize = "_c_".len() + uuid::fmt::Hyphenated::LENGTH + "-".len() + "__WRIT__".len();
 
 /// After a connection loss during a create: the node it made, if it went through, found by the
 /// attempt's uuid and owned by this very session (Curator #1121: a mistake here would mean two
@@ -47,7 +133,7 @@ pub(super) async fn find_mine(
     requests: &Requests<'_>,
     path: &str,
     name_prefix: &str,
-) -> std::result::Result<ZkResult<Option<OurNode>>, Stop> {
+) -> std::result::Result<ZkResult<Option<Found>>, Stop> {
     let zk = requests.zk();
     let names = requests
         .retry(|| {
@@ -71,7 +157,7 @@ pub(super) async fn find_mine(
     Ok(read.map(|mut reads| match reads.pop().flatten() {
         Some((_, stat)) if stat.ephemeral_owner == requests.session.id => {
             let sequence = order::suffix(&name).map(i64::from).unwrap_or(-1);
-            Some(OurNode { name, sequence, czxid: stat.czxid })
+            Some(Found { name, made: Made { sequence, czxid: stat.czxid } })
         }
         _ => None,
     }))
@@ -82,10 +168,8 @@ pub(super) async fn find_mine(
 pub(super) struct Attempt {
     pub(super) client: Arc<ClientInner>,
     pub(super) session: Arc<Session>,
-    pub(super) path: String,
-    pub(super) name_prefix: String,
-    /// Full path once known; `None` while a create is in flight or its outcome unknown.
-    pub(super) node: Option<String>,
+    /// Its full path known once made; not while a create is in flight or its outcome unknown.
+    pub(super) node: NodeName,
     pub(super) armed: bool,
 }
 
@@ -99,13 +183,8 @@ impl Attempt {
         if !std::mem::take(&mut self.armed) {
             return None;
         }
-        let removal = remove_node(
-            self.client.clone(),
-            self.session.clone(),
-            std::mem::take(&mut self.path),
-            std::mem::take(&mut self.name_prefix),
-            self.node.take(),
-        );
+        let node = std::mem::replace(&mut self.node, NodeName::known(""));
+        let removal = remove_node(self.client.clone(), self.session.clone(), node);
         Some(self.client.runtime.spawn(removal))
     }
 
@@ -127,41 +206,48 @@ impl Drop for Attempt {
 /// Deletes a node of ours: a known one, or an attempt's node found by its uuid prefix (and owned
 /// by this session) when the create's outcome is unknown. Retries across connection loss until
 /// the node is gone, the session is over (the node goes with it) or the client is closed.
-pub(super) async fn remove_node(
-    client: Arc<ClientInner>,
-    session: Arc<Session>,
-    path: String,
-    name_prefix: String,
-    node: Option<String>,
-) {
+pub(super) async fn remove_node(client: Arc<ClientInner>, session: Arc<Session>, mut node: NodeName) {
     let requests = Requests::new(&client, &session, None);
-    let node = match node {
-        Some(node) => node,
-        None => match find_mine(&requests, &path, &name_prefix).await {
-            Ok(Ok(Some(ours))) => format!("{path}/{}", ours.name),
+    if node.node().is_none() {
+        match find_mine(&requests, node.lock_path(), node.prefix()).await {
+            Ok(Ok(Some(ours))) => node.found(&ours.name),
             _ => return,
-        },
-    };
-    let _ = requests.retry(|| session.zk.delete(&node, None)).await;
+        }
+    }
+    let node = node.node().expect("known or found");
+    let _ = requests.retry(|| session.zk.delete(node, None)).await;
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{name_prefix, sequenced_name};
+    use super::{name_prefix, NodeName};
 
     #[test]
-    fn node_names_are_written_as_format_writes_them() {
+    fn a_node_name_is_its_lock_path_prefix_and_sequence_in_one_string_sized_once() {
         let id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
         for marker in ["lock-", "__READ__", "__WRIT__", "lease-"] {
-            let prefix = name_prefix(id, marker);
-            assert_eq!(prefix, format!("_c_{id}-{marker}"));
-            assert_eq!(prefix.len(), prefix.capacity(), "sized once");
+            let prefix = format!("_c_{id}-{marker}");
             // As the client's `CreateSequence` shows them.
             for sequence in ["0000000007", "2147483647", "-2147483648"] {
-                let name = sequenced_name(&prefix, sequence);
-                assert_eq!(name, format!("{prefix}{sequence}"));
-                assert_eq!(name.capacity(), prefix.len() + 11, "sized once");
+                let mut node = NodeName::new("/locks/a", name_prefix(id, marker));
+                let capacity = node.path.capacity();
+                assert_eq!(node.prefixed(), format!("/locks/a/{prefix}"));
+                assert_eq!((node.lock_path(), node.prefix()), ("/locks/a", prefix.as_str()));
+                assert_eq!((node.node(), node.name()), (None, None), "not made yet");
+                node.made(sequence);
+                let name = format!("{prefix}{sequence}");
+                assert_eq!(node.name(), Some(name.as_str()));
+                assert_eq!(node.node(), Some(format!("/locks/a/{name}").as_str()));
+                assert_eq!(node.path.capacity(), capacity, "sized once");
+                node.forget();
+                assert_eq!((node.node(), node.prefixed()), (None, format!("/locks/a/{prefix}").as_str()));
+                node.found(&name);
+                assert_eq!(node.node(), Some(format!("/locks/a/{name}").as_str()));
+                assert_eq!(node.take_node(), Some(format!("/locks/a/{name}")));
+                assert_eq!(node.node(), None, "taken");
             }
         }
+        let held = NodeName::known("/locks/a/_c_x-lock-0000000001");
+        assert_eq!((held.lock_path(), held.name()), ("/locks/a", Some("_c_x-lock-0000000001")));
     }
 }

@@ -3,7 +3,7 @@
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::attempt::{find_mine, Attempt};
+use super::attempt::{find_mine, Attempt, NodeName};
 use super::{Recipe, Wait};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
@@ -32,12 +32,11 @@ impl Recipe {
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
         let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
         let name = format!("_c_{}-{}{:010}", self.client.attempt_ids.next(), Mode::Read.marker(), write.sequence());
+        // The name is whole before the create (no sequence): found by it as by a prefix.
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
-            path: self.path.clone(),
-            name_prefix: name.clone(),
-            node: None,
+            node: NodeName::new(&self.path, &name),
             armed: true,
         };
         let (options, _) = self.node_options(zk::CreateMode::Ephemeral);

@@ -38,7 +38,7 @@ mod release;
 mod released;
 mod semaphore;
 
-use attempt::{find_mine, Attempt, OurNode};
+use attempt::{find_mine, Attempt, Made, NodeName};
 use listing::{in_queue_order, list, Listing, ListingReply, SharedListing};
 use path::PathVersion;
 pub(crate) use released::ReleasedNodes;
@@ -311,37 +311,42 @@ impl Recipe {
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
         self.check_fits(self.node_data_len(owner), || format!("owner label of {} bytes", owner.label().len()))?;
-        // Uncontended, neither step below waits: taken at once, with no future boxed for it.
-        let at_once = !wait.is_over();
-        // Acquisitions begun earlier may still be establishing a session or creating the path.
-        // (A free turn has no one queued for it: tokio's mutex hands a released turn straight to
-        // the next in line.)
-        let free_turn = if at_once { self.client.send_order.try_lock().ok() } else { None };
-        let send_turn = match free_turn {
-            Some(turn) => turn,
-            None => match Box::pin(wait.within(self.client.send_order.lock())).await {
+        // In a block: what took the turns is gone before the wait (a waiter's future keeps no room
+        // for it).
+        let (send_turn, create_slot, session) = {
+            // Uncontended, neither step below waits: taken at once, with no future boxed for it.
+            let at_once = !wait.is_over();
+            // Acquisitions begun earlier may still be establishing a session or creating the path.
+            // (A free turn has no one queued for it: tokio's mutex hands a released turn straight to
+            // the next in line.)
+            let free_turn = if at_once { self.client.send_order.try_lock().ok() } else { None };
+            let send_turn = match free_turn {
                 Some(turn) => turn,
-                None => return Ok(None),
-            },
-        };
-        // A place in the window of creates in flight, taken under the send turn (see
-        // `ClientInner::create_window`) and given back once the create and its listing are answered.
-        let free_slot = if at_once { self.client.try_create_slot() } else { None };
-        let create_slot = match free_slot {
-            Some(slot) => slot,
-            None => match Box::pin(wait.within(self.client.create_slot())).await {
+                None => match Box::pin(wait.within(self.client.send_order.lock())).await {
+                    Some(turn) => turn,
+                    None => return Ok(None),
+                },
+            };
+            // A place in the window of creates in flight, taken under the send turn (see
+            // `ClientInner::create_window`) and given back once the create and its listing are answered.
+            let free_slot = if at_once { self.client.try_create_slot() } else { None };
+            let create_slot = match free_slot {
                 Some(slot) => slot,
-                None => return Ok(None),
-            },
-        };
-        // A session to queue on (a new one, after a waiter's ended), within the deadline too.
-        let live = if at_once { self.client.live_session(&self.path)? } else { None };
-        let session = match live {
-            Some(session) => session,
-            None => match Box::pin(wait.within(self.client.session(&self.path))).await {
-                Some(session) => session?,
-                None => return Ok(None),
-            },
+                None => match Box::pin(wait.within(self.client.create_slot())).await {
+                    Some(slot) => slot,
+                    None => return Ok(None),
+                },
+            };
+            // A session to queue on (a new one, after a waiter's ended), within the deadline too.
+            let live = if at_once { self.client.live_session(&self.path)? } else { None };
+            let session = match live {
+                Some(session) => session,
+                None => match Box::pin(wait.within(self.client.session(&self.path))).await {
+                    Some(session) => session?,
+                    None => return Ok(None),
+                },
+            };
+            (send_turn, create_slot, session)
         };
         // Trying still completes its one round trip, unless the session is stuck.
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
@@ -349,9 +354,7 @@ impl Recipe {
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
-            path: self.path.clone(),
-            name_prefix: attempt::name_prefix(self.client.attempt_ids.next(), mode.marker()),
-            node: None,
+            node: NodeName::new(&self.path, attempt::name_prefix(self.client.attempt_ids.next(), mode.marker())),
             armed: false,
         };
         let result = match self
@@ -386,7 +389,7 @@ impl Recipe {
         owner: &Owner,
         attempt: &mut Attempt,
         send_turn: &mut Option<tokio::sync::MutexGuard<'_, ()>>,
-        mine: &mut Option<OurNode>,
+        mine: &mut Option<Made>,
     ) -> std::result::Result<Option<Arc<Listing>>, Failed> {
         let zk = requests.zk();
         // Pipelined: ZooKeeper answers a session's requests in order, so the listing
@@ -394,12 +397,12 @@ impl Recipe {
         attempt.armed = true;
         // Made here, not kept: a waiter's memory is what lives across its wait.
         let data = self.node_data(owner);
-        let node_prefix = self.child_path(&attempt.name_prefix);
         // Uncontended, the listing goes right behind the create (made ready first, so that the
         // client writes both at once); while another is on its way, this attempt takes the next
         // one, sent behind more creates.
         let listing = (!self.listing_in_flight()).then(|| self.prepare_listing(zk));
-        let create = zk.create(&node_prefix, &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
+        let create =
+            zk.create(attempt.node.prefixed(), &data, &self.node_options(zk::CreateMode::EphemeralSequential).0);
         let ticket = self.creates_sent.fetch_add(1, Ordering::AcqRel) + 1;
         let listing = listing.map(|listing| self.send_prepared(listing));
         if self.path_known.load(Ordering::Acquire) {
@@ -411,9 +414,8 @@ impl Recipe {
                 requests.progressed();
                 self.path_known.store(true, Ordering::Release);
                 drop(send_turn.take());
-                let name = attempt::sequenced_name(&attempt.name_prefix, sequence);
-                attempt.node = Some(self.child_path(&name));
-                *mine = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
+                attempt.node.made(sequence);
+                *mine = Some(Made { sequence: sequence.into_i64(), czxid: stat.czxid });
             }
             Reply::Answered(Err(zk::Error::NoNode)) => {
                 self.path_known.store(false, Ordering::Release);
@@ -424,11 +426,17 @@ impl Recipe {
             Reply::Reconnected => {
                 // The create may or may not have happened: find it by our uuid rather
                 // than make a second node.
-                *mine = match Box::pin(find_mine(requests, &self.path, &attempt.name_prefix)).await? {
-                    Ok(found) => found,
+                *mine = match Box::pin(find_mine(requests, &self.path, attempt.node.prefix())).await? {
+                    Ok(Some(found)) => {
+                        attempt.node.found(&found.name);
+                        Some(found.made)
+                    }
+                    Ok(None) => {
+                        attempt.node.forget();
+                        None
+                    }
                     Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lock node"))),
                 };
-                attempt.node = mine.as_ref().map(|ours| self.child_path(&ours.name));
                 return Ok(None);
             }
         }
@@ -479,7 +487,7 @@ impl Recipe {
         let mut create_slot = Some(turn.create_slot);
         let zk = requests.zk();
         let session = requests.session;
-        let mut mine: Option<OurNode> = None;
+        let mut mine: Option<Made> = None;
         let mut awaited: Option<Awaited> = None;
         // Boxed: only the waiter next in line has one.
         let mut own_watch: Option<Box<OwnWatch>> = None;
@@ -497,159 +505,168 @@ impl Recipe {
                 own_watch = None;
                 own_watch_sent = None;
             }
-            let children = match &mine {
-                None => {
-                    let enqueued = Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await;
-                    // The first create is answered (a queueing again is no part of a burst).
-                    drop(create_slot.take());
-                    match enqueued? {
-                        Some(children) => children,
-                        None => continue,
-                    }
-                }
-                Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
-                    Ok(children) => {
-                        requests.progressed();
-                        Arc::new(children)
-                    }
-                    // The lock path vanished, and our node with it: queue again (kazoo #563).
-                    Err(zk::Error::NoNode) => {
-                        self.path_known.store(false, Ordering::Release);
-                        mine = None;
-                        continue;
-                    }
-                    Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
-                },
-            };
-            if let Some(err) = self.conflict(mode, &children) {
-                return Err(Failed::Error(err));
-            }
-            // Our node is in this listing, so the path cannot go (or be made anew) while we wait
-            // or hold: its ACL, checked here, stays the one our place in the queue is under.
-            // (Each step boxed only when it has work: the uncontended path allocates neither.)
-            if self.path_acl_to_check(children.path) {
-                Box::pin(self.check_path_acl(requests, children.path)).await?;
-            }
-            let (sequence, czxid) = mine.as_ref().map(|ours| (ours.sequence, ours.czxid)).expect("created above");
-            let queue = if children.in_name_order() {
-                children
-            } else {
-                match Box::pin(in_queue_order(requests, &self.path, children)).await? {
-                    Ok(queue) => queue,
-                    Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
-                }
-            };
-            let Some(position) = mine.as_ref().and_then(|ours| queue.position(&ours.name)) else {
-                // Our node is gone (the path was removed, or someone deleted it): queue again.
-                mine = None;
-                attempt.node = None;
-                continue;
-            };
-            let names = &queue.names;
-            let (mut ahead, then, informant) = match mode
-                .decide_with(names, position, |end| queue.last_writer_before(end))
-            {
-                Decision::Holds => {
-                    // The watch on our own node goes on as the hold's (one sent with this listing
-                    // is answered already: dropped, it would cost a request to remove it).
-                    let own_event = match (own_watch.take(), own_watch_sent.take()) {
-                        (Some(own), _) => Some(own.event),
-                        (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
-                            Reply::Answered(Ok((Some(_), watcher))) => Some(node_event(watcher)),
-                            _ => None,
-                        },
-                        (None, None) => None,
-                    };
-                    // Taken, not copied, with no await left before the hold is returned (the
-                    // attempt is disarmed then, so nothing needs the path to remove the node).
-                    let node_path = attempt.node.take().expect("set with mine");
-                    let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold, own_event);
-                    return Ok(Some(hold));
-                }
-                Decision::WaitFor { node, then } => {
-                    // A node of this client's own tells its going to the waiter behind it, if
-                    // it held (see `ReleasedNodes`): no informant is needed then.
-                    let informant = match then {
-                        AfterWait::HoldsIfReleasedHere { informant } if !self.client.attempt_ids.made(&names[node]) => {
-                            Some(self.child_path(&names[informant]))
+            // In a block: the listing and our place in it are gone before the wait (a waiter
+            // keeps O(1) memory).
+            let (mut ahead, then, informant) = {
+                let children = match &mine {
+                    None => {
+                        let enqueued =
+                            Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await;
+                        // The first create is answered (a queueing again is no part of a burst).
+                        drop(create_slot.take());
+                        match enqueued? {
+                            Some(children) => children,
+                            None => continue,
                         }
-                        _ => None,
-                    };
-                    (self.child_path(&names[node]), then, informant)
+                    }
+                    Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
+                        Ok(children) => {
+                            requests.progressed();
+                            Arc::new(children)
+                        }
+                        // The lock path vanished, and our node with it: queue again (kazoo #563).
+                        Err(zk::Error::NoNode) => {
+                            self.path_known.store(false, Ordering::Release);
+                            mine = None;
+                            attempt.node.forget();
+                            continue;
+                        }
+                        Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+                    },
+                };
+                if let Some(err) = self.conflict(mode, &children) {
+                    return Err(Failed::Error(err));
                 }
+                // Our node is in this listing, so the path cannot go (or be made anew) while we wait
+                // or hold: its ACL, checked here, stays the one our place in the queue is under.
+                // (Each step boxed only when it has work: the uncontended path allocates neither.)
+                if self.path_acl_to_check(children.path) {
+                    Box::pin(self.check_path_acl(requests, children.path)).await?;
+                }
+                let Made { sequence, czxid } = mine.expect("created above");
+                let queue = if children.in_name_order() {
+                    children
+                } else {
+                    match Box::pin(in_queue_order(requests, &self.path, children)).await? {
+                        Ok(queue) => queue,
+                        Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
+                    }
+                };
+                let Some(position) = attempt.node.name().and_then(|ours| queue.position(ours)) else {
+                    // Our node is gone (the path was removed, or someone deleted it): queue again.
+                    mine = None;
+                    attempt.node.forget();
+                    continue;
+                };
+                let names = &queue.names;
+                let decided = match mode.decide_with(names, position, |end| queue.last_writer_before(end)) {
+                    Decision::Holds => {
+                        // The watch on our own node goes on as the hold's (one sent with this listing
+                        // is answered already: dropped, it would cost a request to remove it).
+                        let own_event = match (own_watch.take(), own_watch_sent.take()) {
+                            (Some(own), _) => Some(own.event),
+                            (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
+                                Reply::Answered(Ok((Some(_), watcher))) => Some(node_event(watcher)),
+                                _ => None,
+                            },
+                            (None, None) => None,
+                        };
+                        // Taken, not copied, with no await left before the hold is returned (the
+                        // attempt is disarmed then, so nothing needs the path to remove the node).
+                        let node_path = attempt.node.take_node().expect("set with mine");
+                        let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
+                        self.client.node_watcher.add(&hold, own_event);
+                        return Ok(Some(hold));
+                    }
+                    Decision::WaitFor { node, then } => {
+                        // A node of this client's own tells its going to the waiter behind it, if
+                        // it held (see `ReleasedNodes`): no informant is needed then.
+                        let informant = match then {
+                            AfterWait::HoldsIfReleasedHere { informant }
+                                if !self.client.attempt_ids.made(&names[node]) =>
+                            {
+                                Some(self.child_path(&names[informant]))
+                            }
+                            _ => None,
+                        };
+                        (self.child_path(&names[node]), then, informant)
+                    }
+                };
+                decided
             };
             if only_try {
                 return Ok(None);
             }
-            // Nothing of the listing survives into the wait: a waiter keeps O(1) memory.
-            drop(queue);
             // The watch on the node ahead is kept across a look again that still names it. (Its
             // name is kept once, in `awaited`, while it is watched.)
             match &awaited {
                 Some(kept) if kept.node == ahead => ahead = String::new(),
                 _ => awaited = None,
             }
-            let watch_ahead = if awaited.is_none() {
-                if let Some(hook) = &self.before_watch {
-                    hook(ahead.clone()).await;
+            // In a block: the requests sent are gone before the wait.
+            let (informant_event, ahead_gone) = {
+                let watch_ahead = if awaited.is_none() {
+                    if let Some(hook) = &self.before_watch {
+                        hook(ahead.clone()).await;
+                    }
+                    // getData sets no watch on a missing node, so NoNode leaves nothing behind.
+                    // (Boxed: its room would otherwise stay in the waiter's future through the wait.)
+                    Some(Box::pin(zk.get_and_watch_data(&ahead)))
+                } else {
+                    None
+                };
+                // Next in line: watch our own node too (sent right behind), so that the node ahead
+                // going needs no request to know ours was still there (see `OwnWatch`).
+                // (Boxed, as the informant's: many waiters send neither, and their futures would
+                // otherwise take room in every waiter's.)
+                let own_path = attempt.node.node().expect("set with mine");
+                let watch_own = own_watch_sent.take().or_else(|| {
+                    (then == AfterWait::Holds && own_watch.is_none())
+                        .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))))
+                });
+                let watch_informant = informant.map(|informant| Box::pin(zk.get_and_watch_data(&informant)));
+                let mut ahead_gone = false;
+                if let Some(request) = watch_ahead {
+                    match Box::pin(requests.send(request)).await? {
+                        Reply::Answered(Ok((_, _, watcher))) => {
+                            requests.progressed();
+                            let node = std::mem::take(&mut ahead);
+                            awaited = Some(Awaited { node, event: node_event(watcher) });
+                        }
+                        Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
+                        Reply::Reconnected => continue,
+                        Reply::Answered(Err(err)) => {
+                            return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
+                        }
+                    }
                 }
-                // getData sets no watch on a missing node, so NoNode leaves nothing behind.
-                // (Boxed: its room would otherwise stay in the waiter's future through the wait.)
-                Some(Box::pin(zk.get_and_watch_data(&ahead)))
-            } else {
-                None
-            };
-            // Next in line: watch our own node too (sent right behind), so that the node ahead
-            // going needs no request to know ours was still there (see `OwnWatch`).
-            // (Boxed, as the informant's: many waiters send neither, and their futures would
-            // otherwise take room in every waiter's.)
-            let own_path = attempt.node.as_deref().expect("set with mine");
-            let watch_own = own_watch_sent.take().or_else(|| {
-                (then == AfterWait::Holds && own_watch.is_none())
-                    .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))))
-            });
-            let watch_informant = informant.map(|informant| Box::pin(zk.get_and_watch_data(&informant)));
-            let mut ahead_gone = false;
-            if let Some(request) = watch_ahead {
-                match Box::pin(requests.send(request)).await? {
-                    Reply::Answered(Ok((_, _, watcher))) => {
-                        requests.progressed();
-                        let node = std::mem::take(&mut ahead);
-                        awaited = Some(Awaited { node, event: node_event(watcher) });
-                    }
-                    Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
-                    Reply::Reconnected => continue,
-                    Reply::Answered(Err(err)) => {
-                        return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
+                if let Some((states, request)) = watch_own {
+                    match Box::pin(requests.send(request)).await? {
+                        Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
+                            own_watch = Some(Box::new(OwnWatch { event: node_event(watcher), states }));
+                        }
+                        // Our node is gone: queue again.
+                        Reply::Answered(Ok(_)) => {
+                            mine = None;
+                            attempt.node.forget();
+                            awaited = None;
+                            continue;
+                        }
+                        // No watch: the handoff asks the server instead.
+                        Reply::Answered(Err(_)) | Reply::Reconnected => {}
                     }
                 }
-            }
-            if let Some((states, request)) = watch_own {
-                match Box::pin(requests.send(request)).await? {
-                    Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
-                        own_watch = Some(Box::new(OwnWatch { event: node_event(watcher), states }));
-                    }
-                    // Our node is gone: queue again.
-                    Reply::Answered(Ok(_)) => {
-                        mine = None;
-                        attempt.node = None;
-                        awaited = None;
-                        continue;
-                    }
-                    // No watch: the handoff asks the server instead.
-                    Reply::Answered(Err(_)) | Reply::Reconnected => {}
-                }
-            }
-            // Only a hint: without it, the handoff lists again.
-            let informant_event: Option<NodeEvent> = match watch_informant {
-                None => None,
-                Some(request) => match Box::pin(requests.send(request)).await? {
-                    Reply::Answered(Ok((_, _, watcher))) => Some(node_event(watcher)),
-                    // Already gone: look again now, keeping the watch on the node ahead.
-                    Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
-                    Reply::Answered(_) | Reply::Reconnected => None,
-                },
+                // Only a hint: without it, the handoff lists again.
+                let informant_event: Option<NodeEvent> = match watch_informant {
+                    None => None,
+                    Some(request) => match Box::pin(requests.send(request)).await? {
+                        Reply::Answered(Ok((_, _, watcher))) => Some(node_event(watcher)),
+                        // Already gone: look again now, keeping the watch on the node ahead.
+                        Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
+                        Reply::Answered(_) | Reply::Reconnected => None,
+                    },
+                };
+                (informant_event, ahead_gone)
             };
             if !ahead_gone {
                 let waiting = awaited.as_mut().expect("watched above, or kept");
@@ -670,7 +687,7 @@ impl Recipe {
                 } else if own_watch.is_none() && event.event_type != zk::EventType::Session {
                     // The informant went: most likely next in line now, so the watch on our own
                     // node goes out with the listing that follows (one round trip for both).
-                    let own_path = attempt.node.as_deref().expect("set with mine");
+                    let own_path = attempt.node.node().expect("set with mine");
                     own_watch_sent = Some((zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))));
                 }
                 match (event.event_type, event.session_state) {
@@ -707,7 +724,8 @@ impl Recipe {
             // between it and us that keeps us out (it was our predecessor, or for a reader the
             // nearest writer ahead). It is gone, so we hold, once we know our node was still
             // there and this session's when it went (someone may have deleted it meanwhile).
-            let own_path = attempt.node.clone().expect("set with mine");
+            let own_path = attempt.node.node().expect("set with mine").to_owned();
+            let Made { sequence, czxid } = mine.expect("set with our node");
             if let Some(own) = own_watch.take() {
                 if let Some(event) = (*own).silent() {
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
@@ -725,7 +743,7 @@ impl Recipe {
                 // Our node is gone: queue again.
                 Reply::Answered(Ok(_)) => {
                     mine = None;
-                    attempt.node = None;
+                    attempt.node.forget();
                 }
                 Reply::Reconnected => {}
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "checking our lock node"))),

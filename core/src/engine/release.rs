@@ -2,7 +2,7 @@
 
 use zookeeper_client as zk;
 
-use super::attempt::remove_node;
+use super::attempt::{remove_node, NodeName};
 use super::Recipe;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
@@ -36,9 +36,7 @@ impl Recipe {
             }
             Err(Stop::Closed) => Err(lost(crate::LostReason::Closed)),
             Ok(Err(err)) if crate::retry::connection_lost(&err) => {
-                let removal = remove_node(self.client.clone(), session.clone(), self.path.clone(), String::new(), {
-                    Some(hold.node_path().to_owned())
-                });
+                let removal = remove_node(self.client.clone(), session.clone(), NodeName::known(hold.node_path()));
                 self.client.runtime.spawn(removal);
                 Err(self.error(
                     ErrorKind::ConnectionLoss,

@@ -11,7 +11,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::attempt::{self, find_mine, Attempt, OurNode};
+use super::attempt::{self, find_mine, Attempt, Made, NodeName};
 use super::participants::is_lock_node;
 use super::path::CONTAINER;
 use super::{Failed, Recipe, Wait};
@@ -154,10 +154,11 @@ impl Recipe {
             .map(|_| Attempt {
                 client: self.client.clone(),
                 session: session.clone(),
-                path: self.path.clone(),
                 // Each lease node its own uuid, as Curator's protected creates have.
-                name_prefix: attempt::name_prefix(self.client.attempt_ids.next(), policy::LEASE_MARKER),
-                node: None,
+                node: NodeName::new(
+                    &self.path,
+                    attempt::name_prefix(self.client.attempt_ids.next(), policy::LEASE_MARKER),
+                ),
                 armed: false,
             })
             .collect();
@@ -193,15 +194,16 @@ impl Recipe {
     ) -> std::result::Result<Option<Vec<Hold>>, Failed> {
         let zk = requests.zk();
         let session = requests.session;
-        let mut made: Vec<Option<OurNode>> = vec![None; attempts.len()];
+        let mut made: Vec<Option<Made>> = vec![None; attempts.len()];
         loop {
             // The lease nodes not made yet, and right behind them the listing (and the shared
             // count): ZooKeeper answers a session's requests in order, so one round trip, and the
             // listing shows the nodes.
             let missing: Vec<usize> = (0..attempts.len()).filter(|&i| made[i].is_none()).collect();
-            let prefixes: Vec<String> = missing.iter().map(|&i| self.child_path(&attempts[i].name_prefix)).collect();
             let data = if missing.is_empty() { Vec::new() } else { self.node_data(owner) };
             let (options, _) = self.node_options(zk::CreateMode::EphemeralSequential);
+            // Copied: the creates are in flight while the attempts learn their sequences.
+            let prefixes: Vec<String> = missing.iter().map(|&i| attempts[i].node.prefixed().to_owned()).collect();
             let creates: Vec<_> = prefixes.iter().map(|prefix| zk.create(prefix, &data, &options)).collect();
             for &i in &missing {
                 attempts[i].armed = true;
@@ -216,9 +218,8 @@ impl Recipe {
             for (&i, create) in missing.iter().zip(creates) {
                 match requests.bounded(create).await? {
                     Ok((stat, sequence)) => {
-                        let name = attempt::sequenced_name(&attempts[i].name_prefix, sequence);
-                        attempts[i].node = Some(self.child_path(&name));
-                        made[i] = Some(OurNode { name, sequence: sequence.into_i64(), czxid: stat.czxid });
+                        attempts[i].node.made(sequence);
+                        made[i] = Some(Made { sequence: sequence.into_i64(), czxid: stat.czxid });
                     }
                     Err(zk::Error::NoNode) => no_parent = true,
                     Err(err) if connection_lost(&err) => unknown.push(i),
@@ -229,11 +230,17 @@ impl Recipe {
             // where the reconnection is waited for.
             let listed = requests.send(listing).await?;
             for i in unknown {
-                made[i] = match find_mine(requests, &self.path, &attempts[i].name_prefix).await? {
-                    Ok(found) => found,
+                made[i] = match find_mine(requests, &self.path, attempts[i].node.prefix()).await? {
+                    Ok(Some(found)) => {
+                        attempts[i].node.found(&found.name);
+                        Some(found.made)
+                    }
+                    Ok(None) => {
+                        attempts[i].node.forget();
+                        None
+                    }
                     Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lease node"))),
                 };
-                attempts[i].node = made[i].as_ref().map(|ours| self.child_path(&ours.name));
             }
             if no_parent {
                 self.make_parents(requests).await?;
@@ -269,11 +276,12 @@ impl Recipe {
                 );
                 return Err(Failed::Error(Error::recipe_conflict(message).with_path(&self.path)));
             }
-            let gone = |node: &Option<OurNode>| node.as_ref().is_some_and(|node| !children.contains(&node.name));
-            if let Some(i) = made.iter().position(gone) {
+            let gone =
+                |attempt: &Attempt| attempt.node.name().is_some_and(|name| !children.iter().any(|child| child == name));
+            if let Some(i) = attempts.iter().position(gone) {
                 // Someone deleted a lease node of ours: make it again (we still hold the mutex).
                 made[i] = None;
-                attempts[i].node = None;
+                attempts[i].node.forget();
                 continue;
             }
             if policy::leases_fit(children.len(), u32::try_from(max_now.max(0)).unwrap_or(u32::MAX)) {
@@ -282,7 +290,7 @@ impl Recipe {
                     .zip(attempts.iter())
                     .map(|(node, attempt)| {
                         let node = node.as_ref().expect("all made");
-                        let path = attempt.node.clone().expect("set with the node");
+                        let path = attempt.node.node().expect("set with the node").to_owned();
                         let hold = Hold::new(session, &self.client.closed, path, node.sequence, node.czxid);
                         self.client.node_watcher.add(&hold, None);
                         hold
