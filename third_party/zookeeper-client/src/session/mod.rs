@@ -43,6 +43,10 @@ use crate::sasl::{SaslFailure, SaslInitiator, SaslOptions, SaslSession};
 #[cfg(feature = "tls")]
 use crate::tls::TlsOptions;
 
+/// The room a session's receive buffer keeps between replies: a long queue's listing needs
+/// megabytes once, and ordinary replies fit in this.
+const RECV_BUF_KEPT: usize = 64 * 1024;
+
 pub const PASSWORD_LEN: usize = 16;
 
 /// A connection failure in words an operator can act on.
@@ -538,6 +542,11 @@ impl Session {
         }
         let consumed_bytes = recved.len() - reading.len();
         recved.drain(..consumed_bytes);
+        // A reply of megabytes (the listing of a long queue) grew the buffer to hold it whole:
+        // give that room back once it is read, rather than keep it for the session's life.
+        if recved.capacity() > RECV_BUF_KEPT && recved.len() <= RECV_BUF_KEPT / 2 {
+            recved.shrink_to(RECV_BUF_KEPT);
+        }
         self.last_recv = Instant::now();
         Ok(())
     }
