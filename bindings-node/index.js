@@ -528,8 +528,14 @@ class Lock {
   // A memo of native hold handles by owner, so that a re-entry makes no native object (that
   // costs more than the re-entry): it decides nothing, as the core's owner table says who holds
   // what and each entry is used only while its id is the hold the core names. Pruned at each
-  // owner's last release.
-  #handles = new Map()
+  // owner's last release. The owner that acquired last is kept in fields, others (holding at the
+  // same time) in a map: an entry added and deleted at each handoff of a long queue reallocated
+  // the map's table each time, referenced from this old object, so every one outlived V8's young
+  // collections (152 bytes a handoff, feeding the growth of its young generation).
+  #lastOwner = undefined
+  #lastId = 0
+  #lastHold = null
+  #others = null
   // The owner id of the current async flow, for this lock (shared by both sides of a read/write
   // lock: the core's owner table is, and a flow must be one owner on both for the downgrade).
   #flows
@@ -708,7 +714,7 @@ class Lock {
     } catch (error) {
       return Promise.reject(atCaller(error, callSiteOf(caller)))
     }
-    this.#handles.delete(owner)
+    this.#forget(owner)
     return this.#releaseLast(owner)
   }
 
@@ -739,9 +745,8 @@ class Lock {
     if (owner === undefined) return null
     const holdId = fast.reenter(this.#key, owner)
     if (holdId === 0) return null
-    let handle = this.#handles.get(owner)
-    if (handle?.id !== holdId) handle = this.#remember(owner, this.#native.holdOf(owner))
-    return new Hold(CONSTRUCT, this, owner, handle.hold)
+    const nativeHold = this.#memoized(owner, holdId) ?? this.#remember(owner, this.#native.holdOf(owner))
+    return new Hold(CONSTRUCT, this, owner, nativeHold)
   }
 
   // The Hold of `owner`, which its native acquisition just settled as holding: the hold itself is
@@ -752,7 +757,7 @@ class Lock {
       // Only this flow, which has not seen the hold yet, could have released it.
       throw zklockError(codes.NOT_OWNER, 'the hold just acquired is no longer recorded for its flow', this.#path)
     }
-    return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold).hold)
+    return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
   }
 
   // What a native acquisition settles with (see NativeLock.acquire) made a Hold (false: not had),
@@ -761,11 +766,32 @@ class Lock {
   #settled = (owner) => (owner === null ? false : this.#heldBy(owner))
   #settledToRun = ([owner, fn]) => runThenRelease(this.#heldBy(owner), fn, (call) => runAs(this, owner, call))
 
+  // The memoized native hold of `owner`, if it is the hold `holdId`.
+  #memoized(owner, holdId) {
+    if (owner === this.#lastOwner) return this.#lastId === holdId ? this.#lastHold : undefined
+    const other = this.#others?.get(owner)
+    return other?.id === holdId ? other.hold : undefined
+  }
+
   // The id read once: a native getter costs as much as the re-entry.
   #remember(owner, nativeHold) {
-    const handle = { id: nativeHold.id, hold: nativeHold }
-    this.#handles.set(owner, handle)
-    return handle
+    if (this.#lastOwner === undefined || this.#lastOwner === owner) {
+      this.#lastOwner = owner
+      this.#lastId = nativeHold.id
+      this.#lastHold = nativeHold
+    } else {
+      ;(this.#others ??= new Map()).set(owner, { id: nativeHold.id, hold: nativeHold })
+    }
+    return nativeHold
+  }
+
+  #forget(owner) {
+    if (owner === this.#lastOwner) {
+      this.#lastOwner = undefined
+      this.#lastHold = null
+    } else {
+      this.#others?.delete(owner)
+    }
   }
 
   // Sends the attempt's create before its first await (the native acquire begins at once), so

@@ -77,6 +77,34 @@ test('readers share; a writer excludes readers and writers; participants carry t
   assert.equal(rwOther.write.state, null)
 })
 
+test('readers of one Lock holding at once each re-enter their own hold, in either order of release', async () => {
+  const path = uniquePath('readers-reenter')
+  const rw = client.readWriteLock(path)
+  for (const firstOut of [0, 1]) {
+    const held = [deferred(), deferred()]
+    const leave = [deferred(), deferred()]
+    const flows = [0, 1].map((i) =>
+      rw.read.withLock(async (outer) => {
+        held[i].resolve(outer)
+        await leave[i].promise
+        // After the other flow acquired (and, the second time round, after it released).
+        const inner = await rw.read.acquire()
+        assert.equal(inner.sequence, outer.sequence, `reader ${i} re-enters its own node`)
+        assert.equal(inner.fencingToken, outer.fencingToken)
+        await inner.release()
+        assert.equal(outer.state, 'held', `reader ${i}'s nested release leaves its hold`)
+      }),
+    )
+    const [first, second] = await Promise.all(held.map((h) => h.promise))
+    assert.notEqual(first.sequence, second.sequence, 'two holds')
+    leave[firstOut].resolve()
+    await flows[firstOut]
+    leave[1 - firstOut].resolve()
+    await flows[1 - firstOut]
+    await nodesBecome(path, 0)
+  }
+})
+
 test('a reader that comes after a waiting writer waits behind it', async () => {
   const path = uniquePath('late-reader')
   const rw = client.readWriteLock(path)
