@@ -671,7 +671,9 @@ impl Recipe {
             if !ahead_gone {
                 let waiting = awaited.as_mut().expect("watched above, or kept");
                 let (event, informed) = match informant_event {
-                    None => (Box::pin(requests.bounded(&mut waiting.event)).await?, false),
+                    // Inline: every waiter of a long queue waits here, and a box would cost it more
+                    // than the room (the rarer wait with an informant is boxed).
+                    None => (requests.bounded(&mut waiting.event).await?, false),
                     Some(mut informant) => {
                         match Box::pin(requests.bounded(futures::future::select(&mut waiting.event, &mut informant)))
                             .await?
@@ -809,7 +811,7 @@ impl OwnWatch {
     /// has stayed connected, since it was sent.
     fn silent(mut self) -> Option<NodeEvent> {
         let reconnected = self.states.changed().now_or_never().is_some();
-        let reported = self.event.as_mut().now_or_never().is_some();
+        let reported = (&mut self.event).now_or_never().is_some();
         (!reconnected && !reported).then_some(self.event)
     }
 }

@@ -74,6 +74,19 @@ impl OneshotWatcher {
     }
 }
 
+/// [`OneshotWatcher::changed`] as a future of the watcher itself (unboxed, with no second copy of
+/// it): it is `Unpin`, and can be awaited by `&mut` and kept in a struct. Polled after its event,
+/// it panics.
+impl std::future::Future for OneshotWatcher {
+    type Output = WatchedEvent;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<WatchedEvent> {
+        let mut event = std::task::ready!(self.receiver.poll_recv(cx));
+        event.drain_root_path(self.chroot.root());
+        std::task::Poll::Ready(event)
+    }
+}
+
 /// Watcher for persistent and recursive watch.
 #[derive(Debug)]
 pub struct PersistentWatcher {

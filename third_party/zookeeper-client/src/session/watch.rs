@@ -122,6 +122,18 @@ impl OneshotReceiver {
         event
     }
 
+    /// [`OneshotReceiver::recv`] as a poll, for a future that keeps this receiver in place: once
+    /// the event came, the watcher is spent (the session dropped it), and dropping the receiver
+    /// asks nothing of the session.
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<WatchedEvent> {
+        use std::future::Future;
+        let receiver = self.receiver.as_mut().expect("polled after its event");
+        let event = std::task::ready!(std::pin::Pin::new(receiver).poll(cx)).unwrap();
+        self.receiver = None;
+        self.watcher.unwatch = Weak::new();
+        std::task::Poll::Ready(event)
+    }
+
     pub async fn remove(self) -> Result<(), Error> {
         self.watcher.remove().await
     }
