@@ -130,11 +130,11 @@ function fourLetter(word, onChunk) {
   const address = connect.split(',')[0].split('/')[0]
   const colon = address.lastIndexOf(':')
   return new Promise((resolve, reject) => {
-    const chunks = []
+    const chunks = onChunk === undefined ? [] : null
     const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon), () => socket.write(word))
     socket.setTimeout(10_000, () => socket.destroy(new Error(`no reply to ${word}`)))
-    socket.on('data', (chunk) => (onChunk ? onChunk(chunk) : chunks.push(chunk)))
-    socket.on('end', () => resolve(Buffer.concat(chunks).toString()))
+    socket.on('data', (chunk) => (chunks === null ? onChunk(chunk) : chunks.push(chunk)))
+    socket.on('end', () => resolve(chunks === null ? undefined : Buffer.concat(chunks).toString()))
     socket.on('error', reject)
   })
 }

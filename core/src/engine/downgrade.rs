@@ -22,6 +22,8 @@ impl Recipe {
     /// hold later, with higher tokens. As for any attempt, its node is removed on every way out
     /// but success. `Ok(None)`: not made by the deadline.
     pub(crate) async fn downgrade(&self, owner: &Owner, write: &Hold, wait: Wait) -> Result<Option<Hold>> {
+        // An acquisition as any other, for the memory a drained queue gives back (see `memory`).
+        let _in_progress = crate::memory::InProgress::new(&self.client);
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
         let lost = || crate::owners::write_lost(owner, &self.path, write.lost_reason());
