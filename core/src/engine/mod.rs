@@ -357,10 +357,62 @@ impl Recipe {
             node: NodeName::new(&self.path, attempt::name_prefix(self.client.attempt_ids.next(), mode.marker())),
             armed: false,
         };
-        let result = match self
-            .queue_and_wait(mode, &requests, owner, wait.only_try, &mut attempt, Turn { send_turn, create_slot })
-            .await
-        {
+        let mut queueing = Queueing {
+            send_turn: Some(send_turn),
+            create_slot: Some(create_slot),
+            mine: None,
+            awaited: None,
+            own_watch: None,
+            own_watch_sent: None,
+            then: AfterWait::LooksAgain,
+        };
+        // Its steps, and between them its waits, here: through a wait a waiter keeps `queueing`,
+        // its node and its requests, and the wait's own future.
+        let mut woke = None;
+        let checked = match self.kinds_checked.load(Ordering::Acquire) {
+            true => Ok(()),
+            // Boxed: its listing would otherwise take room in every waiter's future.
+            false => Box::pin(self.check_kinds(mode, &requests)).await,
+        };
+        let result = match checked {
+            Err(failed) => Err(failed),
+            Ok(()) => loop {
+                let step = Box::pin(self.step(
+                    mode,
+                    &requests,
+                    owner,
+                    wait.only_try,
+                    &mut attempt,
+                    &mut queueing,
+                    woke.take(),
+                ));
+                let informant = match step.await {
+                    Ok(Step::Done(held)) => break Ok(held),
+                    Ok(Step::Wait(informant)) => informant,
+                    Err(failed) => break Err(failed),
+                };
+                // The wait, inline (but the rarer one with an informant): every waiter of a long
+                // queue waits here.
+                let waiting = queueing.awaited.as_mut().expect("watched, or kept");
+                let ended = match informant {
+                    None => requests.bounded(&mut waiting.event).await.map(|event| (event, false)),
+                    Some(mut informant) => {
+                        let either = futures::future::select(&mut waiting.event, &mut informant);
+                        Box::pin(requests.bounded(either)).await.map(|ended| match ended {
+                            futures::future::Either::Left((event, _)) => (event, false),
+                            futures::future::Either::Right((event, _)) => (event, true),
+                        })
+                    }
+                };
+                match ended {
+                    Ok((event, informed)) => {
+                        woke = Some(Woke { event_type: event.event_type, session_state: event.session_state, informed })
+                    }
+                    Err(stop) => break Err(Failed::Stopped(stop)),
+                }
+            },
+        };
+        let result = match result {
             // With a deadline, a stop at it is no error: the lock was not had in time.
             Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
             result => result,
@@ -474,236 +526,229 @@ impl Recipe {
         }
     }
 
-    async fn queue_and_wait(
+    /// One step of an attempt: from its create, or its look at the queue, or (`woke`) the event
+    /// its last wait ended with, to its hold or its end ([`Step::Done`]), or to its next wait
+    /// ([`Step::Wait`]). Boxed by the caller, so that a waiter keeps through its wait only its
+    /// `Queueing` (a step's requests, listing and decisions take room only while it runs).
+    #[allow(clippy::too_many_arguments)]
+    async fn step<'a>(
         &self,
         mode: Mode,
-        requests: &Requests<'_>,
+        requests: &Requests<'a>,
         owner: &Owner,
         only_try: bool,
         attempt: &mut Attempt,
-        turn: Turn<'_>,
-    ) -> std::result::Result<Option<Hold>, Failed> {
-        let mut send_turn = Some(turn.send_turn);
-        let mut create_slot = Some(turn.create_slot);
+        q: &mut Queueing<'a>,
+        mut woke: Option<Woke>,
+    ) -> std::result::Result<Step, Failed> {
         let zk = requests.zk();
         let session = requests.session;
-        let mut mine: Option<Made> = None;
-        let mut awaited: Option<Awaited> = None;
-        // Boxed: only the waiter next in line has one.
-        let mut own_watch: Option<Box<OwnWatch>> = None;
-        // The request for it, sent with the listing an informant's going calls for (its waiter is
-        // most likely next in line then), and answered after that listing.
-        let mut own_watch_sent = None;
-        if !self.kinds_checked.load(Ordering::Acquire) {
-            // Boxed: its listing would otherwise take room in every waiter's future.
-            Box::pin(self.check_kinds(mode, requests)).await?;
-        }
         loop {
-            if mine.is_none() {
-                // Queueing (again): watches set for an earlier node say nothing of the next.
-                awaited = None;
-                own_watch = None;
-                own_watch_sent = None;
-            }
-            // In a block: the listing and our place in it are gone before the wait (a waiter
-            // keeps O(1) memory).
-            let (mut ahead, then, informant) = {
-                let children = match &mine {
-                    None => {
-                        let enqueued =
-                            Box::pin(self.enqueue(requests, owner, attempt, &mut send_turn, &mut mine)).await;
-                        // The first create is answered (a queueing again is no part of a burst).
-                        drop(create_slot.take());
-                        match enqueued? {
-                            Some(children) => children,
-                            None => continue,
-                        }
+            let (ahead, then) = match woke.take() {
+                Some(Woke { event_type, session_state, informed }) => {
+                    let mut ahead = String::new();
+                    if !informed {
+                        // Its watcher has fired: it cannot be waited on again.
+                        ahead = q.awaited.take().expect("waited on").node;
+                    } else if q.own_watch.is_none() && event_type != zk::EventType::Session {
+                        // The informant went: most likely next in line now, so the watch on our own
+                        // node goes out with the listing that follows (one round trip for both).
+                        let own_path = attempt.node.node().expect("set with our node");
+                        q.own_watch_sent = Some((zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))));
                     }
-                    Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await? {
-                        Ok(children) => {
-                            requests.progressed();
-                            Arc::new(children)
+                    match (event_type, session_state) {
+                        (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
+                        (zk::EventType::Session, zk::SessionState::Closed) => return Err(Stop::Closed.into()),
+                        (zk::EventType::Session, zk::SessionState::AuthFailed) => {
+                            return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting").into())
                         }
-                        // The lock path vanished, and our node with it: queue again (kazoo #563).
-                        Err(zk::Error::NoNode) => {
-                            self.path_known.store(false, Ordering::Release);
-                            mine = None;
-                            attempt.node.forget();
-                            continue;
-                        }
-                        Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
-                    },
-                };
-                if let Some(err) = self.conflict(mode, &children) {
-                    return Err(Failed::Error(err));
+                        (zk::EventType::NodeDeleted, _) if !informed => {}
+                        // The informant went (look again while the node ahead most likely still
+                        // holds), or anything else (a change of its data, a disconnection): look again.
+                        _ => continue,
+                    }
+                    (ahead, q.then)
                 }
-                // Our node is in this listing, so the path cannot go (or be made anew) while we wait
-                // or hold: its ACL, checked here, stays the one our place in the queue is under.
-                // (Each step boxed only when it has work: the uncontended path allocates neither.)
-                if self.path_acl_to_check(children.path) {
-                    Box::pin(self.check_path_acl(requests, children.path)).await?;
-                }
-                let Made { sequence, czxid } = mine.expect("created above");
-                let queue = if children.in_name_order() {
-                    children
-                } else {
-                    match Box::pin(in_queue_order(requests, &self.path, children)).await? {
-                        Ok(queue) => queue,
-                        Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
+                None => {
+                    if q.mine.is_none() {
+                        // Queueing (again): watches set for an earlier node say nothing of the next.
+                        q.awaited = None;
+                        q.own_watch = None;
+                        q.own_watch_sent = None;
                     }
-                };
-                let Some(position) = attempt.node.name().and_then(|ours| queue.position(ours)) else {
-                    // Our node is gone (the path was removed, or someone deleted it): queue again.
-                    mine = None;
-                    attempt.node.forget();
-                    continue;
-                };
-                let names = &queue.names;
-                let decided = match mode.decide_with(names, position, |end| queue.last_writer_before(end)) {
-                    Decision::Holds => {
-                        // The watch on our own node goes on as the hold's (one sent with this listing
-                        // is answered already: dropped, it would cost a request to remove it).
-                        let own_event = match (own_watch.take(), own_watch_sent.take()) {
-                            (Some(own), _) => Some(own.event),
-                            (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
-                                Reply::Answered(Ok((Some(_), watcher))) => Some(node_event(watcher)),
-                                _ => None,
-                            },
-                            (None, None) => None,
-                        };
-                        // Taken, not copied, with no await left before the hold is returned (the
-                        // attempt is disarmed then, so nothing needs the path to remove the node).
-                        let node_path = attempt.node.take_node().expect("set with mine");
-                        let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
-                        self.client.node_watcher.add(&hold, own_event);
-                        return Ok(Some(hold));
-                    }
-                    Decision::WaitFor { node, then } => {
-                        // A node of this client's own tells its going to the waiter behind it, if
-                        // it held (see `ReleasedNodes`): no informant is needed then.
-                        let informant = match then {
-                            AfterWait::HoldsIfReleasedHere { informant }
-                                if !self.client.attempt_ids.made(&names[node]) =>
-                            {
-                                Some(self.child_path(&names[informant]))
+                    // In a block: the listing and our place in it are gone before the wait (a waiter
+                    // keeps O(1) memory).
+                    let (mut ahead, then, informant) = {
+                        let children = match &q.mine {
+                            None => {
+                                let enqueued =
+                                    Box::pin(self.enqueue(requests, owner, attempt, &mut q.send_turn, &mut q.mine))
+                                        .await;
+                                // The first create is answered (a queueing again is no part of a burst).
+                                drop(q.create_slot.take());
+                                match enqueued? {
+                                    Some(children) => children,
+                                    None => continue,
+                                }
                             }
-                            _ => None,
+                            Some(_) => match Box::pin(requests.retry(|| list(zk, &self.path, self.protected()))).await?
+                            {
+                                Ok(children) => {
+                                    requests.progressed();
+                                    Arc::new(children)
+                                }
+                                // The lock path vanished, and our node with it: queue again (kazoo #563).
+                                Err(zk::Error::NoNode) => {
+                                    self.path_known.store(false, Ordering::Release);
+                                    q.mine = None;
+                                    attempt.node.forget();
+                                    continue;
+                                }
+                                Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+                            },
                         };
-                        (self.child_path(&names[node]), then, informant)
-                    }
-                };
-                decided
-            };
-            if only_try {
-                return Ok(None);
-            }
-            // The watch on the node ahead is kept across a look again that still names it. (Its
-            // name is kept once, in `awaited`, while it is watched.)
-            match &awaited {
-                Some(kept) if kept.node == ahead => ahead = String::new(),
-                _ => awaited = None,
-            }
-            // In a block: the requests sent are gone before the wait.
-            let (informant_event, ahead_gone) = {
-                let watch_ahead = if awaited.is_none() {
-                    if let Some(hook) = &self.before_watch {
-                        hook(ahead.clone()).await;
-                    }
-                    // getData sets no watch on a missing node, so NoNode leaves nothing behind.
-                    // (Boxed: its room would otherwise stay in the waiter's future through the wait.)
-                    Some(Box::pin(zk.get_and_watch_data(&ahead)))
-                } else {
-                    None
-                };
-                // Next in line: watch our own node too (sent right behind), so that the node ahead
-                // going needs no request to know ours was still there (see `OwnWatch`).
-                // (Boxed, as the informant's: many waiters send neither, and their futures would
-                // otherwise take room in every waiter's.)
-                let own_path = attempt.node.node().expect("set with mine");
-                let watch_own = own_watch_sent.take().or_else(|| {
-                    (then == AfterWait::Holds && own_watch.is_none())
-                        .then(|| (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))))
-                });
-                let watch_informant = informant.map(|informant| Box::pin(zk.get_and_watch_data(&informant)));
-                let mut ahead_gone = false;
-                if let Some(request) = watch_ahead {
-                    match Box::pin(requests.send(request)).await? {
-                        Reply::Answered(Ok((_, _, watcher))) => {
-                            requests.progressed();
-                            let node = std::mem::take(&mut ahead);
-                            awaited = Some(Awaited { node, event: node_event(watcher) });
+                        if let Some(err) = self.conflict(mode, &children) {
+                            return Err(Failed::Error(err));
                         }
-                        Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
-                        Reply::Reconnected => continue,
-                        Reply::Answered(Err(err)) => {
-                            return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
+                        // Our node is in this listing, so the path cannot go (or be made anew) while we wait
+                        // or hold: its ACL, checked here, stays the one our place in the queue is under.
+                        // (Each step boxed only when it has work: the uncontended path allocates neither.)
+                        if self.path_acl_to_check(children.path) {
+                            Box::pin(self.check_path_acl(requests, children.path)).await?;
                         }
-                    }
-                }
-                if let Some((states, request)) = watch_own {
-                    match Box::pin(requests.send(request)).await? {
-                        Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
-                            own_watch = Some(Box::new(OwnWatch { event: node_event(watcher), states }));
-                        }
-                        // Our node is gone: queue again.
-                        Reply::Answered(Ok(_)) => {
-                            mine = None;
+                        let Made { sequence, czxid } = q.mine.expect("created above");
+                        let queue = if children.in_name_order() {
+                            children
+                        } else {
+                            match Box::pin(in_queue_order(requests, &self.path, children)).await? {
+                                Ok(queue) => queue,
+                                Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the contenders"))),
+                            }
+                        };
+                        let Some(position) = attempt.node.name().and_then(|ours| queue.position(ours)) else {
+                            // Our node is gone (the path was removed, or someone deleted it): queue again.
+                            q.mine = None;
                             attempt.node.forget();
-                            awaited = None;
                             continue;
-                        }
-                        // No watch: the handoff asks the server instead.
-                        Reply::Answered(Err(_)) | Reply::Reconnected => {}
+                        };
+                        let names = &queue.names;
+                        let decided = match mode.decide_with(names, position, |end| queue.last_writer_before(end)) {
+                            Decision::Holds => {
+                                // The watch on our own node goes on as the hold's (one sent with this listing
+                                // is answered already: dropped, it would cost a request to remove it).
+                                let own_event = match (q.own_watch.take(), q.own_watch_sent.take()) {
+                                    (Some(own), _) => Some(own.event),
+                                    (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
+                                        Reply::Answered(Ok((Some(_), watcher))) => Some(node_event(watcher)),
+                                        _ => None,
+                                    },
+                                    (None, None) => None,
+                                };
+                                // Taken, not copied, with no await left before the hold is returned (the
+                                // attempt is disarmed then, so nothing needs the path to remove the node).
+                                let node_path = attempt.node.take_node().expect("set with our node");
+                                let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
+                                self.client.node_watcher.add(&hold, own_event);
+                                return Ok(Step::Done(Some(hold)));
+                            }
+                            Decision::WaitFor { node, then } => {
+                                // A node of this client's own tells its going to the waiter behind it, if
+                                // it held (see `ReleasedNodes`): no informant is needed then.
+                                let informant = match then {
+                                    AfterWait::HoldsIfReleasedHere { informant }
+                                        if !self.client.attempt_ids.made(&names[node]) =>
+                                    {
+                                        Some(self.child_path(&names[informant]))
+                                    }
+                                    _ => None,
+                                };
+                                (self.child_path(&names[node]), then, informant)
+                            }
+                        };
+                        decided
+                    };
+                    if only_try {
+                        return Ok(Step::Done(None));
                     }
+                    // The watch on the node ahead is kept across a look again that still names it. (Its
+                    // name is kept once, in `awaited`, while it is watched.)
+                    match &q.awaited {
+                        Some(kept) if kept.node == ahead => ahead = String::new(),
+                        _ => q.awaited = None,
+                    }
+                    // In a block: the requests sent are gone before the wait.
+                    let (informant_event, ahead_gone) = {
+                        let watch_ahead = if q.awaited.is_none() {
+                            if let Some(hook) = &self.before_watch {
+                                hook(ahead.clone()).await;
+                            }
+                            // getData sets no watch on a missing node, so NoNode leaves nothing behind.
+                            // (Boxed: its room would otherwise stay in the waiter's future through the wait.)
+                            Some(Box::pin(zk.get_and_watch_data(&ahead)))
+                        } else {
+                            None
+                        };
+                        // Next in line: watch our own node too (sent right behind), so that the node ahead
+                        // going needs no request to know ours was still there (see `OwnWatch`).
+                        // (Boxed, as the informant's: many waiters send neither, and their futures would
+                        // otherwise take room in every waiter's.)
+                        let own_path = attempt.node.node().expect("set with our node");
+                        let watch_own = q.own_watch_sent.take().or_else(|| {
+                            (then == AfterWait::Holds && q.own_watch.is_none()).then(|| -> OwnWatchRequest<'_> {
+                                (zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path)))
+                            })
+                        });
+                        let watch_informant = informant.map(|informant| Box::pin(zk.get_and_watch_data(&informant)));
+                        let mut ahead_gone = false;
+                        if let Some(request) = watch_ahead {
+                            match Box::pin(requests.send(request)).await? {
+                                Reply::Answered(Ok((_, _, watcher))) => {
+                                    requests.progressed();
+                                    let node = std::mem::take(&mut ahead);
+                                    q.awaited = Some(Awaited { node, event: node_event(watcher) });
+                                }
+                                Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
+                                Reply::Reconnected => continue,
+                                Reply::Answered(Err(err)) => {
+                                    return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
+                                }
+                            }
+                        }
+                        if let Some((states, request)) = watch_own {
+                            match Box::pin(requests.send(request)).await? {
+                                Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
+                                    q.own_watch = Some(Box::new(OwnWatch { event: node_event(watcher), states }));
+                                }
+                                // Our node is gone: queue again.
+                                Reply::Answered(Ok(_)) => {
+                                    q.mine = None;
+                                    attempt.node.forget();
+                                    q.awaited = None;
+                                    continue;
+                                }
+                                // No watch: the handoff asks the server instead.
+                                Reply::Answered(Err(_)) | Reply::Reconnected => {}
+                            }
+                        }
+                        // Only a hint: without it, the handoff lists again.
+                        let informant_event: Option<NodeEvent> = match watch_informant {
+                            None => None,
+                            Some(request) => match Box::pin(requests.send(request)).await? {
+                                Reply::Answered(Ok((_, _, watcher))) => Some(node_event(watcher)),
+                                // Already gone: look again now, keeping the watch on the node ahead.
+                                Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
+                                Reply::Answered(_) | Reply::Reconnected => None,
+                            },
+                        };
+                        (informant_event, ahead_gone)
+                    };
+                    if !ahead_gone {
+                        q.then = then;
+                        return Ok(Step::Wait(informant_event));
+                    }
+                    (ahead, then)
                 }
-                // Only a hint: without it, the handoff lists again.
-                let informant_event: Option<NodeEvent> = match watch_informant {
-                    None => None,
-                    Some(request) => match Box::pin(requests.send(request)).await? {
-                        Reply::Answered(Ok((_, _, watcher))) => Some(node_event(watcher)),
-                        // Already gone: look again now, keeping the watch on the node ahead.
-                        Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
-                        Reply::Answered(_) | Reply::Reconnected => None,
-                    },
-                };
-                (informant_event, ahead_gone)
             };
-            if !ahead_gone {
-                let waiting = awaited.as_mut().expect("watched above, or kept");
-                let (event, informed) = match informant_event {
-                    // Inline: every waiter of a long queue waits here, and a box would cost it more
-                    // than the room (the rarer wait with an informant is boxed).
-                    None => (requests.bounded(&mut waiting.event).await?, false),
-                    Some(mut informant) => {
-                        match Box::pin(requests.bounded(futures::future::select(&mut waiting.event, &mut informant)))
-                            .await?
-                        {
-                            futures::future::Either::Left((event, _)) => (event, false),
-                            futures::future::Either::Right((event, _)) => (event, true),
-                        }
-                    }
-                };
-                if !informed {
-                    // Its watcher has fired: it cannot be waited on again.
-                    ahead = awaited.take().expect("waited on").node;
-                } else if own_watch.is_none() && event.event_type != zk::EventType::Session {
-                    // The informant went: most likely next in line now, so the watch on our own
-                    // node goes out with the listing that follows (one round trip for both).
-                    let own_path = attempt.node.node().expect("set with mine");
-                    own_watch_sent = Some((zk.state_watcher(), Box::pin(zk.check_and_watch_stat(own_path))));
-                }
-                match (event.event_type, event.session_state) {
-                    (zk::EventType::Session, zk::SessionState::Expired) => return Err(Stop::SessionOver.into()),
-                    (zk::EventType::Session, zk::SessionState::Closed) => return Err(Stop::Closed.into()),
-                    (zk::EventType::Session, zk::SessionState::AuthFailed) => {
-                        return Err(self.error(ErrorKind::AuthFailed, "authentication failed while waiting").into())
-                    }
-                    (zk::EventType::NodeDeleted, _) if !informed => {}
-                    // The informant went (look again while the node ahead most likely still holds),
-                    // or anything else (a change of its data, a disconnection): look again.
-                    _ => continue,
-                }
-            }
             let holds = match then {
                 AfterWait::Holds => true,
                 AfterWait::HoldsIfReleasedHere { .. } => self.client.released.contains(&ahead),
@@ -726,13 +771,13 @@ impl Recipe {
             // between it and us that keeps us out (it was our predecessor, or for a reader the
             // nearest writer ahead). It is gone, so we hold, once we know our node was still
             // there and this session's when it went (someone may have deleted it meanwhile).
-            let own_path = attempt.node.node().expect("set with mine").to_owned();
-            let Made { sequence, czxid } = mine.expect("set with our node");
-            if let Some(own) = own_watch.take() {
+            let own_path = attempt.node.node().expect("set with our node").to_owned();
+            let Made { sequence, czxid } = q.mine.expect("set with our node");
+            if let Some(own) = q.own_watch.take() {
                 if let Some(event) = (*own).silent() {
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
                     self.client.node_watcher.add(&hold, Some(event));
-                    return Ok(Some(hold));
+                    return Ok(Step::Done(Some(hold)));
                 }
             }
             match Box::pin(requests.send(zk.check_stat(&own_path))).await? {
@@ -740,11 +785,11 @@ impl Recipe {
                     requests.progressed();
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
                     self.client.node_watcher.add(&hold, None);
-                    return Ok(Some(hold));
+                    return Ok(Step::Done(Some(hold)));
                 }
                 // Our node is gone: queue again.
                 Reply::Answered(Ok(_)) => {
-                    mine = None;
+                    q.mine = None;
                     attempt.node.forget();
                 }
                 Reply::Reconnected => {}
@@ -847,11 +892,42 @@ where
     }
 }
 
-/// What an attempt's first create waited for: its turn in the client's send order (given back
-/// once sent) and its place in the window of creates in flight (given back once answered).
-struct Turn<'a> {
-    send_turn: tokio::sync::MutexGuard<'a, ()>,
-    create_slot: crate::client::CreateSlot<'a>,
+/// What an attempt keeps between its steps, through its waits (see `Recipe::step`): with its node
+/// and requests, all that a waiter of a long queue keeps, so kept small.
+struct Queueing<'a> {
+    /// Its first create's turns: in the client's send order (given back once sent) and in its
+    /// window of creates in flight (given back once answered).
+    send_turn: Option<tokio::sync::MutexGuard<'a, ()>>,
+    create_slot: Option<crate::client::CreateSlot<'a>>,
+    mine: Option<Made>,
+    /// The watch on the node ahead, kept across a look again that still names it.
+    awaited: Option<Awaited>,
+    /// Boxed: only the waiter next in line has one.
+    own_watch: Option<Box<OwnWatch>>,
+    /// The request for it, sent with the listing an informant's going calls for (its waiter is
+    /// most likely next in line then), and answered after that listing.
+    own_watch_sent: Option<OwnWatchRequest<'a>>,
+    /// What the going of the node waited for means.
+    then: AfterWait,
+}
+
+/// A request watching our own node, with the session's states as it was sent (see `OwnWatch`).
+type OwnWatchRequest<'a> =
+    (zk::StateWatcher, futures::future::BoxFuture<'a, crate::retry::ZkResult<(Option<zk::Stat>, zk::OneshotWatcher)>>);
+
+/// Where a step of an attempt ended.
+enum Step {
+    /// Held, or (`None`) not had: by the deadline, or only trying.
+    Done(Option<Hold>),
+    /// Waiting for the node ahead to go, and for the informant (this watch) too if there is one.
+    Wait(Option<NodeEvent>),
+}
+
+/// How a wait ended: the event, and whether it was the informant's.
+struct Woke {
+    event_type: zk::EventType,
+    session_state: zk::SessionState,
+    informed: bool,
 }
 
 /// Why an attempt ended without the lock: an error to report as it is, or a stopped step.
