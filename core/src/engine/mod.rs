@@ -576,8 +576,8 @@ impl Recipe {
                         q.own_watch = None;
                         q.own_watch_sent = None;
                     }
-                    // In a block: the listing and our place in it are gone before the wait (a waiter
-                    // keeps O(1) memory).
+                    // In a block: nothing of the listing outlives the decision (a waiter keeps O(1)
+                    // memory, and a step's box takes no room for it while it sends its watches).
                     let (mut ahead, then, informant) = {
                         let children = match &q.mine {
                             None => {
@@ -676,7 +676,7 @@ impl Recipe {
                         Some(kept) if kept.node == ahead => ahead = String::new(),
                         _ => q.awaited = None,
                     }
-                    // In a block: the requests sent are gone before the wait.
+                    // In a block: the requests end with it.
                     let (informant_event, ahead_gone) = {
                         let watch_ahead = if q.awaited.is_none() {
                             if let Some(hook) = &self.before_watch {
