@@ -395,11 +395,6 @@ const OWN_NODE_WATCH_BATCH: Duration = Duration::from_millis(10);
 /// boxed `changed()` took 168 bytes of every waiter).
 pub(crate) type NodeEvent = zk::OneshotWatcher;
 
-/// The event `watcher` will report.
-pub(crate) fn node_event(watcher: zk::OneshotWatcher) -> NodeEvent {
-    watcher
-}
-
 /// Watches holders' own nodes, so that a deletion by someone else turns the hold `Lost`. One
 /// task per client: acquiring only queues the hold, and wakes the task only if it was idle.
 pub(crate) struct NodeWatcher {
@@ -494,7 +489,7 @@ async fn watch_own_node(info: Arc<HoldInfo>, mut set: Option<NodeEvent>) {
                 let Some(zk) = session.upgrade().filter(|s| !s.is_over()).map(|s| s.zk.clone()) else { return };
                 let request = zk.check_and_watch_stat(&node).await;
                 drop(zk);
-                request.map(|(stat, watcher)| (stat.map(drop), node_event(watcher)))
+                request.map(|(stat, watcher)| (stat.map(drop), watcher))
             }
         };
         let deleted = match request {

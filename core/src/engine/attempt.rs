@@ -37,6 +37,12 @@ pub(super) struct NamePrefix<'a> {
     marker: &'a str,
 }
 
+impl NamePrefix<'_> {
+    fn len(&self) -> usize {
+        "_c_".len() + uuid::fmt::Hyphenated::LENGTH + "-".len() + self.marker.len()
+    }
+}
+
 impl std::fmt::Display for NamePrefix<'_> {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(out, "_c_{}-{}", self.id.hyphenated(), self.marker)
@@ -54,16 +60,23 @@ pub(super) struct NodeName {
 }
 
 impl NodeName {
-    /// The node `prefix` names under `lock_path`, not made yet. Sized once, with room for the
-    /// sequence (ten digits, or a sign and ten).
-    pub(super) fn new(lock_path: &str, prefix: impl std::fmt::Display) -> NodeName {
+    /// The sequential node `prefix` names under `lock_path`, not made yet. Sized once, with room
+    /// for the sequence (ten digits, or a sign and ten).
+    pub(super) fn new(lock_path: &str, prefix: NamePrefix<'_>) -> NodeName {
         use std::fmt::Write;
-        let mut path = String::with_capacity(lock_path.len() + 1 + PREFIX_LEN + 11);
+        let mut path = String::with_capacity(lock_path.len() + 1 + prefix.len() + 11);
         path.push_str(lock_path);
         path.push('/');
         let name_at = path.len();
         write!(path, "{prefix}").expect("a String takes any write");
         NodeName { prefix_end: path.len(), path, name_at, known: false }
+    }
+
+    /// A node whose name is whole before its create (no sequence), not made yet: found by its
+    /// name as by a prefix.
+    pub(super) fn whole(lock_path: &str, name: &str) -> NodeName {
+        let path = format!("{lock_path}/{name}");
+        NodeName { name_at: lock_path.len() + 1, prefix_end: path.len(), path, known: false }
     }
 
     /// A node known by its full path (a hold's).
@@ -122,9 +135,6 @@ impl NodeName {
         known.then(|| std::mem::take(&mut self.path))
     }
 }
-
-/// The length of a prefix's `_c_<uuid>-` and the longest marker.
-const PREFIX_LEN: usize = "_c_".len() + uuid::fmt::Hyphenated::LENGTH + "-".len() + "__WRIT__".len();
 
 /// After a connection loss during a create: the node it made, if it went through, found by the
 /// attempt's uuid and owned by this very session (Curator #1121: a mistake here would mean two
@@ -247,6 +257,9 @@ mod tests {
                 assert_eq!(node.node(), None, "taken");
             }
         }
+        let whole = NodeName::whole("/locks/a", "_c_x-__READ__0000000001");
+        assert_eq!((whole.prefixed(), whole.prefix()), ("/locks/a/_c_x-__READ__0000000001", "_c_x-__READ__0000000001"));
+        assert_eq!((whole.lock_path(), whole.node()), ("/locks/a", None));
         let held = NodeName::known("/locks/a/_c_x-lock-0000000001");
         assert_eq!((held.lock_path(), held.name()), ("/locks/a", Some("_c_x-lock-0000000001")));
     }

@@ -34,23 +34,22 @@ impl Recipe {
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
         let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
         let name = format!("_c_{}-{}{:010}", self.client.attempt_ids.next(), Mode::Read.marker(), write.sequence());
-        // The name is whole before the create (no sequence): found by it as by a prefix.
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
-            node: NodeName::new(&self.path, &name),
+            node: NodeName::whole(&self.path, &name),
             armed: true,
         };
         let (options, _) = self.node_options(zk::CreateMode::Ephemeral);
         let made = loop {
-            let create = requests.send(session.zk.create(&self.child_path(&name), &data, &options)).await;
+            let create = requests.send(session.zk.create(attempt.node.prefixed(), &data, &options)).await;
             match create {
                 Ok(Reply::Answered(Ok(_))) => break Ok(()),
                 // The write node's path is gone, and the write node with it.
                 Ok(Reply::Answered(Err(zk::Error::NoNode))) => break Err(lost()),
                 Ok(Reply::Answered(Err(err))) => break Err(self.zk_error(err, "creating the read node of a downgrade")),
                 // Made or not: find it rather than make a second one.
-                Ok(Reply::Reconnected) => match find_mine(&requests, &self.path, &name).await {
+                Ok(Reply::Reconnected) => match find_mine(&requests, &self.path, attempt.node.prefix()).await {
                     Ok(Ok(Some(_))) => break Ok(()),
                     Ok(Ok(None)) => continue,
                     Ok(Err(err)) => break Err(self.zk_error(err, "finding the read node of a downgrade")),
@@ -65,7 +64,7 @@ impl Recipe {
                 let hold = Hold::new(
                     &session,
                     &self.client.closed,
-                    self.child_path(&name),
+                    attempt.node.prefixed().to_owned(),
                     write.sequence(),
                     write.fencing_token(),
                 );

@@ -20,7 +20,7 @@ use zookeeper_client as zk;
 use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::{node_event, Hold, NodeEvent};
+use crate::hold::{Hold, NodeEvent};
 use crate::lock::BeforeWatch;
 use crate::lost_callbacks::LostCallbacks;
 use crate::owners::{Owner, OwnerTable};
@@ -639,7 +639,7 @@ impl Recipe {
                                 let own_event = match (q.own_watch.take(), q.own_watch_sent.take()) {
                                     (Some(own), _) => Some(own.event),
                                     (None, Some((_, request))) => match Box::pin(requests.send(request)).await? {
-                                        Reply::Answered(Ok((Some(_), watcher))) => Some(node_event(watcher)),
+                                        Reply::Answered(Ok((Some(_), watcher))) => Some(watcher),
                                         _ => None,
                                     },
                                     (None, None) => None,
@@ -705,7 +705,7 @@ impl Recipe {
                                 Reply::Answered(Ok((_, _, watcher))) => {
                                     requests.progressed();
                                     let node = std::mem::take(&mut ahead);
-                                    q.awaited = Some(Awaited { node, event: node_event(watcher) });
+                                    q.awaited = Some(Awaited { node, event: watcher });
                                 }
                                 Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
                                 Reply::Reconnected => continue,
@@ -717,7 +717,7 @@ impl Recipe {
                         if let Some((states, request)) = watch_own {
                             match Box::pin(requests.send(request)).await? {
                                 Reply::Answered(Ok((Some(stat), watcher))) if stat.ephemeral_owner == session.id => {
-                                    q.own_watch = Some(Box::new(OwnWatch { event: node_event(watcher), states }));
+                                    q.own_watch = Some(Box::new(OwnWatch { event: watcher, states }));
                                 }
                                 // Our node is gone: queue again.
                                 Reply::Answered(Ok(_)) => {
@@ -734,7 +734,7 @@ impl Recipe {
                         let informant_event: Option<NodeEvent> = match watch_informant {
                             None => None,
                             Some(request) => match Box::pin(requests.send(request)).await? {
-                                Reply::Answered(Ok((_, _, watcher))) => Some(node_event(watcher)),
+                                Reply::Answered(Ok((_, _, watcher))) => Some(watcher),
                                 // Already gone: look again now, keeping the watch on the node ahead.
                                 Reply::Answered(Err(zk::Error::NoNode)) if !ahead_gone => continue,
                                 Reply::Answered(_) | Reply::Reconnected => None,
