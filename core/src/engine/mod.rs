@@ -4,298 +4,45 @@
 //! wait for, watches that node and looks again when it goes; on a timeout, a cancel or an error
 //! its node is removed.
 //!
-//! Around the loop, one module per concept: `attempt` (an attempt's node, found again and
-//! removed), `listing` (the shared listing and queue order), `path` (the lock path: made, its
-//! ACL checked, the recipe it holds), `released` (nodes this client released after holding),
-//! `downgrade`, `release` and `participants`.
+//! Around the loop, one module per concept: `recipe` (the lock path as this process uses it, its
+//! errors and create options), `wait` (how long an acquisition may wait), `attempt` (an attempt's
+//! node, found again and removed), `listing` (the shared listing and queue order), `path` (the
+//! lock path: made, its ACL checked, the recipe it holds), `node_data` (the owner's identity a
+//! node holds), `released` (nodes this client released after holding), `downgrade`, `release`,
+//! `participants` and `semaphore`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::acl::Acl;
-use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, NodeEvent};
-use crate::lock::BeforeWatch;
-use crate::lost_callbacks::LostCallbacks;
-use crate::owners::{Owner, OwnerTable};
+use crate::owners::Owner;
 use crate::policy::{AfterWait, Decision, Mode};
-use crate::retry::{self, Reply, Requests, Stop, REFUSED};
-use crate::session::{LostReason, Session};
-use crate::validate;
+use crate::retry::{Reply, Requests, Stop};
 
 mod attempt;
 mod downgrade;
 mod listing;
+mod node_data;
 mod participants;
 mod path;
+mod recipe;
 mod release;
 mod released;
 mod semaphore;
+mod wait;
 
 use attempt::{find_mine, Attempt, Made, NodeName};
-use listing::{in_queue_order, list, Listing, ListingReply, SharedListing};
-use path::PathVersion;
+use listing::{in_queue_order, list, Listing, ListingReply};
+pub(crate) use recipe::Recipe;
 pub(crate) use released::ReleasedNodes;
-
-static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
-
-/// How long an acquisition may wait: fixed when the acquisition begins.
-#[derive(Clone, Debug)]
-pub(crate) struct Wait {
-    /// `None`: as long as it takes.
-    pub(crate) deadline: Option<Instant>,
-    /// Only try: one create and one listing, then give up if the lock is not had.
-    pub(crate) only_try: bool,
-    /// Cancelled: the acquisition ends as at its deadline, its node removed before it returns.
-    pub(crate) abort: Option<tokio_util::sync::CancellationToken>,
-}
-
-impl Wait {
-    /// From the bindings' form: `None` waits forever, `Some(ZERO)` only tries.
-    pub(crate) fn from_timeout(timeout: Option<Duration>) -> Wait {
-        match timeout {
-            None => Wait { deadline: None, only_try: false, abort: None },
-            Some(timeout) if timeout.is_zero() => Wait { deadline: None, only_try: true, abort: None },
-            // Past what an Instant holds is forever, for all practical purposes.
-            Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false, abort: None },
-        }
-    }
-
-    /// `future`'s output, or `None` once the deadline passes or the acquisition is aborted.
-    fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
-        retry::within(self.deadline, self.abort.as_ref(), future)
-    }
-
-    /// Whether the deadline passed, or the acquisition was aborted.
-    fn is_over(&self) -> bool {
-        self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
-            || self.abort.as_ref().is_some_and(|abort| abort.is_cancelled())
-    }
-}
-
-/// A lock path as this process uses it: the mutex, or both sides of a read/write lock, sharing
-/// one owner table.
-pub(crate) struct Recipe {
-    pub(crate) client: Arc<ClientInner>,
-    pub(crate) path: String,
-    identifier: Option<String>,
-    before_watch: Option<BeforeWatch>,
-    /// The lock's ACL and, unless open, its entries as sent.
-    acl: Acl,
-    zk_acl: Vec<zk::Acl>,
-    /// The lock path (incarnation and ACL version) whose ACL was found to be the lock's: a
-    /// protected lock decides only by listings of that path (see `check_path_acl`).
-    acl_checked: parking_lot::Mutex<Option<PathVersion>>,
-    pub(crate) owners: OwnerTable,
-    /// The lost callbacks of the holds in `owners` ([`crate::Lock::on_lost`]).
-    pub(crate) lost: Arc<LostCallbacks>,
-    /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
-    /// then an attempt keeps the client's send turn until its create is answered, so that
-    /// attempts whose creates failed for want of the path send them again in their order.
-    path_known: AtomicBool,
-    /// Whether a listing showed no node of another recipe under the path. Until then an attempt
-    /// lists before it creates, so a conflict is told before any node is made.
-    kinds_checked: AtomicBool,
-    /// Creates sent under the path, counted right after each is sent (in the client's send turn):
-    /// an attempt's ticket is the count after its own.
-    creates_sent: AtomicU64,
-    /// The last listing sent to decide by, shared by every attempt whose create it covers (see
-    /// `listing_after`). Kept until the next replaces it: one listing per lock object.
-    shared_listing: parking_lot::Mutex<Option<SharedListing>>,
-    /// A read/write lock (else a mutex): the kind the client's handles for the path share.
-    read_write: bool,
-    /// A handle of its own (`LockOptions::separate`): never shared.
-    separate: bool,
-    /// This recipe itself while its owner table holds anything, so that the holds outlive the
-    /// handles: a handle made later for the path finds them (see `ClientInner::recipe`). Taken
-    /// at the last release, and when the client closes.
-    pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
-}
+pub(crate) use wait::{again_on_new_session, Wait};
 
 impl Recipe {
-    /// Refuses a path and identifier that could not fit in a request, whoever the owner.
-    pub(crate) fn new(
-        client: Arc<ClientInner>,
-        path: String,
-        read_write: bool,
-        options: crate::LockOptions,
-    ) -> Result<Recipe> {
-        options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
-        let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
-        let recipe = Recipe {
-            client,
-            path,
-            identifier: options.identifier,
-            before_watch: options.before_watch,
-            acl: options.acl,
-            zk_acl,
-            acl_checked: parking_lot::Mutex::new(None),
-            owners: OwnerTable::default(),
-            lost: Arc::default(),
-            path_known: AtomicBool::new(false),
-            kinds_checked: AtomicBool::new(false),
-            creates_sent: AtomicU64::new(0),
-            shared_listing: parking_lot::Mutex::new(None),
-            read_write,
-            separate: options.separate,
-            pin: parking_lot::Mutex::new(None),
-        };
-        recipe.check_fits(recipe.node_data_len(&Owner::with_label(0, "")), || "the identity".to_owned())?;
-        Ok(recipe)
-    }
-
-    /// Whether a handle asked for with these options may share this recipe (and so its holds):
-    /// the same path and kind, identifier and ACL (and neither separate nor a test seam).
-    pub(crate) fn serves(&self, path: &str, read_write: bool, options: &crate::LockOptions) -> bool {
-        !self.separate
-            && !options.separate
-            && self.path == path
-            && self.read_write == read_write
-            && self.identifier == options.identifier
-            && self.acl == options.acl
-            && self.before_watch.is_none()
-            && options.before_watch.is_none()
-    }
-
-    /// The claimed acquisition succeeded: the owner holds `hold`, and this recipe is kept while
-    /// it holds anything, so that the holds outlive the handles.
-    pub(crate) fn settle(self: &Arc<Self>, owner: u64, mode: Mode, hold: &Hold) {
-        self.owners.settle(owner, mode, hold);
-        self.hold_taken(owner, mode, hold);
-        let mut pin = self.pin.lock();
-        if pin.is_none() {
-            *pin = Some(self.clone());
-        }
-    }
-
-    /// A new hold entered the owner table: the lost callbacks cover it.
-    pub(crate) fn hold_taken(&self, owner: u64, mode: Mode, hold: &Hold) {
-        self.lost.hold_taken(&self.client, owner, mode, hold);
-    }
-
-    /// Counts down a level of `owner`'s hold (see `OwnerTable::count_down`); once nothing is held
-    /// any more, lets go of the pin (the caller holds another handle: that frees nothing here).
-    pub(crate) fn count_down(&self, owner: &Owner, mode: Mode) -> Result<Option<Hold>> {
-        let last = self.owners.count_down(owner, mode, &self.path)?;
-        if last.is_some() && !self.owners.holds_anything() {
-            drop(self.pin.lock().take());
-        }
-        Ok(last)
-    }
-
-    /// Lets go of the pin whatever is held: the client is closed, so every hold is lost.
-    pub(crate) fn unpin(&self) {
-        drop(self.pin.lock().take());
-    }
-
-    pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
-        Error::new(kind, message).with_path(&self.path)
-    }
-
-    fn zk_error(&self, err: zk::Error, doing: &str) -> Error {
-        Error::from_zk(err, &self.path, doing)
-    }
-
-    pub(crate) fn closed_error(&self) -> Error {
-        self.error(ErrorKind::Closed, "the client was closed")
-    }
-
-    fn session_over_error(&self, session: &Session) -> Error {
-        let reason = session.lost_reason().unwrap_or(LostReason::SessionExpired);
-        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
-            .with_lost_reason(Some(reason))
-    }
-
-    /// The error for a step stopped before its answer; `deadline` says what a passed deadline
-    /// means to the caller.
-    fn stopped(&self, session: &Session, stop: Stop, deadline: impl FnOnce() -> Error) -> Error {
-        match stop {
-            Stop::Closed => self.closed_error(),
-            Stop::SessionOver => self.session_over_error(session),
-            Stop::Deadline => deadline(),
-            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
-        }
-    }
-
-    fn protected(&self) -> bool {
-        !self.acl.is_open()
-    }
-
-    /// How lock nodes are created (EPHEMERAL_SEQUENTIAL, or EPHEMERAL for a downgrade's read
-    /// node), and their ACL.
-    fn node_options(&self, mode: zk::CreateMode) -> (zk::CreateOptions<'_>, &[zk::Acl]) {
-        if self.protected() {
-            (mode.with_acls(zk::Acls::new(&self.zk_acl)), &self.zk_acl)
-        } else {
-            (mode.with_acls(zk::Acls::anyone_all()), &ANYONE_ALL)
-        }
-    }
-
-    fn child_path(&self, name: &str) -> String {
-        // Sized once (see `attempt::name_prefix`).
-        let mut path = String::with_capacity(self.path.len() + 1 + name.len());
-        path.push_str(&self.path);
-        path.push('/');
-        path.push_str(name);
-        path
-    }
-
-    pub(crate) fn node_data(&self, owner: &Owner) -> Vec<u8> {
-        let mut data = Vec::with_capacity(128);
-        self.write_node_data(owner, &mut data);
-        data
-    }
-
-    /// The length of [`Recipe::node_data`], with nothing allocated.
-    fn node_data_len(&self, owner: &Owner) -> usize {
-        let mut counted = Counted(0);
-        self.write_node_data(owner, &mut counted);
-        counted.0
-    }
-
-    /// Writes the node's [`crate::Identity`], borrowing every field: many waiters begin at once,
-    /// and the copies would only be freed again.
-    fn write_node_data(&self, owner: &Owner, out: impl std::io::Write) {
-        let host = &self.client.identity;
-        let identity = IdentityOf {
-            host: &host.host,
-            pid: host.pid,
-            owner: LabelOf(owner),
-            lang: &host.language,
-            identifier: self.identifier.as_deref(),
-        };
-        serde_json::to_writer(out, &identity).expect("identity serializes")
-    }
-
-    /// Refuses, before sending, a create the server would refuse by dropping the connection.
-    pub(crate) fn check_fits(&self, data_len: usize, what_else: impl FnOnce() -> String) -> Result<()> {
-        // The node's full path on the server: chroot, lock path, `/_c_<uuid>-<marker><10 digits>`
-        // with the longest marker.
-        let marker_len = [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| mode.marker().len()).into_iter().max();
-        let name_len = "/_c_".len() + 36 + "-".len() + marker_len.unwrap_or_default() + 10;
-        let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
-        let len = validate::create_request_len(
-            server_path_len,
-            data_len,
-            validate::acl_len(self.node_options(zk::CreateMode::EphemeralSequential).1),
-        );
-        validate::request_fits(len, self.client.options.jute_maxbuffer, &self.client.options.language, || {
-            format!(
-                "the lock path of {} bytes, identifier of {} bytes and {}",
-                self.path.len(),
-                self.identifier.as_ref().map_or(0, String::len),
-                what_else()
-            )
-        })
-        .map_err(|err| err.with_path(&self.path))
-    }
-
     /// An acquisition in `mode`: attempts until one holds, fails, or the deadline passes.
     /// `Ok(None)`: not had by the deadline (or, only trying, held by others).
     ///
@@ -503,26 +250,6 @@ impl Recipe {
             }
             Reply::Reconnected | Reply::Answered(Err(zk::Error::NoNode)) => Ok(None),
             Reply::Answered(Err(err)) => Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
-        }
-    }
-
-    /// Before this lock object's first create: refuses a path holding another recipe's nodes, so
-    /// that a conflict is told before any node is made (and a protected lock checks an existing
-    /// path's ACL before it creates anything).
-    async fn check_kinds(&self, mode: Mode, requests: &Requests<'_>) -> std::result::Result<(), Failed> {
-        match requests.retry(|| list(requests.zk(), &self.path, self.protected())).await? {
-            Ok(listing) => {
-                Box::pin(self.check_path_acl(requests, listing.path)).await?;
-                match self.conflict(mode, &listing) {
-                    Some(err) => Err(Failed::Error(err)),
-                    None => {
-                        self.kinds_checked.store(true, Ordering::Release);
-                        Ok(())
-                    }
-                }
-            }
-            Err(zk::Error::NoNode) => Ok(()),
-            Err(err) => Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
         }
     }
 
@@ -799,41 +526,6 @@ impl Recipe {
     }
 }
 
-/// [`crate::Identity`] as written, borrowed: the same fields under the same names (a test checks
-/// that what it writes reads back as an `Identity`).
-#[derive(serde::Serialize)]
-struct IdentityOf<'a, O> {
-    host: &'a str,
-    pid: u32,
-    owner: O,
-    lang: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    identifier: Option<&'a str>,
-}
-
-/// An owner's label ([`Owner::label`]) as a JSON string, written in place.
-struct LabelOf<'a>(&'a Owner);
-
-impl serde::Serialize for LabelOf<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        serializer.collect_str(&self.0.label_display())
-    }
-}
-
-/// A writer that only counts.
-struct Counted(usize);
-
-impl std::io::Write for Counted {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len();
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The watch on the node an attempt waits for.
 struct Awaited {
     node: String,
@@ -858,37 +550,6 @@ impl OwnWatch {
         let reconnected = self.states.changed().now_or_never().is_some();
         let reported = (&mut self.event).now_or_never().is_some();
         (!reconnected && !reported).then_some(self.event)
-    }
-}
-
-/// Runs `attempt` until it holds, fails, or the deadline passes; an attempt that failed because
-/// its session ended (expired, or disconnected past its timeout) is made again, on a new session,
-/// within the deadline (see [`Recipe::contend`]).
-pub(crate) async fn again_on_new_session<'w, T, F, Fut>(wait: &'w Wait, mut attempt: F) -> Result<Option<T>>
-where
-    F: FnMut(&'w Wait) -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    let mut requeues = 0u32;
-    loop {
-        let result = attempt(wait).await;
-        let requeue = match &result {
-            Err(err) => {
-                err.kind() == ErrorKind::SessionExpired
-                    && matches!(err.lost_reason(), Some(LostReason::SessionExpired | LostReason::DisconnectedTooLong))
-                    && !wait.only_try
-            }
-            Ok(_) => false,
-        };
-        if !requeue {
-            return result;
-        }
-        requeues += 1;
-        // Not in a tight loop, should new sessions keep ending at once.
-        wait.within(tokio::time::sleep(Duration::from_millis(50 * u64::from(requeues.min(20))))).await;
-        if wait.is_over() {
-            return Ok(None);
-        }
     }
 }
 
@@ -945,31 +606,5 @@ impl From<Stop> for Failed {
 impl From<Error> for Failed {
     fn from(err: Error) -> Failed {
         Failed::Error(err)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{IdentityOf, LabelOf};
-    use crate::lock::Identity;
-    use crate::owners::Owner;
-
-    #[test]
-    fn the_borrowed_identity_reads_back_as_an_identity() {
-        let owners = [Owner::with_label(7, "thread:worker-3"), Owner::new(1 << 63)];
-        for (owner, identifier) in owners.iter().zip([None, Some("billing \"nightly\" job")]) {
-            let written = IdentityOf { host: "host-1", pid: 42, owner: LabelOf(owner), lang: "node", identifier };
-            let read: Identity = serde_json::from_slice(&serde_json::to_vec(&written).unwrap()).unwrap();
-            let expected = Identity {
-                host: "host-1".to_owned(),
-                pid: 42,
-                owner: owner.label(),
-                lang: "node".to_owned(),
-                identifier: identifier.map(str::to_owned),
-            };
-            assert_eq!(read, expected);
-            // Field for field, as the owned struct writes it (other clients parse these bytes).
-            assert_eq!(serde_json::to_vec(&written).unwrap(), serde_json::to_vec(&expected).unwrap());
-        }
     }
 }

@@ -1,9 +1,11 @@
 //! The lock path itself: made when missing (a container, or persistent with the lock's ACL), its
 //! ACL checked before a protected lock queues under it, and the recipe a path already holds.
 
+use std::sync::atomic::Ordering;
+
 use zookeeper_client as zk;
 
-use super::listing::Listing;
+use super::listing::{list, Listing};
 use super::{Failed, Recipe};
 use crate::error::{Error, ErrorKind};
 use crate::policy::Mode;
@@ -20,6 +22,26 @@ pub(super) fn path_version(stat: &zk::Stat) -> PathVersion {
 }
 
 impl Recipe {
+    /// Before this lock object's first create: refuses a path holding another recipe's nodes, so
+    /// that a conflict is told before any node is made (and a protected lock checks an existing
+    /// path's ACL before it creates anything).
+    pub(super) async fn check_kinds(&self, mode: Mode, requests: &Requests<'_>) -> std::result::Result<(), Failed> {
+        match requests.retry(|| list(requests.zk(), &self.path, self.protected())).await? {
+            Ok(listing) => {
+                Box::pin(self.check_path_acl(requests, listing.path)).await?;
+                match self.conflict(mode, &listing) {
+                    Some(err) => Err(Failed::Error(err)),
+                    None => {
+                        self.kinds_checked.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                }
+            }
+            Err(zk::Error::NoNode) => Ok(()),
+            Err(err) => Err(Failed::Error(self.zk_error(err, "listing the contenders"))),
+        }
+    }
+
     /// A child of another recipe in the listing, which a lock of `mode` must not share a path
     /// with.
     pub(super) fn conflict(&self, mode: Mode, listing: &Listing) -> Option<Error> {

@@ -1,0 +1,215 @@
+//! The lock path as this process uses it ([`Recipe`]): made once per path, kind, identifier and
+//! ACL, shared by the handles that agree on them, and kept while its owner table holds anything.
+//! Its errors, its nodes' create options, and the check that a create fits in a request.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use zookeeper_client as zk;
+
+use super::listing::SharedListing;
+use super::path::PathVersion;
+use crate::acl::Acl;
+use crate::client::ClientInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hold::Hold;
+use crate::lock::BeforeWatch;
+use crate::lost_callbacks::LostCallbacks;
+use crate::owners::{Owner, OwnerTable};
+use crate::policy::Mode;
+use crate::retry::{Stop, REFUSED};
+use crate::session::{LostReason, Session};
+use crate::validate;
+
+static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
+
+/// A lock path as this process uses it: the mutex, or both sides of a read/write lock, sharing
+/// one owner table.
+pub(crate) struct Recipe {
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) path: String,
+    pub(super) identifier: Option<String>,
+    pub(super) before_watch: Option<BeforeWatch>,
+    /// The lock's ACL and, unless open, its entries as sent.
+    pub(super) acl: Acl,
+    pub(super) zk_acl: Vec<zk::Acl>,
+    /// The lock path (incarnation and ACL version) whose ACL was found to be the lock's: a
+    /// protected lock decides only by listings of that path (see `check_path_acl`).
+    pub(super) acl_checked: parking_lot::Mutex<Option<PathVersion>>,
+    pub(crate) owners: OwnerTable,
+    /// The lost callbacks of the holds in `owners` ([`crate::Lock::on_lost`]).
+    pub(crate) lost: Arc<LostCallbacks>,
+    /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
+    /// then an attempt keeps the client's send turn until its create is answered, so that
+    /// attempts whose creates failed for want of the path send them again in their order.
+    pub(super) path_known: AtomicBool,
+    /// Whether a listing showed no node of another recipe under the path. Until then an attempt
+    /// lists before it creates, so a conflict is told before any node is made.
+    pub(super) kinds_checked: AtomicBool,
+    /// Creates sent under the path, counted right after each is sent (in the client's send turn):
+    /// an attempt's ticket is the count after its own.
+    pub(super) creates_sent: AtomicU64,
+    /// The last listing sent to decide by, shared by every attempt whose create it covers (see
+    /// `listing_after`). Kept until the next replaces it: one listing per lock object.
+    pub(super) shared_listing: parking_lot::Mutex<Option<SharedListing>>,
+    /// A read/write lock (else a mutex): the kind the client's handles for the path share.
+    pub(super) read_write: bool,
+    /// A handle of its own (`LockOptions::separate`): never shared.
+    pub(super) separate: bool,
+    /// This recipe itself while its owner table holds anything, so that the holds outlive the
+    /// handles: a handle made later for the path finds them (see `ClientInner::recipe`). Taken
+    /// at the last release, and when the client closes.
+    pub(super) pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
+}
+
+impl Recipe {
+    /// Refuses a path and identifier that could not fit in a request, whoever the owner.
+    pub(crate) fn new(
+        client: Arc<ClientInner>,
+        path: String,
+        read_write: bool,
+        options: crate::LockOptions,
+    ) -> Result<Recipe> {
+        options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
+        let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
+        let recipe = Recipe {
+            client,
+            path,
+            identifier: options.identifier,
+            before_watch: options.before_watch,
+            acl: options.acl,
+            zk_acl,
+            acl_checked: parking_lot::Mutex::new(None),
+            owners: OwnerTable::default(),
+            lost: Arc::default(),
+            path_known: AtomicBool::new(false),
+            kinds_checked: AtomicBool::new(false),
+            creates_sent: AtomicU64::new(0),
+            shared_listing: parking_lot::Mutex::new(None),
+            read_write,
+            separate: options.separate,
+            pin: parking_lot::Mutex::new(None),
+        };
+        recipe.check_fits(recipe.node_data_len(&Owner::with_label(0, "")), || "the identity".to_owned())?;
+        Ok(recipe)
+    }
+
+    /// Whether a handle asked for with these options may share this recipe (and so its holds):
+    /// the same path and kind, identifier and ACL (and neither separate nor a test seam).
+    pub(crate) fn serves(&self, path: &str, read_write: bool, options: &crate::LockOptions) -> bool {
+        !self.separate
+            && !options.separate
+            && self.path == path
+            && self.read_write == read_write
+            && self.identifier == options.identifier
+            && self.acl == options.acl
+            && self.before_watch.is_none()
+            && options.before_watch.is_none()
+    }
+
+    /// The claimed acquisition succeeded: the owner holds `hold`, and this recipe is kept while
+    /// it holds anything, so that the holds outlive the handles.
+    pub(crate) fn settle(self: &Arc<Self>, owner: u64, mode: Mode, hold: &Hold) {
+        self.owners.settle(owner, mode, hold);
+        self.hold_taken(owner, mode, hold);
+        let mut pin = self.pin.lock();
+        if pin.is_none() {
+            *pin = Some(self.clone());
+        }
+    }
+
+    /// A new hold entered the owner table: the lost callbacks cover it.
+    pub(crate) fn hold_taken(&self, owner: u64, mode: Mode, hold: &Hold) {
+        self.lost.hold_taken(&self.client, owner, mode, hold);
+    }
+
+    /// Counts down a level of `owner`'s hold (see `OwnerTable::count_down`); once nothing is held
+    /// any more, lets go of the pin (the caller holds another handle: that frees nothing here).
+    pub(crate) fn count_down(&self, owner: &Owner, mode: Mode) -> Result<Option<Hold>> {
+        let last = self.owners.count_down(owner, mode, &self.path)?;
+        if last.is_some() && !self.owners.holds_anything() {
+            drop(self.pin.lock().take());
+        }
+        Ok(last)
+    }
+
+    /// Lets go of the pin whatever is held: the client is closed, so every hold is lost.
+    pub(crate) fn unpin(&self) {
+        drop(self.pin.lock().take());
+    }
+
+    pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
+        Error::new(kind, message).with_path(&self.path)
+    }
+
+    pub(super) fn zk_error(&self, err: zk::Error, doing: &str) -> Error {
+        Error::from_zk(err, &self.path, doing)
+    }
+
+    pub(crate) fn closed_error(&self) -> Error {
+        self.error(ErrorKind::Closed, "the client was closed")
+    }
+
+    pub(super) fn session_over_error(&self, session: &Session) -> Error {
+        let reason = session.lost_reason().unwrap_or(LostReason::SessionExpired);
+        self.error(ErrorKind::SessionExpired, format!("{}; a new attempt starts a new session", reason.describe()))
+            .with_lost_reason(Some(reason))
+    }
+
+    /// The error for a step stopped before its answer; `deadline` says what a passed deadline
+    /// means to the caller.
+    pub(super) fn stopped(&self, session: &Session, stop: Stop, deadline: impl FnOnce() -> Error) -> Error {
+        match stop {
+            Stop::Closed => self.closed_error(),
+            Stop::SessionOver => self.session_over_error(session),
+            Stop::Deadline => deadline(),
+            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
+        }
+    }
+
+    pub(super) fn protected(&self) -> bool {
+        !self.acl.is_open()
+    }
+
+    /// How lock nodes are created (EPHEMERAL_SEQUENTIAL, or EPHEMERAL for a downgrade's read
+    /// node), and their ACL.
+    pub(super) fn node_options(&self, mode: zk::CreateMode) -> (zk::CreateOptions<'_>, &[zk::Acl]) {
+        if self.protected() {
+            (mode.with_acls(zk::Acls::new(&self.zk_acl)), &self.zk_acl)
+        } else {
+            (mode.with_acls(zk::Acls::anyone_all()), &ANYONE_ALL)
+        }
+    }
+
+    pub(super) fn child_path(&self, name: &str) -> String {
+        // Sized once (see `attempt::name_prefix`).
+        let mut path = String::with_capacity(self.path.len() + 1 + name.len());
+        path.push_str(&self.path);
+        path.push('/');
+        path.push_str(name);
+        path
+    }
+
+    /// Refuses, before sending, a create the server would refuse by dropping the connection.
+    pub(crate) fn check_fits(&self, data_len: usize, what_else: impl FnOnce() -> String) -> Result<()> {
+        // The node's full path on the server: chroot, lock path, `/_c_<uuid>-<marker><10 digits>`
+        // with the longest marker.
+        let marker_len = [Mode::Exclusive, Mode::Read, Mode::Write].map(|mode| mode.marker().len()).into_iter().max();
+        let name_len = "/_c_".len() + 36 + "-".len() + marker_len.unwrap_or_default() + 10;
+        let server_path_len = self.client.chroot.len() + self.path.len() + name_len;
+        let len = validate::create_request_len(
+            server_path_len,
+            data_len,
+            validate::acl_len(self.node_options(zk::CreateMode::EphemeralSequential).1),
+        );
+        validate::request_fits(len, self.client.options.jute_maxbuffer, &self.client.options.language, || {
+            format!(
+                "the lock path of {} bytes, identifier of {} bytes and {}",
+                self.path.len(),
+                self.identifier.as_ref().map_or(0, String::len),
+                what_else()
+            )
+        })
+        .map_err(|err| err.with_path(&self.path))
+    }
+}
