@@ -95,7 +95,11 @@ cli:
 PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' -e "s|@LIBS_PRIVATE@|$$(sed 's/ *-lgcc_s//g' $(OUT)/zklock-native-libs)|"
 
-install: lib cli
+# NO_BUILD=1 installs what `make lib cli` built, running no cargo: scripts/test's suites install
+# beside `cargo test`, and a cargo build of the zklock command (whose dependencies' features differ
+# from the workspace's) would put its own binary at target/debug/zklock, the path the command's
+# tests run, unlinking it under them.
+install: $(if $(NO_BUILD),,lib cli)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/.debug $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DATADIR)/zklock
 	install -m 644 include/zklock.h $(DESTDIR)$(INCLUDEDIR)/zklock.h
 	objcopy --only-keep-debug $(OUT)/libzklock.so $(DESTDIR)$(LIBDIR)/.debug/libzklock.so.$(VERSION).debug
