@@ -201,6 +201,9 @@ impl Lock {
     /// * [`ErrorKind::ConnectionLoss`] if the connection dropped before the server confirmed the
     ///   delete. The hold is gone from this process, and the delete goes on in the background
     ///   until the node is gone or the session is over: the node is never left behind.
+    ///
+    /// Dropped before the server answered (a timeout around it, a cancelled task), the release
+    /// has counted the level down all the same, and the delete goes on in the background too.
     pub async fn release(&self, owner: &Owner) -> Result<()> {
         match self.recipe.count_down(owner, self.mode)? {
             None => Ok(()),

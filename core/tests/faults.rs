@@ -228,6 +228,31 @@ async fn connection_loss_during_release_finishes_in_the_background() {
     }
 }
 
+/// A release whose future is dropped before its delete is answered (a timeout around it, a
+/// cancelled task), whose connection then drops with the request undelivered: the node is still
+/// deleted, in the background, and not kept by the live session for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_dropped_before_its_answer_still_deletes_the_node() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let holder_client = client_with_session(&proxy.address(), Duration::from_secs(10)).await;
+    let session = holder_client.session_id();
+    let path = "/locks/release-dropped";
+    let guard = holder_client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    wait_children(&observer, path, 1).await;
+
+    proxy.stall();
+    // The caller gives up on the release: its future is dropped with the delete unanswered.
+    let gave_up = tokio::time::timeout(Duration::from_millis(300), guard.release()).await;
+    assert!(gave_up.is_err(), "the stalled delete cannot have been answered: {gave_up:?}");
+    proxy.cut(); // what the proxy held, the delete among it, is dropped undelivered
+    proxy.pass();
+
+    wait_children(&observer, path, 0).await;
+    assert_eq!(holder_client.session_id(), session, "same session throughout: the node went by a delete");
+}
+
 /// Apache Curator's InterProcessMutex and zklock on one path: mutual exclusion and FIFO order
 /// across both, and nothing left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

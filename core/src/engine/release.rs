@@ -1,16 +1,21 @@
 //! Releasing a hold: its node deleted, or the loss reported.
 
+use std::sync::Arc;
+
 use zookeeper_client as zk;
 
 use super::attempt::{remove_node, NodeName};
 use super::Recipe;
+use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::retry::{Requests, Stop, REFUSED};
+use crate::session::Session;
 
 impl Recipe {
-    /// Deletes a held node and reports how the release went. On connection loss the delete
-    /// goes on in the background, until the node is gone or its session is over.
+    /// Deletes a held node and reports how the release went. On connection loss, or if this
+    /// future is dropped before the delete is answered, the delete goes on in the background,
+    /// until the node is gone or its session is over.
     pub(crate) async fn delete_held(&self, hold: &Hold) -> Result<()> {
         let lost = |reason: crate::LostReason| {
             Error::lost(Some(reason), format!("{}; nothing was deleted", reason.describe())).with_path(&self.path)
@@ -28,7 +33,10 @@ impl Recipe {
         let requests = Requests::new(&self.client, &session, None);
         // Before the delete is sent, so a waiter of this client that sees the node go knows.
         self.client.released.remember(hold.node_path());
-        match requests.bounded(session.zk.delete(hold.node_path(), None)).await {
+        let unanswered = UnansweredDelete { client: &self.client, session: &session, node: hold.node_path() };
+        let outcome = requests.bounded(session.zk.delete(hold.node_path(), None)).await;
+        unanswered.answered();
+        match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted)),
             Ok(Err(zk::Error::SessionExpired)) | Err(Stop::SessionOver) => {
@@ -47,5 +55,29 @@ impl Recipe {
             Err(stop) => Err(self.stopped(&session, stop, || self.error(ErrorKind::ConnectionLoss, REFUSED))),
             Ok(Err(err)) => Err(self.zk_error(err, "deleting the lock node")),
         }
+    }
+}
+
+/// A release's delete awaiting its answer. Dropped before it (the release's future dropped: a
+/// timeout around it, a cancelled task), the node is removed in the background, as after a
+/// connection loss: the request may never reach the server, and the live session would keep the
+/// node, and the lock, for good.
+struct UnansweredDelete<'a> {
+    client: &'a Arc<ClientInner>,
+    session: &'a Arc<Session>,
+    node: &'a str,
+}
+
+impl UnansweredDelete<'_> {
+    /// Answered: nothing to do in the background (and nothing to free: it only borrows).
+    fn answered(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for UnansweredDelete<'_> {
+    fn drop(&mut self) {
+        let removal = remove_node(self.client.clone(), self.session.clone(), NodeName::known(self.node));
+        self.client.runtime.spawn(removal);
     }
 }
