@@ -233,10 +233,7 @@ async fn connection_loss_during_release_finishes_in_the_background() {
 /// deleted, in the background, and not kept by the live session for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_dropped_before_its_answer_still_deletes_the_node() {
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
-    let holder_client = client_with_session(&proxy.address(), Duration::from_secs(10)).await;
+    let (_cluster, proxy, observer, holder_client) = behind_a_proxy(Duration::from_secs(10)).await;
     let session = holder_client.session_id();
     let path = "/locks/release-dropped";
     let guard = holder_client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();

@@ -195,22 +195,12 @@ async fn a_reader_after_the_downgrade_shares_with_it() {
     b.close().await;
 }
 
-/// A server of its own, an observer, and a client through a fault proxy.
-async fn behind_a_proxy(session_timeout: Duration) -> (Cluster, zk::Client, Proxy, Client) {
-    let cluster = Cluster::standalone();
-    let observer = observer_at(&cluster.connect_string()).await;
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let options = ClientOptions { session_timeout, ..Default::default() };
-    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
-    (cluster, observer, proxy, client)
-}
-
 /// A downgrade's read is a hold like any other: lost with its session (and reported so on
 /// release, deleting nothing), and refused under a write hold that is already lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downgraded_read_is_lost_with_its_session() {
     let path = "/locks/rw-downgrade-lost";
-    let (_cluster, observer, proxy, client) = behind_a_proxy(Duration::from_secs(2)).await;
+    let (_cluster, proxy, observer, client) = behind_a_proxy(Duration::from_secs(2)).await;
     let rw = client.read_write_lock(path).unwrap();
     let me = Owner::new(1);
     let write = rw.write().acquire(&me).await.unwrap();
@@ -238,7 +228,7 @@ async fn a_downgraded_read_is_lost_with_its_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downgrade_that_times_out_leaves_no_node() {
     let path = "/locks/rw-downgrade-timeout";
-    let (_cluster, observer, proxy, client) = behind_a_proxy(Duration::from_secs(6)).await;
+    let (_cluster, proxy, observer, client) = behind_a_proxy(Duration::from_secs(6)).await;
     let rw = client.read_write_lock(path).unwrap();
     let me = Owner::new(1);
     let write = rw.write().acquire(&me).await.unwrap();

@@ -28,17 +28,6 @@ async fn wait_parts(zk: &zk::Client, path: &str, leases: usize, queued: usize) {
     .await;
 }
 
-/// A standalone server, a fault proxy in front of it, an observer beside it, and a client
-/// through the proxy with `session_timeout`.
-async fn behind_a_proxy(session_timeout: Duration) -> (Cluster, Proxy, zk::Client, Client) {
-    let cluster = Cluster::standalone();
-    let proxy = Proxy::start(&cluster.server_address(0));
-    let observer = observer_at(&cluster.connect_string()).await;
-    let options = ClientOptions { session_timeout, ..Default::default() };
-    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
-    (cluster, proxy, observer, client)
-}
-
 fn spawn_acquire(
     semaphore: &zklock::Semaphore,
     n: u32,

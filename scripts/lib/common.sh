@@ -15,6 +15,8 @@
 #                                 install. apt-get update runs once per boot (the stamp
 #                                 /tmp/.zklock-apt-updated), and again if the install then fails.
 #                                 apt-get's output goes to stderr. Non-zero if it could not.
+#   installed_wheel_tag PYTHON... the wheel tags (space-separated) of the zklock that PYTHON, a
+#                                 command with any prefix that runs it, has installed
 #
 # Functions only, and ZKL_RUN_STARTED: it sets no shell option and changes no directory.
 
@@ -26,6 +28,10 @@ step() {
   printf '\n=== %s  [at %s%s]\n' "$*" "$(_step_duration $((now - ZKL_RUN_STARTED)))" \
     "${_step_started:+; previous step $(_step_duration $((now - _step_started)))}" >&2
   _step_started=$now
+}
+
+installed_wheel_tag() {
+  "$@" -c 'import importlib.metadata as m; print(*[l.split(": ")[1] for l in m.distribution("zklock").read_text("WHEEL").splitlines() if l.startswith("Tag: ")])'
 }
 
 as_root() {

@@ -35,7 +35,13 @@ impl Recipe {
         self.client.released.remember(hold.node_path());
         let unanswered = UnansweredDelete { client: &self.client, session: &session, node: hold.node_path() };
         let outcome = requests.bounded(session.zk.delete(hold.node_path(), None)).await;
-        unanswered.answered();
+        let connection_lost = matches!(&outcome, Ok(Err(err)) if crate::retry::connection_lost(err));
+        if connection_lost {
+            // Not known to have happened: `unanswered`, dropped, deletes in the background.
+            drop(unanswered);
+        } else {
+            unanswered.answered();
+        }
         match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted)),
@@ -43,15 +49,11 @@ impl Recipe {
                 Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired)))
             }
             Err(Stop::Closed) => Err(lost(crate::LostReason::Closed)),
-            Ok(Err(err)) if crate::retry::connection_lost(&err) => {
-                let removal = remove_node(self.client.clone(), session.clone(), NodeName::known(hold.node_path()));
-                self.client.runtime.spawn(removal);
-                Err(self.error(
-                    ErrorKind::ConnectionLoss,
-                    "the connection dropped before the server confirmed the release; the lock node is deleted \
+            Ok(Err(_)) if connection_lost => Err(self.error(
+                ErrorKind::ConnectionLoss,
+                "the connection dropped before the server confirmed the release; the lock node is deleted \
                      in the background once reconnected, or goes with the session",
-                ))
-            }
+            )),
             Err(stop) => Err(self.stopped(&session, stop, || self.error(ErrorKind::ConnectionLoss, REFUSED))),
             Ok(Err(err)) => Err(self.zk_error(err, "deleting the lock node")),
         }

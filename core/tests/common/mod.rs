@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use zklock::{Client, ClientOptions};
+use zklock_testkit::{Cluster, Proxy};
 use zookeeper_client as zk;
 
 /// The shared standalone server of this test binary (or `ZK_CONNECT`).
@@ -136,4 +137,15 @@ pub async fn hand_over(first: Client, second: Client, observer: &zk::Client, pat
     wait_children(observer, path, 0).await;
     first.close().await;
     second.close().await;
+}
+
+/// A standalone server, a fault proxy in front of it, an observer beside it, and a client
+/// through the proxy with `session_timeout`.
+pub async fn behind_a_proxy(session_timeout: Duration) -> (Cluster, Proxy, zk::Client, Client) {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let options = ClientOptions { session_timeout, ..Default::default() };
+    let client = Client::connect_with(&proxy.address(), options).await.unwrap();
+    (cluster, proxy, observer, client)
 }
