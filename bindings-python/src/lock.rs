@@ -182,6 +182,7 @@ impl Lock {
         self.inner.get_here()
     }
 
+    #[inline]
     fn acquire_as(&self, py: Python<'_>, owner: &zklock::Owner, wait: Option<Duration>) -> PyResult<bool> {
         let lock = self.core(py)?;
         // Begun here, with the GIL held: a re-entry is counted at once, with no thread switch
@@ -194,6 +195,7 @@ impl Lock {
         Ok(acquired.py(py)?.is_acquired())
     }
 
+    #[inline]
     fn release_as(&self, py: Python<'_>, owner: &zklock::Owner) -> PyResult<()> {
         let lock = self.core(py)?;
         // Inner levels are counted down here; the last one deletes the node on the runtime.

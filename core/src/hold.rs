@@ -105,6 +105,7 @@ pub(crate) fn note_loss() {
 
 /// The count of losses so far; read it before checking a hold, so a loss recorded after that
 /// check changes it.
+#[inline]
 pub(crate) fn losses() -> u64 {
     LOSSES.load(Ordering::Acquire)
 }

@@ -290,6 +290,7 @@ impl Lock {
     /// client, before this returns. So the creates of one client reach the server in the order
     /// its acquisitions began, whichever threads later drive them. `timeout` as in
     /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
+    #[inline]
     pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
         self.begin(owner, timeout, None)
     }
@@ -307,6 +308,8 @@ impl Lock {
         self.begin(owner, timeout, Some(abort))
     }
 
+    /// Inline, so that the reentrant fast path is in the caller's crate (a binding's).
+    #[inline]
     fn begin(
         &self,
         owner: &Owner,
@@ -317,6 +320,16 @@ impl Lock {
         if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
             return Acquire::done(Ok(Acquired::Reentered));
         }
+        self.begin_contending(owner, timeout, abort)
+    }
+
+    /// [`Lock::begin`] past the fast path: claims the owner's slot and sends the attempt's create.
+    fn begin_contending(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: Option<tokio_util::sync::CancellationToken>,
+    ) -> Acquire {
         let wait = Wait { abort, ..Wait::from_timeout(timeout) };
         match self.enter(owner) {
             Err(err) => Acquire::done(Err(err)),
@@ -339,6 +352,7 @@ impl Lock {
     /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
     /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
     /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
+    #[inline]
     pub fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>> {
         match self.entry(owner, false) {
             Ok(Some(Entered::Counted(id))) => Some(Ok(id)),
@@ -394,6 +408,7 @@ impl Lock {
     /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
     /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
     /// loss) or if `owner` holds nothing here. No ZooKeeper traffic.
+    #[inline]
     pub fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
         self.recipe.owners.release_nested(owner, self.mode, self.path())
     }
@@ -427,12 +442,18 @@ impl Lock {
     /// [`Lock::try_reenter`] (`None` if it must acquire). An owner that holds here (or the other
     /// side of a read/write lock) re-enters, or learns its hold is lost (a closed client's too);
     /// any other owner of a closed client is refused as closed.
+    #[inline]
     fn entry(&self, owner: &Owner, claim: bool) -> Result<Option<Entered>> {
         // Without the mutex: a hold checked since the last loss in the process (a closed
         // client's is one), counted up with one compare-and-swap.
         if let Some(id) = self.recipe.owners.reenter_fast(owner, self.mode) {
             return Ok(Some(Entered::Counted(id)));
         }
+        self.entry_checked(owner, claim)
+    }
+
+    /// [`Lock::entry`] under the owner table's mutex.
+    fn entry_checked(&self, owner: &Owner, claim: bool) -> Result<Option<Entered>> {
         let path = self.path();
         if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
@@ -579,12 +600,14 @@ pub struct Acquire {
 }
 
 impl Acquire {
+    #[inline]
     fn done(result: Result<Acquired>) -> Acquire {
         Acquire { now: Some(result), running: None }
     }
 
     /// The outcome, if the acquisition was decided as it began (a re-entry, or an error):
     /// a binding can then answer without a round trip through its event loop.
+    #[inline]
     pub fn take_now(&mut self) -> Option<Result<Acquired>> {
         self.now.take()
     }

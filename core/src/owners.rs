@@ -159,6 +159,7 @@ fn levels_of(word: u64) -> u64 {
 impl Fast {
     /// The live word of `owner`'s slot in `mode`, if this is it and its hold was checked since
     /// the last loss.
+    #[inline]
     fn live_word(&self, owner: u64, mode: Mode) -> Option<u64> {
         let word = self.word.load(Ordering::Acquire);
         if levels_of(word) == 0 || (word >> MODE_SHIFT) & 3 != mode_bits(mode) {
@@ -171,6 +172,7 @@ impl Fast {
         ours.then_some(word)
     }
 
+    #[inline]
     fn add(&self, word: u64, delta: i64) -> bool {
         let next = word.wrapping_add_signed(delta);
         self.word.compare_exchange(word, next, Ordering::AcqRel, Ordering::Acquire).is_ok()
@@ -188,6 +190,7 @@ impl OwnerTable {
     /// Counts up `owner`'s hold in `mode` without the mutex, if it has one in a fast slot,
     /// checked since the last loss: the reentrant fast path, one compare-and-swap. Returns the
     /// hold's id; `None` to go the checked way ([`OwnerTable::enter`]).
+    #[inline]
     pub(crate) fn reenter_fast(&self, owner: &Owner, mode: Mode) -> Option<u64> {
         self.fast.iter().find_map(|fast| {
             let word = fast.live_word(owner.id, mode)?;
@@ -198,6 +201,7 @@ impl OwnerTable {
     /// Counts down one nested level (not the last) of `owner`'s hold in `mode` without the
     /// mutex, if it is in a fast slot, checked since the last loss: `false` to go the checked
     /// way.
+    #[inline]
     pub(crate) fn release_nested_fast(&self, owner: &Owner, mode: Mode) -> bool {
         self.fast
             .iter()
@@ -378,10 +382,16 @@ impl OwnerTable {
     /// level went and no other hold of the owner shares the node (past the sequence limit, a
     /// downgrade's read). A lost hold is counted down level by level like any other, each level
     /// but the last reporting the loss (the last is reported by the release of its node).
+    #[inline]
     pub(crate) fn count_down(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Option<Hold>> {
         if self.release_nested_fast(owner, mode) {
             return Ok(None);
         }
+        self.count_down_checked(owner, mode, path)
+    }
+
+    /// [`OwnerTable::count_down`] under the mutex.
+    fn count_down_checked(&self, owner: &Owner, mode: Mode, path: &str) -> Result<Option<Hold>> {
         let mut slots = self.slots.lock();
         let Some(i) = slots.iter().position(|s| s.owner == owner.id && s.mode == mode && s.held.is_some()) else {
             drop(slots);
@@ -441,10 +451,17 @@ impl OwnerTable {
 
     /// Releases one nested level at once if `owner` holds more than one in `mode`, by the rule
     /// of [`OwnerTable::count_down`] (see [`crate::Lock::release_nested`]).
+    #[inline]
     pub(crate) fn release_nested(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<()>> {
         if self.release_nested_fast(owner, mode) {
             return Some(Ok(()));
         }
+        self.release_nested_checked(owner, mode, path)
+    }
+
+    /// [`OwnerTable::release_nested`] under the mutex: a hold not in a fast slot, or not checked
+    /// since the last loss.
+    fn release_nested_checked(&self, owner: &Owner, mode: Mode, path: &str) -> Option<Result<()>> {
         let mut slots = self.slots.lock();
         let held = slots.iter_mut().find(|s| s.owner == owner.id && s.mode == mode)?.held.as_mut()?;
         if self.levels(held) < 2 {

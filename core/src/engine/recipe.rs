@@ -125,6 +125,7 @@ impl Recipe {
 
     /// Counts down a level of `owner`'s hold (see `OwnerTable::count_down`); once nothing is held
     /// any more, lets go of the pin (the caller holds another handle: that frees nothing here).
+    #[inline]
     pub(crate) fn count_down(&self, owner: &Owner, mode: Mode) -> Result<Option<Hold>> {
         let last = self.owners.count_down(owner, mode, &self.path)?;
         if last.is_some() && !self.owners.holds_anything() {
