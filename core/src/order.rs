@@ -30,8 +30,12 @@ use crate::policy::Mode;
 
 /// The sequence suffix of a child name, if it has one.
 pub(crate) fn suffix(name: &str) -> Option<i32> {
-    let (at, marker) = Mode::find_marker(name)?;
-    let digits = &name[at + marker.len()..];
+    let (at, marker, _) = Mode::find_marker(name)?;
+    sequence_from(&name[at + marker.len()..])
+}
+
+/// The sequence in `digits`, the rest of a name after its marker.
+fn sequence_from(digits: &str) -> Option<i32> {
     // ZooKeeper writes "%010d"; anything else did not come from the server's counter.
     if digits.len() < 10 || digits.starts_with('+') {
         return None;
@@ -39,46 +43,59 @@ pub(crate) fn suffix(name: &str) -> Option<i32> {
     digits.parse().ok()
 }
 
-/// A suffix that says where its node belongs: below the counter's limit.
-pub(crate) fn good_suffix(name: &str) -> Option<i32> {
-    suffix(name).filter(|s| good_sequence(i64::from(*s)))
-}
-
 /// Whether a node's sequence says where it belongs in the queue: below the counter's limit.
 pub(crate) fn good_sequence(sequence: i64) -> bool {
     (0..i64::from(i32::MAX)).contains(&sequence)
 }
 
-/// What [`sort_by_name`] orders a child by, if its name tells: its good suffix, then a write
-/// node before the read nodes of its downgrade.
-pub(crate) fn name_key(name: &str) -> Option<(i32, bool)> {
-    good_suffix(name).map(|s| (s, Mode::of_node(name) == Some(Mode::Read)))
+/// What [`sort_by_name`] orders a child by: its good suffix, then whether it is a read node (a
+/// write node goes before the read nodes of its downgrade).
+pub(crate) type NameKey = (i32, bool);
+
+/// A child's [`NameKey`], if its name tells (its name read once: the marker gives both).
+pub(crate) fn name_key(name: &str) -> Option<NameKey> {
+    let (at, marker, mode) = Mode::find_marker(name)?;
+    let sequence = sequence_from(&name[at + marker.len()..]).filter(|s| good_sequence(i64::from(*s)))?;
+    Some((sequence, mode == Mode::Read))
 }
 
-/// Sorts `names` into queue order as far as their names tell, and returns how many at the front
-/// are in order. The rest (from that index on) are to be ordered by creation zxid, among
-/// themselves, behind those.
-pub(crate) fn sort_by_name(names: &mut [String]) -> usize {
+/// What [`sort_by_name`] found.
+pub(crate) struct ByName {
+    /// How many names at the front are in queue order. The rest (from that index on) are to be
+    /// ordered by creation zxid, among themselves, behind those.
+    pub(crate) ordered: usize,
+    /// The keys of the names that have one, which are sorted at the front by them.
+    pub(crate) keys: Vec<NameKey>,
+}
+
+/// Sorts `names` into queue order as far as their names tell (see [`ByName`]). Each name is read
+/// once: reading names in the sort's comparisons was most of a long listing's CPU.
+pub(crate) fn sort_by_name(names: &mut [String]) -> ByName {
+    let mut keyed: Vec<(Option<NameKey>, String)> =
+        names.iter_mut().map(|name| (name_key(name), std::mem::take(name))).collect();
     // Nodes with good suffixes first, by suffix; a write node before the read nodes of its
     // downgrade.
-    names.sort_unstable_by(|a, b| match (name_key(a), name_key(b)) {
-        (Some(a), Some(b)) => a.cmp(&b),
+    keyed.sort_unstable_by(|(a, _), (b, _)| match (a, b) {
+        (Some(a), Some(b)) => a.cmp(b),
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => Ordering::Equal,
     });
-    let ordered = names.iter().take_while(|name| name_key(name).is_some()).count();
-    let repeated_only_by_downgrades = names[..ordered].chunk_by(|a, b| good_suffix(a) == good_suffix(b)).all(|same| {
-        let writes = same.iter().filter(|name| Mode::of_node(name) != Some(Mode::Read)).count();
+    let mut keys = Vec::with_capacity(keyed.len());
+    for (slot, (key, name)) in names.iter_mut().zip(keyed) {
+        *slot = name;
+        keys.extend(key);
+    }
+    let mut start = 0;
+    let repeated_only_by_downgrades = keys.chunk_by(|a, b| a.0 == b.0).all(|same| {
+        let first = &names[start];
+        start += same.len();
+        let writes = same.iter().filter(|(_, read)| !read).count();
         same.len() == 1
             || writes == 0
-            || (writes == 1 && Mode::of_node(&same[0]) == Some(Mode::Write) && same[0].contains(Mode::Write.marker()))
+            || (writes == 1 && Mode::of_node(first) == Some(Mode::Write) && Mode::holds_write_marker(first))
     });
-    if repeated_only_by_downgrades {
-        ordered
-    } else {
-        0
-    }
+    ByName { ordered: if repeated_only_by_downgrades { keys.len() } else { 0 }, keys }
 }
 
 /// Orders `rest` (the children [`sort_by_name`] left out of order) by creation zxid.
@@ -106,14 +123,16 @@ mod tests {
         assert_eq!(suffix("0abad91753a64ed9bfac3327be0d1234__lock__0000000042"), Some(42));
         assert_eq!(suffix("0abad91753a64ed9bfac3327be0d1234__rlock__0000000043"), Some(43));
         assert_eq!(suffix("stray"), None);
-        assert_eq!(good_suffix("_c_x-lock-2147483647"), None);
-        assert_eq!(good_suffix("_c_x-lock-2147483646"), Some(i32::MAX - 1));
+        assert_eq!(name_key("_c_x-lock-2147483647"), None);
+        assert_eq!(name_key("_c_x-lock-2147483646"), Some((i32::MAX - 1, false)));
+        assert_eq!(name_key("_c_x-__READ__0000000007"), Some((7, true)));
+        assert_eq!(name_key("_c_x-__WRIT__-0000000007"), None);
     }
 
     #[test]
     fn numeric_not_lexicographic_and_across_clients() {
         let mut v = names(&["b-lock-0000000010", "a-lock-0000000009", "c-lock-0000000100", "k__lock__0000000011"]);
-        assert_eq!(sort_by_name(&mut v), 4);
+        assert_eq!(sort_by_name(&mut v).ordered, 4);
         assert_eq!(v, names(&["a-lock-0000000009", "b-lock-0000000010", "k__lock__0000000011", "c-lock-0000000100"]));
     }
 
@@ -122,18 +141,18 @@ mod tests {
         // Both there: the write node, then its downgrade's read node, then the rest.
         let mut v =
             names(&["c-__WRIT__0000000006", "b-__READ__0000000005", "a-__WRIT__0000000005", "d-__READ__0000000007"]);
-        assert_eq!(sort_by_name(&mut v), 4);
+        assert_eq!(sort_by_name(&mut v).ordered, 4);
         assert_eq!(
             v,
             names(&["a-__WRIT__0000000005", "b-__READ__0000000005", "c-__WRIT__0000000006", "d-__READ__0000000007"])
         );
         // The write node gone: the read node keeps its place.
         let mut v = names(&["c-__WRIT__0000000006", "b-__READ__0000000005"]);
-        assert_eq!(sort_by_name(&mut v), 2);
+        assert_eq!(sort_by_name(&mut v).ordered, 2);
         assert_eq!(v, names(&["b-__READ__0000000005", "c-__WRIT__0000000006"]));
         // Two read nodes of one write node (the first one's delete still on its way).
         let mut v = names(&["c-__WRIT__0000000006", "b-__READ__0000000005", "a-__READ__0000000005"]);
-        assert_eq!(sort_by_name(&mut v), 3);
+        assert_eq!(sort_by_name(&mut v).ordered, 3);
         assert_eq!(v[2], "c-__WRIT__0000000006");
     }
 
@@ -141,11 +160,11 @@ mod tests {
     fn past_the_limit_and_unknown_names_come_last_by_zxid() {
         let mut v =
             names(&["z-lock-2147483647", "stray", "b-lock-2147483646", "y-lock--2147483648", "a-lock-0000000005"]);
-        assert_eq!(sort_by_name(&mut v), 2);
+        assert_eq!(sort_by_name(&mut v).ordered, 2);
         assert_eq!(v[..2], names(&["a-lock-0000000005", "b-lock-2147483646"]));
         // A downgrade of a write node past the limit: no good suffix, so by zxid.
         let mut v = names(&["r-__READ__2147483647", "w-__WRIT__2147483647", "a-__WRIT__0000000009"]);
-        assert_eq!(sort_by_name(&mut v), 1);
+        assert_eq!(sort_by_name(&mut v).ordered, 1);
         let czxid = |name: &String| if name.starts_with('w') { 10 } else { 20 };
         sort_by_zxid(&mut v[1..], czxid);
         assert_eq!(v, names(&["a-__WRIT__0000000009", "w-__WRIT__2147483647", "r-__READ__2147483647"]));
@@ -160,7 +179,7 @@ mod tests {
             &["a-__READ__0000000004", "b-lock-0000000005", "c-__READ__0000000005"][..],
         ] {
             let mut v = names(case);
-            assert_eq!(sort_by_name(&mut v), 0, "{case:?}");
+            assert_eq!(sort_by_name(&mut v).ordered, 0, "{case:?}");
         }
     }
 }

@@ -30,23 +30,22 @@ pub(crate) struct Listing {
     /// burst of N acquisitions on one client shares a few listings of up to N names each, and
     /// each attempt reading every name was quadratic: seconds of CPU at 10,000).
     pub(super) recipe: PathRecipe,
-    /// How many of `names`, from the front, are sorted by [`order::name_key`]: where an attempt
-    /// finds its own node by binary search.
-    by_name: usize,
+    /// The [`order::name_key`]s of as many of `names`, from the front, sorted by them: where an
+    /// attempt finds its own node by binary search.
+    keys: Vec<order::NameKey>,
     /// [`Mode::writer_positions`] of `names`, worked out at the first reader's asking.
     writers: OnceLock<Vec<usize>>,
 }
 
 impl Listing {
     fn of(mut names: Vec<String>, path: Option<PathVersion>) -> Listing {
-        let ordered = order::sort_by_name(&mut names);
-        let by_name = names.iter().take_while(|name| order::name_key(name).is_some()).count();
-        Listing::new(names, ordered, by_name, path)
+        let order::ByName { ordered, keys } = order::sort_by_name(&mut names);
+        Listing::new(names, ordered, keys, path)
     }
 
-    fn new(names: Vec<String>, ordered: usize, by_name: usize, path: Option<PathVersion>) -> Listing {
+    fn new(names: Vec<String>, ordered: usize, keys: Vec<order::NameKey>, path: Option<PathVersion>) -> Listing {
         let recipe = PathRecipe::of_names(names.iter().map(String::as_str));
-        Listing { names, ordered, path, recipe, by_name, writers: OnceLock::new() }
+        Listing { names, ordered, path, recipe, keys, writers: OnceLock::new() }
     }
 
     /// Whether the names alone give the queue order (no child to order by creation zxid).
@@ -58,10 +57,9 @@ impl Listing {
     /// allow (a burst's attempts each look for their own node in a listing of the whole burst).
     pub(super) fn position(&self, name: &str) -> Option<usize> {
         if let Some(key) = order::name_key(name) {
-            let sorted = &self.names[..self.by_name];
-            let start = sorted.partition_point(|other| order::name_key(other) < Some(key));
-            let mut same_key = sorted[start..].iter().take_while(|other| order::name_key(other) == Some(key));
-            if let Some(offset) = same_key.position(|other| other == name) {
+            let start = self.keys.partition_point(|other| *other < key);
+            let same_key = self.keys[start..].iter().take_while(|other| **other == key).count();
+            if let Some(offset) = self.names[start..start + same_key].iter().position(|other| other == name) {
                 return Some(start + offset);
             }
         }
@@ -262,7 +260,7 @@ pub(super) async fn in_queue_order(
     let names: Vec<String> = ordered.iter().chain(rest.into_iter().map(|(_, name)| name)).cloned().collect();
     // The front keeps its order by name.
     let ordered = names.len();
-    Ok(Ok(Arc::new(Listing::new(names, ordered, listing.ordered, listing.path))))
+    Ok(Ok(Arc::new(Listing::new(names, ordered, listing.keys[..listing.ordered].to_vec(), listing.path))))
 }
 
 /// Data and stat of each child, `None` for a child that is already gone: multi-reads, each

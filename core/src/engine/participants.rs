@@ -27,7 +27,7 @@ impl Recipe {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let ordered = order::sort_by_name(&mut names);
+        let ordered = order::sort_by_name(&mut names).ordered;
         let read_write =
             read_write || names.iter().any(|name| matches!(Mode::of_node(name), Some(Mode::Read | Mode::Write)));
         let reads = read_children(&requests, &self.path, &names)
@@ -124,7 +124,7 @@ impl Recipe {
 /// A lock node's name: a marker, then the server's sequence (ten digits or more, past the
 /// sequence limit a sign). A node such as `zklock-tests` only contains a marker.
 pub(super) fn is_lock_node(name: &str) -> bool {
-    Mode::find_marker(name).is_some_and(|(at, marker)| {
+    Mode::find_marker(name).is_some_and(|(at, marker, _)| {
         let sequence = &name[at + marker.len()..];
         sequence.len() >= 10 && sequence.bytes().all(|b| b.is_ascii_digit() || b == b'-')
     })
