@@ -43,6 +43,12 @@ fn sequence_from(digits: &str) -> Option<i32> {
     digits.parse().ok()
 }
 
+/// Whether `rest`, the rest of a name after its marker, has the shape of the server's sequence:
+/// ten digits or more (past the sequence limit, with a sign).
+pub(crate) fn is_sequence_shaped(rest: &str) -> bool {
+    rest.len() >= 10 && rest.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+}
+
 /// Whether a node's sequence says where it belongs in the queue: below the counter's limit.
 pub(crate) fn good_sequence(sequence: i64) -> bool {
     (0..i64::from(i32::MAX)).contains(&sequence)

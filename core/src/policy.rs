@@ -364,10 +364,7 @@ pub(crate) fn marks_a_semaphore(name: &str) -> bool {
 /// sequence limit a sign).
 pub(crate) fn is_lease_node(name: &str) -> bool {
     static LEASE_SEARCHER: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(LEASE_MARKER));
-    LEASE_SEARCHER.rfind(name).is_some_and(|at| {
-        let sequence = &name[at + LEASE_MARKER.len()..];
-        sequence.len() >= 10 && sequence.bytes().all(|b| b.is_ascii_digit() || b == b'-')
-    })
+    LEASE_SEARCHER.rfind(name).is_some_and(|at| crate::order::is_sequence_shaped(&name[at + LEASE_MARKER.len()..]))
 }
 
 impl std::fmt::Display for Mode {

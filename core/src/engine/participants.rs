@@ -124,8 +124,5 @@ impl Recipe {
 /// A lock node's name: a marker, then the server's sequence (ten digits or more, past the
 /// sequence limit a sign). A node such as `zklock-tests` only contains a marker.
 pub(super) fn is_lock_node(name: &str) -> bool {
-    Mode::find_marker(name).is_some_and(|(at, marker, _)| {
-        let sequence = &name[at + marker.len()..];
-        sequence.len() >= 10 && sequence.bytes().all(|b| b.is_ascii_digit() || b == b'-')
-    })
+    Mode::find_marker(name).is_some_and(|(at, marker, _)| order::is_sequence_shaped(&name[at + marker.len()..]))
 }
