@@ -34,6 +34,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acl;
+mod answered;
 mod chroot;
 mod client;
 mod deadline;
@@ -50,6 +51,7 @@ mod tls;
 mod util;
 
 pub use self::acl::{Acl, Acls, AuthId, AuthUser, Permission};
+pub use self::answered::{boot_clock, AnsweredSends};
 pub use self::error::Error;
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]

@@ -17,6 +17,7 @@ use tracing::instrument;
 
 pub use self::watcher::{OneshotWatcher, PersistentWatcher, StateWatcher};
 use super::session::{Depot, MarshalledRequest, Request, Session, SessionOperation, WatchReceiver};
+use crate::answered::AnsweredSends;
 use crate::acl::{Acl, Acls, AuthUser};
 use crate::chroot::{Chroot, ChrootPath, OwnedChroot};
 use crate::endpoint::{self, IterableEndpoints};
@@ -225,6 +226,7 @@ pub struct Client {
     session_timeout: Duration,
     requester: Arc<mpsc::UnboundedSender<Request>>,
     state_watcher: StateWatcher,
+    answered: AnsweredSends,
 }
 
 impl Client {
@@ -247,8 +249,9 @@ impl Client {
         timeout: Duration,
         requester: Arc<mpsc::UnboundedSender<Request>>,
         state_watcher: StateWatcher,
+        answered: AnsweredSends,
     ) -> Client {
-        Client { chroot, version, session, session_timeout: timeout, requester, state_watcher }
+        Client { chroot, version, session, session_timeout: timeout, requester, state_watcher, answered }
     }
 
     fn validate_path<'a>(&'a self, path: &'a str) -> Result<ChrootPath<'a>> {
@@ -287,6 +290,13 @@ impl Client {
     /// Latest session state.
     pub fn state(&self) -> SessionState {
         self.state_watcher.peek_state()
+    }
+
+    /// When the server last proved it had this session (see [AnsweredSends]): the session
+    /// lives on the server at least until then plus [Self::session_timeout], whatever the state
+    /// reports say.
+    pub fn answered_sends(&self) -> AnsweredSends {
+        self.answered.clone()
     }
 
     /// Creates a [StateWatcher] to track future session state updates.
@@ -1793,6 +1803,7 @@ impl Connector {
         let conn = session.start(&mut endpoints, &mut buf, &mut depot).await?;
         let session_info = session.session.clone();
         let session_timeout = session.session_timeout;
+        let answered = session.answered.clone();
         let mut state_watcher = StateWatcher::new(session.subscribe_state());
         // Consume all state changes so far.
         state_watcher.state();
@@ -1800,7 +1811,7 @@ impl Connector {
             session.serve(endpoints, conn, buf, depot, receiver).await;
         });
         let client =
-            Client::new(chroot.to_owned(), self.server_version, session_info, session_timeout, sender, state_watcher);
+            Client::new(chroot.to_owned(), self.server_version, session_info, session_timeout, sender, state_watcher, answered);
         Ok(client)
     }
 

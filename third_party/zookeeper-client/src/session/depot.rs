@@ -1,5 +1,6 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
+use std::time::Duration;
 
 use futures_lite::io::AsyncWriteExt;
 use hashbrown::HashMap;
@@ -23,7 +24,8 @@ pub struct Depot {
 
     writing_slices: Vec<IoSlice<'static>>,
     writing_operations: VecDeque<Operation>,
-    written_operations: HashMap<i32, SessionOperation>,
+    /// Each with the boot-clock time its write began (see `AnsweredSends`).
+    written_operations: HashMap<i32, (SessionOperation, Duration)>,
 
     sasl: bool,
     pending_operations: VecDeque<SessionOperation>,
@@ -63,7 +65,7 @@ impl Depot {
 
     /// Error out ongoing operations except authes.
     pub fn error(&mut self, err: &Error) {
-        self.written_operations.drain().for_each(|(_, operation)| {
+        self.written_operations.drain().for_each(|(_, (operation, _))| {
             if operation.request.get_code() == OpCode::Auth {
                 self.pending_authes.push(operation);
                 return;
@@ -99,10 +101,11 @@ impl Depot {
         self.writing_operations.is_empty() && self.written_operations.is_empty() && self.pending_operations.is_empty()
     }
 
-    pub fn pop_request(&mut self, xid: i32) -> Result<SessionOperation, Error> {
+    /// The request answered by a reply with `xid`, and when it was sent.
+    pub fn pop_request(&mut self, xid: i32) -> Result<(SessionOperation, Duration), Error> {
         match self.written_operations.remove(&xid) {
             None => Err(Error::UnexpectedError(format!("recv response with xid {xid} but no pending request"))),
-            Some(operation) => Ok(operation),
+            Some(sent) => Ok(sent),
         }
     }
 
@@ -121,8 +124,9 @@ impl Depot {
         self.write_session(operation);
     }
 
-    pub fn pop_ping(&mut self) -> Result<(), Error> {
-        self.pop_request(PredefinedXid::Ping.into()).map(|_| ())
+    /// When the answered ping was sent.
+    pub fn pop_ping(&mut self) -> Result<Duration, Error> {
+        self.pop_request(PredefinedXid::Ping.into()).map(|(_, sent)| sent)
     }
 
     pub fn push_operation(&mut self, operation: Operation) {
@@ -234,6 +238,8 @@ impl Depot {
             write.flush().await.map_err(Error::other)?;
             return std::future::pending().await;
         }
+        // Before the write: the server cannot have the requests sooner.
+        let sent = crate::answered::boot_clock();
         let mut written_bytes = write.write_vectored(self.writing_slices.as_slice()).await.map_err(Error::other)?;
         let written_slices = self
             .writing_slices
@@ -258,7 +264,7 @@ impl Depot {
                 })
                 .for_each(|operation| {
                     let xid = operation.request.get_xid();
-                    self.written_operations.insert(xid, operation);
+                    self.written_operations.insert(xid, (operation, sent));
                 });
         }
         if written_bytes != 0 {

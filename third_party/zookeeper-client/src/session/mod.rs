@@ -33,6 +33,7 @@ pub use self::request::{
 pub use self::types::{EventType, SessionId, SessionInfo, SessionState, WatchedEvent};
 use self::watch::WatchManager;
 pub use self::watch::{OneshotReceiver, PersistentReceiver, WatchReceiver};
+use crate::answered::AnsweredSends;
 use crate::deadline::Deadline;
 use crate::endpoint::{EndpointRef, IterableEndpoints};
 use crate::error::Error;
@@ -171,6 +172,8 @@ impl Builder {
             last_recv: now,
             last_send: now,
             last_ping: None,
+            answered: AnsweredSends::default(),
+            connect_sent: Duration::ZERO,
             tick_timeout: Duration::ZERO,
             ping_timeout: Duration::ZERO,
             session_expired_timeout: Duration::ZERO,
@@ -209,6 +212,10 @@ pub struct Session {
     last_recv: Instant,
     last_send: Instant,
     last_ping: Option<Instant>,
+    /// Shared with the clients: what proves the server had the session, and until when.
+    pub(crate) answered: AnsweredSends,
+    /// When the latest session handshake's connect request was queued, on the boot clock.
+    connect_sent: Duration,
     tick_timeout: Duration,
     ping_timeout: Duration,
     session_expired_timeout: Duration,
@@ -443,7 +450,7 @@ impl Session {
             self.handle_notification(header.zxid, body, depot)?;
             return Ok(());
         } else if header.xid == PredefinedXid::Ping as i32 {
-            depot.pop_ping()?;
+            self.answered.record(depot.pop_ping()?);
             if let Some(last_ping) = self.last_ping.take() {
                 let elapsed = Instant::now() - last_ping;
                 debug!("got ping response after {}ms", elapsed.as_millis());
@@ -451,7 +458,9 @@ impl Session {
             return Ok(());
         }
         self.last_zxid = self.last_zxid.max(header.zxid);
-        let operation = depot.pop_request(header.xid)?;
+        let (operation, sent) = depot.pop_request(header.xid)?;
+        // An answer, error codes included: the server had the session when it got the request.
+        self.answered.record(sent);
         self.handle_session_reply(operation, header.err, body, depot)
     }
 
@@ -523,6 +532,8 @@ impl Session {
         self.session.password.extend_from_slice(response.password);
         self.session.readonly = response.readonly;
         self.reset_timeout(Duration::from_millis(response.session_timeout as u64));
+        // The server revalidated the session (and touched it) to answer.
+        self.answered.record(self.connect_sent);
         self.complete_connect();
         Ok(())
     }
@@ -660,7 +671,8 @@ impl Session {
         self.last_ping = Some(self.last_send);
     }
 
-    fn send_connect(&self, depot: &mut Depot) {
+    fn send_connect(&mut self, depot: &mut Depot) {
+        self.connect_sent = crate::answered::boot_clock();
         let request = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid,
@@ -758,7 +770,13 @@ impl Session {
         self.last_recv = self.last_send;
         self.last_ping = None;
         self.change_state(SessionState::Disconnected);
-        match within(handshake_until, self.serve_connecting(&mut conn, buf, depot)).await {
+        let connecting = within(handshake_until, self.serve_connecting(&mut conn, buf, depot)).await;
+        if !matches!(connecting, Some(Ok(()))) {
+            // The connect response may have said connected before the rest of the handshake
+            // failed: no connection is no connection, whatever came before.
+            self.change_state(SessionState::Disconnected);
+        }
+        match connecting {
             None => Err(self.unanswered(endpoint)),
             Some(Err(err)) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
