@@ -270,7 +270,11 @@ export declare class Lock {
   readonly path: string
   /** `'exclusive'` for `client.lock`, `'read'` or `'write'` for the sides of a read/write lock. */
   readonly mode: LockMode
-  /** Whether this Lock object holds the lock: false once its hold is lost (`state` then says `'lost'` until released). */
+  /**
+   * Whether this Lock object holds the lock and may act on it (`state === 'held'`): false while
+   * `'suspended'` (the node may still be ours, but the server may be about to let the next holder
+   * in) and once `'lost'` (`state` then says so until released).
+   */
   readonly isHeld: boolean
   /**
    * The state of this Lock object's hold, or null if it holds none: the current flow's if it

@@ -945,7 +945,9 @@ zkl_result zkl_lock_release(zkl_lock *lock);
 zkl_result zkl_lock_release_as(zkl_lock *lock, uint64_t owner);
 
 /**
- * Whether the calling thread holds the lock, in *out: false once its hold is lost (session
+ * Whether the calling thread holds the lock and may act on it, in *out: false while its hold
+ * is suspended (ZKL_HOLD_SUSPENDED: the node may still be ours, but the server may be about to
+ * let the next holder in), and false once it is lost (session
  * expired, client closed, node deleted by someone else), though the lost hold stays the
  * thread's until released (zkl_lock_state says ZKL_HOLD_LOST, zkl_lock_release ZKL_LOCK_LOST).
  *

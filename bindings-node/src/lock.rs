@@ -364,7 +364,8 @@ impl NativeLock {
         self.lock.hold_of(&owner(owner_id)).map(|(hold, _)| NativeHold::new(hold))
     }
 
-    /// Whether some owner (async flow) holds the lock through this lock object.
+    /// Whether some owner (async flow) holds the lock through this lock object and may act on it
+    /// (not suspended, not lost).
     #[napi(getter)]
     pub fn is_held(&self) -> bool {
         self.lock.is_held_by_any()

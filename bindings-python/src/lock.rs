@@ -344,18 +344,16 @@ impl Lock {
         lock.restore_levels(&owner.inner, levels).py(py)
     }
 
-    /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None. The state is core's,
-    /// except that a hold core no longer counts as held is `"lost"` at once: "held" means the
-    /// same here as in `is_held_by`.
+    /// `(state, fencing_token, sequence, count)` of `owner`'s hold, or None: core's state.
     fn _hold_of(&self, owner: &Owner) -> PyResult<Option<(&'static str, i64, i64, u64)>> {
         let Some(lock) = self.core_for_views() else { return Ok(None) };
         let Some((hold, count)) = lock.hold_of(&owner.inner) else { return Ok(None) };
-        let state = if lock.is_held_by(&owner.inner) { hold.state().as_str() } else { "lost" };
+        let state = hold.state().as_str();
         Ok(Some((state, hold.fencing_token(), hold.sequence(), count)))
     }
 
-    /// Whether any owner (thread or task) holds the lock through this `Lock`, not lost: no
-    /// traffic, as `threading.Lock.locked()`. Whether anyone anywhere holds it is `holders()`.
+    /// Whether any owner (thread or task) holds the lock through this `Lock` and may act on it
+    /// (not suspended, not lost): no traffic, as `threading.Lock.locked()`. Whether anyone anywhere holds it is `holders()`.
     fn locked(&self) -> bool {
         self.core_for_views().is_some_and(zklock::Lock::is_held_by_any)
     }

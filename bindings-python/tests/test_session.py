@@ -75,7 +75,8 @@ def test_a_stalled_connection_suspends_the_hold_until_it_comes_back(kazoo, path,
         lock.acquire()
         proxy.command("cut")  # connections reset; the session lives on for its timeout
         wait_until(lambda: lock.state == "suspended", "the hold to be suspended")
-        assert lock.is_held, "suspended is still held: the node may still be ours"
+        assert not lock.is_held, "suspended: the node may still be ours, but acting on it is not safe"
+        assert not lock.locked()
         proxy.command("pass")
         wait_until(lambda: lock.state == "held", "the hold to be held again", timeout=10)
         assert lost == []

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use crate::session::{Lease, LostReason, Session};
+use crate::session::{Lease, LostReason, Session, Trust};
 
 /// Whether a hold is still good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -123,7 +123,8 @@ pub(crate) struct HoldInfo {
     pub(crate) fencing_token: i64,
     /// Weak: a hold must not keep its session alive once the client lets go of it.
     pub(crate) session: Weak<Session>,
-    session_over: Arc<AtomicBool>,
+    /// The session's: over, or past the deadline its answered requests set.
+    trust: Arc<Trust>,
     lease: watch::Receiver<Lease>,
     closed: crate::client::Closed,
     /// NODE_DELETED and RELEASED; each is set once and never cleared.
@@ -146,10 +147,11 @@ impl HoldInfo {
         self.changed.notify_waiters();
     }
 
-    /// Cheap enough for the reentrant fast path: three atomic loads. The same losses as
-    /// [`Self::status`]'s, a closed client among them: its session may not be over yet.
+    /// Cheap enough for the reentrant checked path: four atomic loads and a read of the clock.
+    /// The same losses as [`Self::status`]'s, a closed client among them: its session may not
+    /// be over yet.
     pub(crate) fn is_lost(&self) -> bool {
-        let lost = self.flag(NODE_DELETED) || self.session_over.load(Ordering::Acquire) || self.closed.is_closed();
+        let lost = self.flag(NODE_DELETED) || self.closed.is_closed() || self.trust.is_over();
         if lost {
             // Whoever sees a loss makes sure the loss count moved before acting on it: its
             // setter counts it only after setting its flag (see `LOSSES`).
@@ -180,9 +182,12 @@ impl HoldInfo {
             return (HoldState::Lost, Some(LostReason::Closed));
         }
         match *self.lease.borrow() {
+            Lease::Over(reason) => (HoldState::Lost, Some(reason)),
+            // Read here, not left to the monitor: a holder that ran on past the deadline (a
+            // pause, a busy machine) must not read held once the next holder may be in.
+            _ if self.trust.lapsed() => (HoldState::Lost, Some(LostReason::DisconnectedTooLong)),
             Lease::Live => (HoldState::Held, None),
             Lease::Suspended => (HoldState::Suspended, None),
-            Lease::Over(reason) => (HoldState::Lost, Some(reason)),
         }
     }
 
@@ -240,7 +245,7 @@ impl Hold {
                 sequence,
                 fencing_token,
                 session: Arc::downgrade(session),
-                session_over: session.over.clone(),
+                trust: session.trust.clone(),
                 lease: session.lease.clone(),
                 closed: closed.clone(),
                 flags: AtomicU8::new(0),

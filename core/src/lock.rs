@@ -212,15 +212,20 @@ impl Lock {
         }
     }
 
-    /// Whether `owner` holds the lock (as far as this process knows). A lost hold is not held,
-    /// though it stays `owner`'s until released (see [`Lock::hold_of`]).
+    /// Whether `owner` holds the lock and may act on it: its hold is [`HoldState::Held`]
+    /// (connected, and trusted). Not while it is `Suspended`: the node may still be ours, but the
+    /// server may be about to let the next holder in, so "may I act" has no yes for an answer
+    /// then ([`Lock::state_of`] tells suspended from lost). A lost hold is not held, though it
+    /// stays `owner`'s until released (see [`Lock::hold_of`]).
+    ///
+    /// [`HoldState::Held`]: crate::HoldState::Held
     pub fn is_held_by(&self, owner: &Owner) -> bool {
-        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() != crate::HoldState::Lost)
+        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() == crate::HoldState::Held)
     }
 
-    /// Whether some owner holds the lock through this lock or its clones (as far as this process
-    /// knows; a lost hold is not held): for a binding whose lock object answers for all its
-    /// owners.
+    /// Whether some owner holds the lock through this lock or its clones and may act on it (as
+    /// [`Lock::is_held_by`]: not while suspended, not once lost): for a binding whose lock
+    /// object answers for all its owners.
     pub fn is_held_by_any(&self) -> bool {
         self.recipe.owners.any_live(self.mode)
     }

@@ -515,9 +515,12 @@ impl OwnerTable {
         self.slots.lock().iter().any(|s| s.held.is_some())
     }
 
-    /// Whether some owner holds in `mode`, its hold not lost.
+    /// Whether some owner holds in `mode`, its hold `Held` (neither suspended nor lost).
     pub(crate) fn any_live(&self, mode: Mode) -> bool {
-        self.slots.lock().iter().any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| !h.hold.inner.is_lost()))
+        self.slots
+            .lock()
+            .iter()
+            .any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| h.hold.state() == crate::HoldState::Held))
     }
 
     /// The state of `owner`'s hold in `mode` if it has one, or else that of the hold in `mode`

@@ -6,7 +6,6 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
@@ -74,14 +73,14 @@ pub(crate) struct Session {
     /// whoever holds `zk` lets go of it then, so that the session really ends.
     pub(crate) ended: CancellationToken,
     /// Shared with the holds of this session, which must not keep the session itself alive.
-    pub(crate) over: Arc<AtomicBool>,
+    pub(crate) trust: Arc<Trust>,
     /// Who the server knows this session as, asked once, when a protected lock first needs it.
     pub(crate) identities: tokio::sync::OnceCell<crate::acl::Identities>,
 }
 
 impl Session {
     pub(crate) fn is_over(&self) -> bool {
-        self.over.load(Ordering::Acquire)
+        self.trust.is_over()
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
@@ -102,10 +101,10 @@ impl Session {
         let session = Arc::new(Session {
             id: zk.session_id().0,
             timeout: zk.session_timeout(),
+            trust: Arc::new(Trust::new(zk.answered_sends(), zk.session_timeout())),
             zk,
             lease,
             ended: closed.child_token(),
-            over: Arc::new(AtomicBool::new(false)),
             identities: tokio::sync::OnceCell::new(),
         });
         // The monitor holds only a state watcher and weak references, never the session
@@ -116,45 +115,89 @@ impl Session {
     }
 }
 
-/// Follows the session's state into its lease, and gives the session up on the client's side
-/// when it has been disconnected too long.
+/// How long after the send of a request the server answered a session's locks are trusted:
+/// 17/20 of the session timeout.
 ///
-/// The ZooKeeper client reports Disconnected once it has heard nothing for 2/5 of the session
-/// timeout (checked every 1/20), so at most 9/20 of the timeout after it last heard from the
-/// server; the server had heard from it shortly before that. The server cannot expire the
-/// session, and let another waiter in, before a full timeout after that: at the earliest 11/20
-/// of the timeout after the report. Giving up 2/5 of the timeout after the report leaves the
-/// holder at least 3/20 of the timeout to hear of the loss first, and some slack for a busy
-/// machine.
+/// The server touched the session when it got that request, after it was sent, and cannot
+/// expire the session, and let another waiter in, sooner than a full timeout after the touch.
+/// So giving up at 17/20 leaves the holder at least 3/20 of the timeout to hear of the loss
+/// before the next holder can be let in, whatever the client received meanwhile (watch
+/// notifications arrive over a connection whose other direction is dead) and whatever state it
+/// reports (a handshake can fail after the server said connected). An idle client pings after
+/// 3/20 of the timeout without a send, so a live session's deadline keeps well ahead.
+const TRUSTED_FOR: (u32, u32) = (17, 20);
+
+/// Whether the locks of a session can still be trusted: not once the session is over, nor past
+/// the deadline that the latest answered send sets. Checked by every read of a hold's state
+/// (on the boot clock, which counts a suspended machine's time, as the servers' clocks do), so
+/// a holder paused past the deadline reads lost as soon as it runs, before the monitor wakes.
+pub(crate) struct Trust {
+    over: AtomicBool,
+    answered: zk::AnsweredSends,
+    window: Duration,
+}
+
+impl Trust {
+    fn new(answered: zk::AnsweredSends, timeout: Duration) -> Trust {
+        Trust { over: AtomicBool::new(false), answered, window: timeout * TRUSTED_FOR.0 / TRUSTED_FOR.1 }
+    }
+
+    /// Over, or past the deadline.
+    #[inline]
+    pub(crate) fn is_over(&self) -> bool {
+        self.over.load(Ordering::Acquire) || self.lapsed()
+    }
+
+    /// Past the deadline: the server may expire the session before the holder hears of it.
+    pub(crate) fn lapsed(&self) -> bool {
+        self.remaining().is_none()
+    }
+
+    /// Time left until the deadline, or `None` once it passed.
+    fn remaining(&self) -> Option<Duration> {
+        // A session is made by an answered handshake, so there is always an answered send.
+        let deadline = self.answered.latest()? + self.window;
+        deadline.checked_sub(zk::boot_clock()).filter(|left| !left.is_zero())
+    }
+
+    /// Resolves once the deadline passed (it moves on with every answer).
+    async fn lapse(&self) {
+        while let Some(left) = self.remaining() {
+            tokio::time::sleep(left).await;
+        }
+    }
+}
+
+/// Follows the session's state into its lease, and gives the session up on the client's side
+/// once its [`Trust`] lapsed, whatever state the client reports.
 async fn monitor(
     session: Weak<Session>,
     client: Weak<ClientInner>,
     mut states: zk::StateWatcher,
     lease: watch::Sender<Lease>,
 ) {
-    let Some((id, timeout, ended)) = session.upgrade().map(|s| (s.id, s.timeout, s.ended.clone())) else { return };
-    let mut give_up_at: Option<Instant> = None;
+    let Some((id, trust, ended)) = session.upgrade().map(|s| (s.id, s.trust.clone(), s.ended.clone())) else {
+        return;
+    };
     let mut state = Some(states.state());
     loop {
+        // A lapse first: state reports since do not undo it (and the holds read it already).
+        if trust.lapsed() && !matches!(state, Some(zk::SessionState::Closed)) {
+            state = None;
+        }
         let (next_lease, public) = match state {
             Some(zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly) => {
-                give_up_at = None;
                 (Lease::Live, SessionState::Connected)
             }
-            Some(zk::SessionState::Disconnected) => {
-                give_up_at.get_or_insert_with(|| Instant::now() + timeout * 2 / 5);
-                (Lease::Suspended, SessionState::Disconnected)
-            }
+            Some(zk::SessionState::Disconnected) => (Lease::Suspended, SessionState::Disconnected),
             Some(zk::SessionState::Expired) => (Lease::Over(LostReason::SessionExpired), SessionState::Expired),
             Some(zk::SessionState::AuthFailed) => (Lease::Over(LostReason::AuthFailed), SessionState::AuthFailed),
             Some(zk::SessionState::Closed) => (Lease::Over(LostReason::Closed), SessionState::Closed),
             None => (Lease::Over(LostReason::DisconnectedTooLong), SessionState::Expired),
         };
         if let Lease::Over(_) = next_lease {
-            if let Some(session) = session.upgrade() {
-                session.over.store(true, Ordering::Release);
-                crate::hold::note_loss();
-            }
+            trust.over.store(true, Ordering::Release);
+            crate::hold::note_loss();
         }
         lease.send_replace(next_lease);
         if let Some(client) = client.upgrade() {
@@ -164,15 +207,9 @@ async fn monitor(
             ended.cancel();
             return;
         }
-        let give_up = async {
-            match give_up_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         state = tokio::select! {
             state = states.changed() => Some(state),
-            _ = give_up => None,
+            _ = trust.lapse() => None,
         };
     }
 }

@@ -460,9 +460,11 @@ class Lock(_native.Lock):
 
     @property
     def is_held(self) -> bool:
-        """Whether the caller (current task, else thread) holds the lock and it is not lost."""
+        """Whether the caller (current task, else thread) holds the lock and may act on it:
+        ``state == "held"``. False while ``"suspended"`` (the node may still be ours, but the
+        server may be about to let the next holder in) and once ``"lost"``."""
         held = self._caller_hold()
-        return held is not None and held[0] in ("held", "suspended")
+        return held is not None and held[0] == "held"
 
     @property
     def state(self) -> Optional[Literal["held", "suspended", "lost"]]:

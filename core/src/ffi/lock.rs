@@ -541,7 +541,9 @@ fn is_held(lock: *const zkl_lock, owner: Result<Owner, Failure>, out: *mut bool)
     Ok(())
 }
 
-/// Whether the calling thread holds the lock, in *out: false once its hold is lost (session
+/// Whether the calling thread holds the lock and may act on it, in *out: false while its hold
+/// is suspended (ZKL_HOLD_SUSPENDED: the node may still be ours, but the server may be about to
+/// let the next holder in), and false once it is lost (session
 /// expired, client closed, node deleted by someone else), though the lost hold stays the
 /// thread's until released (zkl_lock_state says ZKL_HOLD_LOST, zkl_lock_release ZKL_LOCK_LOST).
 ///
