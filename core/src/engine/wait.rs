@@ -36,7 +36,7 @@ impl Wait {
     }
 
     /// Whether the deadline passed, or the acquisition was aborted.
-    pub(super) fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
             || self.abort.as_ref().is_some_and(|abort| abort.is_cancelled())
     }
