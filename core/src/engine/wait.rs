@@ -31,7 +31,7 @@ impl Wait {
     }
 
     /// `future`'s output, or `None` once the deadline passes or the acquisition is aborted.
-    pub(super) fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
+    pub(crate) fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
         retry::within(self.deadline, self.abort.as_ref(), future)
     }
 
