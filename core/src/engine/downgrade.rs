@@ -75,6 +75,10 @@ impl Recipe {
                     write.sequence(),
                     write.fencing_token(),
                 );
+                // The node went with the session, or goes with the client.
+                if let Some(stop) = self.born_lost(&hold) {
+                    return Err(self.downgrade_stopped(&session, stop, owner));
+                }
                 self.client.node_watcher.add(&hold, None);
                 Ok(Some(hold))
             }

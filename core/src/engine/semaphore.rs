@@ -344,17 +344,21 @@ impl Recipe {
                         continue;
                     }
                 }
-                let holds = made
+                let holds: Vec<Hold> = made
                     .iter()
                     .zip(attempts.iter())
                     .map(|(node, attempt)| {
                         let node = node.as_ref().expect("all made");
                         let path = attempt.node.node().expect("set with the node").to_owned();
-                        let hold = Hold::new(session, &self.client.closed, path, node.sequence, node.czxid);
-                        self.client.node_watcher.add(&hold, None);
-                        hold
+                        Hold::new(session, &self.client.closed, path, node.sequence, node.czxid)
                     })
                     .collect();
+                if let Some(stop) = holds.first().and_then(|hold| self.born_lost(hold)) {
+                    return Err(stop.into());
+                }
+                for hold in &holds {
+                    self.client.node_watcher.add(hold, None);
+                }
                 return Ok(Some(holds));
             }
             if only_try {
