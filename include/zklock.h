@@ -1078,7 +1078,10 @@ zkl_result zkl_multi_lock_member(const zkl_multi_lock *multi, size_t index, cons
  * Errors: ZKL_TIMEOUT if not every member was obtained in time; ZKL_CANCELLED if
  * zkl_multi_lock_cancel (or zkl_multi_lock_free) ended the wait; ZKL_INVALID_ARGUMENT for NULL
  * arguments, a freed multi-lock or a timeout below -1; any member's own errors (see
- * zkl_lock_acquire and zkl_semaphore_acquire).
+ * zkl_lock_acquire and zkl_semaphore_acquire). Never a guard with a member lost: a member lost
+ * before the last one is taken (its session ended, or its node was deleted) is taken again with
+ * the others, within the timeout; ZKL_LOCK_LOST if lost otherwise (a closed client) or when
+ * trying once (timeout 0).
  */
 zkl_result zkl_multi_lock_acquire(zkl_multi_lock *multi, int64_t timeout_ms, zkl_multi_guard **out);
 

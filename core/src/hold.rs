@@ -195,6 +195,14 @@ impl HoldInfo {
         self.status().1
     }
 
+    /// The node is gone, as the server told (a watch on it, or a check that failed): the hold
+    /// is lost, unless it was released (its own delete, then).
+    pub(crate) fn node_gone(&self) {
+        if self.status().0 != HoldState::Released {
+            self.set_flag(NODE_DELETED);
+        }
+    }
+
     /// Marks the hold released, unless it was already lost; returns why it was lost, if it was.
     pub(crate) fn finish(&self) -> Option<LostReason> {
         // Every way to be lost is final: a lost hold is never marked released.
@@ -521,9 +529,7 @@ async fn watch_own_node(info: Arc<HoldInfo>, mut set: Option<NodeEvent>) {
         if deleted {
             if let Some(info) = info.upgrade() {
                 // Our own release deletes the node too: that is no loss.
-                if info.status().0 != HoldState::Released {
-                    info.set_flag(NODE_DELETED);
-                }
+                info.node_gone();
             }
             return;
         }

@@ -105,6 +105,9 @@ impl From<Lock> for Member {
 ///   taken is released in reverse order, and the member being acquired removes its own nodes.
 ///   Release is in reverse order too.
 /// * **Lost if any member is lost**: [`MultiGuard::state`] and [`MultiGuard::lost`] say which.
+///   An acquire never returns with a member lost: one lost before the last is taken (its session
+///   ended while a later member was waited for, or someone deleted its node) makes it release
+///   everything and take every member again, within the deadline.
 ///
 /// Mutexes and sides are taken for one [`Owner`], so they re-enter as a lock does; leases are
 /// not reentrant (as a semaphore's). Each member is taken by its own recipe, so it queues fairly
@@ -154,7 +157,9 @@ impl MultiLock {
     ///
     /// # Notable errors
     /// Any member's (see [`Lock::acquire`] and [`Semaphore::acquire`]); what was taken is
-    /// released, in reverse order, before this returns.
+    /// released, in reverse order, before this returns. [`ErrorKind::LockLost`] if a member is
+    /// lost before the last is taken for another reason than its session or its node (a closed
+    /// client), or for any reason when only trying.
     ///
     /// # Cancellation safety
     /// Dropping the future releases what was taken in the background, in reverse order, and the
@@ -199,32 +204,97 @@ impl MultiLock {
     }
 
     /// `Err(index)`: the member not had by the deadline.
+    ///
+    /// A member lost before the last one is taken (its session ended while a later member was
+    /// waited for, and a waiter queues again on a new session, but a hold cannot; or someone
+    /// deleted its node) is no member held: everything is released and taken again, within the
+    /// deadline, as a lock's waiter queues again. Never returned with a member lost.
     async fn acquire_within(&self, owner: &Owner, wait: Wait) -> Result<Result<MultiGuard, usize>> {
+        let mut retakes = 0u32;
+        loop {
+            let lost = match Box::pin(self.take_all(owner, &wait)).await? {
+                Taking::All(taken) => return Ok(Ok(MultiGuard { taken })),
+                Taking::NotInTime(index) => return Ok(Err(index)),
+                Taking::Lost(lost) => lost,
+            };
+            let again = matches!(
+                lost.reason,
+                LostReason::SessionExpired | LostReason::DisconnectedTooLong | LostReason::NodeDeleted
+            );
+            if !again || wait.only_try {
+                let message = format!(
+                    "the {} member was lost ({}) before the multi-lock was held; nothing is held",
+                    lost.kind.as_str(),
+                    lost.reason.describe()
+                );
+                return Err(Error::lost(Some(lost.reason), message).with_path(&lost.path));
+            }
+            retakes += 1;
+            // Not in a tight loop, should members keep being lost at once.
+            wait.within(tokio::time::sleep(Duration::from_millis(50 * u64::from(retakes.min(20))))).await;
+            if wait.is_over() {
+                return Ok(Err(lost.index));
+            }
+        }
+    }
+
+    /// Takes each member in turn, under one deadline; stops, releasing what it took, at the
+    /// first member lost meanwhile (a later member is not waited for once one is lost).
+    async fn take_all(&self, owner: &Owner, wait: &Wait) -> Result<Taking> {
         let mut taken = Taken { parts: Vec::with_capacity(self.members.len()), runtime: self.runtime.clone() };
         for (index, member) in self.members.iter().enumerate() {
             // One `wait`, cloned: one deadline (an Instant) for every member.
-            let part = match member {
-                Member::Lock(lock) => Box::pin(lock.guard_within(owner, wait.clone())).await.map(|g| g.map(Part::Lock)),
-                Member::Leases(semaphore, n) => {
-                    Box::pin(semaphore.acquire_within(*n, wait.clone())).await.map(|l| l.map(Part::Leases))
+            let acquire = async {
+                match member {
+                    Member::Lock(lock) => {
+                        Box::pin(lock.guard_within(owner, wait.clone())).await.map(|g| g.map(Part::Lock))
+                    }
+                    Member::Leases(semaphore, n) => {
+                        Box::pin(semaphore.acquire_within(*n, wait.clone())).await.map(|l| l.map(Part::Leases))
+                    }
                 }
             };
-            match part {
-                Ok(Some(part)) => taken.parts.push((member.clone(), part)),
+            // The acquisition, dropped if a member taken is lost first: it removes its nodes.
+            let losses = first_loss(&taken.parts);
+            let part = tokio::select! {
+                biased;
+                Some(lost) = losses => Err(lost),
+                part = acquire => Ok(part),
+            };
+            let lost = match part {
+                Ok(Ok(Some(part))) => {
+                    taken.parts.push((member.clone(), part));
+                    // The one just taken too: a hold may be lost as it is born.
+                    taken.lost_member()
+                }
+                Err(lost) => Some(lost),
                 // A release's own error (a lost member, or a delete that goes on in the
                 // background after a connection loss) leaves no node either way.
-                Ok(None) => {
+                Ok(Ok(None)) => {
                     let _ = taken.release().await;
-                    return Ok(Err(index));
+                    return Ok(Taking::NotInTime(index));
                 }
-                Err(err) => {
+                Ok(Err(err)) => {
                     let _ = taken.release().await;
                     return Err(err);
                 }
+            };
+            if let Some(lost) = lost {
+                let _ = taken.release().await;
+                return Ok(Taking::Lost(lost));
             }
         }
-        Ok(Ok(MultiGuard { taken }))
+        Ok(Taking::All(taken))
     }
+}
+
+/// How taking every member ended, but for an error.
+enum Taking {
+    All(Taken),
+    /// Not had by the deadline: the member's index.
+    NotInTime(usize),
+    /// A member taken was lost before the last was: nothing is held any more.
+    Lost(MemberLost),
 }
 
 /// What one member holds.
@@ -267,6 +337,28 @@ struct Taken {
 impl Taken {
     async fn release(&mut self) -> Result<()> {
         release_in_reverse(&mut self.parts).await
+    }
+
+    /// The first member (in canonical order) found lost, if any.
+    fn lost_member(&self) -> Option<MemberLost> {
+        self.parts.iter().enumerate().find_map(|(index, (member, part))| {
+            part.holds().iter().find_map(|hold| hold.lost_reason()).map(|reason| lost(index, member, reason))
+        })
+    }
+}
+
+/// The first of `parts`' members to be lost, with why; `None` once every one is released without
+/// a loss. Owns what it watches, so that it can outlive the borrow.
+fn first_loss(parts: &[(Member, Part)]) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
+    let (members, holds): (Vec<(usize, Member)>, Vec<Hold>) = parts
+        .iter()
+        .enumerate()
+        .flat_map(|(index, (member, part))| part.holds().into_iter().map(move |hold| ((index, member.clone()), hold)))
+        .unzip();
+    async move {
+        let (which, reason) = crate::hold::first_loss(&holds).await?;
+        let (index, member) = &members[which];
+        Some(lost(*index, member, reason))
     }
 }
 
@@ -343,9 +435,7 @@ impl MultiGuard {
 
     /// The first member (in canonical order) found lost, if any.
     pub fn lost_member(&self) -> Option<MemberLost> {
-        self.taken.parts.iter().enumerate().find_map(|(index, (member, part))| {
-            part.holds().iter().find_map(|hold| hold.lost_reason()).map(|reason| lost(index, member, reason))
-        })
+        self.taken.lost_member()
     }
 
     /// Resolves when a member is lost, saying which and why. Pending for as long as every member
@@ -363,20 +453,7 @@ impl MultiGuard {
     /// loss. Owns what it watches, so that it can outlive a borrow of the guard: a binding's
     /// lost callback (see [`crate::Client::on_member_lost`]).
     pub fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
-        let (members, holds): (Vec<(usize, Member)>, Vec<Hold>) = self
-            .taken
-            .parts
-            .iter()
-            .enumerate()
-            .flat_map(|(index, (member, part))| {
-                part.holds().into_iter().map(move |hold| ((index, member.clone()), hold))
-            })
-            .unzip();
-        async move {
-            let (which, reason) = crate::hold::first_loss(&holds).await?;
-            let (index, member) = &members[which];
-            Some(lost(*index, member, reason))
-        }
+        first_loss(&self.taken.parts)
     }
 
     /// Releases every member in reverse canonical order, each confirmed by the server before the

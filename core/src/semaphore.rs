@@ -268,13 +268,27 @@ impl Semaphore {
         Ok(leases.map(|leases| Leases { leases }))
     }
 
-    /// One attempt: the mutex, then the leases on its session, then the mutex released.
+    /// One attempt: the mutex, then the leases on its session, then the mutex released; again
+    /// from the mutex if someone deleted its node before the leases were made.
     async fn attempt(&self, n: u32, wait: &Wait) -> Result<Option<Vec<Lease>>> {
         let inner = &self.inner;
         let prepared = inner.leases.prepare_leases(&inner.path, &inner.max, n, wait, &inner.checked);
         if Box::pin(prepared).await?.is_none() {
             return Ok(None);
         }
+        loop {
+            match Box::pin(self.under_the_mutex(n, wait)).await {
+                // No lease was made on the strength of a mutex node that was gone: queue again.
+                Err(err) if err.kind() == ErrorKind::LockLost && !wait.only_try && !wait.is_over() => continue,
+                Err(err) if err.kind() == ErrorKind::LockLost => return Ok(None),
+                leases => return leases,
+            }
+        }
+    }
+
+    /// The mutex, then the leases on its session, then the mutex released.
+    async fn under_the_mutex(&self, n: u32, wait: &Wait) -> Result<Option<Vec<Lease>>> {
+        let inner = &self.inner;
         // A fresh owner each time: the mutex is not reentrant here; its nodes' identity carries
         // the label if one was given.
         let owner = match &inner.label {
@@ -283,7 +297,9 @@ impl Semaphore {
         };
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
         let holds = match inner.leases.session_of(mutex.hold()) {
-            Ok(session) => Box::pin(inner.leases.take_leases(&session, n, &inner.max, &owner, wait)).await,
+            Ok(session) => {
+                Box::pin(inner.leases.take_leases(&session, mutex.hold(), n, &inner.max, &owner, wait)).await
+            }
             Err(err) => Err(err),
         };
         // Armed leases at once: an acquisition cancelled while the mutex is released below

@@ -305,6 +305,58 @@ async fn a_member_whose_session_is_lost_loses_the_multi_lock() {
     assert!(children(&observer, a).await.is_empty(), "the healthy member's node is deleted");
 }
 
+/// A member taken earlier and lost while a later one is waited for is no member held: here M
+/// holds a and waits for b when its connection stalls at the proxy past the session timeout, the
+/// server expires its session, and W takes a. The acquire does not return once b is free (it
+/// returned, with a lost, and a body under it ran beside W: issue 42): it takes every member again
+/// on a new session, queued at a behind W, and returns once W lets go, all of them held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_never_returns_with_a_member_lost_meanwhile() {
+    let cluster = Cluster::standalone();
+    let proxy = Proxy::start(&cluster.server_address(0));
+    let observer = observer_at(&cluster.connect_string()).await;
+    let (a, b) = ("/multi/lost-meanwhile/a", "/multi/lost-meanwhile/b");
+    let options = ClientOptions { session_timeout: Duration::from_secs(2), ..Default::default() };
+    let m = Client::connect_with(&proxy.address(), options).await.unwrap();
+    let others = Client::connect_with(&cluster.connect_string(), ClientOptions::default()).await.unwrap();
+    let b_holder = others.lock(b).unwrap().acquire(&Owner::unique()).await.unwrap();
+    let multi = m.multi_lock([m.lock(a).unwrap().into(), m.lock(b).unwrap().into()]).unwrap();
+    let mut acquiring = tokio::spawn(async move { multi.acquire(&Owner::unique()).await });
+    wait_children(&observer, a, 1).await;
+    wait_children(&observer, b, 2).await;
+    let first_session = m.session_id().unwrap();
+
+    proxy.stall();
+    // The server expires M's session, and its nodes with it.
+    wait_children(&observer, a, 0).await;
+    wait_children(&observer, b, 1).await;
+    let w = others.lock(a).unwrap().acquire(&Owner::unique()).await.unwrap();
+    proxy.pass();
+    b_holder.release().await.unwrap();
+    tokio::select! {
+        returned = &mut acquiring => {
+            let guard = returned.unwrap().unwrap();
+            panic!("returned while W holds a: {:?}, lost member {:?}", guard.state(), guard.lost_member());
+        }
+        _ = wait_children(&observer, a, 2) => {}
+    }
+    assert_ne!(m.session_id(), Some(first_session), "queued at a again on a new session");
+    assert!(!acquiring.is_finished(), "behind W");
+    w.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(20), acquiring).await.expect("M takes both").unwrap().unwrap();
+    assert_eq!((guard.state(), guard.lost_member()), (HoldState::Held, None));
+    for (member, holds) in guard.holds() {
+        for hold in holds {
+            assert_eq!(hold.state(), HoldState::Held, "{}", member.path());
+        }
+    }
+    assert_eq!((children(&observer, a).await.len(), children(&observer, b).await.len()), (1, 1));
+    guard.release().await.unwrap();
+    assert!(held_nodes(&observer, &[a, b]).await.is_empty());
+    m.close().await;
+    others.close().await;
+}
+
 /// An error taking a later member (here a semaphore on a path that holds a mutex's nodes: a
 /// recipe conflict) releases the members already taken before it is returned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -253,6 +253,48 @@ async fn a_downgrade_that_times_out_leaves_no_node() {
     client.close().await;
 }
 
+/// A downgrade under a write node that someone else deleted, sent before the holder heard of the
+/// delete (its connection stalled at the proxy from before the delete until the downgrade's
+/// request is out), makes no read node: the read node's create checks the write node in the same
+/// multi. Made alone, the read node took the deleted write node's place, ahead of the writer that
+/// got in, and the two held together (issue 42).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_after_someone_deleted_the_write_node_makes_no_read_node() {
+    use futures::FutureExt;
+    let path = "/locks/rw-downgrade-deleted";
+    let (cluster, proxy, observer, client) = behind_a_proxy(Duration::from_secs(10)).await;
+    let other = client_at(&cluster.connect_string()).await;
+    let rw = client.read_write_lock(path).unwrap();
+    let others = other.read_write_lock(path).unwrap();
+    let me = Owner::new(1);
+    let write = rw.write().acquire(&me).await.unwrap();
+    let waiting_writer = spawn_acquire(others.write(), Owner::new(2));
+    wait_children(&observer, path, 2).await;
+
+    proxy.stall();
+    observer.delete(write.hold().node_path(), None).await.unwrap();
+    let x = tokio::time::timeout(Duration::from_secs(10), waiting_writer).await.expect("the writer gets in").unwrap();
+    let x_node = x.hold().node_path().rsplit('/').next().unwrap().to_owned();
+    assert_eq!(write.hold().state(), HoldState::Held, "the holder has not heard of the delete");
+    let mut downgrade = Box::pin(rw.read().acquire(&me));
+    assert!((&mut downgrade).now_or_never().is_none(), "the downgrade's request is out, unanswered");
+    proxy.pass();
+    let refused = tokio::time::timeout(Duration::from_secs(10), downgrade).await.expect("answered").unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::LockLost, "{refused}");
+    assert_eq!(refused.lost_reason(), Some(LostReason::NodeDeleted), "{refused}");
+    assert!(!rw.read().is_held_by(&me));
+    assert_eq!(children(&observer, path).await, [x_node.as_str()], "no read node beside the writer that got in");
+    let holders: Vec<String> = others.holders().await.unwrap().into_iter().map(|p| p.node).collect();
+    assert_eq!(holders, [x_node], "the writer holds alone");
+    assert_eq!(x.hold().state(), HoldState::Held);
+    assert_eq!(write.hold().state(), HoldState::Lost, "the refusal says the write hold is lost");
+    assert_eq!(write.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    x.release().await.unwrap();
+    wait_children(&observer, path, 0).await;
+    client.close().await;
+    other.close().await;
+}
+
 /// Another client's node under `path` (made if missing), EPHEMERAL_SEQUENTIAL: its full path.
 async fn foreign_node(observer: &zk::Client, path: &str, prefix: &str) -> String {
     let _ = observer.mkdir(path, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await;

@@ -477,6 +477,68 @@ async fn a_waiter_whose_session_expires_queues_again() {
     wait_parts(&observer, path, 0, 0).await;
 }
 
+/// The children of `parent` whose ephemeral owner is `session`.
+async fn owned_by(zk: &zk::Client, parent: &str, session: i64) -> Vec<String> {
+    let mut owned = Vec::new();
+    for name in children(zk, parent).await {
+        if let Ok(Some(stat)) = zk.check_stat(&format!("{parent}/{name}")).await {
+            if stat.ephemeral_owner == session {
+                owned.push(name);
+            }
+        }
+    }
+    owned
+}
+
+/// A lease node is made only while the internal mutex's node is there: here someone deletes the
+/// mutex node of the acquirer waiting for room (A), so the next one (B) takes the mutex and makes
+/// its lease, then deletes A's lease node, which A makes again. Made alone, A's new lease node and
+/// B's both waited, each counting the other, and neither ever fit (max 1): made in one multi with
+/// a check of the mutex node, A's is refused, and A queues at the mutex again, behind B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_made_only_while_the_mutex_node_is_there() {
+    let path = unique_path("sem-mutex-gone");
+    let (leases_path, mutex_path) = (format!("{path}/leases"), format!("{path}/locks"));
+    let observer = observer().await;
+    let (h, a, b) = (client().await, client().await, client().await);
+    let held = h.semaphore(&path, 1).unwrap().acquire(1).await.unwrap();
+    let acquire = |client: &Client| {
+        let semaphore = client.semaphore(&path, 1).unwrap();
+        tokio::spawn(async move { semaphore.acquire(1).await })
+    };
+    let a_waiting = acquire(&a);
+    wait_parts(&observer, &path, 2, 1).await;
+    let b_waiting = acquire(&b);
+    wait_parts(&observer, &path, 2, 2).await;
+    let a_session = a.session_id().unwrap();
+
+    let a_mutex = owned_by(&observer, &mutex_path, a_session).await.pop().expect("A's mutex node");
+    observer.delete(&format!("{mutex_path}/{a_mutex}"), None).await.unwrap();
+    wait_parts(&observer, &path, 3, 1).await; // B holds the mutex and waits with its lease
+    let a_lease = owned_by(&observer, &leases_path, a_session).await.pop().expect("A's lease node");
+    observer.delete(&format!("{leases_path}/{a_lease}"), None).await.unwrap();
+    wait_until("A makes its lease again, or queues at the mutex again", Duration::from_secs(20), || async {
+        !owned_by(&observer, &leases_path, a_session).await.is_empty()
+            || !owned_by(&observer, &mutex_path, a_session).await.is_empty()
+    })
+    .await;
+    assert_eq!(owned_by(&observer, &leases_path, a_session).await, Vec::<String>::new(), "no lease without the mutex");
+    wait_parts(&observer, &path, 2, 2).await; // H's and B's leases; B, then A, at the mutex
+
+    held.release().await.unwrap();
+    let b_leases = tokio::time::timeout(Duration::from_secs(10), b_waiting).await.expect("B gets in").unwrap().unwrap();
+    assert_eq!(b_leases.state(), HoldState::Held);
+    assert!(!a_waiting.is_finished(), "A waits behind B");
+    b_leases.release().await.unwrap();
+    let a_leases = tokio::time::timeout(Duration::from_secs(10), a_waiting).await.expect("A gets in").unwrap().unwrap();
+    assert_eq!(a_leases.state(), HoldState::Held);
+    a_leases.release().await.unwrap();
+    wait_parts(&observer, &path, 0, 0).await;
+    for client in [h, a, b] {
+        client.close().await;
+    }
+}
+
 /// `Semaphore::set_shared_count` writes the count as Curator's `SharedCount.setCount` does (a
 /// 4-byte big-endian int; the node made if missing), and a waiter gets in when it rises. A fixed
 /// max, 0 and a count above `i32::MAX` are refused with InvalidArgument.

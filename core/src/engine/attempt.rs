@@ -173,6 +173,44 @@ pub(super) async fn find_mine(
     }))
 }
 
+/// Why a create made on the strength of a hold was refused; nothing was made either way.
+pub(super) enum Refused {
+    /// The node held by is gone: someone deleted it (its session is this one, still on).
+    HoldGone,
+    /// The create itself failed.
+    Error(zk::Error),
+}
+
+/// Creates `node` on the strength of the hold on `held`, a node of this session whose name is
+/// unique to its attempt: one multi, a check that `held` still exists and the create, together or
+/// not at all. Sent alone, the create could land after someone deleted `held` and the next in
+/// line got in on its going, before this client heard of it: a second holder (issue 42).
+pub(super) fn create_while_held<'a>(
+    zk: &'a zk::Client,
+    held: &str,
+    node: &str,
+    data: &[u8],
+    options: &zk::CreateOptions<'_>,
+) -> impl std::future::Future<Output = ZkResult<Result<(String, zk::Stat), Refused>>> + Send + 'a {
+    let mut multi = zk.new_multi_writer();
+    let commit =
+        multi.add_check_version(held, -1).and_then(|()| multi.add_create(node, data, options)).map(|()| multi.commit());
+    async move {
+        match commit?.await {
+            Ok(mut results) => match results.pop() {
+                Some(zk::MultiWriteResult::Create { path, stat }) => Ok(Ok((path, stat))),
+                other => Err(zk::Error::UnexpectedError(format!("a checked create was answered with {other:?}"))),
+            },
+            Err(zk::MultiWriteError::RequestFailed { source }) => Err(source),
+            Err(zk::MultiWriteError::OperationFailed {
+                index: 0,
+                source: zk::Error::NoNode | zk::Error::BadVersion,
+            }) => Ok(Err(Refused::HoldGone)),
+            Err(zk::MultiWriteError::OperationFailed { source, .. }) => Ok(Err(Refused::Error(source))),
+        }
+    }
+}
+
 /// An acquisition attempt's node. While armed, it is removed when the attempt gives up, or in
 /// the background if the attempt's future is dropped.
 pub(super) struct Attempt {

@@ -3,7 +3,7 @@
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::attempt::{find_mine, Attempt, NodeName};
+use super::attempt::{create_while_held, find_mine, Attempt, NodeName, Refused};
 use super::{Recipe, Wait};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
@@ -15,7 +15,8 @@ use crate::session::Session;
 impl Recipe {
     /// A downgrade: `owner`, holding `write`, takes the read side with a plain ephemeral read
     /// node that carries the write node's sequence (Curator 5.5+'s form, CURATOR-621), in the
-    /// write hold's session, and holds at once. The node takes the write node's place in the
+    /// write hold's session, and holds at once: made in one multi with a check of the write node,
+    /// so never once someone else has deleted it (and a writer behind it may hold). The node takes the write node's place in the
     /// queue (see `order`), so the writers already waiting stay out until the read is released,
     /// and readers that come once the write side is released share with it. Its fencing token
     /// is the write hold's: the hold goes on from that place, and the writers queued behind it
@@ -42,12 +43,18 @@ impl Recipe {
         };
         let (options, _) = self.node_options(zk::CreateMode::Ephemeral);
         let made = loop {
-            let create = requests.send(session.zk.create(attempt.node.prefixed(), &data, &options)).await;
-            match create {
-                Ok(Reply::Answered(Ok(_))) => break Ok(()),
-                // The write node's path is gone, and the write node with it.
-                Ok(Reply::Answered(Err(zk::Error::NoNode))) => break Err(lost()),
-                Ok(Reply::Answered(Err(err))) => break Err(self.zk_error(err, "creating the read node of a downgrade")),
+            // With a check of the write node: the local flag lags the server by a notification.
+            let create = create_while_held(&session.zk, write.node_path(), attempt.node.prefixed(), &data, &options);
+            match requests.send(create).await {
+                Ok(Reply::Answered(Ok(Ok(_)))) => break Ok(()),
+                // The write node is gone (the path too, for NoNode): nothing was made.
+                Ok(Reply::Answered(Ok(Err(Refused::HoldGone | Refused::Error(zk::Error::NoNode))))) => {
+                    write.inner.node_gone();
+                    break Err(lost());
+                }
+                Ok(Reply::Answered(Ok(Err(Refused::Error(err))) | Err(err))) => {
+                    break Err(self.zk_error(err, "creating the read node of a downgrade"))
+                }
                 // Made or not: find it rather than make a second one.
                 Ok(Reply::Reconnected) => match find_mine(&requests, &self.path, attempt.node.prefix()).await {
                     Ok(Ok(Some(_))) => break Ok(()),
@@ -68,6 +75,10 @@ impl Recipe {
                     write.sequence(),
                     write.fencing_token(),
                 );
+                // The node went with the session, or goes with the client.
+                if let Some(stop) = self.born_lost(&hold) {
+                    return Err(self.downgrade_stopped(&session, stop, owner));
+                }
                 self.client.node_watcher.add(&hold, None);
                 Ok(Some(hold))
             }

@@ -162,6 +162,10 @@ impl Recipe {
         let result = match result {
             // With a deadline, a stop at it is no error: the lock was not had in time.
             Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            Ok(Some(hold)) => match self.born_lost(&hold) {
+                Some(stop) => Err(Failed::Stopped(stop)),
+                None => Ok(Some(hold)),
+            },
             result => result,
         };
         match &result {

@@ -157,6 +157,13 @@ impl Recipe {
             .with_lost_reason(Some(reason))
     }
 
+    /// Why a hold just made is none: its session ended, or the client closed, as the step's last
+    /// answer came (a step checks the session only as it awaits, and a handoff may await nothing
+    /// after its wait). `None`: it holds. A step never returns a hold that is lost already.
+    pub(super) fn born_lost(&self, hold: &Hold) -> Option<Stop> {
+        hold.inner.is_lost().then(|| if self.client.is_closed() { Stop::Closed } else { Stop::SessionOver })
+    }
+
     /// The error for a step stopped before its answer; `deadline` says what a passed deadline
     /// means to the caller.
     pub(super) fn stopped(&self, session: &Session, stop: Stop, deadline: impl FnOnce() -> Error) -> Error {

@@ -11,7 +11,8 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::attempt::{self, find_mine, Attempt, Made, NodeName};
+use super::attempt::{self, create_while_held, find_mine, Attempt, Made, NodeName, Refused};
+use super::listing::read_children;
 use super::participants::is_lock_node;
 use super::path::CONTAINER;
 use super::{Failed, Recipe, Wait};
@@ -22,6 +23,9 @@ use crate::policy;
 use crate::retry::{connection_lost, Reply, Requests, Stop};
 use crate::semaphore::MaxLeases;
 use crate::session::Session;
+
+/// A lease node's creation zxid, before it is read (see `leases_and_wait`).
+const CZXID_UNKNOWN: i64 = -1;
 
 /// A shared count node as Curator's SharedCount writes it: a 4-byte big-endian int.
 fn parse_count(path: &str, data: &[u8]) -> Result<i32> {
@@ -137,12 +141,15 @@ impl Recipe {
         }
     }
 
-    /// Under the semaphore's internal mutex: makes `n` lease nodes on `session` (the mutex
-    /// hold's) and waits until they fit, within `wait`. All or nothing: `Ok(None)` (the deadline
-    /// passed, or only trying they did not fit) and every error leave no lease node behind.
+    /// Under the semaphore's internal mutex (`mutex`): makes `n` lease nodes on `session` (the
+    /// mutex hold's) and waits until they fit, within `wait`. All or nothing: `Ok(None)` (the
+    /// deadline passed, or only trying they did not fit) and every error leave no lease node
+    /// behind. Each lease node is made in one multi with a check of the mutex node: once someone
+    /// has deleted it, [`ErrorKind::LockLost`] (`node_deleted`), the mutex hold marked lost.
     pub(crate) async fn take_leases(
         &self,
         session: &Arc<Session>,
+        mutex: &Hold,
         n: u32,
         max: &MaxLeases,
         owner: &Owner,
@@ -162,7 +169,7 @@ impl Recipe {
                 armed: false,
             })
             .collect();
-        let result = Box::pin(self.leases_and_wait(&requests, max, owner, wait.only_try, &mut attempts)).await;
+        let result = Box::pin(self.leases_and_wait(&requests, mutex, max, owner, wait.only_try, &mut attempts)).await;
         let result = match result {
             Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
             result => result,
@@ -187,6 +194,7 @@ impl Recipe {
     async fn leases_and_wait(
         &self,
         requests: &Requests<'_>,
+        mutex: &Hold,
         max: &MaxLeases,
         owner: &Owner,
         only_try: bool,
@@ -204,7 +212,12 @@ impl Recipe {
             let (options, _) = self.node_options(zk::CreateMode::EphemeralSequential);
             // Copied: the creates are in flight while the attempts learn their sequences.
             let prefixes: Vec<String> = missing.iter().map(|&i| attempts[i].node.prefixed().to_owned()).collect();
-            let creates: Vec<_> = prefixes.iter().map(|prefix| zk.create(prefix, &data, &options)).collect();
+            // Each with a check of the mutex node: a lease made once it is gone would count
+            // against the acquirer that has the mutex now, and wait beside its leases.
+            let creates: Vec<_> = prefixes
+                .iter()
+                .map(|prefix| create_while_held(zk, mutex.node_path(), prefix, &data, &options))
+                .collect();
             for &i in &missing {
                 attempts[i].armed = true;
             }
@@ -215,15 +228,28 @@ impl Recipe {
             };
             let mut unknown = Vec::new();
             let mut no_parent = false;
+            let mut mutex_gone = false;
             for (&i, create) in missing.iter().zip(creates) {
                 match requests.bounded(create).await? {
-                    Ok((stat, sequence)) => {
-                        attempts[i].node.made(sequence);
-                        made[i] = Some(Made { sequence: sequence.into_i64(), czxid: stat.czxid });
+                    Ok(Ok((path, stat))) => {
+                        let name = path.rsplit('/').next().unwrap_or_default();
+                        attempts[i].node.found(name);
+                        let digits = name.strip_prefix(attempts[i].node.prefix()).unwrap_or_default();
+                        let sequence = digits.parse::<i32>().map_or(-1, i64::from);
+                        // A server before 3.7.2 or 3.8.2 answers a multi's create without its stat
+                        // (ZOOKEEPER-4026): the czxid is read before the lease is held.
+                        let czxid = if stat.is_invalid() { CZXID_UNKNOWN } else { stat.czxid };
+                        made[i] = Some(Made { sequence, czxid });
                     }
-                    Err(zk::Error::NoNode) => no_parent = true,
+                    Ok(Err(Refused::HoldGone)) => {
+                        attempts[i].armed = false; // nothing was made
+                        mutex_gone = true;
+                    }
+                    Ok(Err(Refused::Error(zk::Error::NoNode))) => no_parent = true,
                     Err(err) if connection_lost(&err) => unknown.push(i),
-                    Err(err) => return Err(Failed::Error(self.zk_error(err, "creating a lease node"))),
+                    Ok(Err(Refused::Error(err))) | Err(err) => {
+                        return Err(Failed::Error(self.zk_error(err, "creating a lease node")))
+                    }
                 }
             }
             // The listing went out behind the creates: if one was cut off, so was it, and this is
@@ -241,6 +267,18 @@ impl Recipe {
                     }
                     Err(err) => return Err(Failed::Error(self.zk_error(err, "finding our lease node"))),
                 };
+            }
+            if mutex_gone {
+                // Someone deleted it: another acquirer may have the mutex now. The leases made
+                // are removed by the caller.
+                mutex.inner.node_gone();
+                return Err(Failed::Error(
+                    Error::lost(
+                        Some(crate::LostReason::NodeDeleted),
+                        "the semaphore's internal mutex node was deleted by someone else before the leases were made",
+                    )
+                    .with_path(&self.path),
+                ));
             }
             if no_parent {
                 self.make_parents(requests).await?;
@@ -285,17 +323,42 @@ impl Recipe {
                 continue;
             }
             if policy::leases_fit(children.len(), u32::try_from(max_now.max(0)).unwrap_or(u32::MAX)) {
-                let holds = made
+                if made.iter().flatten().any(|made| made.czxid == CZXID_UNKNOWN) {
+                    let names: Vec<String> =
+                        attempts.iter().map(|attempt| attempt.node.name().expect("all made").to_owned()).collect();
+                    let read = match read_children(requests, &self.path, &names).await? {
+                        Ok(read) => read,
+                        Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the lease nodes"))),
+                    };
+                    for ((made, attempt), read) in made.iter_mut().zip(attempts.iter_mut()).zip(read) {
+                        match read {
+                            Some((_, stat)) => made.as_mut().expect("all made").czxid = stat.czxid,
+                            // Someone deleted it: make it again.
+                            None => {
+                                *made = None;
+                                attempt.node.forget();
+                            }
+                        }
+                    }
+                    if made.iter().any(Option::is_none) {
+                        continue;
+                    }
+                }
+                let holds: Vec<Hold> = made
                     .iter()
                     .zip(attempts.iter())
                     .map(|(node, attempt)| {
                         let node = node.as_ref().expect("all made");
                         let path = attempt.node.node().expect("set with the node").to_owned();
-                        let hold = Hold::new(session, &self.client.closed, path, node.sequence, node.czxid);
-                        self.client.node_watcher.add(&hold, None);
-                        hold
+                        Hold::new(session, &self.client.closed, path, node.sequence, node.czxid)
                     })
                     .collect();
+                if let Some(stop) = holds.first().and_then(|hold| self.born_lost(hold)) {
+                    return Err(stop.into());
+                }
+                for hold in &holds {
+                    self.client.node_watcher.add(hold, None);
+                }
                 return Ok(Some(holds));
             }
             if only_try {

@@ -31,12 +31,12 @@ impl Wait {
     }
 
     /// `future`'s output, or `None` once the deadline passes or the acquisition is aborted.
-    pub(super) fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
+    pub(crate) fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
         retry::within(self.deadline, self.abort.as_ref(), future)
     }
 
     /// Whether the deadline passed, or the acquisition was aborted.
-    pub(super) fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         self.deadline.is_some_and(|deadline| Instant::now() >= deadline)
             || self.abort.as_ref().is_some_and(|abort| abort.is_cancelled())
     }

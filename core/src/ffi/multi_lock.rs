@@ -289,7 +289,10 @@ fn acquire(
 /// Errors: ZKL_TIMEOUT if not every member was obtained in time; ZKL_CANCELLED if
 /// zkl_multi_lock_cancel (or zkl_multi_lock_free) ended the wait; ZKL_INVALID_ARGUMENT for NULL
 /// arguments, a freed multi-lock or a timeout below -1; any member's own errors (see
-/// zkl_lock_acquire and zkl_semaphore_acquire).
+/// zkl_lock_acquire and zkl_semaphore_acquire). Never a guard with a member lost: a member lost
+/// before the last one is taken (its session ended, or its node was deleted) is taken again with
+/// the others, within the timeout; ZKL_LOCK_LOST if lost otherwise (a closed client) or when
+/// trying once (timeout 0).
 #[no_mangle]
 pub extern "C" fn zkl_multi_lock_acquire(
     multi: *mut zkl_multi_lock,
