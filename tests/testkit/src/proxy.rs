@@ -839,7 +839,8 @@ fn wait_to_forward<'a>(
             kill(cs);
             return None;
         }
-        if !mode.holds(direction) && !(direction == Direction::Down && cs.hold_down) {
+        let held = mode.holds(direction) || direction == Direction::Down && cs.hold_down;
+        if !held {
             return Some(st);
         }
         st = sh.wait(st);
