@@ -225,7 +225,8 @@ async fn a_reconnect_cut_after_its_connect_response_is_told_lost_before_the_next
         tokio::time::timeout(PATIENCE, b).await.expect("B holds once H's session expired").unwrap();
     let lost = h_lost("half-finished reconnect", t0, stage.states, b_at, h_then).await;
     eprintln!(
-        "half-finished reconnect: the connect response went through at {cut_at:?}; after B held, H read Held {} times of {reads} (first at {:?})",
+        "half-finished reconnect: the ConnectResponse went through at {cut_at:?}; after B held, H read Held \
+         {} times of {reads} (first at {:?})",
         held.len(),
         held.first()
     );
