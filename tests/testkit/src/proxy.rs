@@ -13,6 +13,12 @@
 //! proxy.pass(); // back to normal; what was held is delivered
 //! proxy.cut(); // every connection reset, new ones refused
 //! proxy.pass();
+//! proxy.stall_upstream(); // one-way loss: the client's bytes are held, the server's delivered
+//! proxy.stall_downstream(); // the other way round
+//! proxy.pass();
+//!
+//! // The next connection gets its ConnectResponse, then everything is cut and stays cut.
+//! proxy.cut_after_next_connect_response();
 //!
 //! // The client's create reaches the server, its response never reaches the client.
 //! proxy.cut_on_next_request_containing(b"-lock-");
@@ -60,10 +66,33 @@
 //!   passed on after the held data. A connection accepted during the stall whose client has
 //!   already hung up (TCP state CLOSE_WAIT) is reset without ever connecting upstream. To drop
 //!   the held bytes instead, call `cut()` and then `pass()`: the stalled connections are reset.
+//! * [`Proxy::stall_upstream`]: one-way loss, client to server. On each open connection the
+//!   client->server direction is held exactly as by `stall` (data, FIN and reset alike), while
+//!   the server->client direction is forwarded as in `pass`. A ZooKeeper client's requests and
+//!   pings go unanswered, yet whatever the server sends still arrives: watch notifications, and
+//!   replies to requests it had received before. The server hears nothing, so it expires the
+//!   session after the session timeout, closes the connection (its FIN is passed on) and lets
+//!   the next waiter in; a client that counts any byte received as a sign the server heard it
+//!   keeps believing its session is live until then. If a write to the client fails (it reset
+//!   its side), the reset is not passed to the server: it would travel upstream, which is held;
+//!   the client->server side passes it on once the mode lets it.
+//! * [`Proxy::stall_downstream`]: one-way loss, server to client: the server->client direction
+//!   is held as by `stall`, the client->server direction forwarded. The server keeps hearing
+//!   the client's pings, so the session lives on the server while the client hears nothing,
+//!   gives up the connection after its read timeout and (its FIN passed on) tries to reconnect.
+//!   A failed write to the server is not passed to the client, by the same rule.
+//! * During either one-way stall, a new connection is held whole as during `stall` (the proxy
+//!   does not connect upstream for it until `pass`): a TCP handshake needs both directions, so
+//!   under real one-way loss no new connection is established either. Switching between the
+//!   stall modes releases what the new mode forwards; `pass` delivers everything held, in order;
+//!   `cut` drops it. Each returns once nothing is being forwarded in a direction it holds.
 //!
-//! # Cutting at a precise request
+//! # Cutting at a precise request, or after a reconnect's handshake
 //! [`Proxy::cut_on_next_request_containing`] arms a one-shot trigger for the classic "the
-//! connection dies right after the create was sent" fault; see its documentation. It relies on
+//! connection dies right after the create was sent" fault; see its documentation.
+//! [`Proxy::cut_after_next_connect_response`] arms one for a reconnect that half succeeds: the
+//! next new connection carries the ConnectRequest up and the ConnectResponse down, nothing
+//! else, and then the proxy cuts (every connection reset, new ones refused until `pass`). It relies on
 //! the proxy parsing the client->server stream into the ZooKeeper protocol's length-prefixed
 //! frames (one request each; the first frame of a connection is the ConnectRequest). A stream
 //! that does not start with a plausible frame length (e.g. a four-letter word) is forwarded
@@ -78,7 +107,7 @@
 //! and joins every thread (waiting at most 5 s; a thread still stuck then is detached and exits
 //! on its own). A proxy does not outlive the test process: it is just threads and sockets.
 //!
-//! The proxy never reads what it forwards except for the trigger's framing. It binds to
+//! The proxy never reads what it forwards except for the triggers' framing. It binds to
 //! `127.0.0.1` only.
 
 use std::collections::HashMap;
@@ -108,6 +137,22 @@ pub enum ProxyMode {
     Cut,
     /// Forward nothing, keep connections open, accept new ones.
     Stall,
+    /// Hold client->server, forward server->client (new connections are held whole).
+    StallUpstream,
+    /// Hold server->client, forward client->server (new connections are held whole).
+    StallDownstream,
+}
+
+impl ProxyMode {
+    /// Whether this mode holds what flows in `direction` (a cut holds nothing: it resets).
+    fn holds(self, direction: Direction) -> bool {
+        match self {
+            ProxyMode::Pass | ProxyMode::Cut => false,
+            ProxyMode::Stall => true,
+            ProxyMode::StallUpstream => direction == Direction::Up,
+            ProxyMode::StallDownstream => direction == Direction::Down,
+        }
+    }
 }
 
 /// A predicate over one client->server frame (without its 4-byte length prefix).
@@ -117,6 +162,15 @@ struct Trigger {
     matches: FramePredicate,
     /// Forward the matching request before cutting (true) or cut instead of forwarding it.
     deliver: bool,
+}
+
+/// [`Proxy::cut_after_next_connect_response`]: armed, then bound to the next new connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConnectTrigger {
+    Idle,
+    Armed,
+    /// Forwards the first frame each way on this connection, then cuts the proxy.
+    Bound(u64),
 }
 
 /// One proxied connection. Its sockets close when the last `Arc` goes: that of the map entry,
@@ -145,9 +199,13 @@ struct State {
     listener: Option<Arc<TcpListener>>,
     conns: HashMap<u64, ConnState>,
     next_id: u64,
-    /// Pumps between their gate and the end of their write.
-    in_flight: usize,
+    /// Pumps between their gate and the end of their write, by [`Direction`].
+    in_flight: [usize; 2],
     trigger: Option<Trigger>,
+    connect_trigger: ConnectTrigger,
+    /// The connection the last connect trigger bound (it may still be closing).
+    connect_fired_conn: Option<u64>,
+    connect_cuts: usize,
     armed_gen: u64,
     fired_gen: u64,
     /// The connection the last trigger cut (it may still be closing).
@@ -215,6 +273,19 @@ impl Drop for ThreadGuard {
     }
 }
 
+/// [`Proxy::cut`] under the lock, without waiting: cut mode, stop listening, reset everything.
+fn cut_all(st: &mut State) {
+    st.mode = ProxyMode::Cut;
+    if let Some(l) = st.listener.take() {
+        // stops listening at once (new connects are refused) and wakes the acceptor
+        // SAFETY: shutdown(2) on a socket we own.
+        unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RD) };
+    }
+    for cs in st.conns.values_mut() {
+        kill(cs);
+    }
+}
+
 /// Marks a connection dead and wakes its pumps; its sockets will close with a reset.
 fn kill(cs: &mut ConnState) {
     if cs.dead {
@@ -270,8 +341,11 @@ impl Proxy {
                 listener: Some(Arc::new(listener)),
                 conns: HashMap::new(),
                 next_id: 0,
-                in_flight: 0,
+                in_flight: [0; 2],
                 trigger: None,
+                connect_trigger: ConnectTrigger::Idle,
+                connect_fired_conn: None,
+                connect_cuts: 0,
                 armed_gen: 0,
                 fired_gen: 0,
                 fired_conn: None,
@@ -332,15 +406,7 @@ impl Proxy {
     /// ~5 s even if a pump were stuck).
     pub fn cut(&self) {
         let mut st = self.shared.lock();
-        st.mode = ProxyMode::Cut;
-        if let Some(l) = st.listener.take() {
-            // stops listening at once (new connects are refused) and wakes the acceptor
-            // SAFETY: shutdown(2) on a socket we own.
-            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RD) };
-        }
-        for cs in st.conns.values_mut() {
-            kill(cs);
-        }
+        cut_all(&mut st);
         self.shared.cv.notify_all();
         let deadline = Instant::now() + CLOSE_WAIT_LIMIT;
         while !st.conns.is_empty() {
@@ -357,15 +423,38 @@ impl Proxy {
     /// connections are accepted and stalled too. Returns once no forward is in progress, so no
     /// byte is delivered after it returns.
     pub fn stall(&self) {
+        self.enter_stall(ProxyMode::Stall);
+    }
+
+    /// One-way loss, client to server: what clients send is held (as by [`Proxy::stall`]), what
+    /// servers send is forwarded, on every open connection. See the [module documentation](self)
+    /// for what a ZooKeeper client and server observe. Returns once no client->server forward is
+    /// in progress, so no byte from a client is delivered after it returns. [`Proxy::pass`]
+    /// delivers what was held; [`Proxy::cut`] drops it.
+    pub fn stall_upstream(&self) {
+        self.enter_stall(ProxyMode::StallUpstream);
+    }
+
+    /// One-way loss, server to client: what servers send is held (as by [`Proxy::stall`]), what
+    /// clients send is forwarded, on every open connection. Returns once no server->client
+    /// forward is in progress. [`Proxy::pass`] delivers what was held; [`Proxy::cut`] drops it.
+    pub fn stall_downstream(&self) {
+        self.enter_stall(ProxyMode::StallDownstream);
+    }
+
+    fn enter_stall(&self, mode: ProxyMode) {
         let mut st = self.shared.lock();
         if st.stopping {
             return;
         }
         self.ensure_listening(&mut st);
-        st.mode = ProxyMode::Stall;
+        st.mode = mode;
         self.shared.cv.notify_all();
+        let busy = |st: &State| {
+            [Direction::Up, Direction::Down].into_iter().any(|d| mode.holds(d) && st.in_flight[d as usize] > 0)
+        };
         let deadline = Instant::now() + CLOSE_WAIT_LIMIT;
-        while st.in_flight > 0 {
+        while busy(&st) {
             let (g, timed_out) = self.shared.wait_until(st, deadline);
             st = g;
             if timed_out {
@@ -423,12 +512,69 @@ impl Proxy {
         st.fired_conn = None;
     }
 
-    /// Disarms a trigger that has not fired yet.
+    /// Arms a one-shot trigger for a reconnect that half succeeds: on the next connection
+    /// accepted from now on, the client's first frame (its ConnectRequest) is forwarded to the
+    /// server and the server's first frame (its ConnectResponse) to the client, nothing else in
+    /// either direction; once the client's TCP stack has acknowledged that response (≤1 s), the
+    /// proxy cuts as [`Proxy::cut`] does: that connection and every other is reset on both
+    /// sides, and new connections are refused until [`Proxy::pass`].
+    ///
+    /// So the server renews the session (a reconnect touches it) and the client sees it
+    /// connected again, then loses the connection at once and cannot reconnect: issue 42's "a
+    /// proxy cut A once, let only the connect response of A's reconnect through, then refused
+    /// new connections". Whatever the client sends after its ConnectRequest (pings, SetWatches,
+    /// requests) is held and dropped by the cut; the server sends nothing else before it.
+    ///
+    /// The trigger is bound to a connection when it is accepted, in any mode; it fires once the
+    /// server's first frame may be forwarded (so not while a stall holds it). If that connection
+    /// closes before, the trigger binds the next one. A stream that does not start with a
+    /// plausible frame length (a four-letter word) counts its first read as the frame. Arming
+    /// again while armed changes nothing; [`Proxy::disarm`] disarms it (a bound connection then
+    /// forwards normally).
+    pub fn cut_after_next_connect_response(&self) {
+        let mut st = self.shared.lock();
+        if st.connect_trigger == ConnectTrigger::Idle {
+            st.connect_trigger = ConnectTrigger::Armed;
+            st.connect_fired_conn = None;
+        }
+    }
+
+    /// True once the armed [`Proxy::cut_after_next_connect_response`] has fired and the
+    /// connection it let the response through is closed (the proxy is then in
+    /// [`ProxyMode::Cut`], unless passed again since). Waits at most `timeout`. Also true if it
+    /// was disarmed (or never armed).
+    pub fn wait_connect_cut(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let done = |st: &State| {
+            st.connect_trigger == ConnectTrigger::Idle
+                && st.connect_fired_conn.is_none_or(|id| !st.conns.contains_key(&id))
+        };
+        let mut st = self.shared.lock();
+        loop {
+            if done(&st) {
+                return true;
+            }
+            let (g, timed_out) = self.shared.wait_until(st, deadline);
+            st = g;
+            if timed_out {
+                return done(&st);
+            }
+        }
+    }
+
+    /// How many times [`Proxy::cut_after_next_connect_response`] has fired.
+    pub fn connect_cuts(&self) -> usize {
+        self.shared.lock().connect_cuts
+    }
+
+    /// Disarms a trigger that has not fired yet: the request trigger and the connect trigger.
     pub fn disarm(&self) {
         let mut st = self.shared.lock();
         st.trigger = None;
         st.fired_gen = st.armed_gen;
         st.fired_conn = None;
+        st.connect_trigger = ConnectTrigger::Idle;
+        self.shared.cv.notify_all();
     }
 
     /// True once the last armed trigger has fired (its cut is complete: the connection is
@@ -572,6 +718,10 @@ fn accept_loop(sh: Arc<Shared>) {
                     id,
                     ConnState { conn: Arc::clone(&conn), dead: false, hold_down: false, down_busy: false, pumps: 1 },
                 );
+                if st.connect_trigger == ConnectTrigger::Armed {
+                    st.connect_trigger = ConnectTrigger::Bound(id);
+                    st.connect_fired_conn = Some(id);
+                }
                 let name = format!("zk-proxy-{}-c{id}-up", sh.port);
                 sh.spawn(&mut st, name, move |sh| up_pump(sh, id, conn));
             }
@@ -606,6 +756,11 @@ fn pump_exit(sh: &Shared, id: u64, conn: Arc<Conn>) {
     };
     if last {
         st.conns.remove(&id); // the last Arc: closes the sockets, under the lock
+        if st.connect_trigger == ConnectTrigger::Bound(id) {
+            // closed before the server's first frame went through: bind the next connection
+            st.connect_trigger = ConnectTrigger::Armed;
+            st.connect_fired_conn = None;
+        }
     }
     sh.cv.notify_all();
 }
@@ -663,15 +818,56 @@ enum Direction {
     Down,
 }
 
-/// The gate every pump passes before forwarding: waits while the proxy stalls (setting
-/// `stalled`), or while a trigger holds the server->client direction back. Returns the lock in
-/// pass mode; `None` once the connection is dead or the proxy stops, and after killing the
+/// The gate every pump passes before forwarding: waits while the mode holds its direction, or
+/// while a trigger holds the server->client direction back. Returns the lock once `direction`
+/// may flow; `None` once the connection is dead or the proxy stops, and after killing the
 /// connection in cut mode.
 fn wait_to_forward<'a>(
     sh: &'a Shared,
     mut st: MutexGuard<'a, State>,
     id: u64,
     direction: Direction,
+) -> Option<MutexGuard<'a, State>> {
+    loop {
+        let stopping = st.stopping;
+        let mode = st.mode;
+        let cs = st.conns.get_mut(&id)?;
+        if cs.dead || stopping {
+            return None;
+        }
+        if mode == ProxyMode::Cut {
+            kill(cs);
+            return None;
+        }
+        let held = mode.holds(direction) || direction == Direction::Down && cs.hold_down;
+        if !held {
+            return Some(st);
+        }
+        st = sh.wait(st);
+    }
+}
+
+/// After a failed write towards `direction`'s receiver (it reset or closed its side): reset the
+/// connection, unless the mode holds the other direction, which is the way that news travels
+/// (a client's reset during a one-way stall upstream must not reach the server): then the
+/// pump just stops, and the other pump forwards the reset it reads once the mode lets it.
+fn write_failed(st: &mut State, id: u64, direction: Direction) {
+    let other = if direction == Direction::Up { Direction::Down } else { Direction::Up };
+    let mode = st.mode;
+    if let Some(cs) = st.conns.get_mut(&id) {
+        if !mode.holds(other) {
+            kill(cs);
+        }
+    }
+}
+
+/// The gate of a new connection, before the proxy connects upstream: waits while the proxy
+/// stalls in either direction (a TCP connection needs both to be established), setting
+/// `stalled`. Returns the lock in pass mode; `None` as [`wait_to_forward`] does.
+fn wait_to_connect<'a>(
+    sh: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    id: u64,
     stalled: &mut bool,
 ) -> Option<MutexGuard<'a, State>> {
     loop {
@@ -682,13 +878,12 @@ fn wait_to_forward<'a>(
             return None;
         }
         match mode {
+            ProxyMode::Pass => return Some(st),
             ProxyMode::Cut => {
                 kill(cs);
                 return None;
             }
-            ProxyMode::Pass if !(direction == Direction::Down && cs.hold_down) => return Some(st),
-            ProxyMode::Pass => {}
-            ProxyMode::Stall => *stalled = true,
+            ProxyMode::Stall | ProxyMode::StallUpstream | ProxyMode::StallDownstream => *stalled = true,
         }
         st = sh.wait(st);
     }
@@ -703,7 +898,7 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
     // 1. wait for pass mode, then connect upstream
     {
         let mut stalled = false;
-        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Up, &mut stalled) else { return };
+        let Some(mut st) = wait_to_connect(sh, sh.lock(), id, &mut stalled) else { return };
         if stalled && client_hung_up(conn.client.as_raw_fd()) {
             // accepted during a stall, gone before the pass: never reaches the server
             if let Some(cs) = st.conns.get_mut(&id) {
@@ -746,6 +941,9 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
     let mut framer = Framer { raw: false, first: true };
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; CHUNK];
+    // Whether the first frame went to the server: all a connect trigger lets through.
+    let mut first_sent = false;
+    const UP: usize = Direction::Up as usize;
     loop {
         let ev = match client.read(&mut buf) {
             Ok(0) => Ev::Eof,
@@ -756,7 +954,8 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => Ev::Reset,
         };
-        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Up, &mut false) else { return };
+        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Up) else { return };
+        let connect_only = st.connect_trigger == ConnectTrigger::Bound(id);
         match ev {
             Ev::Reset => {
                 kill(st.conns.get_mut(&id).unwrap());
@@ -764,17 +963,18 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
             }
             Ev::Eof => {
                 // forward a trailing partial frame as it is, then the half-close
-                st.in_flight += 1;
+                let rest = if connect_only && first_sent { &[][..] } else { &pending[..] };
+                st.in_flight[UP] += 1;
                 drop(st);
-                let ok = write_all(sh, id, server, &pending);
+                let ok = write_all(sh, id, server, rest);
                 let mut st = sh.lock();
-                st.in_flight -= 1;
-                st.up_bytes += pending.len() as u64;
+                st.in_flight[UP] -= 1;
+                st.up_bytes += rest.len() as u64;
                 sh.cv.notify_all();
                 if ok {
                     let _ = server.shutdown(Shutdown::Write);
-                } else if let Some(cs) = st.conns.get_mut(&id) {
-                    kill(cs);
+                } else {
+                    write_failed(&mut st, id, Direction::Up);
                 }
                 return;
             }
@@ -783,6 +983,14 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
         // how much to forward, and whether a trigger fires
         let frames = framer.frames(&pending);
         let mut forward = if framer.raw { pending.len() } else { frames.last().map_or(0, |f| f.1) };
+        if connect_only {
+            // the ConnectRequest alone; the rest waits for the cut that drops it
+            forward = match (first_sent, framer.raw) {
+                (true, _) => 0,
+                (false, true) => forward,
+                (false, false) => frames.first().map_or(0, |f| f.1),
+            };
+        }
         let mut fire = None;
         if st.trigger.is_some() && !framer.raw {
             let t = st.trigger.as_ref().unwrap();
@@ -801,15 +1009,16 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
         if forward == 0 && fire.is_none() {
             continue;
         }
-        st.in_flight += 1;
+        st.in_flight[UP] += 1;
         drop(st);
         let ok = write_all(sh, id, server, &pending[..forward]);
         if ok && fire == Some(true) {
             wait_drained(server.as_raw_fd(), DRAIN_LIMIT);
         }
         let mut st = sh.lock();
-        st.in_flight -= 1;
+        st.in_flight[UP] -= 1;
         st.up_bytes += forward as u64;
+        first_sent |= forward > 0;
         sh.cv.notify_all();
         if fire.is_some() {
             st.request_cuts += 1;
@@ -821,9 +1030,7 @@ fn up_pump_inner(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
             return;
         }
         if !ok {
-            if let Some(cs) = st.conns.get_mut(&id) {
-                kill(cs);
-            }
+            write_failed(&mut st, id, Direction::Up);
             return;
         }
         drop(st);
@@ -835,6 +1042,9 @@ fn down_pump(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
     let mut server = conn.server.get().unwrap();
     let client = &conn.client;
     let mut buf = vec![0u8; CHUNK];
+    // The server's first frame, gathered whole while a connect trigger is bound here.
+    let mut first: Vec<u8> = Vec::new();
+    const DOWN: usize = Direction::Down as usize;
     loop {
         let (ev, n) = match server.read(&mut buf) {
             Ok(0) => (Ev::Eof, 0),
@@ -842,36 +1052,77 @@ fn down_pump(sh: &Arc<Shared>, id: u64, conn: &Arc<Conn>) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => (Ev::Reset, 0),
         };
-        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Down, &mut false) else { return };
+        let Some(mut st) = wait_to_forward(sh, sh.lock(), id, Direction::Down) else { return };
+        let connect_only = st.connect_trigger == ConnectTrigger::Bound(id);
         match ev {
             Ev::Reset => {
                 kill(st.conns.get_mut(&id).unwrap());
                 return;
             }
-            Ev::Eof => {
+            Ev::Eof if first.is_empty() => {
                 let _ = client.shutdown(Shutdown::Write);
                 return;
             }
-            Ev::Data => {}
+            Ev::Eof | Ev::Data => {}
         }
+        let mut fire = false;
+        let out: &[u8] = if connect_only || !first.is_empty() {
+            first.extend_from_slice(&buf[..n]);
+            if connect_only && matches!(ev, Ev::Data) {
+                match first_frame_end(&first) {
+                    None => continue,
+                    Some(end) => {
+                        first.truncate(end);
+                        fire = true;
+                    }
+                }
+            }
+            &first
+        } else {
+            &buf[..n]
+        };
         st.conns.get_mut(&id).unwrap().down_busy = true;
-        st.in_flight += 1;
+        st.in_flight[DOWN] += 1;
         drop(st);
-        let ok = write_all(sh, id, client, &buf[..n]);
+        let ok = write_all(sh, id, client, out);
+        if ok && fire {
+            // a reset discards what the client's stack has not acknowledged
+            wait_drained(client.as_raw_fd(), DRAIN_LIMIT);
+        }
         let mut st = sh.lock();
-        st.in_flight -= 1;
-        st.down_bytes += n as u64;
+        st.in_flight[DOWN] -= 1;
+        st.down_bytes += out.len() as u64;
         if let Some(cs) = st.conns.get_mut(&id) {
             cs.down_busy = false;
-            if !ok {
-                kill(cs);
-            }
+        }
+        if !ok {
+            write_failed(&mut st, id, Direction::Down);
+        }
+        if fire && st.connect_trigger == ConnectTrigger::Bound(id) {
+            st.connect_trigger = ConnectTrigger::Idle;
+            st.connect_cuts += 1;
+            cut_all(&mut st);
         }
         sh.cv.notify_all();
-        if !ok {
+        if !ok || fire || matches!(ev, Ev::Eof) {
+            if ok && matches!(ev, Ev::Eof) {
+                let _ = client.shutdown(Shutdown::Write);
+            }
             return;
         }
+        first.clear();
     }
+}
+
+/// The end of the first frame of a server->client stream, once `buf` holds it whole; all of
+/// `buf` if it does not start with a plausible frame length (not the ZooKeeper protocol).
+fn first_frame_end(buf: &[u8]) -> Option<usize> {
+    let len = i32::from_be_bytes(buf.get(..4)?.try_into().unwrap());
+    if len < 0 || len as usize > MAX_FRAME {
+        return Some(buf.len());
+    }
+    let end = 4 + len as usize;
+    (buf.len() >= end).then_some(end)
 }
 
 /// Writes all of `data`, in slices of [`WRITE_SLICE`] between which it checks whether the
@@ -1058,6 +1309,16 @@ impl ProxiedCluster {
     /// [`Proxy::stall`] on every proxy: the whole ensemble is behind a blackhole.
     pub fn stall_all(&self) {
         self.proxies.iter().for_each(Proxy::stall);
+    }
+
+    /// [`Proxy::stall_upstream`] on every proxy: nothing the client sends reaches the ensemble.
+    pub fn stall_upstream_all(&self) {
+        self.proxies.iter().for_each(Proxy::stall_upstream);
+    }
+
+    /// [`Proxy::stall_downstream`] on every proxy: nothing the ensemble sends reaches the client.
+    pub fn stall_downstream_all(&self) {
+        self.proxies.iter().for_each(Proxy::stall_downstream);
     }
 
     /// Open client connections over all proxies.

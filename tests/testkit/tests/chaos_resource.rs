@@ -293,3 +293,64 @@ fn a_downgraded_hold_is_a_read_and_a_zombies_write_is_fenced() {
     assert_eq!(report["zombie_writes_accepted_superseded"], 0, "{report}");
     assert_eq!(report["protocol_errors"], 0, "{report}");
 }
+
+#[test]
+fn an_operator_deletes_victim_is_judged_apart_and_only_after_the_delete() {
+    let mut resource = Resource::start();
+    let (mut g, mut h, mut k) = (Holder::connect(&resource), Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(resource.command("OPDELETE /chaos/mutex 10"), "OPDELETE none", "no such hold open");
+    assert_eq!(g.request("BEGIN /chaos/mutex x 10 rust g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(resource.command("OPDELETE /chaos/mutex 10"), "OPDELETE g");
+    assert_eq!(resource.command("OPDELETE-DONE /chaos/mutex 10 deleted"), "OK");
+    // The next holder acts before the victim hears: its write is fenced, its overlap and late
+    // LOST are the operator's doing.
+    assert_eq!(h.request("BEGIN /chaos/mutex x 11 rust h"), "OK");
+    assert_eq!(h.request("WRITE /chaos/mutex 11"), "OK");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "STALE");
+    assert_eq!(g.request("LOST /chaos/mutex 10 NodeDeleted"), "OK");
+    // Told in time: LOST before anyone else acted.
+    assert_eq!(resource.command("OPDELETE /chaos/mutex 11"), "OPDELETE h");
+    assert_eq!(resource.command("OPDELETE-DONE /chaos/mutex 11 deleted"), "OK");
+    assert_eq!(h.request("LOST /chaos/mutex 11 NodeDeleted"), "OK");
+    assert_eq!(k.request("BEGIN /chaos/mutex x 12 rust k"), "OK");
+    assert_eq!(k.request("WRITE /chaos/mutex 12"), "OK");
+    // A delete that found no node marks nothing: k's late END is k's own.
+    assert_eq!(resource.command("OPDELETE /chaos/mutex 12"), "OPDELETE k");
+    assert_eq!(resource.command("OPDELETE-DONE /chaos/mutex 12 nonode"), "OK");
+    assert_eq!(g.request("BEGIN /chaos/mutex x 13 rust g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/mutex 13"), "OK");
+    assert_eq!(k.request("END /chaos/mutex 12"), "OK");
+
+    let report = resource.report();
+    assert_eq!(figure(&report, "operator_delete", "overlaps"), 1, "{report}");
+    assert_eq!(figure(&report, "operator_delete", "late_lost_signals"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "late_lost_signals"), 0, "{report}");
+    assert_eq!(figure(&report, "zklock", "stale_writes_accepted"), 0, "{report}");
+    assert_eq!(figure(&report, "zklock", "overlaps"), 1, "k and g: {report}");
+    assert_eq!(figure(&report, "zklock", "unsignalled_losses"), 1, "k's END: {report}");
+    let victims = &report["operator_deletes"]["victims"]["rust"];
+    assert_eq!(victims["told_late"], 1, "{report}");
+    assert_eq!(victims["told_in_time"], 1, "{report}");
+    assert_eq!(victims.as_object().unwrap().len(), 2, "the undone mark is no victim: {report}");
+    assert_eq!(report["operator_deletes"]["delete_to_lost_ms"]["count"], 2, "{report}");
+    assert_eq!(report["protocol_errors"], 0, "{report}");
+}
+
+#[test]
+fn a_victims_violation_against_a_hold_that_acted_before_the_delete_stays_zklocks() {
+    let mut resource = Resource::start();
+    let (mut g, mut h) = (Holder::connect(&resource), Holder::connect(&resource));
+    assert_eq!(g.request("BEGIN /chaos/mutex x 10 rust g"), "OK");
+    assert_eq!(g.request("WRITE /chaos/mutex 10"), "OK");
+    assert_eq!(h.request("BEGIN /chaos/mutex x 11 rust h"), "OK");
+    assert_eq!(h.request("WRITE /chaos/mutex 11"), "OK"); // overlap, before any delete
+    assert_eq!(resource.command("OPDELETE /chaos/mutex 10"), "OPDELETE g");
+    assert_eq!(resource.command("OPDELETE-DONE /chaos/mutex 10 deleted"), "OK");
+    assert_eq!(g.request("LOST /chaos/mutex 10 NodeDeleted"), "OK");
+    let report = resource.report();
+    assert_eq!(figure(&report, "zklock", "overlaps"), 1, "{report}");
+    assert_eq!(figure(&report, "zklock", "late_lost_signals"), 1, "h acted before the delete: {report}");
+    assert_eq!(report["violations"].get("operator_delete"), None, "{report}");
+    assert_eq!(report["operator_deletes"]["victims"]["rust"]["told_late"], 1, "{report}");
+}

@@ -38,27 +38,43 @@ struct Raw {
     s: TcpStream,
     xid: i32,
     session_id: i64,
+    passwd: Vec<u8>,
 }
 
 impl Raw {
     fn connect(addr: &str) -> io::Result<Raw> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        s.set_nodelay(true)?;
-        let mut c = Raw { s, xid: 0, session_id: 0 };
+        Raw::connect_with(addr, 10_000)
+    }
+
+    /// A new session with this timeout (ms).
+    fn connect_with(addr: &str, timeout_ms: i32) -> io::Result<Raw> {
+        let mut c = Raw { s: TcpStream::connect(addr)?, xid: 0, session_id: 0, passwd: vec![0; 16] };
+        c.s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        c.s.set_nodelay(true)?;
+        c.s.write_all(&c.connect_request(timeout_ms))?;
+        let resp = c.recv()?;
+        c.accept_connect_response(&resp);
+        Ok(c)
+    }
+
+    /// The ConnectRequest frame for this client's session (a new one while `session_id` is 0).
+    fn connect_request(&self, timeout_ms: i32) -> Vec<u8> {
         let mut req = Vec::new();
         put_i32(&mut req, 0); // protocolVersion
         put_i64(&mut req, 0); // lastZxidSeen
-        put_i32(&mut req, 10_000); // timeOut
-        put_i64(&mut req, 0); // sessionId
-        put_bytes(&mut req, &[0u8; 16]); // passwd
+        put_i32(&mut req, timeout_ms); // timeOut
+        put_i64(&mut req, self.session_id); // sessionId
+        put_bytes(&mut req, &self.passwd); // passwd
         req.push(0); // readOnly
-        c.s.write_all(&frame(&req))?;
-        let resp = c.recv()?;
+        frame(&req)
+    }
+
+    fn accept_connect_response(&mut self, resp: &[u8]) {
         let timeout = i32::from_be_bytes(resp[4..8].try_into().unwrap());
         assert!(timeout > 0, "session refused");
-        c.session_id = i64::from_be_bytes(resp[8..16].try_into().unwrap());
-        Ok(c)
+        self.session_id = i64::from_be_bytes(resp[8..16].try_into().unwrap());
+        let len = i32::from_be_bytes(resp[16..20].try_into().unwrap()) as usize;
+        self.passwd = resp[20..20 + len].to_vec();
     }
 
     fn recv(&mut self) -> io::Result<Vec<u8>> {
@@ -102,14 +118,28 @@ impl Raw {
     }
 
     fn exists(&mut self, path: &str) -> bool {
-        let mut b = Vec::new();
-        put_bytes(&mut b, path.as_bytes());
-        b.push(0);
-        let err = self.call(OP_EXISTS, &b).unwrap();
+        let err = self.call(OP_EXISTS, &exists_body(path, false)).unwrap();
         assert!(err == 0 || err == NONODE, "exists {path}: error {err}");
         err == 0
     }
 }
+
+fn exists_body(path: &str, watch: bool) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_bytes(&mut b, path.as_bytes());
+    b.push(u8::from(watch));
+    b
+}
+
+/// The xid of a server->client frame: -1 for a watch notification, -2 for a ping's reply.
+fn reply_xid(frame: &[u8]) -> i32 {
+    i32::from_be_bytes(frame[0..4].try_into().unwrap())
+}
+
+const NOTIFICATION_XID: i32 = -1;
+const PING_XID: i32 = -2;
+const OP_PING: i32 = 11;
+const OP_DELETE: i32 = 2;
 
 fn create_body(path: &str, flags: i32) -> Vec<u8> {
     let mut b = Vec::new();
@@ -400,6 +430,147 @@ fn upstream_down_resets_the_client_and_drop_closes_everything() {
     let e = raw.s.read(&mut byte).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
     assert_eq!(TcpStream::connect(("127.0.0.1", port)).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+}
+
+/// One-way loss, client to server: a request is held, while a watch notification the server
+/// sends meanwhile arrives; `pass` then delivers the request, whose reply follows.
+#[test]
+fn stall_upstream_holds_requests_and_delivers_notifications() {
+    let p = Proxy::start(&server_addr());
+    let path = unique("up");
+    let mut raw = Raw::connect(&p.address()).unwrap();
+    assert_eq!(raw.create(&path, PERSISTENT).unwrap(), 0);
+    assert_eq!(raw.call(OP_EXISTS, &exists_body(&path, true)).unwrap(), 0, "exists, watching");
+
+    p.stall_upstream();
+    assert_eq!(p.mode(), ProxyMode::StallUpstream);
+    let (up, _) = p.forwarded();
+    let held = raw.request(OP_EXISTS, &exists_body("/zookeeper", false));
+    raw.s.write_all(&held).unwrap();
+    // The server deletes the node for someone else: its notification crosses the proxy.
+    let mut direct = Raw::connect(&server_addr()).unwrap();
+    let delete = {
+        let mut b = Vec::new();
+        put_bytes(&mut b, path.as_bytes());
+        put_i32(&mut b, -1);
+        b
+    };
+    assert_eq!(direct.call(OP_DELETE, &delete).unwrap(), 0);
+    let event = raw.recv().unwrap();
+    assert_eq!(reply_xid(&event), NOTIFICATION_XID, "the first frame after the stall is the notification");
+    assert_eq!(p.forwarded().0, up, "the request crossed a proxy stalled upstream");
+    assert_eq!(p.connections(), 1);
+
+    p.pass();
+    assert_eq!(raw.reply(raw.xid).unwrap(), 0, "the held exists() is answered after pass");
+}
+
+/// One-way loss, client to server: the client's pings are held, so the server expires the
+/// session, and its closing of the connection reaches the client.
+#[test]
+fn stall_upstream_lets_the_server_expire_the_session_and_close_the_connection() {
+    let p = Proxy::start(&server_addr());
+    let path = unique("up-expire");
+    let mut raw = Raw::connect_with(&p.address(), 2_000).unwrap();
+    assert_eq!(raw.create(&path, EPHEMERAL).unwrap(), 0);
+    // Pings every 300 ms (the server's timeout is 2 s) from another thread, as a client sends them.
+    let pinger = {
+        let mut s = raw.s.try_clone().unwrap();
+        let ping = {
+            let mut b = Vec::new();
+            put_i32(&mut b, PING_XID);
+            put_i32(&mut b, OP_PING);
+            frame(&b)
+        };
+        std::thread::spawn(move || {
+            while s.write_all(&ping).is_ok() {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    // A ping's reply arrives while passing: the pings keep the session alive.
+    while reply_xid(&raw.recv().unwrap()) != PING_XID {}
+
+    let t = Instant::now();
+    p.stall_upstream();
+    let (up, _) = p.forwarded();
+    let end = loop {
+        match raw.recv() {
+            Ok(_) => continue, // replies to pings sent before the stall
+            Err(e) => break e,
+        }
+    };
+    eprintln!("the server closed the connection {:?} after the stall: {end}", t.elapsed());
+    assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof, "the server's FIN, passed on: {end}");
+    assert!(t.elapsed() >= Duration::from_millis(1_500), "closed after {:?}", t.elapsed());
+    assert_eq!(p.forwarded().0, up, "pings crossed a proxy stalled upstream");
+    let mut direct = Raw::connect(&server_addr()).unwrap();
+    assert!(!direct.exists(&path), "the session expired, and its ephemeral node with it");
+    raw.s.shutdown(std::net::Shutdown::Both).unwrap(); // the pinger's next write fails
+    pinger.join().unwrap();
+}
+
+/// One-way loss, server to client: the request reaches the server (which executes it), its
+/// reply is held until `pass`.
+#[test]
+fn stall_downstream_delivers_requests_and_holds_replies() {
+    let p = Proxy::start(&server_addr());
+    let path = unique("down");
+    let mut raw = Raw::connect(&p.address()).unwrap();
+    assert!(raw.exists("/zookeeper"));
+
+    p.stall_downstream();
+    assert_eq!(p.mode(), ProxyMode::StallDownstream);
+    let (_, down) = p.forwarded();
+    let create = raw.request(OP_CREATE, &create_body(&path, PERSISTENT));
+    raw.s.write_all(&create).unwrap();
+    let mut direct = Raw::connect(&server_addr()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || direct.exists(&path)), "the create did not reach the server");
+    // The server replied to the create by the time the node existed; the reply is held.
+    assert_eq!(p.forwarded().1, down, "a reply crossed a proxy stalled downstream");
+
+    p.pass();
+    assert_eq!(raw.reply(raw.xid).unwrap(), 0, "the held reply is delivered after pass");
+}
+
+/// Issue 42's half-finished reconnect: after a cut, the client's reconnect gets its
+/// ConnectResponse, and nothing more: then every connection is reset and new ones refused.
+#[test]
+fn cut_after_next_connect_response_lets_one_handshake_through_then_cuts() {
+    let p = Proxy::start(&server_addr());
+    let path = unique("handshake");
+    let mut raw = Raw::connect(&p.address()).unwrap();
+    assert_eq!(raw.create(&path, EPHEMERAL).unwrap(), 0);
+    let session = raw.session_id;
+    p.cut();
+    let mut bystander = Raw::connect(&server_addr()).unwrap();
+    p.cut_after_next_connect_response();
+    assert!(!p.wait_connect_cut(Duration::ZERO), "armed");
+    p.pass();
+
+    // The reconnect, with a request sent right behind the ConnectRequest.
+    let (up, down) = p.forwarded();
+    let mut again = Raw { s: TcpStream::connect(p.address()).unwrap(), ..raw };
+    again.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let connect = again.connect_request(10_000);
+    let mut burst = connect.clone();
+    burst.extend(again.request(OP_EXISTS, &exists_body(&path, false)));
+    again.s.write_all(&burst).unwrap();
+    let resp = again.recv().expect("the ConnectResponse gets through");
+    again.accept_connect_response(&resp);
+    assert_eq!(again.session_id, session, "the session was taken up again");
+    let e = again.recv().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+    assert!(p.wait_connect_cut(Duration::from_secs(5)));
+    assert_eq!(p.mode(), ProxyMode::Cut);
+    assert_eq!(p.connect_cuts(), 1);
+    assert_eq!(p.forwarded(), (up + connect.len() as u64, down + 4 + resp.len() as u64), "one frame each way");
+    assert_eq!(TcpStream::connect(p.address()).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+
+    // One-shot: after pass, connections work again; the session is still the server's.
+    p.pass();
+    assert!(Raw::connect(&p.address()).unwrap().exists("/zookeeper"));
+    assert!(bystander.exists(&path), "the session and its ephemeral node live on");
 }
 
 // ------------------------------------------------------------------------- zookeeper-client

@@ -40,6 +40,11 @@
 //! * `UNPIN name`  drops a pin not yet given: `UNPIN cleared`, or `UNPIN none` if there was none;
 //! * `PINNED`      `PINNED name...`: the contenders that hold a pinned hold now;
 //! * `COUNT`       `COUNT n`: holds begun so far;
+//! * `OPDELETE path token`  an operator is about to delete the lock node of the open hold on
+//!   `path` with that token (its node's creation zxid): `OPDELETE name` (the hold is marked a
+//!   victim from now on, see below), or `OPDELETE none` if no such hold is open;
+//! * `OPDELETE-DONE path token outcome`  how that delete went: `deleted`, `failed` (unknown
+//!   whether it was applied: the mark stays), `nonode` or `skipped` (not deleted: the mark goes);
 //! * `STOP`        the soak is over: contenders are about to be shut down, so losses caused by
 //!   closing them are not judged; holds still open are judged as if they ended now (`OK`);
 //! * `REPORT`      every figure, as one line of JSON.
@@ -63,6 +68,18 @@
 //! A pinned hold G that ended LOST is "taken over" if a conflicting H begun after G operated
 //! before G's pinned time was up: the lock moved on while G would still have acted had it not
 //! been told, i.e. the case the late-loss figure is about did happen.
+//!
+//! # Operator deletes
+//! An outside client deleting a holder's node takes its lock away: the server tells the victim
+//! G (its watch on its own node) and the next waiter H at the same time, and H may act before G
+//! has heard, which no client can prevent. So for a marked victim G (`OPDELETE`), the overlaps,
+//! late losses and unsignalled losses that it offends against a hold H whose first operation
+//! came after the mark are counted in the class `operator_delete`, not in G's language's: they
+//! are reported, with how each victim learned of it (`told_in_time`: LOST before any later
+//! conflicting hold operated; `told_late`; `ended_before_next`: it ended before anyone else
+//! acted and before it was told; `ended_untold_after_next`; `killed`; `open_at_stop`) and the
+//! time from the mark to its LOST. Stale writes accepted stay the fence's figure: a victim's
+//! write after H began carries a token below H's and must be refused whatever the cause.
 //!
 //! A hold's mode is the one it had at the operation judged: a downgraded hold (`DOWNGRADE`) is a
 //! writer up to that message and a reader from then on, so a reader H that first operated after
@@ -147,6 +164,8 @@ struct Hold {
     flagged: Vec<Violation>,
     /// `PIN` label and the end of the pinned time (resource clock), for a pinned hold.
     pin: Option<(String, f64)>,
+    /// Marked by `OPDELETE`: the event of the mark and the victim's entry in `Figures::victims`.
+    deleted: Option<(u64, usize)>,
 }
 
 impl Hold {
@@ -269,7 +288,24 @@ struct Figures {
     /// Pinned holds by label, by language, by how they ended (`ended`, `lost`, `killed`,
     /// `open_at_stop`, and `taken_over` among the `lost`).
     pinned: BTreeMap<String, BTreeMap<String, BTreeMap<&'static str, u64>>>,
+    /// The holds whose node an operator deleted (`OPDELETE`), in the order marked.
+    victims: Vec<Victim>,
 }
+
+/// A hold whose node an operator deleted, and how it learned of it.
+struct Victim {
+    path: String,
+    token: i64,
+    lang: String,
+    marked_ms: f64,
+    /// False once `OPDELETE-DONE` said the node was not deleted after all.
+    deleted: bool,
+    /// How it stopped being open (see the module documentation), and when.
+    outcome: Option<(&'static str, f64)>,
+}
+
+/// The class of violations a victim of an operator delete offends after the delete.
+const OPERATOR_DELETE: &str = "operator_delete";
 
 struct State {
     t0: Instant,
@@ -313,7 +349,11 @@ impl State {
         let (class, text) = {
             let g = &self.holds[&offender];
             let h = &self.holds[&other];
-            let class = pair_class(&g.lang, &h.lang);
+            // H's first operation may be the one being judged (not recorded yet): the latest event.
+            let h_first = h.first_op_ev.unwrap_or(self.ev);
+            let operators = g.deleted.is_some_and(|(marked, _)| h_first > marked)
+                && matches!(v, Violation::Overlap | Violation::LateLoss | Violation::UnsignalledLoss);
+            let class = if operators { OPERATOR_DELETE.to_string() } else { pair_class(&g.lang, &h.lang) };
             let text = format!(
                 "{} at {:.1}ms ({at}): offender {} | other {}",
                 v.key(),
@@ -369,6 +409,17 @@ impl State {
     /// Closes `hold` (END, LOST or connection closed).
     fn close_hold(&mut self, hold: HoldId, how: &'static str) {
         let now = self.now_ms();
+        if let (Some((_, victim)), false) = (self.holds[&hold].deleted, self.frozen) {
+            let after_next = self.later_conflicting_operated(hold).is_some();
+            let outcome = match (how, after_next) {
+                ("lost", false) => "told_in_time",
+                ("lost", true) => "told_late",
+                ("ended", false) => "ended_before_next",
+                ("ended", true) => "ended_untold_after_next",
+                _ => "killed",
+            };
+            self.fig.victims[victim].outcome = Some((outcome, now));
+        }
         let h = self.holds.get_mut(&hold).expect("hold");
         h.open = false;
         h.ended = Some((how, now));
@@ -547,6 +598,7 @@ impl State {
                 ended: None,
                 flagged: Vec::new(),
                 pin: pin.as_ref().map(|(ms, label)| (label.clone(), now + *ms as f64)),
+                deleted: None,
             },
         );
         let ps = self.paths.entry(path.to_string()).or_default();
@@ -756,7 +808,8 @@ impl State {
     }
 
     fn control(&mut self, line: &str) -> String {
-        if !matches!(line, "HOLDERS" | "COUNT" | "PINNED") {
+        // (an OPDELETE that finds no hold is retried every tick: logged only when it marks one)
+        if !matches!(line, "HOLDERS" | "COUNT" | "PINNED") && !line.starts_with("OPDELETE ") {
             self.log("ctl", line);
         }
         let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -778,6 +831,48 @@ impl State {
                 format!("HOLDERS {}", names.join(" ")).trim_end().to_string()
             }
             "COUNT" => format!("COUNT {}", self.fig.handoffs_total),
+            "OPDELETE" => {
+                let mut words = rest.split_whitespace();
+                let (Some(path), Some(Ok(token))) = (words.next(), words.next().map(str::parse::<i64>)) else {
+                    return format!("ERR OPDELETE wants a path and a token, got {rest:?}");
+                };
+                let found = self
+                    .holds
+                    .iter()
+                    .find(|(_, h)| h.open && h.deleted.is_none() && h.path == path && h.token == token)
+                    .map(|(&id, h)| (id, h.name.clone(), h.lang.clone()));
+                let Some((id, name, lang)) = found else { return "OPDELETE none".to_string() };
+                let now = self.now_ms();
+                self.fig.victims.push(Victim {
+                    path: path.to_string(),
+                    token,
+                    lang,
+                    marked_ms: now,
+                    deleted: true,
+                    outcome: None,
+                });
+                let (ev, victim) = (self.ev, self.fig.victims.len() - 1);
+                self.holds.get_mut(&id).expect("hold").deleted = Some((ev, victim));
+                self.log("ctl", line);
+                format!("OPDELETE {name}")
+            }
+            "OPDELETE-DONE" => {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let [path, token, outcome] = words.as_slice() else {
+                    return format!("ERR OPDELETE-DONE wants a path, a token and an outcome, got {rest:?}");
+                };
+                if matches!(*outcome, "nonode" | "skipped") {
+                    let token = token.parse::<i64>().ok();
+                    let marked = self.fig.victims.iter().rposition(|v| v.path == *path && Some(v.token) == token);
+                    if let Some(victim) = marked {
+                        self.fig.victims[victim].deleted = false;
+                        for h in self.holds.values_mut().filter(|h| h.deleted.is_some_and(|(_, v)| v == victim)) {
+                            h.deleted = None;
+                        }
+                    }
+                }
+                "OK".to_string()
+            }
             "PIN" => {
                 let mut words = rest.split_whitespace();
                 let (Some(name), Some(Ok(ms))) = (words.next(), words.next().map(str::parse::<u64>)) else {
@@ -821,7 +916,10 @@ impl State {
                 }
                 report
             }
-            _ => format!("ERR unknown command {cmd:?} (MARK, NOTE, HOLDERS, COUNT, PIN, UNPIN, PINNED, STOP, REPORT)"),
+            _ => format!(
+                "ERR unknown command {cmd:?} (MARK, NOTE, HOLDERS, COUNT, PIN, UNPIN, PINNED, OPDELETE, OPDELETE-DONE, \
+                 STOP, REPORT)"
+            ),
         }
     }
 
@@ -892,7 +990,18 @@ impl State {
             .map(|(label, at, ms)| json!({"label": label, "at_ms": round1(*at), "ms": round1(*ms)}))
             .collect();
         let unrecovered: Vec<&str> = self.fig.pending_marks.iter().map(|(l, _)| l.as_str()).collect();
+        let mut victims: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut to_lost = Vec::new();
+        for v in self.fig.victims.iter().filter(|v| v.deleted) {
+            let (outcome, at) = v.outcome.unwrap_or(("open_at_stop", 0.0));
+            *victims.entry(v.lang.clone()).or_default().entry(outcome.to_string()).or_default() += 1;
+            if outcome.starts_with("told") {
+                to_lost.push(round1(at - v.marked_ms));
+            }
+        }
+        let operator_deletes = json!({"victims": victims, "delete_to_lost_ms": percentiles(to_lost)});
         json!({
+            "operator_deletes": operator_deletes,
             "handoffs": self.fig.handoffs,
             "handoffs_total": self.fig.handoffs_total,
             "outcomes": outcomes,

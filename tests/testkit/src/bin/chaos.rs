@@ -43,6 +43,8 @@ const RETRY_FOR: Duration = Duration::from_secs(3);
 const QUICK_CRASH: Duration = Duration::from_secs(5);
 /// A pinned fault waits this long for its contender to begin the pinned hold, else is skipped.
 const PIN_WAIT: Duration = Duration::from_secs(10);
+/// An operator's listing or delete that takes longer (the ensemble is down or paused) is given up.
+const OPERATOR_WAIT: Duration = Duration::from_secs(2);
 /// A pinned hold lasts the fault, then the session timeout and this much more: a short fault's
 /// hold must go on holding after it (no overlap), a long fault's hold must be told lost during it.
 const PIN_MARGIN: Duration = Duration::from_millis(500);
@@ -204,7 +206,14 @@ enum Kind {
     EnsemblePause,
     ClientCut,
     ClientStall,
+    /// One-way loss: what the contender sends is held, what the servers send is delivered.
+    ClientStallUp,
+    /// One-way loss: what the servers send is held, what the contender sends is delivered.
+    ClientStallDown,
     ClientServerCut,
+    /// An operator (a plain client) deletes the lock node of the mutex's holder: the holder must
+    /// be told it lost; whether before the next holder acts is a race (see chaos-resource).
+    OperatorDelete,
     KillHolding,
     KillWaiting,
     /// A contender is made to hold (PIN) across a stall of its connections shorter than the
@@ -214,28 +223,47 @@ enum Kind {
     /// before the next holder acts.
     PinnedStallLong,
     PinnedCutLong,
+    /// ... across a one-way stall longer than the session timeout, each way.
+    PinnedStallUpLong,
+    PinnedStallDownLong,
 }
 
 impl Kind {
     /// Relative frequency in the plan.
     /// Pinned faults are ~30% of the client faults: only they make a hold outlive the time
     /// zklock takes to declare it lost, so only they exercise the lost-lock promise.
-    const WEIGHTS: [(Kind, u64); 11] = [
+    const WEIGHTS: [(Kind, u64); 16] = [
         (Kind::LeaderKill, 8),
         (Kind::FollowerPause, 8),
         (Kind::EnsemblePause, 5),
         (Kind::ClientCut, 12),
         (Kind::ClientStall, 12),
+        (Kind::ClientStallUp, 6),
+        (Kind::ClientStallDown, 6),
         (Kind::ClientServerCut, 8),
+        (Kind::OperatorDelete, 6),
         (Kind::KillHolding, 8),
         (Kind::KillWaiting, 6),
         (Kind::PinnedStallShort, 5),
         (Kind::PinnedStallLong, 5),
         (Kind::PinnedCutLong, 4),
+        (Kind::PinnedStallUpLong, 3),
+        (Kind::PinnedStallDownLong, 3),
     ];
 
     fn is_ensemble(self) -> bool {
         matches!(self, Kind::LeaderKill | Kind::FollowerPause | Kind::EnsemblePause)
+    }
+
+    fn is_pinned(self) -> bool {
+        matches!(
+            self,
+            Kind::PinnedStallShort
+                | Kind::PinnedStallLong
+                | Kind::PinnedCutLong
+                | Kind::PinnedStallUpLong
+                | Kind::PinnedStallDownLong
+        )
     }
 }
 
@@ -262,12 +290,19 @@ impl Planned {
             Kind::ClientCut => "client_cut",
             Kind::ClientStall if long => "client_stall_long",
             Kind::ClientStall => "client_stall",
+            Kind::ClientStallUp if long => "client_stall_up_long",
+            Kind::ClientStallUp => "client_stall_up",
+            Kind::ClientStallDown if long => "client_stall_down_long",
+            Kind::ClientStallDown => "client_stall_down",
             Kind::ClientServerCut => "client_server_cut",
+            Kind::OperatorDelete => "operator_delete",
             Kind::KillHolding => "contender_kill_holding",
             Kind::KillWaiting => "contender_kill_waiting",
             Kind::PinnedStallShort => PINNED_STALL_SHORT,
             Kind::PinnedStallLong => PINNED_STALL_LONG,
             Kind::PinnedCutLong => PINNED_CUT_LONG,
+            Kind::PinnedStallUpLong => PINNED_STALL_UP_LONG,
+            Kind::PinnedStallDownLong => PINNED_STALL_DOWN_LONG,
         }
     }
 }
@@ -275,8 +310,10 @@ impl Planned {
 const PINNED_STALL_SHORT: &str = "pinned_stall_short";
 const PINNED_STALL_LONG: &str = "pinned_stall_long";
 const PINNED_CUT_LONG: &str = "pinned_cut_long";
+const PINNED_STALL_UP_LONG: &str = "pinned_stall_up_long";
+const PINNED_STALL_DOWN_LONG: &str = "pinned_stall_down_long";
 /// Pinned faults after which the hold must have been told lost.
-const PINNED_LONG: [&str; 2] = [PINNED_STALL_LONG, PINNED_CUT_LONG];
+const PINNED_LONG: [&str; 4] = [PINNED_STALL_LONG, PINNED_CUT_LONG, PINNED_STALL_UP_LONG, PINNED_STALL_DOWN_LONG];
 
 fn plan(seed: u64, run: Duration, session: Duration) -> Vec<Planned> {
     let mut rng = SplitMix64::new(seed);
@@ -306,14 +343,21 @@ fn plan(seed: u64, run: Duration, session: Duration) -> Vec<Planned> {
             // A whole-ensemble pause stays shorter than the session timeout.
             Kind::EnsemblePause => frac(&mut rng, 0.15, 0.75),
             // Half of them outlast the session timeout: expiry, lost locks.
-            Kind::ClientCut | Kind::ClientStall if rng.below(2) == 0 => frac(&mut rng, 0.1, 0.9),
-            Kind::ClientCut | Kind::ClientStall => frac(&mut rng, 1.1, 2.0),
+            Kind::ClientCut | Kind::ClientStall | Kind::ClientStallUp | Kind::ClientStallDown if rng.below(2) == 0 => {
+                frac(&mut rng, 0.1, 0.9)
+            }
+            Kind::ClientCut | Kind::ClientStall | Kind::ClientStallUp | Kind::ClientStallDown => {
+                frac(&mut rng, 1.1, 2.0)
+            }
             Kind::ClientServerCut => frac(&mut rng, 0.2, 2.0),
+            Kind::OperatorDelete => Duration::ZERO,
             Kind::KillHolding | Kind::KillWaiting => ms(&mut rng, 100, 1500),
             // zklock declares a loss ~0.85 x the session timeout after the connection goes
             // silent: well before the short ones end, and well after the long ones.
             Kind::PinnedStallShort => frac(&mut rng, 0.3, 0.6),
-            Kind::PinnedStallLong | Kind::PinnedCutLong => frac(&mut rng, 1.3, 2.0),
+            Kind::PinnedStallLong | Kind::PinnedCutLong | Kind::PinnedStallUpLong | Kind::PinnedStallDownLong => {
+                frac(&mut rng, 1.3, 2.0)
+            }
         };
         let pick = rng.next_u64();
         out.push(Planned { at, kind, pick, duration });
@@ -508,6 +552,8 @@ struct Soak {
     skipped: BTreeMap<&'static str, u64>,
     crashes: BTreeMap<String, Vec<String>>,
     fault_log: File,
+    /// A plain client straight to the ensemble, for operator deletes.
+    operator: Census,
 }
 
 impl Soak {
@@ -629,7 +675,11 @@ impl Soak {
                 self.log_fault(&format!("{key}: SIGSTOP all servers for {ms}ms"));
                 self.ensemble = EnsembleFault::AllPaused { until: Instant::now() + f.duration };
             }
-            Kind::ClientCut | Kind::ClientStall | Kind::ClientServerCut => {
+            Kind::ClientCut
+            | Kind::ClientStall
+            | Kind::ClientStallUp
+            | Kind::ClientStallDown
+            | Kind::ClientServerCut => {
                 let free: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].free(now)).collect();
                 // Half of them hit a contender that holds now, if any: its hold goes on while
                 // the connection is down.
@@ -650,6 +700,14 @@ impl Soak {
                     Kind::ClientStall => {
                         slot.proxies.stall_all();
                         "stalled to every server".to_string()
+                    }
+                    Kind::ClientStallUp => {
+                        slot.proxies.stall_upstream_all();
+                        "stalled one way, to every server (its requests held, replies delivered)".to_string()
+                    }
+                    Kind::ClientStallDown => {
+                        slot.proxies.stall_downstream_all();
+                        "stalled one way, from every server (its requests delivered, replies held)".to_string()
                     }
                     _ => {
                         // the server it is connected to, so that it must move
@@ -684,7 +742,35 @@ impl Soak {
                 self.slots[i].kill(Instant::now() + f.duration);
                 self.log_fault(&format!("{key}: SIGKILL {name}, restart in {ms}ms"));
             }
-            Kind::PinnedStallShort | Kind::PinnedStallLong | Kind::PinnedCutLong => {
+            Kind::OperatorDelete => {
+                // The mutex's holder: the first of its nodes, if its hold has begun at the resource.
+                let Some((node, token)) = self.operator.holder_node(MUTEX_PATH) else { return false };
+                let reply = self.resource.command(&format!("OPDELETE {MUTEX_PATH} {token}"));
+                let Some(name) = reply.strip_prefix("OPDELETE ").filter(|n| *n != "none").map(String::from) else {
+                    return false;
+                };
+                // A victim under no other fault: what it hears is the delete's doing alone.
+                if !self.slots.iter().any(|s| s.name == name && s.child.is_some() && s.free(now)) {
+                    self.resource.command(&format!("OPDELETE-DONE {MUTEX_PATH} {token} skipped"));
+                    return false;
+                }
+                let (outcome, note) = match self.operator.delete(&node) {
+                    Ok(true) => ("deleted", String::new()),
+                    // released meanwhile: try again
+                    Ok(false) => ("nonode", String::new()),
+                    Err(e) => ("failed", format!(" (whether it was deleted is unknown: {e})")),
+                };
+                self.resource.command(&format!("OPDELETE-DONE {MUTEX_PATH} {token} {outcome}"));
+                if outcome == "nonode" {
+                    return false;
+                }
+                self.log_fault(&format!("{key}: deleted {name}'s lock node {node} (token {token}){note}"));
+            }
+            Kind::PinnedStallShort
+            | Kind::PinnedStallLong
+            | Kind::PinnedCutLong
+            | Kind::PinnedStallUpLong
+            | Kind::PinnedStallDownLong => {
                 // Counted once applied, by step_pins.
                 let candidates: Vec<usize> = (0..self.slots.len())
                     .filter(|&i| self.slots[i].child.is_some() && self.slots[i].free(now))
@@ -743,12 +829,23 @@ impl Soak {
             }
             let wait = self.slots[i].pin.take().expect("pin");
             let slot = &mut self.slots[i];
-            let what = if wait.kind == Kind::PinnedCutLong {
-                slot.proxies.cut_all();
-                "cut from every server"
-            } else {
-                slot.proxies.stall_all();
-                "stalled to every server"
+            let what = match wait.kind {
+                Kind::PinnedCutLong => {
+                    slot.proxies.cut_all();
+                    "cut from every server"
+                }
+                Kind::PinnedStallUpLong => {
+                    slot.proxies.stall_upstream_all();
+                    "stalled one way, to every server"
+                }
+                Kind::PinnedStallDownLong => {
+                    slot.proxies.stall_downstream_all();
+                    "stalled one way, from every server"
+                }
+                _ => {
+                    slot.proxies.stall_all();
+                    "stalled to every server"
+                }
             };
             let now = Instant::now();
             slot.heal_at = Some(now + wait.duration);
@@ -910,6 +1007,34 @@ impl Census {
         })
     }
 
+    /// The node that holds `path` (its first child by sequence) and its creation zxid, which is
+    /// its holder's fencing token. `None` if there is none, or the listing does not answer soon.
+    fn holder_node(&self, path: &str) -> Option<(String, i64)> {
+        self.runtime.block_on(async {
+            let ask = async {
+                let children = self.zk.list_children(path).await.ok()?;
+                // Every recipe's node name ends with the server's 10-digit sequence.
+                let first = children.iter().min_by_key(|c| c.get(c.len().saturating_sub(10)..).map(String::from))?;
+                let node = format!("{path}/{first}");
+                let (_, stat) = self.zk.get_data(&node).await.ok()?;
+                Some((node, stat.czxid))
+            };
+            tokio::time::timeout(OPERATOR_WAIT, ask).await.ok().flatten()
+        })
+    }
+
+    /// Deletes `node`, as an operator would: `Ok(false)` if it was gone already.
+    fn delete(&self, node: &str) -> Result<bool, String> {
+        self.runtime.block_on(async {
+            match tokio::time::timeout(OPERATOR_WAIT, self.zk.delete(node, None)).await {
+                Ok(Ok(())) => Ok(true),
+                Ok(Err(zookeeper_client::Error::NoNode)) => Ok(false),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer in {OPERATOR_WAIT:?}")),
+            }
+        })
+    }
+
     /// Nodes that exist now and still `window` later, while every contender runs on a healthy
     /// ensemble: no attempt lives that long (waits are at most 3 s, holds a fraction of a
     /// second, and a killed contender's session expires within the session timeout), so they
@@ -1041,6 +1166,7 @@ fn main() {
         }
     }
     let fault_log = File::create(run_dir.join("faults.log")).expect("faults.log");
+    let operator = Census::connect(&cluster.connect_string());
     let mut soak = Soak {
         o,
         run_dir: run_dir.clone(),
@@ -1053,6 +1179,7 @@ fn main() {
         skipped: BTreeMap::new(),
         crashes: BTreeMap::new(),
         fault_log,
+        operator,
     };
     for i in 0..soak.slots.len() {
         let resource = soak.resource.address.clone();
@@ -1104,8 +1231,7 @@ fn main() {
         waiting.retain(|f| {
             // A pinned fault must run its course before the end heals everything: one that
             // could not is skipped, not judged (its hold would be healed before it is lost).
-            let pinned = matches!(f.kind, Kind::PinnedStallShort | Kind::PinnedStallLong | Kind::PinnedCutLong);
-            if pinned && elapsed + PIN_WAIT + f.duration + session + PIN_MARGIN > run {
+            if f.kind.is_pinned() && elapsed + PIN_WAIT + f.duration + session + PIN_MARGIN > run {
                 *soak.skipped.entry(f.key(session)).or_default() += 1;
                 return false;
             }
@@ -1234,6 +1360,8 @@ fn main() {
         "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], None),
         "zombie_writes_accepted_superseded": report["zombie_writes_accepted_superseded"],
         "pinned_holds": report["pinned"],
+        "operator_deletes": report["operator_deletes"],
+        "operator_delete_violations": report["violations"]["operator_delete"],
         "stale_writes_attempted": sum_values(report.get("stale_writes_attempted")),
         "stale_writes_attempted_by_lang": report["stale_writes_attempted"],
         "stale_writes_rejected": stale_rejected_total,
@@ -1390,6 +1518,16 @@ fn print_table(s: &Value) {
                 println!("    {lang:<28}{}", map_line(v));
             }
         }
+    }
+    if let Some(m) = s["operator_deletes"]["victims"].as_object().filter(|m| !m.is_empty()) {
+        println!("operator deletes: how each victim heard, against the next holder's first act (reported, not judged:");
+        println!("  the server tells the victim and the next waiter at once; the fence must still refuse the victim)");
+        for (lang, v) in m {
+            println!("  {lang:<30}{}", map_line(v));
+        }
+        let t = &s["operator_deletes"]["delete_to_lost_ms"];
+        println!("  delete -> LOST ms              p50 {}  max {}  (n {})", t["p50"], t["max"], t["count"]);
+        println!("  victims' violations set aside  [{}]", map_line(&s["operator_delete_violations"]));
     }
     let w = &s["wait_ms"]["all"];
     println!(

@@ -8,7 +8,15 @@
 //! * `pass`  forward in both directions (the start mode; delivers anything held by a stall);
 //! * `stall` forward nothing, keep connections open: the client's session times out and the
 //!   server expires it, which is how tests make a real expiry;
-//! * `cut`   reset every connection and refuse new ones until `pass` or `stall`.
+//! * `cut`   reset every connection and refuse new ones until `pass` or `stall`;
+//! * `stall-upstream`    one-way loss: hold what clients send, forward what the server sends
+//!   (the server expires the session while its notifications still reach the client);
+//! * `stall-downstream`  the other way: hold what the server sends, forward what clients send;
+//! * `cut-after-connect-response`  arm a one-shot trigger: the next new connection gets its
+//!   ConnectResponse through, then every connection is reset and new ones refused (as `cut`)
+//!   until `pass`. `OK` once armed, not once fired.
+//!
+//! (The modes are the testkit's `Proxy` methods of the same names; see its documentation.)
 //!
 //! It exits when stdin reaches end of file, so it never outlives the test that started it.
 
@@ -16,11 +24,13 @@ use std::io::{BufRead, Write};
 
 use zklock_testkit::Proxy;
 
+const COMMANDS: &str = "pass, stall, cut, stall-upstream, stall-downstream, cut-after-connect-response";
+
 fn main() {
     let upstream = match std::env::args().nth(1) {
         Some(upstream) if std::env::args().len() == 2 => upstream,
         _ => {
-            eprintln!("usage: zklock-proxy UPSTREAM_HOST:PORT  (commands on stdin: pass, stall, cut)");
+            eprintln!("usage: zklock-proxy UPSTREAM_HOST:PORT  (commands on stdin: {COMMANDS})");
             std::process::exit(2);
         }
     };
@@ -34,9 +44,12 @@ fn main() {
             "pass" => proxy.pass(),
             "stall" => proxy.stall(),
             "cut" => proxy.cut(),
+            "stall-upstream" => proxy.stall_upstream(),
+            "stall-downstream" => proxy.stall_downstream(),
+            "cut-after-connect-response" => proxy.cut_after_next_connect_response(),
             "" => continue,
             other => {
-                writeln!(out, "ERR unknown command {other:?} (pass, stall, cut)").and_then(|()| out.flush()).ok();
+                writeln!(out, "ERR unknown command {other:?} ({COMMANDS})").and_then(|()| out.flush()).ok();
                 continue;
             }
         }
