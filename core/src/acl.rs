@@ -274,11 +274,31 @@ impl Acl {
             .filter(|entry| {
                 let granted = expected
                     .iter()
-                    .filter(|e| e.scheme == entry.scheme && same_id(&entry.scheme, &entry.id, &e.id, &actual))
+                    .filter(|e| e.scheme == entry.scheme && identities.same_id(&entry.scheme, &entry.id, &e.id))
                     .fold(anyone, |p, e| p | e.perms);
                 !granted.contains(entry.perms)
             })
             .cloned()
+            .collect()
+    }
+
+    /// The entries of an existing node's ACL (as the server reports them) whose digest hash the
+    /// server hid, for a user this ACL names (this client's own among them), and that grant more
+    /// than this ACL gives anyone: whether they are the entries this ACL means cannot be known
+    /// here, and if not, the path is not protected (someone who authenticated with that user name
+    /// and another password made it, say). Hidden entries for other users are someone else's:
+    /// [`Acl::excess`] counts them.
+    pub(crate) fn unverifiable(&self, actual: &[zk::Acl], identities: &Identities) -> Vec<AclEntry> {
+        let expected = self.expected(identities);
+        let anyone =
+            expected.iter().filter(|e| e.scheme == "world" && e.id == "anyone").fold(Perms(0), |p, e| p | e.perms);
+        reported(actual)
+            .into_iter()
+            .filter(|entry| {
+                is_hidden_digest(entry)
+                    && !anyone.contains(entry.perms)
+                    && expected.iter().any(|e| e.scheme == "digest" && digest_user(&e.id) == digest_user(&entry.id))
+            })
             .collect()
     }
 
@@ -310,6 +330,14 @@ pub(crate) fn missing_rights(actual: &[zk::Acl], identities: &Identities) -> Opt
     if !entries.iter().all(|entry| identities.decides(&entry.scheme)) {
         return None;
     }
+    // An entry of this client's digest user with its hash hidden may be its own, or not.
+    let mine_hidden = |entry: &AclEntry| {
+        is_hidden_digest(entry)
+            && identities.ids.iter().any(|(scheme, id)| scheme == "digest" && digest_user(id) == digest_user(&entry.id))
+    };
+    if entries.iter().any(mine_hidden) {
+        return None;
+    }
     let needed = Perms::READ | Perms::CREATE | Perms::DELETE;
     let mine = own_perms(&entries, identities);
     (!mine.contains(needed)).then_some(Perms(needed.0 & !mine.0))
@@ -332,7 +360,7 @@ fn own_perms(acl: &[AclEntry], identities: &Identities) -> Perms {
             _ => identities
                 .entries(Perms(0))
                 .iter()
-                .any(|me| me.scheme == e.scheme && same_id(&e.scheme, &e.id, &me.id, acl)),
+                .any(|me| me.scheme == e.scheme && identities.same_id(&e.scheme, &e.id, &me.id)),
         })
         .fold(Perms(0), |p, e| p | e.perms)
 }
@@ -349,6 +377,9 @@ pub(crate) struct Identities {
     /// A TLS client certificate gives an x509 identity that `ids` lacks (its subject, as the
     /// server formats it, is only known from the server): x509 entries cannot be matched here.
     x509_unknown: bool,
+    /// The SASL and x509 identities are as the server reported them (whoAmI), not as
+    /// configured: matched exactly then.
+    server_named: bool,
 }
 
 impl Identities {
@@ -357,7 +388,7 @@ impl Identities {
     pub(crate) fn configured(digest_auth: Option<&str>, sasl: Option<&str>, client_cert: bool) -> Identities {
         let digest = digest_auth.map(|auth| ("digest".to_owned(), digest_id(auth)));
         let sasl = sasl.map(|identity| ("sasl".to_owned(), identity.to_owned()));
-        Identities { ids: digest.into_iter().chain(sasl).collect(), x509_unknown: client_cert }
+        Identities { ids: digest.into_iter().chain(sasl).collect(), x509_unknown: client_cert, server_named: false }
     }
 
     /// These identities with those the server reports for a session, `(scheme, user)`: the
@@ -367,7 +398,23 @@ impl Identities {
     pub(crate) fn with_reported(&self, reported: impl IntoIterator<Item = (String, String)>) -> Identities {
         let digest = self.ids.iter().filter(|(scheme, _)| scheme == "digest").cloned();
         let others = reported.into_iter().filter(|(scheme, _)| !matches!(scheme.as_str(), "ip" | "world" | "digest"));
-        Identities { ids: digest.chain(others).collect(), x509_unknown: false }
+        Identities { ids: digest.chain(others).collect(), x509_unknown: false, server_named: true }
+    }
+
+    /// Whether `reported`, an id of `scheme` in an ACL as the server reported it, is `id`, one
+    /// of this client's identities or an id of an expected entry. A hidden digest hash is
+    /// nobody's (see `is_hidden_digest`). A SASL identity as configured may reach the server
+    /// shortened (`kerberos.removeRealmFromPrincipal`...): its forms match then; as the server
+    /// named it, only itself (`alice` is another principal than `alice@REALM` on a server that
+    /// keeps realms).
+    fn same_id(&self, scheme: &str, reported: &str, id: &str) -> bool {
+        if scheme == "digest" && reported.ends_with(":x") {
+            return false;
+        }
+        if reported == id {
+            return true;
+        }
+        scheme == "sasl" && !self.server_named && crate::sasl::identity_forms(id).iter().any(|form| form == reported)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -417,23 +464,19 @@ fn reported(actual: &[zk::Acl]) -> Vec<AclEntry> {
     actual.iter().map(|acl| AclEntry::new(Perms::of_zk(acl.permission()), acl.scheme(), acl.id())).collect()
 }
 
-/// Whether `reported`, an id of `scheme` in the ACL `acl` as the server reported it, is `id`.
-/// To a client without ADMIN on the node the server hides digest hashes (`user:x`): such an id
-/// is taken for `id`'s user only when no other digest entry of `acl` has that user, since one
-/// with other credentials would be someone else. (Taken wrongly, it is harmless: the entry
-/// grants nothing to this client's real identity, whose requests the server then refuses.)
-fn same_id(scheme: &str, reported: &str, id: &str, acl: &[AclEntry]) -> bool {
-    if reported == id {
-        return true;
-    }
-    if scheme == "sasl" {
-        return crate::sasl::identity_forms(id).iter().any(|form| form == reported);
-    }
-    let user = |id: &str| id.split(':').next().unwrap_or_default().to_owned();
-    scheme == "digest"
-        && reported.ends_with(":x")
-        && user(reported) == user(id)
-        && acl.iter().filter(|e| e.scheme == "digest" && user(&e.id) == user(id)).count() == 1
+/// The digest entries of an ACL as the server reported it whose hashes it hid (`user:x`): it
+/// does so to a client without ADMIN on the node. ZooKeeper reserves no digest user name (anyone
+/// can authenticate as `alice` with any password), so such an entry cannot be told from this
+/// client's own: it is nobody's here, and a protected lock refuses a path that has one granting
+/// more than anyone gets (see `Acl::unverifiable`).
+/// The user of a digest id, `user:hash`.
+fn digest_user(id: &str) -> &str {
+    id.split(':').next().unwrap_or_default()
+}
+
+fn is_hidden_digest(entry: &AclEntry) -> bool {
+    // A real hash is the base64 of 20 bytes, never "x".
+    entry.scheme == "digest" && entry.id.ends_with(":x")
 }
 
 /// The identity ZooKeeper's digest scheme gives credentials `"user:password"`:
@@ -492,7 +535,8 @@ mod tests {
         assert_eq!(Acl::CreatorAll.excess(&ours, me), vec![AclEntry::anyone(Perms::READ)]);
         let bob = [acl(zk::Permission::ALL, "digest", &digest_id("bob:pw"))];
         assert_eq!(Acl::CreatorAll.excess(&bob, me).len(), 1);
-        // Hidden hashes (a reader without ADMIN) match by user, when the user has one entry.
+        // Hidden hashes (a reader without ADMIN) are nobody's: ZooKeeper reserves no digest user
+        // name, so "alice:x" may be anyone who authenticated as alice with any password.
         let rcd = zk::Permission::READ | zk::Permission::CREATE | zk::Permission::DELETE;
         let custom = Acl::Custom(vec![
             AclEntry::digest(Perms::ALL, "alice:secret").unwrap(),
@@ -500,14 +544,26 @@ mod tests {
         ]);
         let hidden = [acl(zk::Permission::ALL, "digest", "alice:x"), acl(rcd, "digest", "bob:x")];
         let bob_pw = Identities::configured(Some("bob:pw"), None, false);
-        assert!(custom.excess(&hidden, &bob_pw).is_empty());
-        assert_eq!(missing_rights(&hidden, &bob_pw), None);
-        assert_eq!(
-            missing_rights(&hidden, &Identities::configured(Some("carol:pw"), None, false)),
-            Some(Perms::READ | Perms::CREATE | Perms::DELETE)
-        );
-        let twice = [hidden[0].clone(), hidden[1].clone(), acl(zk::Permission::ALL, "digest", "bob:x")];
-        assert_eq!(custom.excess(&twice, &bob_pw).len(), 2, "two bobs: neither can be told to be ours");
+        assert_eq!(custom.unverifiable(&hidden, &bob_pw).len(), 2);
+        assert_eq!(custom.excess(&hidden, &bob_pw).len(), 2);
+        assert_eq!(missing_rights(&hidden, &bob_pw), None, "bob:x may be bob's: the server decides");
+        let carol_pw = Identities::configured(Some("carol:pw"), None, false);
+        assert_eq!(missing_rights(&hidden, &carol_pw), Some(Perms::READ | Perms::CREATE | Perms::DELETE));
+        assert!(Acl::CreatorAll.unverifiable(&hidden, &carol_pw).is_empty(), "other users' entries: excess");
+        assert_eq!(Acl::CreatorAll.excess(&hidden, &carol_pw).len(), 2);
+        // A hidden entry granting no more than anyone gets hides nothing that matters.
+        let world_read =
+            Acl::Custom(vec![AclEntry::anyone(Perms::READ), AclEntry::digest(Perms::ALL, "bob:pw").unwrap()]);
+        assert!(world_read.unverifiable(&[acl(zk::Permission::READ, "digest", "carol:x")], &bob_pw).is_empty());
+    }
+
+    #[test]
+    fn a_sasl_identity_the_server_named_matches_only_itself() {
+        let configured = Identities::configured(None, Some("alice@R"), false);
+        assert!(configured.same_id("sasl", "alice", "alice@R"), "perhaps shortened by the server");
+        let named = Identities::default().with_reported([("sasl".to_owned(), "alice@R".to_owned())]);
+        assert!(!named.same_id("sasl", "alice", "alice@R"), "another principal on a server that keeps realms");
+        assert!(named.same_id("sasl", "alice@R", "alice@R"));
     }
 
     #[test]

@@ -288,13 +288,15 @@ async fn the_read_write_lock_is_protected_too() {
     bob.close().await;
 }
 
-/// A custom ACL naming two users lets both queue on one lock; a third user still cannot.
+/// A custom ACL naming two users lets both queue on one lock; a third user still cannot. Each
+/// has ADMIN: the server shows digest hashes only to a client with ADMIN on the path, and one
+/// that cannot see them cannot tell its own entry from an attacker's (see the next test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_custom_acl_names_several_users() {
     let path = unique_path("acl-custom");
     let acl = Acl::Custom(vec![
         AclEntry::digest(Perms::ALL, ALICE).unwrap(),
-        AclEntry::digest(Perms::READ | Perms::CREATE | Perms::DELETE, BOB).unwrap(),
+        AclEntry::digest(Perms::ALL, BOB).unwrap(),
         AclEntry::anyone(Perms::READ),
     ]);
     let alice = client_as(ALICE).await;
@@ -318,4 +320,36 @@ async fn a_custom_acl_names_several_users() {
     wait_children(&anonymous, &path, 0).await;
     alice.close().await;
     bob.close().await;
+}
+
+/// ZooKeeper reserves no digest user name: anyone can authenticate as `alice` with another
+/// password. An attacker makes the lock path ahead of its users with an entry for "alice" that
+/// is really its own (`alice:evil`), beside the rights the users need. A user that sees the
+/// hashes (it has ADMIN) finds the entry is not the lock's, and one that does not (no ADMIN:
+/// the server shows it `alice:x`) cannot tell: both refuse the path, make no node, and so never
+/// hold a lock whose node the attacker could delete at will.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lock_path_made_by_someone_posing_as_a_digest_user_is_refused() {
+    const ALICE_POSING: &str = "alice:evil";
+    let attacker = raw_as(ALICE_POSING).await;
+    let rcd = zk::Permission::READ | zk::Permission::CREATE | zk::Permission::DELETE;
+    for (bobs_perms, says) in [
+        (zk::Permission::ALL, "grants more than this lock's ACL"),
+        (rcd, "whose hashes the server hides from this client (digest:alice:x ALL"),
+    ] {
+        let path = unique_path("acl-posing");
+        let bobs = if bobs_perms == rcd { Perms::READ | Perms::CREATE | Perms::DELETE } else { Perms::ALL };
+        let squatted = vec![
+            zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", &server_digest_id(ALICE_POSING))),
+            zk::Acl::new(bobs_perms, zk::AuthId::new("digest", &server_digest_id(BOB))),
+        ];
+        attacker.mkdir(&path, &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&squatted))).await.unwrap();
+        let acl = Acl::Custom(vec![AclEntry::digest(Perms::ALL, ALICE).unwrap(), AclEntry::digest(bobs, BOB).unwrap()]);
+        let bob = client_as(BOB).await;
+        let lock = bob.lock_with(&path, with_acl(acl)).unwrap();
+        let err = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(10)).await.unwrap_err();
+        assert_permission_denied(&err, &path, says);
+        assert!(children(&attacker, &path).await.is_empty(), "bob made no node under the attacker's path");
+        bob.close().await;
+    }
 }

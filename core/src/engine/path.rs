@@ -148,6 +148,21 @@ impl Recipe {
             Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the lock path's ACL"))),
         };
         let identities = &self.identities(requests).await?;
+        let unverifiable = self.acl.unverifiable(&acl, identities);
+        if !unverifiable.is_empty() {
+            let unverifiable: Vec<String> = unverifiable.iter().map(ToString::to_string).collect();
+            return Err(Failed::Error(self.error(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the lock path's ACL has digest entries whose hashes the server hides from this client ({}), \
+                     as it does from a client without ADMIN on the path: ZooKeeper reserves no digest user name, so \
+                     they may be someone else's with the same user name, and lock nodes under the path would not be \
+                     known to be protected. Give this client's own entry ADMIN (ALL, as CreatorAll does), or use \
+                     another path",
+                    unverifiable.join(", ")
+                ),
+            )));
+        }
         if let Some(missing) = crate::acl::missing_rights(&acl, identities) {
             return Err(Failed::Error(self.error(
                 ErrorKind::PermissionDenied,
