@@ -49,7 +49,9 @@ pub struct ClientOptions {
     /// The servers' packet limit (their `jute.maxbuffer`), default
     /// [`DEFAULT_JUTE_MAXBUFFER`](crate::DEFAULT_JUTE_MAXBUFFER). A server closes the connection
     /// of a client that sends a larger request, so a lock whose path, identifier or owner label
-    /// would make one is refused up front with [`ErrorKind::InvalidArgument`].
+    /// would make one is refused up front with [`ErrorKind::InvalidArgument`]. Replies are taken
+    /// up to this size or 4 MiB, whichever is larger: a larger reply (only a broken or hostile
+    /// server sends one) drops the connection instead of being buffered.
     pub jute_maxbuffer: u32,
     /// TLS to every server of the connect string (their `secureClientPort`), with the server
     /// certificates verified against a CA bundle and, unless turned off, their host names
@@ -647,9 +649,13 @@ impl ClientInner {
         let failures: Arc<parking_lot::Mutex<Vec<(String, String)>>> = Default::default();
         let observed = failures.clone();
         // The connection timeout is left to the ZooKeeper client's default (2/5 of the session
-        // timeout): the client-side expiry in `session::monitor` depends on it.
+        // timeout), and with it its ping cadence (after 3/20 of the timeout without a send),
+        // which keeps a live session's trust deadline (`session::Trust`) well ahead.
+        // Replies are taken up to the packet limit, and never less than the client's default: a
+        // long queue's listing is a large reply from a server that limits only requests.
         let mut connector = zk::Client::connector()
             .with_session_timeout(options.session_timeout)
+            .with_reply_limit((options.jute_maxbuffer as usize).max(zk::DEFAULT_REPLY_LIMIT))
             .with_connect_observer(move |host: &str, cause: &str| {
                 let mut failures = observed.lock();
                 match failures.iter_mut().find(|(seen, _)| seen == host) {

@@ -519,7 +519,9 @@ where
             return Ok(Default::default());
         }
         let n = n as usize;
-        let mut v = Vec::with_capacity(n);
+        // The count is the sender's word: room for no more elements than the bytes left could
+        // hold (each takes at least 4), or a forged count would allocate gigabytes at once.
+        let mut v = Vec::with_capacity(n.min(buf.len() / 4));
         for _ in 0..n {
             v.push(T::deserialize(buf)?);
         }

@@ -1559,6 +1559,7 @@ pub struct Connector {
     session_timeout: Duration,
     connection_timeout: Duration,
     handshake_timeout: Option<Duration>,
+    reply_limit: usize,
     #[derive_where(skip(Debug))]
     connect_observer: Option<crate::session::ConnectObserver>,
 }
@@ -1579,8 +1580,18 @@ impl Connector {
             session_timeout: Duration::ZERO,
             connection_timeout: Duration::ZERO,
             handshake_timeout: None,
+            reply_limit: crate::session::DEFAULT_REPLY_LIMIT,
             connect_observer: None,
         }
+    }
+
+    /// The largest reply frame the client takes, in bytes (as the Java client's
+    /// `jute.maxbuffer`); defaults to 4 MiB. A larger one, or a negative length, is a protocol
+    /// error that drops the connection, before any of it is buffered: a server, or anyone in the
+    /// middle of a plaintext connection, cannot make the client hold gigabytes.
+    pub fn with_reply_limit(mut self, bytes: usize) -> Self {
+        self.reply_limit = bytes;
+        self
     }
 
     /// Bounds each attempt to establish the session with one server (connecting, TLS, SASL and
@@ -1785,6 +1796,7 @@ impl Connector {
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout)
             .with_handshake_timeout(self.handshake_timeout)
+            .with_reply_limit(self.reply_limit)
             .with_connect_observer(self.connect_observer);
         #[cfg(feature = "tls")]
         let builder = builder.with_tls(self.tls);

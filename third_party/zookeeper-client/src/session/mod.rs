@@ -84,8 +84,12 @@ pub struct Builder {
     session_timeout: Duration,
     connection_timeout: Duration,
     handshake_timeout: Option<Duration>,
+    reply_limit: usize,
     connect_observer: Option<ConnectObserver>,
 }
+
+/// See `Connector::with_reply_limit`.
+pub const DEFAULT_REPLY_LIMIT: usize = 4 << 20;
 
 /// Told of each failed attempt to reach a server, with the endpoint (`host:port`) and the cause.
 pub type ConnectObserver = std::sync::Arc<dyn Fn(&str, &str) + Send + Sync>;
@@ -131,6 +135,10 @@ impl Builder {
 
     pub fn with_handshake_timeout(self, handshake_timeout: Option<Duration>) -> Self {
         Self { handshake_timeout, ..self }
+    }
+
+    pub fn with_reply_limit(self, reply_limit: usize) -> Self {
+        Self { reply_limit, ..self }
     }
 
     pub fn build(self, requester: Weak<mpsc::UnboundedSender<Request>>) -> Result<Session, Error> {
@@ -193,6 +201,7 @@ impl Builder {
             watch_manager,
             connect_observer: self.connect_observer,
             handshake_timeout: self.handshake_timeout,
+            reply_limit: self.reply_limit,
         };
         let timeout = if self.session_timeout.is_zero() { DEFAULT_SESSION_TIMEOUT } else { self.session_timeout };
         session.reset_timeout(timeout);
@@ -240,6 +249,8 @@ pub struct Session {
     /// Bounds each attempt to establish the session with one server (see
     /// `Connector::with_handshake_timeout`).
     handshake_timeout: Option<Duration>,
+    /// The largest reply frame taken (see `Connector::with_reply_limit`).
+    reply_limit: usize,
 }
 
 impl Session {
@@ -541,13 +552,16 @@ impl Session {
     fn handle_recv_buf(&mut self, recved: &mut Vec<u8>, depot: &mut Depot) -> Result<(), Error> {
         let mut reading = recved.as_slice();
         if self.session_state == SessionState::Disconnected {
+            self.check_frame(reading)?;
             if let Some(body) = record::try_deserialize::<&[u8]>(&mut reading)? {
                 self.handle_connect_response(body)?;
             } else {
                 return Ok(());
             }
         }
-        while let Some(mut body) = record::try_deserialize::<&[u8]>(&mut reading)? {
+        loop {
+            self.check_frame(reading)?;
+            let Some(mut body) = record::try_deserialize::<&[u8]>(&mut reading)? else { break };
             let header: ReplyHeader = record::unmarshal(&mut body)?;
             self.handle_reply(header, body, depot)?;
         }
@@ -559,6 +573,22 @@ impl Session {
             recved.shrink_to(RECV_BUF_KEPT);
         }
         self.last_recv = Instant::now();
+        Ok(())
+    }
+
+    /// Refuses a frame whose length, once read, is negative or over the reply limit: before its
+    /// body is waited for, so the receive buffer never grows past the limit.
+    fn check_frame(&self, reading: &[u8]) -> Result<(), Error> {
+        let Some(length) = reading.get(..4).map(|length| i32::from_be_bytes([length[0], length[1], length[2], length[3]]))
+        else {
+            return Ok(());
+        };
+        if length < 0 || length as usize > self.reply_limit {
+            return Err(Error::UnexpectedError(format!(
+                "the server sent a frame of {length} bytes, over the client's reply limit of {} bytes",
+                self.reply_limit
+            )));
+        }
         Ok(())
     }
 
