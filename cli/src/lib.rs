@@ -65,6 +65,12 @@ enum Command {
 /// own, which inherit that), start COMMAND as a child whose parent-death signal is tied to the
 /// calling thread, and stop the process with COMMAND on Ctrl-Z. So it is called on the main
 /// thread, before any other thread is started, with SIGINT at its default.
+/// `run`'s exit code, or EX_SOFTWARE (70) if it panicked (the panic's message is printed):
+/// Rust's 101 is not among the codes the command documents.
+fn software_on_panic(run: impl FnOnce() -> i32) -> i32 {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(codes::SOFTWARE)
+}
+
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
@@ -76,8 +82,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let code = match cli.command {
         Command::Exec(args) => exec::run(args),
         Command::Hold(args) => exec::hold(args),
-        Command::Status(args) => status::run(args),
-        Command::Ls(args) => ls::run(args),
+        // Never a code a script could read as "free" (3) or "held" (0), whatever went wrong.
+        Command::Status(args) => software_on_panic(|| status::run(args)),
+        Command::Ls(args) => software_on_panic(|| ls::run(args)),
     };
     // What is buffered goes out before the caller exits (std::process::exit flushes stdout only
     // when called from a Rust program's own main).

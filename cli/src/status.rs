@@ -80,7 +80,7 @@ async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Dura
         let (contenders, holders) = snapshot(lock).await.map_err(|err| failure_of(&err))?;
         let (text, code) = if zklock::PathRecipe::of(&contenders) == zklock::PathRecipe::Semaphore {
             let status = semaphore_status(&lock.client(), &args.path).await?;
-            (render(args, interval, &status, status.table()), if status.held { 0 } else { codes::FREE })
+            (render(args, interval, &status, || status.table()), if status.held { 0 } else { codes::FREE })
         } else {
             if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
                 let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
@@ -93,7 +93,7 @@ async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Dura
                 return Err((codes::NOT_A_LOCK, message));
             }
             let status = Status::new(&args.path, contenders, holders, now_ms());
-            (render(args, interval, &status, status.table()), status_code(&status))
+            (render(args, interval, &status, || status.table()), status_code(&status))
         };
         let mut stdout = std::io::stdout().lock();
         match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
@@ -110,14 +110,14 @@ async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Dura
 
 /// A status as the options say: JSON (one line a document with --watch) or the table (in place
 /// on a terminal with --watch).
-fn render(args: &Args, interval: Option<Duration>, status: &impl Serialize, table: String) -> String {
+fn render(args: &Args, interval: Option<Duration>, status: &impl Serialize, table: impl FnOnce() -> String) -> String {
     match (args.json, interval.is_some()) {
         (true, false) => serde_json::to_string_pretty(status).expect("the status serializes") + "\n",
         (true, true) => serde_json::to_string(status).expect("the status serializes") + "\n",
         // SAFETY: isatty only inspects the descriptor.
-        (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{table}"),
-        (false, true) => table + "\n",
-        (false, false) => table,
+        (false, true) if unsafe { libc::isatty(1) } == 1 => format!("\x1b[H\x1b[2J{}", table()),
+        (false, true) => table() + "\n",
+        (false, false) => table(),
     }
 }
 
@@ -368,22 +368,36 @@ fn entry_rows(entries: Vec<(&str, &Entry)>) -> String {
     columns(&rows)
 }
 
-/// Rows as aligned columns, the last one left ragged.
+/// The most characters of a cell the table shows: the cells come from other clients' node data,
+/// which may be megabytes (`--json` shows them whole).
+const CELL_MAX: usize = 200;
+
+/// A cell cut to [`CELL_MAX`] characters, with an ellipsis if it was longer.
+fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
+    match cell.char_indices().nth(CELL_MAX) {
+        None => cell.into(),
+        Some((end, _)) => format!("{}…", &cell[..end]).into(),
+    }
+}
+
+/// Rows as aligned columns, the last one left ragged; long cells cut (see [`CELL_MAX`]).
 pub(crate) fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> =
+        rows.iter().map(|row| row.iter().map(|c| cut(c)).collect()).collect();
     let mut widths = [0; N];
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let mut line = String::new();
         for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  "));
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                // Padded by hand: `format!`'s width panics past 65,535.
+                line.push_str(&" ".repeat(width - cell.chars().count() + 2));
             }
         }
         out.push_str(line.trim_end());

@@ -500,3 +500,27 @@ fn a_semaphores_leases_and_queue_in_text_and_json() {
         rt.block_on(client.close());
     }
 }
+
+/// Another client's node data is not ours to trust: a holder whose label is 70,000 characters
+/// (over the 65,535 that a formatting width takes) is shown cut in the table and whole in JSON,
+/// and the lock reads held (exit 0), never free; the command panicked (exit 101) before.
+#[test]
+fn a_holder_with_a_huge_label_is_shown_cut_and_reads_held() {
+    let rt = runtime();
+    let path = unique("huge-label");
+    let client = connect(&rt);
+    let label = "l".repeat(70_000);
+    let held = rt.block_on(client.lock(&path).unwrap().acquire(&Owner::with_label(1, label.clone()))).unwrap();
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "held: {err}");
+    assert!(table.contains(&format!("{}…", "l".repeat(199))), "the label cut to 200 characters:\n{table}");
+    assert!(!table.contains(&"l".repeat(201)), "no longer cell");
+    let (code, json) = status_json(&path);
+    assert_eq!(code, 0);
+    assert_eq!(label_of_first_holder(&json), label, "JSON keeps it whole");
+    rt.block_on(held.release()).unwrap();
+}
+
+fn label_of_first_holder(json: &Value) -> String {
+    label(&json["holders"][0]).to_owned()
+}
