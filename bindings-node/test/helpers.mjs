@@ -35,6 +35,22 @@ export async function ephemeralsUnder(lockPath, server = ZK) {
     .filter((line) => line.startsWith(`${lockPath}/`))
 }
 
+/**
+ * Whether the server (default: the one under test) lists the node at `nodePath` as watched by
+ * session `sessionId` (a bigint, as a Participant's), through the `wchp` four-letter word: a
+ * waiter's sign that it has decided to wait.
+ */
+export async function watchedBy(nodePath, sessionId, server = ZK) {
+  const session = `0x${BigInt.asUintN(64, sessionId).toString(16)}`
+  let watched = null
+  // A watched path's line, then a tab-indented line for each session watching it.
+  for (const line of (await fourLetterWord(server, 'wchp')).split('\n')) {
+    if (!line.startsWith('\t')) watched = line.trim()
+    else if (watched === nodePath && line.trim() === session) return true
+  }
+  return false
+}
+
 /** The reply of the first host of `server` to a four-letter word. */
 function fourLetterWord(server, word) {
   const [host, port] = server.split(',')[0].split('/')[0].split(':')

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -112,6 +113,40 @@ def hand_over(first: zklock.Client, second: zklock.Client, kazoo: KazooClient, p
     waiter.join()
     assert got.is_set()
     wait_children(kazoo, path, 0)
+
+
+def session_of(client: Any) -> int:
+    """The session id of a zklock or kazoo client, as the server writes it (unsigned)."""
+    session = client.session_id if isinstance(client, zklock.Client) else client.client_id[0]
+    assert session is not None
+    return int(session) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def watches(zk_connect: str) -> Optional[dict[str, set[int]]]:
+    """Every server's data and child watches (`wchp`: path, then the sessions watching it), or
+    None if the servers do not answer four-letter words."""
+    hosts, _, chroot = zk_connect.partition("/")
+    found: dict[str, set[int]] = {}
+    for host in hosts.split(","):
+        name, _, port = host.rpartition(":")
+        with socket.create_connection((name.strip("[]"), int(port)), timeout=5) as sock:
+            sock.sendall(b"wchp")
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        text = reply.decode()
+        if "not in the whitelist" in text or "not executed" in text:
+            return None
+        watched: Optional[str] = None
+        for line in text.splitlines():
+            if line and not line[0].isspace():
+                watched = line.strip()
+                if chroot:
+                    prefix = "/" + chroot.rstrip("/")
+                    watched = watched[len(prefix) :] if watched.startswith(prefix + "/") else None
+            elif line.strip().startswith("0x") and watched is not None:
+                found.setdefault(watched, set()).add(int(line.strip(), 16))
+    return found
 
 
 class Proxy:

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import functools
 import re
-import socket
 import threading
 from typing import Any, Callable, Iterator, Optional
 
 import pytest
-from conftest import DEADLINE, NODE_NAME, children, wait_children, wait_until
+from conftest import DEADLINE, NODE_NAME, children, session_of, wait_children, wait_until, watches
 from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout, NoNodeError
 from kazoo.recipe.lock import Lock as KazooLock
@@ -192,40 +191,6 @@ def peers(zk_connect: str, kazoo: KazooClient, path: str, client: zklock.Client)
         kazoo.delete(path)
     except NoNodeError:
         pass
-
-
-def session_of(client: Any) -> int:
-    """The session id of a zklock or kazoo client, as the server writes it (unsigned)."""
-    session = client.session_id if isinstance(client, zklock.Client) else client.client_id[0]
-    assert session is not None
-    return int(session) & 0xFFFF_FFFF_FFFF_FFFF
-
-
-def watches(zk_connect: str) -> Optional[dict[str, set[int]]]:
-    """Every server's data and child watches (`wchp`: path, then the sessions watching it), or
-    None if the servers do not answer four-letter words."""
-    hosts, _, chroot = zk_connect.partition("/")
-    found: dict[str, set[int]] = {}
-    for host in hosts.split(","):
-        name, _, port = host.rpartition(":")
-        with socket.create_connection((name.strip("[]"), int(port)), timeout=5) as sock:
-            sock.sendall(b"wchp")
-            reply = b""
-            while chunk := sock.recv(65536):
-                reply += chunk
-        text = reply.decode()
-        if "not in the whitelist" in text or "not executed" in text:
-            return None
-        watched: Optional[str] = None
-        for line in text.splitlines():
-            if line and not line[0].isspace():
-                watched = line.strip()
-                if chroot:
-                    prefix = "/" + chroot.rstrip("/")
-                    watched = watched[len(prefix) :] if watched.startswith(prefix + "/") else None
-            elif line.strip().startswith("0x") and watched is not None:
-                found.setdefault(watched, set()).add(int(line.strip(), 16))
-    return found
 
 
 def try_zklock(side: zklock.Lock, **how: Any) -> bool:

@@ -15,16 +15,21 @@
 //! * `cut-after-connect-response`  arm a one-shot trigger: the next new connection gets its
 //!   ConnectResponse through, then every connection is reset and new ones refused (as `cut`)
 //!   until `pass`. `OK` once armed, not once fired.
+//! * `wait-connect-cut`  `OK` once the armed `cut-after-connect-response` has fired and the
+//!   connection it let the response through is closed (at once if none is armed), `ERR` if that
+//!   takes over a minute; the other commands wait meanwhile.
 //!
 //! (The modes are the testkit's `Proxy` methods of the same names; see its documentation.)
 //!
 //! It exits when stdin reaches end of file, so it never outlives the test that started it.
 
 use std::io::{BufRead, Write};
+use std::time::Duration;
 
 use zklock_testkit::Proxy;
 
-const COMMANDS: &str = "pass, stall, cut, stall-upstream, stall-downstream, cut-after-connect-response";
+const COMMANDS: &str =
+    "pass, stall, cut, stall-upstream, stall-downstream, cut-after-connect-response, wait-connect-cut";
 
 fn main() {
     let upstream = match std::env::args().nth(1) {
@@ -47,6 +52,14 @@ fn main() {
             "stall-upstream" => proxy.stall_upstream(),
             "stall-downstream" => proxy.stall_downstream(),
             "cut-after-connect-response" => proxy.cut_after_next_connect_response(),
+            "wait-connect-cut" => {
+                if !proxy.wait_connect_cut(Duration::from_secs(60)) {
+                    writeln!(out, "ERR {command}: the armed cut did not fire within 60 s")
+                        .and_then(|()| out.flush())
+                        .ok();
+                    continue;
+                }
+            }
             "" => continue,
             other => {
                 writeln!(out, "ERR unknown command {other:?} ({COMMANDS})").and_then(|()| out.flush()).ok();
