@@ -1,6 +1,7 @@
 //! Property tests of everything zklock parses or validates from outside: lock paths, connect
 //! strings, client options, TLS keys and passwords, owner labels, lock identifiers, and the names
-//! and data of lock nodes as a real server lists them. Whatever the input: no panic, and either
+//! and data of lock nodes as a real server lists them, and every reply a server (or anyone in the
+//! middle) could send, decoded by the vendored client. Whatever the input: no panic, and either
 //! success or `InvalidArgument` with a message naming what was wrong; valid input is accepted,
 //! and what has a round trip (labels, identifiers, node names and data) comes back unchanged.
 //!
@@ -587,5 +588,27 @@ proptest! {
         if let Some(body) = body {
             prop_assert!(!shown.contains(body), "{}", shown);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// What a server, or anyone in the middle of a plaintext connection, sends is decoded or
+    /// refused without a panic, and without an allocation beyond the bytes that came: random
+    /// bytes, and the same with a forged length or count (up to 2^31-1) planted anywhere.
+    #[test]
+    fn any_bytes_from_a_server_decode_or_fail_without_a_panic(
+        bytes in prop::collection::vec(any::<u8>(), 0..256),
+        forged in any::<i32>(),
+        at in 0usize..64,
+    ) {
+        zk::decode_server_bytes(&bytes);
+        let mut planted = bytes.clone();
+        let at = at.min(planted.len());
+        planted.splice(at..at, forged.to_be_bytes());
+        zk::decode_server_bytes(&planted);
+        planted.splice(at..at, i32::MAX.to_be_bytes());
+        zk::decode_server_bytes(&planted);
     }
 }

@@ -57,6 +57,8 @@ pub use self::error::Error;
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use self::tls::{TlsCa, TlsCerts, TlsCertsBuilder, TlsCertsOptions, TlsDynamicCerts, TlsIdentity, TlsOptions};
 pub use crate::client::*;
+#[doc(hidden)]
+pub use crate::session::decode_server_bytes;
 pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
 #[cfg(feature = "sasl-digest-md5")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-digest-md5"))))]

@@ -892,3 +892,29 @@ async fn within<F: std::future::Future>(until: Option<Instant>, future: F) -> Op
         _ = Timer::at(until) => None,
     }
 }
+
+/// Runs every decoder of what a server sends over `bytes`, as a reply body would reach it: for
+/// property tests (zklock's fuzz suite) that no input panics, or allocates beyond what it holds.
+/// Not part of the API.
+#[doc(hidden)]
+pub fn decode_server_bytes(bytes: &[u8]) {
+    use crate::acl::{Acl, AuthUser};
+    use crate::proto::{GetChildren2Response, MultiReadResponse, MultiWriteResponse, Stat};
+    fn all<'a, T: record::DeserializableRecord<'a> + 'a>(bytes: &'a [u8]) {
+        let _ = record::unmarshal::<T>(&mut &bytes[..]);
+    }
+    let _ = record::try_deserialize::<&[u8]>(&mut &bytes[..]);
+    all::<ConnectResponse>(bytes);
+    all::<ReplyHeader>(bytes);
+    all::<WatcherEvent>(bytes);
+    all::<Stat>(bytes);
+    all::<GetChildren2Response>(bytes);
+    all::<Vec<String>>(bytes);
+    all::<Vec<AuthUser>>(bytes);
+    all::<Vec<Acl>>(bytes);
+    all::<Vec<MultiReadResponse>>(bytes);
+    all::<Vec<MultiWriteResponse>>(bytes);
+    all::<Option<&[u8]>>(bytes);
+    all::<&str>(bytes);
+}
+
