@@ -195,6 +195,12 @@ impl HoldInfo {
         self.status().1
     }
 
+    /// Until when (boot-clock nanoseconds) the hold's session is trusted, as of now; 0 once it
+    /// is not. The owner table's lock-free re-entry compares the clock with it.
+    pub(crate) fn trusted_until(&self) -> u64 {
+        self.trust.deadline_nanos()
+    }
+
     /// The node is gone, as the server told (a watch on it, or a check that failed): the hold
     /// is lost, unless it was released (its own delete, then).
     pub(crate) fn node_gone(&self) {

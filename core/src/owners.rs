@@ -125,6 +125,10 @@ const FAST_SLOTS: usize = 4;
 /// process's loss count ([`crate::hold::losses`]) is what it was when the table last checked the
 /// hold (`verified`); otherwise it goes the checked way, under the mutex.
 ///
+/// It also trusts the session no longer than the deadline it had when last checked
+/// (`trusted_until`, on the boot clock): a paused or starved holder's re-entry past it goes the
+/// checked way, which reads it lost, even before anyone counted the loss.
+///
 /// `word` packs a generation (bumped when the slot is let go, so a re-entry that read an earlier
 /// hold's slot fails its compare-and-swap), the mode and the levels; levels 0 means free. Only
 /// the mutex's holder makes a slot live or free; the fast path moves levels between 1 and more.
@@ -135,6 +139,7 @@ struct Fast {
     owner: AtomicU64,
     hold_id: AtomicU64,
     verified: AtomicU64,
+    trusted_until: AtomicU64,
 }
 
 const LEVEL_BITS: u32 = 40;
@@ -168,7 +173,8 @@ impl Fast {
         // A slot let go and taken again after `word` was read fails the swap below: its
         // generation moved first (see `Fast`).
         let ours = self.owner.load(Ordering::Acquire) == owner
-            && self.verified.load(Ordering::Acquire) == crate::hold::losses();
+            && self.verified.load(Ordering::Acquire) == crate::hold::losses()
+            && zookeeper_client::boot_nanos() < self.trusted_until.load(Ordering::Acquire);
         ours.then_some(word)
     }
 
@@ -267,7 +273,8 @@ impl OwnerTable {
             Levels::Here(ref mut levels) => *levels += 1,
             Levels::Fast(i) => {
                 let fast = &self.fast[i];
-                // Checked now: the fast path may trust it until the next loss.
+                // Checked now: the fast path may trust it until the next loss, or its deadline.
+                fast.trusted_until.store(held.hold.inner.trusted_until(), Ordering::Release);
                 fast.verified.store(losses, Ordering::Release);
                 // Under the mutex no slot is let go, and the fast path never takes levels to 0.
                 if levels_of(fast.word.fetch_add(1, Ordering::AcqRel)) >= LEVEL_MASK - 1 {
@@ -329,6 +336,7 @@ impl OwnerTable {
         fast.owner.store(owner, Ordering::Release);
         fast.hold_id.store(hold.id(), Ordering::Release);
         fast.verified.store(verified, Ordering::Release);
+        fast.trusted_until.store(hold.inner.trusted_until(), Ordering::Release);
         let generation = fast.word.load(Ordering::Acquire) >> GEN_SHIFT;
         fast.word.store((generation << GEN_SHIFT) | (mode_bits(mode) << MODE_SHIFT) | 1, Ordering::Release);
         Levels::Fast(i)

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
@@ -101,7 +101,7 @@ impl Session {
         let session = Arc::new(Session {
             id: zk.session_id().0,
             timeout: zk.session_timeout(),
-            trust: Arc::new(Trust::new(zk.answered_sends(), zk.session_timeout())),
+            trust: Arc::new(Trust::new(zk.answered_sends())),
             zk,
             lease,
             ended: closed.child_token(),
@@ -128,18 +128,25 @@ impl Session {
 const TRUSTED_FOR: (u32, u32) = (17, 20);
 
 /// Whether the locks of a session can still be trusted: not once the session is over, nor past
-/// the deadline that the latest answered send sets. Checked by every read of a hold's state
-/// (on the boot clock, which counts a suspended machine's time, as the servers' clocks do), so
-/// a holder paused past the deadline reads lost as soon as it runs, before the monitor wakes.
+/// the deadline that the latest answered send sets, with the session timeout negotiated for it.
+/// Checked by every read of a hold's state (on the boot clock, which counts a suspended
+/// machine's time, as the servers' clocks do), so a holder paused past the deadline reads lost
+/// as soon as it runs, before the monitor wakes; and by the owner tables' lock-free re-entry,
+/// against the deadline it last saw.
 pub(crate) struct Trust {
     over: AtomicBool,
+    /// Set the first time the deadline is seen passed, never cleared. An answer that comes
+    /// later would move the deadline on, but whoever read the lapse may have acted on it (a
+    /// release that deleted nothing, an attempt that let its node go): the session must end.
+    lapsed: AtomicBool,
     answered: zk::AnsweredSends,
-    window: Duration,
+    /// Wakes the monitor at the first lapse anyone sees, to end the session at once.
+    lapse_seen: Notify,
 }
 
 impl Trust {
-    fn new(answered: zk::AnsweredSends, timeout: Duration) -> Trust {
-        Trust { over: AtomicBool::new(false), answered, window: timeout * TRUSTED_FOR.0 / TRUSTED_FOR.1 }
+    fn new(answered: zk::AnsweredSends) -> Trust {
+        Trust { over: AtomicBool::new(false), lapsed: AtomicBool::new(false), answered, lapse_seen: Notify::new() }
     }
 
     /// Over, or past the deadline.
@@ -148,22 +155,48 @@ impl Trust {
         self.over.load(Ordering::Acquire) || self.lapsed()
     }
 
-    /// Past the deadline: the server may expire the session before the holder hears of it.
+    /// Past the deadline (once, for good): the server may expire the session before the holder
+    /// hears of it.
     pub(crate) fn lapsed(&self) -> bool {
-        self.remaining().is_none()
+        if self.lapsed.load(Ordering::Acquire) {
+            return true;
+        }
+        if zk::boot_nanos() < self.deadline_nanos() {
+            return false;
+        }
+        if !self.lapsed.swap(true, Ordering::AcqRel) {
+            // Recorded, then counted (see `hold::LOSSES`), then the monitor told.
+            crate::hold::note_loss();
+            self.lapse_seen.notify_one();
+        }
+        true
     }
 
-    /// Time left until the deadline, or `None` once it passed.
-    fn remaining(&self) -> Option<Duration> {
+    /// The deadline, in boot-clock nanoseconds (see [`zk::boot_nanos`]); 0 once it lapsed.
+    pub(crate) fn deadline_nanos(&self) -> u64 {
+        if self.lapsed.load(Ordering::Acquire) {
+            return 0;
+        }
         // A session is made by an answered handshake, so there is always an answered send.
-        let deadline = self.answered.latest()? + self.window;
-        deadline.checked_sub(zk::boot_clock()).filter(|left| !left.is_zero())
+        let Some((sent, timeout)) = self.answered.latest_with_timeout() else { return 0 };
+        let deadline = sent + timeout * TRUSTED_FOR.0 / TRUSTED_FOR.1;
+        u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Resolves once the deadline passed (it moves on with every answer).
+    /// Resolves once the deadline passed (it moves on with every answer), or anyone saw it had.
     async fn lapse(&self) {
-        while let Some(left) = self.remaining() {
-            tokio::time::sleep(left).await;
+        loop {
+            let seen = self.lapse_seen.notified();
+            tokio::pin!(seen);
+            seen.as_mut().enable();
+            if self.lapsed() {
+                return;
+            }
+            let left = Duration::from_nanos(self.deadline_nanos().saturating_sub(zk::boot_nanos()));
+            tokio::select! {
+                _ = tokio::time::sleep(left) => {},
+                _ = seen => {},
+            }
         }
     }
 }

@@ -6,13 +6,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The time on `CLOCK_BOOTTIME`: monotonic, and unlike `Instant` (`CLOCK_MONOTONIC`) it goes on
-/// counting while the system is suspended, as the servers' clocks do.
+/// counting while the system is suspended, as the servers' clocks do. (On Apple systems,
+/// `CLOCK_MONOTONIC`, which counts sleep there.)
 pub fn boot_clock() -> Duration {
+    Duration::from_nanos(boot_nanos())
+}
+
+/// [`boot_clock`] in nanoseconds: a vDSO call, cheap enough for a reentrant lock's fast path.
+#[inline]
+pub fn boot_nanos() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_BOOTTIME;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec we pass; CLOCK_BOOTTIME exists since Linux 2.6.39.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_BOOTTIME) failed");
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    // SAFETY: clock_gettime writes the timespec we pass; CLOCK_BOOTTIME exists since Linux 2.6.39
+    // (it cannot fail for a valid clock and pointer).
+    unsafe { libc::clock_gettime(CLOCK, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// The [`boot_clock`] time at which the latest request, ping or session handshake that the
@@ -23,20 +34,40 @@ pub fn boot_clock() -> Duration {
 /// the session at least until this time plus the session timeout, whatever else the client
 /// received since: a watch notification, which the server sends on its own, proves nothing,
 /// and a reply that arrives proves the server heard the request, not anything later.
+///
+/// With it, the session timeout the latest handshake negotiated: a reconnect may negotiate
+/// another (a server with other bounds), and the server touches the session with the timeout of
+/// the connection it answers on.
 #[derive(Clone, Debug, Default)]
-pub struct AnsweredSends(Arc<AtomicU64>);
+pub struct AnsweredSends(Arc<Answered>);
+
+#[derive(Debug, Default)]
+struct Answered {
+    sent_nanos: AtomicU64,
+    timeout_millis: AtomicU64,
+}
 
 impl AnsweredSends {
     /// The latest answered send, or `None` before any answer.
     pub fn latest(&self) -> Option<Duration> {
-        match self.0.load(Ordering::Acquire) {
-            0 => None,
-            nanos => Some(Duration::from_nanos(nanos)),
-        }
+        self.latest_with_timeout().map(|(sent, _)| sent)
+    }
+
+    /// The latest answered send and the session timeout negotiated for it, or `None` before any
+    /// answer. The send is read first: a reconnect sets its timeout before its answer counts,
+    /// so a send is never paired with a timeout older than its own.
+    pub fn latest_with_timeout(&self) -> Option<(Duration, Duration)> {
+        let sent = self.0.sent_nanos.load(Ordering::Acquire);
+        let timeout = self.0.timeout_millis.load(Ordering::Acquire);
+        (sent != 0).then(|| (Duration::from_nanos(sent), Duration::from_millis(timeout)))
     }
 
     pub(crate) fn record(&self, sent: Duration) {
         let nanos = u64::try_from(sent.as_nanos()).unwrap_or(u64::MAX).max(1);
-        self.0.fetch_max(nanos, Ordering::AcqRel);
+        self.0.sent_nanos.fetch_max(nanos, Ordering::AcqRel);
+    }
+
+    pub(crate) fn negotiated(&self, timeout: Duration) {
+        self.0.timeout_millis.store(timeout.as_millis() as u64, Ordering::Release);
     }
 }

@@ -543,7 +543,8 @@ impl Session {
         self.session.password.extend_from_slice(response.password);
         self.session.readonly = response.readonly;
         self.reset_timeout(Duration::from_millis(response.session_timeout as u64));
-        // The server revalidated the session (and touched it) to answer.
+        // The server revalidated the session (and touched it, with this timeout) to answer.
+        self.answered.negotiated(Duration::from_millis(response.session_timeout.max(0) as u64));
         self.answered.record(self.connect_sent);
         self.complete_connect();
         Ok(())
