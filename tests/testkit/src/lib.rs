@@ -108,6 +108,7 @@
 pub mod chaos;
 pub mod curator;
 pub mod proxy;
+pub mod txnlog;
 
 pub use curator::{CuratorContender, CuratorContenderBuilder, CuratorLock, CuratorVersion};
 pub use proxy::{ProxiedCluster, Proxy, ProxyMode};

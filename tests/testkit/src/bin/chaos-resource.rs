@@ -1,6 +1,7 @@
 //! The chaos soak's fenced resource: a small TCP server that lock holders write to, which accepts
 //! a write only with a fencing token at least the highest it has seen, and which judges, from the
-//! order in which it receives the holders' messages, whether two holders ever acted at once.
+//! order in which it receives the holders' messages, whether two holders ever acted at once, and,
+//! from the server's record, which of them had no right to.
 //!
 //!   chaos-resource [--log FILE]
 //!
@@ -47,11 +48,14 @@
 //!   whether it was applied: the mark stays), `nonode` or `skipped` (not deleted: the mark goes);
 //! * `STOP`        the soak is over: contenders are about to be shut down, so losses caused by
 //!   closing them are not judged; holds still open are judged as if they ended now (`OK`);
+//! * `FACTS file`  the server's record of the lock paths (`zklock_testkit::txnlog::facts`, read
+//!   from the ensemble's transaction logs), which decides the claims (see "Who is at fault"):
+//!   `FACTS events N nodes M`, or `ERR FACTS why` (then every claim is unjudged);
 //! * `REPORT`      every figure, as one line of JSON.
 //!
 //! It exits when stdin reaches end of file, so it never outlives the orchestrator.
 //!
-//! # Figures (receipt order at the resource is the only clock that matters)
+//! # Figures (receipt order at the resource says what happened; the server's record, who did it)
 //! For holds G and H on one path whose modes conflict (not both `r`), H begun after G:
 //! * overlap: at an operation by one of them, the other is open (not ended, not lost, its
 //!   connection alive) and has already operated;
@@ -73,8 +77,9 @@
 //! An outside client deleting a holder's node takes its lock away: the server tells the victim
 //! G (its watch on its own node) and the next waiter H at the same time, and H may act before G
 //! has heard, which no client can prevent. So for a marked victim G (`OPDELETE`), the overlaps,
-//! late losses and unsignalled losses that it offends against a hold H whose first operation
-//! came after the mark are counted in the class `operator_delete`, not in G's language's: they
+//! late losses and unsignalled losses that the server's record charges it with against a hold H
+//! whose first operation came after the mark are counted in the class `operator_delete`, not in
+//! G's language's: they
 //! are reported, with how each victim learned of it (`told_in_time`: LOST before any later
 //! conflicting hold operated; `told_late`; `ended_before_next`: it ended before anyone else
 //! acted and before it was told; `ended_untold_after_next`; `killed`; `open_at_stop`) and the
@@ -85,11 +90,31 @@
 //! writer up to that message and a reader from then on, so a reader H that first operated after
 //! G's downgrade does not conflict with G.
 //!
-//! Each is attributed to the party that should have stopped, the earlier holder G; figures whose
-//! offender is a peer's holder (`curator`, `curator57`, `kazoo`: not zklock) are reported apart,
-//! by language, and those between a Curator holder and a kazoo holder apart again
-//! (`curator~kazoo`: Curator does not know kazoo's node names, see `pair_class`). A zombie write accepted after another hold began on its path is counted apart
-//! too (`zombie_writes_accepted_superseded`), whoever the zombie is: it is the fence that failed.
+//! # Who is at fault
+//! An overlap, a late loss and an unsignalled loss say that G and H both held at one moment (the
+//! operation that showed the overlap, or H's first operation): a claim, which the server's record
+//! (`FACTS`) decides at REPORT, whoever began first. Each party held rightly at that moment if its
+//! lock node (the node whose czxid is its token) was first in the server's queue, among the nodes
+//! it conflicts with, when the resource received its BEGIN (it was let in before), and the node
+//! still existed at the moment (not deleted, its session not ended), or once it downgraded, the
+//! read node its session made while the write node lived, first once the write node was gone
+//! (`zklock_testkit::chaos::entitlement`, which reads the queue from the node names on its own,
+//! not with zklock's code). A party that held without the right is charged with the figure, in
+//! its own class: G kept acting after its node or session was gone; H was let in while a node
+//! ahead of it still rightly held (a zklock holder let in beside a live Curator holder is
+//! zklock's); both, if neither had the right. A claim whose parties both held rightly by the
+//! record, or where the record cannot tell (no record, a token that names no node, an event within
+//! the same millisecond as the moment), is `unjudged`, counted by figure, and `with_zklock` (must
+//! be 0: the soak fails closed) when a zklock holder is in it; a party the record does say held
+//! without the right is charged all the same.
+//!
+//! Figures whose offender is a peer's holder (`curator`, `curator57`, `kazoo`: not zklock) are
+//! reported apart, by language, and those between a Curator holder and a kazoo holder apart again
+//! (`curator~kazoo`: Curator does not know kazoo's node names, see `pair_class`). Stale writes
+//! accepted and more than max holding are the earlier (the operating) holder's, as the fence's and
+//! the semaphore's figures. A zombie write accepted after another hold began on its path is
+//! counted apart too (`zombie_writes_accepted_superseded`), whoever the zombie is: it is the fence
+//! that failed.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
@@ -100,6 +125,7 @@ use std::thread;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
+use zklock_testkit::chaos::entitlement::{Claimant, ServerRecord, Tri};
 use zklock_testkit::chaos::SEMAPHORE_MAX;
 
 /// How many violations are described in full in the report.
@@ -154,6 +180,10 @@ struct Hold {
     /// Order of BEGIN receipt over all paths.
     seq: u64,
     began_ms: f64,
+    /// The wall clock (ms since the epoch) at its BEGIN and its first operation: the server's
+    /// record is judged against it.
+    began_unix: f64,
+    first_op_unix: Option<f64>,
     first_op_ms: Option<f64>,
     ops: u32,
     /// Not ended, not lost, connection alive.
@@ -307,6 +337,49 @@ struct Victim {
 /// The class of violations a victim of an operator delete offends after the delete.
 const OPERATOR_DELETE: &str = "operator_delete";
 
+/// Two holds that both held (an overlap, or a loss told late or never): who was at fault is
+/// the server's record's to say (`FACTS`), at REPORT.
+struct Claim {
+    v: Violation,
+    /// The hold begun first, then the other, as they were when it was seen.
+    parties: [Party; 2],
+    /// When both held (the wall clock, ms since the epoch): the operation that showed the
+    /// overlap, or the later hold's first operation.
+    moment: f64,
+    /// The resource's clock then, and what showed it (for the description).
+    at_ms: f64,
+    at: String,
+}
+
+struct Party {
+    lang: String,
+    claimant: Claimant,
+    /// Its `OPDELETE` mark then: (event, victim).
+    mark: Option<(u64, usize)>,
+    /// The event of its first operation.
+    first_op_ev: u64,
+    text: String,
+}
+
+/// The claims judged (see `State::judge`).
+#[derive(Default)]
+struct Verdicts {
+    /// By class, by figure: each party the record says held without the right is charged.
+    violations: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// By figure: claims the record cannot settle (a party it cannot tell, or no party without
+    /// the right).
+    unjudged: BTreeMap<&'static str, u64>,
+    /// Unjudged claims with a zklock holder in them (fail the soak).
+    unjudged_with_zklock: u64,
+    judged: u64,
+    details: Vec<String>,
+}
+
+/// The wall clock, ms since the epoch (what the server's record is stamped with).
+fn unix_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
 struct State {
     t0: Instant,
     frozen: bool,
@@ -318,6 +391,12 @@ struct State {
     paths: HashMap<String, PathState>,
     conns: HashMap<ConnId, Conn>,
     overlap_pairs: HashSet<(HoldId, HoldId)>,
+    /// Overlaps, late and unsignalled losses seen, for the server's record to judge.
+    claims: Vec<Claim>,
+    /// The server's record (`FACTS`), or why it could not be read.
+    record: Option<Result<ServerRecord, String>>,
+    /// The path and token of every lock hold begun (not leases), to check the record against.
+    begun: Vec<(String, i64)>,
     /// Pins not yet given, by contender name: (ms, label).
     pins: HashMap<String, (u64, String)>,
     fig: Figures,
@@ -344,31 +423,130 @@ impl State {
         self.log(&format!("c{conn}"), &format!("PROTOCOL-ERROR {what}"));
     }
 
-    /// Records violation `v` with `offender` (who should have stopped) and `other`.
-    fn violation(&mut self, v: Violation, offender: HoldId, other: HoldId, at: &str) {
-        let (class, text) = {
-            let g = &self.holds[&offender];
-            let h = &self.holds[&other];
-            // H's first operation may be the one being judged (not recorded yet): the latest event.
-            let h_first = h.first_op_ev.unwrap_or(self.ev);
-            let operators = g.deleted.is_some_and(|(marked, _)| h_first > marked)
-                && matches!(v, Violation::Overlap | Violation::LateLoss | Violation::UnsignalledLoss);
-            let class = if operators { OPERATOR_DELETE.to_string() } else { pair_class(&g.lang, &h.lang) };
-            let text = format!(
-                "{} at {:.1}ms ({at}): offender {} | other {}",
-                v.key(),
-                self.now_ms(),
-                g.describe(),
-                h.describe()
-            );
-            (class, text)
-        };
+    /// Records violation `v` between the holds `g` and `h` (`h` began after `g`). An overlap, a
+    /// late or an unsignalled loss is a claim the server's record decides at REPORT (see the
+    /// module documentation); the others are `g`'s, now.
+    fn violation(&mut self, v: Violation, g: HoldId, h: HoldId, at: &str) {
+        if matches!(v, Violation::Overlap | Violation::LateLoss | Violation::UnsignalledLoss) {
+            return self.claim(v, g, h, at);
+        }
+        let (gh, hh) = (&self.holds[&g], &self.holds[&h]);
+        let class = pair_class(&gh.lang, &hh.lang);
+        let text = format!(
+            "{} at {:.1}ms ({at}): offender {} | other {}",
+            v.key(),
+            self.now_ms(),
+            gh.describe(),
+            hh.describe()
+        );
         *self.fig.violations.entry(class.clone()).or_default().entry(v.key()).or_default() += 1;
         self.log("VIOLATION", &format!("[{class}] {text}"));
         if self.fig.details.len() < DETAILS_KEPT {
             self.fig.details.push(format!("[{class}] {text}"));
         }
         eprintln!("chaos-resource: VIOLATION [{class}] {text}");
+    }
+
+    /// Records a claim: holds `g` and `h` (begun after `g`) both held, at the operation being
+    /// judged (an overlap) or at `h`'s first operation (`g`'s loss told late, or never).
+    fn claim(&mut self, v: Violation, g: HoldId, h: HoldId, at: &str) {
+        let moment = match v {
+            Violation::Overlap => unix_ms(),
+            _ => self.holds[&h].first_op_unix.unwrap_or_else(unix_ms),
+        };
+        let party = |hold: &Hold| Party {
+            lang: hold.lang.clone(),
+            claimant: Claimant {
+                path: hold.path.clone(),
+                token: hold.token,
+                downgraded: hold.downgraded_ev.is_some(),
+                began_ms: hold.began_unix,
+            },
+            mark: hold.deleted,
+            // (its first operation may be the one being judged, not recorded yet: the latest event)
+            first_op_ev: hold.first_op_ev.unwrap_or(self.ev),
+            text: hold.describe(),
+        };
+        let claim = Claim {
+            v,
+            parties: [party(&self.holds[&g]), party(&self.holds[&h])],
+            moment,
+            at_ms: self.now_ms(),
+            at: at.to_string(),
+        };
+        let text = format!(
+            "{} at {:.1}ms ({at}): {} | {}",
+            v.key(),
+            claim.at_ms,
+            claim.parties[0].text,
+            claim.parties[1].text
+        );
+        self.log("CLAIM", &text);
+        eprintln!("chaos-resource: to judge by the server's record: {text}");
+        self.claims.push(claim);
+    }
+
+    /// The claims judged by the server's record: figures by class, the unjudged ones, and their
+    /// descriptions.
+    fn judge(&self) -> Verdicts {
+        let mut out = Verdicts::default();
+        for c in &self.claims {
+            let rights: Vec<(Tri, String)> = c
+                .parties
+                .iter()
+                .map(|p| match &self.record {
+                    Some(Ok(record)) => record.holds_rightly(&p.claimant, c.moment),
+                    Some(Err(e)) => (Tri::Unsure, format!("the server's record could not be read: {e}")),
+                    None => (Tri::Unsure, "no server's record was given (FACTS)".to_string()),
+                })
+                .collect();
+            let server = c
+                .parties
+                .iter()
+                .zip(&rights)
+                .map(|(p, (right, why))| {
+                    let verdict = match right {
+                        Tri::Yes => "held rightly",
+                        Tri::No => "held without the right",
+                        Tri::Unsure => "cannot tell",
+                    };
+                    format!("{} {verdict} ({why})", p.text.split(' ').next().unwrap_or_default())
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let offenders: Vec<usize> = (0..2).filter(|&i| rights[i].0 == Tri::No).collect();
+            for &i in &offenders {
+                let (x, y) = (&c.parties[i], &c.parties[1 - i]);
+                let operators = matches!(x.mark, Some((marked, victim)) if self.fig.victims[victim].deleted && y.first_op_ev > marked);
+                let class = if operators { OPERATOR_DELETE.to_string() } else { pair_class(&x.lang, &y.lang) };
+                *out.violations.entry(class.clone()).or_default().entry(c.v.key()).or_default() += 1;
+                out.details.push(format!(
+                    "[{class}] {} at {:.1}ms ({}): offender {} | other {} | server: {server}",
+                    c.v.key(),
+                    c.at_ms,
+                    c.at,
+                    x.text,
+                    y.text
+                ));
+            }
+            if offenders.is_empty() || rights.iter().any(|(right, _)| *right == Tri::Unsure) {
+                *out.unjudged.entry(c.v.key()).or_default() += 1;
+                if c.parties.iter().any(|p| class_of(&p.lang) == "zklock") {
+                    out.unjudged_with_zklock += 1;
+                }
+                out.details.push(format!(
+                    "[unjudged] {} at {:.1}ms ({}): {} | {} | server: {server}",
+                    c.v.key(),
+                    c.at_ms,
+                    c.at,
+                    c.parties[0].text,
+                    c.parties[1].text
+                ));
+            } else {
+                out.judged += 1;
+            }
+        }
+        out
     }
 
     /// A hold begun after `g` on its path, conflicting with it, that has operated already.
@@ -592,6 +770,8 @@ impl State {
                 name: name.to_string(),
                 seq,
                 began_ms: now,
+                began_unix: unix_ms(),
+                first_op_unix: None,
                 first_op_ms: None,
                 ops: 0,
                 open: true,
@@ -601,6 +781,9 @@ impl State {
                 deleted: None,
             },
         );
+        if mode != 'l' {
+            self.begun.push((path.to_string(), token));
+        }
         let ps = self.paths.entry(path.to_string()).or_default();
         ps.holds.push_back(id);
         ps.last_seq = Some(seq);
@@ -709,6 +892,7 @@ impl State {
         let h = self.holds.get_mut(&hold).expect("hold");
         let first = h.first_op_ms.is_none();
         h.first_op_ms.get_or_insert(now);
+        h.first_op_unix.get_or_insert_with(unix_ms);
         h.first_op_ev.get_or_insert(ev);
         h.ops += 1;
         if first && !self.frozen {
@@ -873,6 +1057,18 @@ impl State {
                 }
                 "OK".to_string()
             }
+            "FACTS" => {
+                let file = rest.trim();
+                let record = std::fs::read_to_string(file)
+                    .map_err(|e| format!("read {file}: {e}"))
+                    .and_then(|text| ServerRecord::parse(&text));
+                let reply = match &record {
+                    Ok(r) => format!("FACTS events {} nodes {}", r.events, r.node_count()),
+                    Err(e) => format!("ERR FACTS {e}"),
+                };
+                self.record = Some(record);
+                reply
+            }
             "PIN" => {
                 let mut words = rest.split_whitespace();
                 let (Some(name), Some(Ok(ms))) = (words.next(), words.next().map(str::parse::<u64>)) else {
@@ -918,7 +1114,7 @@ impl State {
             }
             _ => format!(
                 "ERR unknown command {cmd:?} (MARK, NOTE, HOLDERS, COUNT, PIN, UNPIN, PINNED, OPDELETE, OPDELETE-DONE, \
-                 STOP, REPORT)"
+                 STOP, FACTS, REPORT)"
             ),
         }
     }
@@ -962,15 +1158,22 @@ impl State {
         for (lang, w) in waits.into_iter().filter(|(_, w)| !w.is_empty()) {
             wait_ms.insert(lang, percentiles(w));
         }
+        let verdicts = self.judge();
+        let mut counted = self.fig.violations.clone();
+        for (class, figures) in &verdicts.violations {
+            for (key, n) in figures {
+                *counted.entry(class.clone()).or_default().entry(key).or_default() += n;
+            }
+        }
         let mut violations = Map::new();
         let mut classes: Vec<&str> = vec!["zklock"];
-        for lang in self.fig.handoffs.keys().chain(self.fig.violations.keys()) {
+        for lang in self.fig.handoffs.keys() {
             let class = class_of(lang);
             if !classes.contains(&class) {
                 classes.push(class);
             }
         }
-        for class in self.fig.violations.keys() {
+        for class in counted.keys() {
             if !classes.contains(&class.as_str()) {
                 classes.push(class);
             }
@@ -978,11 +1181,25 @@ impl State {
         for class in classes {
             let mut m = Map::new();
             for v in Violation::ALL {
-                let n = self.fig.violations.get(class).and_then(|m| m.get(v.key())).copied().unwrap_or(0);
+                let n = counted.get(class).and_then(|m| m.get(v.key())).copied().unwrap_or(0);
                 m.insert(v.key().to_string(), json!(n));
             }
             violations.insert(class.to_string(), Value::Object(m));
         }
+        let mut unjudged = Map::new();
+        for v in [Violation::Overlap, Violation::LateLoss, Violation::UnsignalledLoss] {
+            unjudged.insert(v.key().to_string(), json!(verdicts.unjudged.get(v.key()).copied().unwrap_or(0)));
+        }
+        unjudged.insert("with_zklock".to_string(), json!(verdicts.unjudged_with_zklock));
+        let server_record = match &self.record {
+            None => Value::Null,
+            Some(Ok(r)) => {
+                let missing = self.begun.iter().filter(|(path, token)| !r.has_node(path, *token)).count();
+                json!({"events": r.events, "lock_nodes": r.node_count(), "holds_without_node": missing})
+            }
+            Some(Err(e)) => json!({"error": e}),
+        };
+        let details: Vec<&String> = self.fig.details.iter().chain(&verdicts.details).take(DETAILS_KEPT).collect();
         let recoveries: Vec<Value> = self
             .fig
             .recoveries
@@ -1019,7 +1236,11 @@ impl State {
             "most_leases_holding": self.fig.most_leases_holding,
             "lease_holds": self.fig.lease_holds,
             "violations": violations,
-            "violation_details": self.fig.details,
+            "violation_details": details,
+            "claims": self.claims.len(),
+            "claims_judged": verdicts.judged,
+            "unjudged": unjudged,
+            "server_record": server_record,
             "protocol_errors": self.fig.protocol_errors,
             "protocol_error_examples": self.fig.protocol_error_examples,
             "lost_after_end": self.fig.lost_after_end,
@@ -1122,6 +1343,9 @@ fn main() {
         paths: HashMap::new(),
         conns: HashMap::new(),
         overlap_pairs: HashSet::new(),
+        claims: Vec::new(),
+        record: None,
+        begun: Vec::new(),
         pins: HashMap::new(),
         fig: Figures::default(),
         log,

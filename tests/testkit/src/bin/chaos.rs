@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX, SEMAPHORE_PATH};
-use zklock_testkit::{Cluster, ProxiedCluster};
+use zklock_testkit::{txnlog, Cluster, ProxiedCluster};
 
 const LANGS: [&str; 7] = ["rust", "c", "python", "node", "curator", "curator57", "kazoo"];
 /// The peers' languages (Curator 5.4, Curator 5.7.1, kazoo): their figures are reported apart and
@@ -1069,6 +1069,18 @@ impl Census {
 
 // ------------------------------------------------------------------------------------- report
 
+/// Writes the lock paths' story, from the transaction logs of the ensemble's servers (the txns a
+/// majority of them logged: those committed), to `file`, for the resource's `FACTS`.
+fn write_server_facts(cluster: &Cluster, file: &Path) -> Result<(), String> {
+    let mut logs = Vec::new();
+    for i in 0..cluster.len() {
+        let dir = cluster.server_dir(i).join("data");
+        logs.push(txnlog::read_data_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?);
+    }
+    let committed = txnlog::committed(&logs)?;
+    fs::write(file, txnlog::facts(&committed, &[MUTEX_PATH, RW_PATH])).map_err(|e| format!("{}: {e}", file.display()))
+}
+
 /// Pinned holds that ended normally (END) although their contender was stalled or cut longer
 /// than the session timeout while holding: the session expired, so the hold should have been
 /// told lost. A peer's (`Some(lang)`) or zklock's (`None`).
@@ -1268,6 +1280,16 @@ fn main() {
     let (forced, failed_exits) = soak.shut_down_contenders();
     let left = census.left(Instant::now() + session * 2 + Duration::from_secs(10));
     let orphans_zklock: Vec<&String> = orphans.iter().filter(|(l, _)| !is_peer(l)).map(|(_, d)| d).collect();
+    // The server's record decides who held without the right in each overlap (and late or
+    // missing lost signal) the resource saw; without it every one is unjudged.
+    let facts_file = run_dir.join("server-facts.txt");
+    match write_server_facts(&soak.cluster, &facts_file) {
+        Ok(()) => {
+            let reply = soak.resource.command(&format!("FACTS {}", facts_file.display()));
+            println!("chaos: the server's record (transaction logs) for the judge: {reply}");
+        }
+        Err(e) => eprintln!("chaos: the servers' transaction logs could not be read ({e}): every claim is unjudged"),
+    }
     let report: Value = serde_json::from_str(&soak.resource.command("REPORT"))
         .unwrap_or_else(|e| fatal(&format!("the resource's report is not JSON: {e}")));
     let _ = fs::write(run_dir.join("resource-report.json"), report.to_string());
@@ -1286,6 +1308,7 @@ fn main() {
         ("orphaned_nodes", orphans_zklock.len() as u64),
         ("zombie_writes_accepted_superseded", get_u64(&report, &["zombie_writes_accepted_superseded"])),
         ("protocol_errors", get_u64(&report, &["protocol_errors"])),
+        ("unjudged_with_zklock", get_u64(&report, &["unjudged", "with_zklock"])),
         ("contender_crashes", soak.crashes.iter().filter(|(l, _)| !is_peer(l)).map(|(_, v)| v.len() as u64).sum()),
     ];
     for (name, n) in must_be_zero {
@@ -1331,7 +1354,7 @@ fn main() {
         between.insert(class.clone(), v.clone());
     }
     let peers = json!({
-        "note": "peers (Curator 5.4, Curator 5.7.1, kazoo): violations whose late or offending party is a peer's holder are counted here, by language, and do not fail the soak; those between a Curator holder and a kazoo holder apart (between), as Curator orders a lock's children by the sequence after its own markers and kazoo's __lock__/__rlock__ nodes have none",
+        "note": "peers (Curator 5.4, Curator 5.7.1, kazoo): violations whose offender is a peer's holder (for overlaps, late and unsignalled losses: the holder the server's record says held without the right) are counted here, by language, and do not fail the soak; those between a Curator holder and a kazoo holder apart (between), as Curator orders a lock's children by the sequence after its own markers and kazoo's __lock__/__rlock__ nodes have none",
         "by_lang": peers,
         "between": between,
     });
@@ -1394,6 +1417,11 @@ fn main() {
         "contender_crash_detail": soak.crashes,
         "contenders_killed_at_shutdown": forced,
         "contenders_failed_at_shutdown": failed_exits,
+        "unjudged_with_zklock": get_u64(&report, &["unjudged", "with_zklock"]),
+        "unjudged": report["unjudged"],
+        "claims": report["claims"],
+        "claims_judged": report["claims_judged"],
+        "server_record": report["server_record"],
         "protocol_errors": report["protocol_errors"],
         "protocol_error_examples": report["protocol_error_examples"],
         "violation_details": report["violation_details"],
@@ -1441,8 +1469,25 @@ fn print_table(s: &Value) {
     if s["faults_skipped"].as_object().is_some_and(|m| !m.is_empty()) {
         println!("  planned but not applicable    [{}]", map_line(&s["faults_skipped"]));
     }
+    let record = &s["server_record"];
+    let record = match (record["events"].as_u64(), record["error"].as_str()) {
+        (Some(events), _) => format!(
+            "{events} events, {} lock nodes; holds whose token names no node {}",
+            n(&record["lock_nodes"]),
+            n(&record["holds_without_node"])
+        ),
+        (None, Some(e)) => format!("unreadable: {e}"),
+        (None, None) => "none".to_string(),
+    };
+    println!("server's record (txn logs)      {record}");
+    println!(
+        "claims (two holding at once)    {}: {} judged by the record, unjudged [{}]",
+        n(&s["claims"]),
+        n(&s["claims_judged"]),
+        map_line(&s["unjudged"])
+    );
     println!("--------------------------------------------------------------------");
-    println!("MUST BE 0 (zklock)");
+    println!("MUST BE 0 (zklock; overlaps and losses: charged to whoever held without the right)");
     for key in [
         "overlaps",
         "stale_writes_accepted",
@@ -1450,6 +1495,7 @@ fn print_table(s: &Value) {
         "unsignalled_losses",
         "more_than_max_holding",
         "long_pinned_not_lost",
+        "unjudged_with_zklock",
         "nodes_left",
         "orphaned_nodes",
         "protocol_errors",

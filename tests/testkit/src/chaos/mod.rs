@@ -1,6 +1,9 @@
 //! Shared by the chaos soak's programs (`src/bin/chaos.rs`, `chaos-resource.rs`,
 //! `chaos-contender.rs`): the lock paths every contender uses, and the seeded random numbers that
-//! make a soak's fault plan and each contender's choices replayable from one seed.
+//! make a soak's fault plan and each contender's choices replayable from one seed; [`entitlement`],
+//! who had the right to hold by the server's record, for the resource's judge.
+
+pub mod entitlement;
 
 /// The mutex every contender (Curator's `InterProcessMutex` too) contends for.
 pub const MUTEX_PATH: &str = "/chaos/mutex";
