@@ -38,8 +38,9 @@ pub(crate) fn spawn(
         .env("ZKLOCK_NODE", hold.node_path())
         .env("ZKLOCK_FENCING_TOKEN", hold.fencing_token().to_string())
         .env("ZKLOCK_SESSION_ID", format!("0x{session_id:x}"))
-        // The key's password was zklock's, not COMMAND's.
+        // The passwords were zklock's, not COMMAND's.
         .env_remove(crate::connection::KEY_PASSWORD_ENV)
+        .env_remove(crate::connection::SASL_PASSWORD_ENV)
         .process_group(0);
     // SAFETY: only async-signal-safe calls between fork and exec, and no allocation.
     unsafe {

@@ -1,8 +1,10 @@
 //! How both commands reach ZooKeeper.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use zeroize::Zeroizing;
 
 use crate::codes;
 
@@ -35,7 +37,8 @@ pub struct Sasl {
     /// DIGEST-MD5: the user
     #[arg(long, value_name = "USER", env = "ZKLOCK_SASL_USER")]
     pub sasl_user: Option<String>,
-    /// DIGEST-MD5: a file whose first line is the password (else ZKLOCK_SASL_PASSWORD)
+    /// DIGEST-MD5: a file whose first line is the password, readable by its owner alone (else
+    /// ZKLOCK_SASL_PASSWORD)
     #[arg(long, value_name = "FILE")]
     pub sasl_password_file: Option<std::path::PathBuf>,
     /// GSSAPI: the client's principal (alice@EXAMPLE.COM)
@@ -55,8 +58,8 @@ pub struct Sasl {
     pub sasl_host: Option<String>,
 }
 
-/// The environment variable that carries the DIGEST-MD5 password.
-const PASSWORD_VARIABLE: &str = "ZKLOCK_SASL_PASSWORD";
+/// The environment variable that carries the DIGEST-MD5 password (never COMMAND's).
+pub const SASL_PASSWORD_ENV: &str = "ZKLOCK_SASL_PASSWORD";
 
 impl Sasl {
     /// The core's SASL options; an error names the flag, never the password.
@@ -72,13 +75,9 @@ impl Sasl {
             "DIGEST-MD5" => {
                 let user = self.sasl_user.clone().ok_or("--sasl-mechanism DIGEST-MD5 needs --sasl-user")?;
                 let password = match &self.sasl_password_file {
-                    Some(file) => {
-                        let text = std::fs::read_to_string(file)
-                            .map_err(|err| format!("--sasl-password-file {}: {err}", file.display()))?;
-                        text.lines().next().unwrap_or_default().to_owned()
-                    }
-                    None => std::env::var(PASSWORD_VARIABLE).map_err(|_| {
-                        format!("--sasl-mechanism DIGEST-MD5 needs a password: --sasl-password-file FILE or {PASSWORD_VARIABLE}")
+                    Some(file) => read_password_file("--sasl-password-file", file)?,
+                    None => std::env::var(SASL_PASSWORD_ENV).map_err(|_| {
+                        format!("--sasl-mechanism DIGEST-MD5 needs a password: --sasl-password-file FILE or {SASL_PASSWORD_ENV}")
                     })?,
                 };
                 Ok(Some(zklock::SaslOptions::digest_md5(user, password)))
@@ -99,6 +98,34 @@ impl Sasl {
     }
 }
 
+/// The first line of a password file (`flag`'s), refused while others than its owner may read or
+/// change it, as ssh refuses such a private key. The rest of the file is wiped from memory once
+/// read; errors never quote it.
+fn read_password_file(flag: &str, file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let failed = |err: std::io::Error| format!("{flag} {}: {err}", file.display());
+    let mut opened = std::fs::File::open(file).map_err(failed)?;
+    // The open file's mode: the file checked is the file read.
+    let metadata = opened.metadata().map_err(failed)?;
+    let mode = metadata.mode() & 0o777;
+    // SAFETY: geteuid takes nothing and cannot fail.
+    let mine = metadata.uid() == unsafe { libc::geteuid() };
+    // A file of another user's (root's, shared with a group) is that user's choice, but for others.
+    let (loose, remedy) = if mine { (mode & 0o077, "chmod 600") } else { (mode & 0o007, "chmod o-rwx") };
+    if loose != 0 {
+        return Err(format!(
+            "{flag} {}: others than its owner may read or change it (mode {mode:03o}); zklock refuses it, as ssh \
+             refuses such a key: {remedy} it",
+            file.display()
+        ));
+    }
+    // Room for it all at once: a buffer that grew would leave copies behind, unwiped.
+    let mut text = Zeroizing::new(String::with_capacity(metadata.len() as usize + 1));
+    opened.read_to_string(&mut text).map_err(failed)?;
+    Ok(text.lines().next().unwrap_or_default().to_owned())
+}
+
 /// TLS to the servers' secureClientPort. The key's password is never an argument (`ps` shows
 /// arguments to every user): it comes from a file or from the environment.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -114,7 +141,8 @@ pub struct Tls {
     /// --tls-key-password-file or the environment variable ZKLOCK_TLS_KEY_PASSWORD)
     #[arg(long, env = "ZKLOCK_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// A file whose first line is the password of an encrypted --tls-key
+    /// A file whose first line is the password of an encrypted --tls-key, readable by its owner
+    /// alone
     #[arg(long, env = "ZKLOCK_TLS_KEY_PASSWORD_FILE", value_name = "FILE")]
     pub tls_key_password_file: Option<PathBuf>,
     /// Verify the servers' certificates as NAME (and send it as SNI), not as the hosts of --zk
@@ -150,14 +178,7 @@ impl Tls {
             };
         }
         let password = match &self.tls_key_password_file {
-            Some(file) => Some(
-                std::fs::read_to_string(file)
-                    .map_err(|err| format!("--tls-key-password-file {}: {err}", file.display()))?
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned(),
-            ),
+            Some(file) => Some(read_password_file("--tls-key-password-file", file)?),
             None => std::env::var(KEY_PASSWORD_ENV).ok(),
         };
         let mut tls = zklock::TlsOptions::from_pem_files(

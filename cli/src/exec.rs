@@ -49,6 +49,8 @@ COMMAND gets in its environment:
                         writer whose token is lower than one it has seen (with --max, it rises
                         with each lease)
   ZKLOCK_SESSION_ID     the ZooKeeper session holding the lock (0x...)
+zklock's passwords (ZKLOCK_SASL_PASSWORD, ZKLOCK_TLS_KEY_PASSWORD) are taken out of it, but COMMAND,
+as the same user, can read zklock's own environment in /proc: password files are safer.
 
 COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP to zklock are forwarded to that
 group; the lock is released once COMMAND has exited. If the lock is lost (session expired, node

@@ -1,8 +1,9 @@
 //! `zklock exec` and `zklock status` over SASL, against real ZooKeeper 3.8 servers that refuse
 //! clients without SASL: DIGEST-MD5 (a JAAS DigestLoginModule) with the password from the
-//! environment or from a file (never an argument: there is no such flag), a command run under
-//! the lock, its status, and a wrong password refused at once (exit 69) without showing it; and
-//! Kerberos with a keytab, against a real MIT KDC, and a principal the keytab has no key for.
+//! environment or from a file (never an argument: there is no such flag; a file others can read
+//! is refused), a command run under the lock without the password in its environment, its
+//! status, and a wrong password refused at once (exit 69) without showing it; and Kerberos with
+//! a keytab, against a real MIT KDC, and a principal the keytab has no key for.
 
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -55,8 +56,11 @@ fn exec_and_status_run_over_sasl_with_the_password_from_the_environment_or_a_fil
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("password");
     std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    // Its owner's alone, or zklock refuses it.
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // The password in zklock's environment is not COMMAND's (exit 9 if it were).
     let status = format!(
-        "{} status --zk {} --sasl-password-file {} --json {path}",
+        "printenv ZKLOCK_SASL_PASSWORD >&2 && exit 9; {} status --zk {} --sasl-password-file {} --json {path}",
         env!("CARGO_BIN_EXE_zklock"),
         server().connect_string(),
         file.display()
@@ -106,6 +110,51 @@ fn the_password_is_never_an_argument_and_missing_options_are_usage_errors() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(UNAVAILABLE), "{stderr}");
     assert!(stderr.contains("requires SASL authentication"), "{stderr}");
+}
+
+/// A password file that others than its owner may read is refused (exit 64, naming the file
+/// and the remedy, never the password), as ssh refuses such a private key: both password flags,
+/// before any connection.
+#[test]
+fn a_password_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("zklock-cli-sasl-perms-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("password");
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    let run = |flags: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .args(["status", "--zk", "127.0.0.1:9", "--connect-timeout", "1"])
+            .args(flags)
+            .arg(&file)
+            .arg("/zklock-cli-sasl/never")
+            .env_remove("ZK_CONNECT")
+            .env_remove("ZKLOCK_TLS_KEY_PASSWORD_FILE")
+            .env_remove("ZKLOCK_SASL_MECHANISM")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let sasl: &[&str] = &["--sasl-mechanism", "DIGEST-MD5", "--sasl-user", "alice", "--sasl-password-file"];
+    let tls: &[&str] = &["--tls-insecure", "--tls-key-password-file"];
+    for mode in [0o640, 0o604, 0o620, 0o660] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        for (flag, flags) in [("--sasl-password-file", sasl), ("--tls-key-password-file", tls)] {
+            let (code, stderr) = run(flags);
+            assert_eq!(code, Some(USAGE), "mode {mode:o}, {flag}: {stderr}");
+            assert!(stderr.contains(flag) && stderr.contains(&format!("{mode:o}")), "{stderr}");
+            assert!(stderr.contains("chmod 600"), "{stderr}");
+            assert!(!stderr.contains(PASSWORD), "{stderr}");
+        }
+    }
+    // Its owner's alone, it is read (and the connection then fails: nothing listens there).
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for flags in [sasl, tls] {
+        let (code, stderr) = run(flags);
+        assert_eq!(code, Some(UNAVAILABLE), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -71,6 +71,8 @@ fn exec_and_status_over_mutual_tls_with_an_encrypted_key_whose_password_stays_se
     let dir = tempdir("exec");
     let password_file = dir.join("password");
     std::fs::write(&password_file, format!("{}\n", password())).unwrap();
+    // Its owner's alone, or zklock refuses it.
+    std::fs::set_permissions(&password_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     // The password from the environment: COMMAND must not inherit it.
     let script = r#"printenv ZKLOCK_TLS_KEY_PASSWORD > "$D/seen" || echo none > "$D/seen"; echo "$ZKLOCK_NODE" > "$D/node"
         while [ ! -e "$D/done" ]; do sleep 0.05; done"#;

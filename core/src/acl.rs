@@ -9,6 +9,7 @@ use std::fmt;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
+use crate::printable::printable;
 
 /// ZooKeeper permissions, combined with `|`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -149,9 +150,16 @@ impl AclEntry {
     }
 }
 
+/// `scheme:id PERMS`, for messages: a digest id as its user alone (its hash is an unsalted SHA-1
+/// of `user:password`, open to an offline guess), and control characters escaped (the server
+/// takes any in an id: a message must not colour or ring the terminal it is read on).
 impl fmt::Display for AclEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{} {}", self.scheme, self.id, self.perms)
+        let id = match self.scheme.as_str() {
+            "digest" => digest_user(&self.id),
+            _ => &self.id,
+        };
+        write!(f, "{}:{} {}", printable(&self.scheme), printable(id), self.perms)
     }
 }
 
@@ -280,6 +288,26 @@ impl Acl {
             })
             .cloned()
             .collect()
+    }
+
+    /// `excess` (from [`Acl::excess`]) for a message: a digest entry of a user this ACL names,
+    /// with another hash, is said to be another password's (the hashes are not shown).
+    pub(crate) fn describe_excess(&self, excess: &[AclEntry], identities: &Identities) -> String {
+        let expected = self.expected(identities);
+        let entries: Vec<String> = excess
+            .iter()
+            .map(|entry| {
+                let posing = entry.scheme == "digest"
+                    && expected.iter().any(|e| {
+                        e.scheme == "digest" && digest_user(&e.id) == digest_user(&entry.id) && e.id != entry.id
+                    });
+                match posing {
+                    true => format!("{entry} (another password's)"),
+                    false => entry.to_string(),
+                }
+            })
+            .collect();
+        entries.join(", ")
     }
 
     /// The entries of an existing node's ACL (as the server reports them) whose digest hash the
@@ -443,10 +471,10 @@ impl fmt::Display for Identities {
             .ids
             .iter()
             .map(|(scheme, id)| match scheme.as_str() {
-                "digest" => format!("digest user {}", id.split(':').next().unwrap_or_default()),
-                "sasl" => format!("SASL identity {id}"),
-                "x509" => format!("certificate {id}"),
-                _ => format!("{scheme}:{id}"),
+                "digest" => format!("digest user {}", printable(digest_user(id))),
+                "sasl" => format!("SASL identity {}", printable(id)),
+                "x509" => format!("certificate {}", printable(id)),
+                _ => format!("{}:{}", printable(scheme), printable(id)),
             })
             .collect();
         if self.x509_unknown {

@@ -42,7 +42,11 @@ pub struct ClientOptions {
     /// How long [`Client::connect`] tries to establish the session. Default
     /// [`DEFAULT_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
-    /// Digest credentials as `"user:password"`, sent as the `digest` auth scheme.
+    /// Digest credentials as `"user:password"`, sent as the `digest` auth scheme. They cross
+    /// the connection as they are: without [`ClientOptions::tls`] anyone on the path reads the
+    /// password (connecting then emits a `tracing` warning, target `zklock`); SASL DIGEST-MD5
+    /// never sends it. The server accepts any digest credentials, so a wrong password connects
+    /// too: it only gets no rights under ACLs that name the user.
     pub digest_auth: Option<String>,
     /// The language recorded in each lock node's identity; the bindings set their own.
     pub language: Cow<'static, str>,
@@ -262,6 +266,16 @@ impl Client {
         if let Some(auth) = &options.digest_auth {
             if !auth.contains(':') {
                 return Err(Error::invalid("digest auth must be \"user:password\""));
+            }
+            if options.tls.is_none() {
+                // The digest scheme's addauth carries "user:password" as is: readable by anyone
+                // on the path. The library prints nothing: a tracing event, as the ZooKeeper
+                // client's own warnings are, once per client (reconnections do not repeat it).
+                tracing::warn!(
+                    target: "zklock",
+                    "digest auth over a plaintext connection: the password crosses the network in clear \
+                     (use TLS, or SASL instead of digest auth)"
+                );
             }
         }
         let tls = options.tls.as_ref().map(crate::TlsOptions::to_zk).transpose()?;
@@ -798,5 +812,79 @@ impl ClientInner {
         if previous != state {
             let _ = self.changes.send(state);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Keeps `target: message` of each warning, where it is the default subscriber.
+    #[derive(Clone, Default)]
+    struct Warnings(Arc<Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for Warnings {
+        fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+            *metadata.level() == tracing::Level::WARN
+        }
+
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+        fn event(&self, event: &tracing::Event<'_>) {
+            struct Message<'a>(&'a mut String);
+            impl tracing::field::Visit for Message<'_> {
+                fn record_debug(&mut self, _: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                    let _ = write!(self.0, "{value:?}");
+                }
+            }
+            let mut message = format!("{}: ", event.metadata().target());
+            event.record(&mut Message(&mut message));
+            self.0.lock().unwrap().push(message);
+        }
+
+        fn enter(&self, _: &tracing::span::Id) {}
+
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// Digest auth's password crosses a plaintext connection in clear: connecting so warns,
+    /// once, without the password; over TLS, or with SASL alone, it does not.
+    #[test]
+    fn digest_auth_without_tls_warns_once_at_connect() {
+        let warned = |digest_auth: Option<&str>, tls: Option<crate::TlsOptions>| {
+            let warnings = Warnings::default();
+            let options = ClientOptions {
+                digest_auth: digest_auth.map(Into::into),
+                tls,
+                sasl: digest_auth.is_none().then(|| crate::SaslOptions::digest_md5("alice", "alice-secret")),
+                connect_timeout: Duration::from_millis(300),
+                ..ClientOptions::default()
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            tracing::subscriber::with_default(warnings.clone(), || {
+                // Nothing listens there: the connect fails, after the warning.
+                let _ = runtime.block_on(Client::connect_with("127.0.0.1:9", options));
+            });
+            let all = warnings.0.lock().unwrap().clone();
+            all.into_iter().filter(|warning| warning.starts_with("zklock: ")).collect::<Vec<_>>()
+        };
+        let plaintext = warned(Some("alice:alice-secret"), None);
+        assert_eq!(plaintext.len(), 1, "{plaintext:?}");
+        assert!(plaintext[0].contains("in clear") && plaintext[0].contains("TLS"), "{plaintext:?}");
+        assert!(!plaintext[0].contains("alice-secret"), "{plaintext:?}");
+        assert_eq!(
+            warned(Some("alice:alice-secret"), Some(crate::TlsOptions::without_verification())),
+            Vec::<String>::new()
+        );
+        assert_eq!(warned(None, None), Vec::<String>::new(), "SASL sends no password");
     }
 }

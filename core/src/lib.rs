@@ -81,6 +81,7 @@ mod multi_lock;
 mod order;
 mod owners;
 mod policy;
+mod printable;
 mod retry;
 mod rwlock;
 mod sasl;
@@ -107,6 +108,8 @@ pub use crate::memory::times_given_back;
 pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;
 pub use crate::policy::{Mode, PathRecipe};
+#[doc(hidden)]
+pub use crate::printable::printable;
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};

@@ -335,7 +335,7 @@ async fn a_lock_path_made_by_someone_posing_as_a_digest_user_is_refused() {
     let rcd = zk::Permission::READ | zk::Permission::CREATE | zk::Permission::DELETE;
     for (bobs_perms, says) in [
         (zk::Permission::ALL, "grants more than this lock's ACL"),
-        (rcd, "whose hashes the server hides from this client (digest:alice:x ALL"),
+        (rcd, "whose hashes the server hides from this client (digest:alice ALL"),
     ] {
         let path = unique_path("acl-posing");
         let bobs = if bobs_perms == rcd { Perms::READ | Perms::CREATE | Perms::DELETE } else { Perms::ALL };
@@ -352,4 +352,74 @@ async fn a_lock_path_made_by_someone_posing_as_a_digest_user_is_refused() {
         assert!(children(&attacker, &path).await.is_empty(), "bob made no node under the attacker's path");
         bob.close().await;
     }
+}
+
+/// Makes `path` with `acl` as someone else would, its parents open.
+async fn squat(zk: &zk::Client, path: &str, acl: Vec<zk::Acl>) {
+    let parent = &path[..path.rfind('/').unwrap()];
+    zk.mkdir(parent, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    zk.create(path, &[], &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl))).await.unwrap();
+}
+
+/// A digest id is `user:base64(sha1("user:password"))`, unsalted: a permission denied message
+/// that quoted it would hand a password to an offline guess. No message shows one, whether from
+/// the lock's own ACL or the path's (the client has ADMIN on the path, so the server shows it
+/// the hashes); an entry of a user the lock names, with another password, is told as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn permission_denied_messages_show_no_digest_hash() {
+    let observer = observer().await;
+    let hash = |credentials: &str| server_digest_id(credentials).rsplit_once(':').unwrap().1.to_owned();
+    let digest =
+        |perms, credentials: &str| zk::Acl::new(perms, zk::AuthId::new("digest", &server_digest_id(credentials)));
+    let alice = client_as(ALICE).await;
+    let acl = Acl::Custom(vec![AclEntry::digest(Perms::ALL, ALICE).unwrap(), AclEntry::anyone(Perms::READ)]);
+    // The path grants more: to bob, and to alice with another password.
+    let more = unique_path("acl-no-hash-more");
+    let (all, admin_read) = (zk::Permission::ALL, zk::Permission::ADMIN | zk::Permission::READ);
+    squat(&observer, &more, vec![digest(all, ALICE), digest(all, BOB), digest(all, "alice:evil")]).await;
+    let lock = alice.lock_with(&more, with_acl(acl.clone())).unwrap();
+    let too_much = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(10)).await.unwrap_err();
+    // The path grants alice too little: its ACL is described.
+    let less = unique_path("acl-no-hash-less");
+    squat(&observer, &less, vec![digest(admin_read, ALICE), digest(all, BOB)]).await;
+    let lock = alice.lock_with(&less, with_acl(acl)).unwrap();
+    let too_little = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(10)).await.unwrap_err();
+    for err in [&too_much, &too_little] {
+        for hash in [hash(ALICE), hash(BOB), hash("alice:evil")] {
+            assert!(!format!("{err} {err:?}").contains(&hash), "a digest hash in the message: {err}");
+        }
+    }
+    assert_permission_denied(
+        &too_much,
+        &more,
+        "grants more than this lock's ACL ([digest:alice ALL, world:anyone READ])",
+    );
+    let message = too_much.message();
+    assert!(message.contains("digest:bob ALL, digest:alice ALL (another password's)"), "{message}");
+    assert_permission_denied(
+        &too_little,
+        &less,
+        "(digest:alice READ|ADMIN, digest:bob ALL) does not grant this client",
+    );
+    alice.close().await;
+}
+
+/// The server takes any character in a digest user, ESC and BEL among them: a message naming
+/// the entry shows them escaped, as `zklock status` shows labels, so that it cannot colour, ring
+/// or rewrite the terminal it is read on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acl_ids_in_messages_are_escaped() {
+    let observer = observer().await;
+    let path = unique_path("acl-escaped");
+    let odd = "\u{1b}[31mmallory\u{7}";
+    let posing = zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", &server_digest_id(&format!("{odd}:pw"))));
+    squat(&observer, &path, vec![posing, zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("world", "anyone"))]).await;
+    let alice = client_as(ALICE).await;
+    let lock = alice.lock_with(&path, with_acl(Acl::CreatorAllWorldRead)).unwrap();
+    let err = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(10)).await.unwrap_err();
+    assert_permission_denied(&err, &path, "grants more than this lock's ACL");
+    let message = err.message();
+    assert!(!message.contains(['\u{1b}', '\u{7}']), "{message:?}");
+    assert!(message.contains("digest:\\u{1b}[31mmallory\\u{7} ALL"), "{message}");
+    alice.close().await;
 }

@@ -1,7 +1,8 @@
 //! TLS against real ZooKeeper 3.8 servers serving a `secureClientPort` (NettyServerCnxnFactory,
 //! client certificates required, x509 auth), started by the test kit with certificates made by
 //! `scripts/zk tls-certs`: a lock held and released over TLS, each refused handshake naming its
-//! cause (untrusted, expired, another host's, no client certificate), an x509 ACL keeping another
+//! cause (untrusted, expired, another host's, no client certificate, and a refused server
+//! certificate before a missing client certificate), an x509 ACL keeping another
 //! identity out, a TLS session surviving a leader kill; an encrypted client key with its
 //! password, verification off, a server-name override; and a lock over TLS 1.3 on ZooKeeper 3.9.
 
@@ -122,6 +123,18 @@ async fn a_wrong_host_name_is_refused_unless_host_name_checking_is_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_client_certificate_is_refused_as_such() {
     refused(&server().tls_connect_string(), tls_as(None), "requires a client certificate and none is configured").await;
+}
+
+/// The server asks for a client certificate and this client has none, but the handshake fails
+/// on the client's own check of the server's certificate (another host's, an unknown CA's): that
+/// is the cause named, as a man in the middle would show it, not the missing certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_server_certificate_is_named_before_a_missing_client_certificate() {
+    let by_address = format!("127.0.0.1:{}", server().secure_port(0));
+    refused(&by_address, tls_as(None), "does not name the host 127.0.0.1 (name mismatch").await;
+    let mut tls = tls_as(None);
+    tls.ca_pem = certs().other_ca_pem();
+    refused(&server().tls_connect_string(), tls, "not signed by a trusted CA").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -427,6 +440,9 @@ async fn a_lock_over_tls_1_3_on_zookeeper_3_9() {
     // Over TLS 1.3 the client's handshake is over before the server refuses its (missing)
     // certificate: the refusal, read with the session handshake, still names its cause.
     refused(&cluster.tls_connect_string(), tls_as(None), "requires a client certificate and none is configured").await;
+    // And a server certificate this client refuses is named first, over TLS 1.3 too.
+    let by_address = format!("127.0.0.1:{}", cluster.secure_port(0));
+    refused(&by_address, tls_as(None), "does not name the host 127.0.0.1 (name mismatch").await;
 
     let path = unique_path("tls13");
     let client = Client::connect_with(&cluster.tls_connect_string(), options(tls_as(Some("alice")))).await.unwrap();

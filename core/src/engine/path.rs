@@ -178,15 +178,14 @@ impl Recipe {
             *self.acl_checked.lock() = Some(path_version(&stat));
             return Ok(());
         }
-        let excess: Vec<String> = excess.iter().map(ToString::to_string).collect();
+        let excess = self.acl.describe_excess(&excess, identities);
         Err(Failed::Error(self.error(
             ErrorKind::PermissionDenied,
             format!(
                 "the lock path's ACL grants more than this lock's ACL ({}) allows: {}; lock nodes under it would \
                  not be protected (anyone it grants could delete a holder's node or queue). Use another path, or \
                  delete this one while it is empty, or set its ACL to the lock's",
-                self.acl,
-                excess.join(", ")
+                self.acl, excess
             ),
         )))
     }

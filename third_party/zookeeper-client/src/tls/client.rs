@@ -92,8 +92,10 @@ impl TlsInnerClient {
         };
         // A zklock patch: a handshake the server refuses says why, and a server that asked for a
         // client certificate this client does not have says so (TLS 1.2 servers answer the
-        // empty certificate with a generic alert). The flag is per connection, so the
-        // configuration is copied (its verifier, roots and session cache are shared).
+        // empty certificate with a generic alert), unless this client refused the server's
+        // certificate: that is the cause (a man in the middle's, say), whatever was asked. The
+        // flag is per connection, so the configuration is copied (its verifier, roots and
+        // session cache are shared).
         let mut config = (*config).clone();
         let resolver = Arc::new(AskedForClientCert {
             inner: config.client_auth_cert_resolver.clone(),
@@ -102,12 +104,22 @@ impl TlsInnerClient {
         config.client_auth_cert_resolver = resolver.clone();
         match TlsConnector::from(Arc::new(config)).connect(domain, stream).await {
             Ok(stream) => Ok(stream),
-            Err(err) if resolver.asked.load(Ordering::Relaxed) && !resolver.inner.has_certs() => {
+            Err(err)
+                if resolver.asked.load(Ordering::Relaxed)
+                    && !resolver.inner.has_certs()
+                    && !refused_server_cert(&err) =>
+            {
                 Err(std::io::Error::new(err.kind(), ClientCertWanted { source: err }))
             },
             Err(err) => Err(err),
         }
     }
+}
+
+/// Whether a handshake failed on this client's own check of the server's certificate.
+fn refused_server_cert(err: &std::io::Error) -> bool {
+    let rustls = err.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    matches!(rustls, Some(rustls::Error::InvalidCertificate(_)))
 }
 
 /// Records whether the server asked for a client certificate in a handshake.
