@@ -294,3 +294,90 @@ async fn a_reconnect_that_negotiates_a_shorter_timeout_shortens_the_trust() {
     );
     drop(guard);
 }
+
+/// Review 2: the fast path's `trusted_until` is a snapshot of the deadline taken when the table
+/// last checked the hold (owners.rs `count_up`/`first_level`). A reconnect that negotiates a
+/// shorter timeout shortens the session's live deadline (`Trust::deadline_nanos`), but moves no
+/// loss count and refreshes no fast slot: the slot keeps trusting the hold until 17/20 of the
+/// *old* timeout after its check. Here H (own current-thread runtime) takes its lock with a 30 s
+/// session (the slot trusts it ~25 s), its server is restarted with `maxSessionTimeout=2000`, H
+/// reconnects within its session at 2 s, then H's runtime is not driven (a pause): the server
+/// expires the session ~2 s later and B holds. H's owner then re-enters from its own thread.
+/// Expected: refused (H's hold reads Lost); the snapshot lets it in beside B.
+#[test]
+fn a_reentry_after_a_reconnect_that_shortened_the_timeout_is_refused_while_the_next_holder_holds() {
+    let _serial = serial();
+    let cluster = Cluster::standalone();
+    let main = tokio::runtime::Runtime::new().unwrap();
+    let path = "/locks/review2-fast-reentry-shorter-timeout";
+
+    let h_rt = current_thread();
+    let h = h_rt.block_on(Client::connect_with(&cluster.connect_string(), options(Duration::from_secs(30)))).unwrap();
+    let h_lock = h.lock(path).unwrap();
+    let owner = Owner::new(1);
+    let guard = h_rt.block_on(h_lock.acquire(&owner)).unwrap();
+    let h_session = h.session_id().unwrap();
+
+    // maxSessionTimeout lowered to 2 s, the server restarted; H (driven) reconnects within its
+    // session at 2 s.
+    let cfg = cluster.server_dir(0).join("zoo.cfg");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("maxSessionTimeout=2000\n");
+    std::fs::write(&cfg, text).unwrap();
+    cluster.restart(0);
+    let sid = format!("sid=0x{h_session:x}");
+    h_rt.block_on(wait_until("H reconnected with a 2 s timeout", Duration::from_secs(30), || {
+        let cons = four_letter(&cluster.connect_string(), "cons");
+        let ok = cons.lines().any(|line| line.contains(&sid) && line.contains("to=2000"));
+        async move { ok }
+    }));
+    let hold = guard.hold().clone();
+    h_rt.block_on(wait_until("H's hold Held again", Duration::from_secs(10), || {
+        let held = hold.state() == HoldState::Held;
+        async move { held }
+    }));
+    assert_eq!(h.session_id(), Some(h_session), "the same session");
+
+    let (b, observer) = main.block_on(async {
+        let b = Client::connect_with(&cluster.connect_string(), options(Duration::from_secs(2))).await.unwrap();
+        (b, observer_at(&cluster.connect_string()).await)
+    });
+    let b_lock = b.lock(path).unwrap();
+    let b_waits = main.spawn(async move { b_lock.acquire(&Owner::new(2)).await });
+    main.block_on(wait_children(&observer, path, 2));
+
+    // H's runtime is not driven from here: no pings, no monitor.
+    let t0 = Instant::now();
+    let b_guard = main
+        .block_on(async { tokio::time::timeout(Duration::from_secs(15), b_waits).await })
+        .expect("B holds once H's session expired")
+        .unwrap()
+        .unwrap();
+    let b_at = t0.elapsed();
+
+    let reentered = {
+        let _context = h_rt.enter();
+        futures::executor::block_on(h_lock.acquire(&owner))
+    };
+    let state = hold.state();
+    eprintln!(
+        "fast path after a shorter reconnect: B held at {b_at:?}; H's re-entry after that: {}; H's hold \
+         state then: {state:?}; B's hold: {:?}",
+        match &reentered {
+            Ok(_) => "Ok (a second holder)".to_owned(),
+            Err(err) => format!("Err({:?})", err.kind()),
+        },
+        b_guard.hold().state()
+    );
+    let reentered_ok = reentered.is_ok();
+    {
+        let _context = h_rt.enter();
+        drop(reentered);
+        std::mem::forget(guard);
+    }
+    assert!(
+        !reentered_ok,
+        "H re-entered its lock (the fast path) after a reconnect shortened its timeout, its session expired \
+         and B held it; its state read {state:?}"
+    );
+}
