@@ -103,11 +103,12 @@ pub(crate) fn note_loss() {
     LOSSES.fetch_add(1, Ordering::AcqRel);
 }
 
-/// The count of losses so far; read it before checking a hold, so a loss recorded after that
-/// check changes it.
+/// The count of losses so far, and of session timeouts that a reconnect shortened (a deadline
+/// kept from before may be too late since: see `owners::Fast`); read it before checking a hold,
+/// so a loss recorded after that check changes it.
 #[inline]
 pub(crate) fn losses() -> u64 {
-    LOSSES.load(Ordering::Acquire)
+    LOSSES.load(Ordering::Acquire).wrapping_add(zookeeper_client::timeout_shrinks())
 }
 
 /// What an owner holds: the lock node, its fencing token, and its current [`HoldState`].
@@ -180,6 +181,10 @@ impl HoldInfo {
         }
         if self.closed.is_closed() {
             return (HoldState::Lost, Some(LostReason::Closed));
+        }
+        // A lapse seen first is the reason, whatever the monitor reports after it.
+        if self.trust.has_lapsed() {
+            return (HoldState::Lost, Some(LostReason::DisconnectedTooLong));
         }
         match *self.lease.borrow() {
             Lease::Over(reason) => (HoldState::Lost, Some(reason)),

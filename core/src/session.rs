@@ -161,7 +161,8 @@ impl Trust {
         if self.lapsed.load(Ordering::Acquire) {
             return true;
         }
-        if zk::boot_nanos() < self.deadline_nanos() {
+        // Over for another reason first: that stays the reason.
+        if self.over.load(Ordering::Acquire) || zk::boot_nanos() < self.deadline_nanos() {
             return false;
         }
         if !self.lapsed.swap(true, Ordering::AcqRel) {
@@ -170,6 +171,11 @@ impl Trust {
             self.lapse_seen.notify_one();
         }
         true
+    }
+
+    /// Whether a lapse was seen, before the session was over for any other reason.
+    pub(crate) fn has_lapsed(&self) -> bool {
+        self.lapsed.load(Ordering::Acquire)
     }
 
     /// The deadline, in boot-clock nanoseconds (see [`zk::boot_nanos`]); 0 once it lapsed.

@@ -20,10 +20,24 @@ pub fn boot_nanos() -> u64 {
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec we pass; CLOCK_BOOTTIME exists since Linux 2.6.39
-    // (it cannot fail for a valid clock and pointer).
-    unsafe { libc::clock_gettime(CLOCK, &mut now) };
+    // SAFETY: clock_gettime writes the timespec we pass; CLOCK_BOOTTIME exists since Linux 2.6.39.
+    if unsafe { libc::clock_gettime(CLOCK, &mut now) } != 0 {
+        // Refused (a seccomp filter, say): the end of time, past every deadline, so that no
+        // session is trusted on a clock that cannot be read.
+        return u64::MAX;
+    }
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// How many times in this process a handshake negotiated a shorter session timeout than its
+/// session had before: a deadline computed earlier may be too late since, so whoever keeps one
+/// (zklock's lock-free re-entry) checks again when this moves.
+static TIMEOUT_SHRINKS: AtomicU64 = AtomicU64::new(0);
+
+/// See [`TIMEOUT_SHRINKS`].
+#[inline]
+pub fn timeout_shrinks() -> u64 {
+    TIMEOUT_SHRINKS.load(Ordering::Acquire)
 }
 
 /// The [`boot_clock`] time at which the latest request, ping or session handshake that the
@@ -68,6 +82,11 @@ impl AnsweredSends {
     }
 
     pub(crate) fn negotiated(&self, timeout: Duration) {
-        self.0.timeout_millis.store(timeout.as_millis() as u64, Ordering::Release);
+        let millis = timeout.as_millis() as u64;
+        let before = self.0.timeout_millis.swap(millis, Ordering::AcqRel);
+        if before != 0 && millis < before {
+            // After the new timeout is in place: whoever sees the count move reads it.
+            TIMEOUT_SHRINKS.fetch_add(1, Ordering::AcqRel);
+        }
     }
 }

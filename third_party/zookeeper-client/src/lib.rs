@@ -51,7 +51,7 @@ mod tls;
 mod util;
 
 pub use self::acl::{Acl, Acls, AuthId, AuthUser, Permission};
-pub use self::answered::{boot_clock, boot_nanos, AnsweredSends};
+pub use self::answered::{boot_clock, boot_nanos, timeout_shrinks, AnsweredSends};
 pub use self::error::Error;
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]

@@ -471,7 +471,10 @@ impl Session {
         self.last_zxid = self.last_zxid.max(header.zxid);
         let (operation, sent) = depot.pop_request(header.xid)?;
         // An answer, error codes included: the server had the session when it got the request.
-        self.answered.record(sent);
+        // But for a moved session: another server has it now.
+        if header.err != ErrorCode::SessionMoved as i32 {
+            self.answered.record(sent);
+        }
         self.handle_session_reply(operation, header.err, body, depot)
     }
 
