@@ -247,6 +247,8 @@ pub(crate) enum Identity {
     Kazoo { identifier: String },
     /// Anything else: the node's data, as text.
     Unknown { data: String },
+    /// Data that was not read: too large (another client's), or not readable by this client.
+    Unread { data_length: usize },
 }
 
 impl Identity {
@@ -259,6 +261,9 @@ impl Identity {
                 language: id.lang.clone(),
                 identifier: id.identifier.clone(),
             };
+        }
+        if !participant.data_was_read() {
+            return Identity::Unread { data_length: participant.data_length };
         }
         let data = String::from_utf8_lossy(&participant.data).into_owned();
         if participant.is_kazoos() {
@@ -291,6 +296,7 @@ impl Identity {
                 let cut = if shown.len() < data.len() { "..." } else { "" };
                 format!("unknown (data {:?}{cut})", shown)
             }
+            Identity::Unread { data_length } => format!("not read ({data_length} bytes of data)"),
         }
     }
 }

@@ -524,3 +524,46 @@ fn a_holder_with_a_huge_label_is_shown_cut_and_reads_held() {
 fn label_of_first_holder(json: &Value) -> String {
     label(&json["holders"][0]).to_owned()
 }
+
+/// Another client's waiters with 1 MB of data each: `status` shows them with their data's size,
+/// not read, and receives a few kilobytes (it read them whole: 40 MB, in multi-reads over the
+/// client's 4 MiB reply cap, and a server with a 256 MB heap died of OutOfMemoryError). On a
+/// server of its own, through a proxy that counts what it receives.
+#[test]
+fn another_clients_nodes_with_a_megabyte_of_data_are_shown_unread() {
+    const HOSTILE: usize = 40;
+    const DATA: usize = 1_000_000;
+    let rt = runtime();
+    let cluster = zklock_testkit::Cluster::standalone();
+    let proxy = zklock_testkit::Proxy::start(&cluster.server_address(0));
+    let path = unique("hostile-data");
+    let client = rt.block_on(Client::connect(&cluster.connect_string())).unwrap();
+    let held = rt.block_on(client.lock(&path).unwrap().acquire(&Owner::with_label(1, "holder"))).unwrap();
+    let hostile = rt.block_on(zookeeper_client::Client::connect(&cluster.connect_string())).unwrap();
+    let options = zookeeper_client::CreateMode::EphemeralSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    let data = vec![b'x'; DATA];
+    for _ in 0..HOSTILE {
+        let name = format!("{path}/_c_{:032x}-lock-", std::process::id());
+        rt.block_on(hostile.create(&name, &data, &options)).expect("the hostile client makes its node");
+    }
+
+    let received_before = proxy.forwarded().1;
+    let (code, out, err) = status_at(&proxy.address(), &["--json", &path]);
+    let (text_code, table, _) = status_at(&proxy.address(), &[&path]);
+    let received = proxy.forwarded().1 - received_before;
+    eprintln!("status, in JSON and as a table, received {received} bytes ({HOSTILE} nodes of {DATA} bytes)");
+    assert_eq!((code, text_code), (0, 0), "held: {err}");
+    assert!(received < DATA as u64, "received {received} bytes: another client's node data");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(label(&json["holders"][0]), "holder");
+    let queue = json["queue"].as_array().unwrap();
+    assert_eq!(queue.len(), HOSTILE);
+    for entry in queue {
+        assert_eq!(entry["identity"], serde_json::json!({"kind": "unread", "data_length": DATA}), "{entry}");
+    }
+    let unread = format!("not read ({DATA} bytes of data)");
+    assert_eq!(table.lines().filter(|line| line.starts_with("waiting") && line.contains(&unread)).count(), HOSTILE);
+
+    rt.block_on(held.release()).unwrap();
+    rt.block_on(client.close());
+}

@@ -83,10 +83,15 @@ pub struct Participant {
     /// When the node was made (the server's clock, milliseconds since the Unix epoch): when this
     /// participant queued.
     pub created_ms: i64,
-    /// The identity in the node data, when it was written by zklock.
+    /// The identity in the node data, when it was written by zklock (and read: see `data`).
     pub identity: Option<Identity>,
-    /// The raw node data (Curator writes the client's IP address).
+    /// The raw node data (Curator writes the client's IP address), if it was read: only a node's
+    /// data of at most 128 KiB is (any client that may queue may put a megabyte in each of its
+    /// nodes), the smallest first while 16 MiB last for the whole listing, and only where the
+    /// node's ACL lets this client read it. Empty otherwise: see [`Participant::data_was_read`].
     pub data: Vec<u8>,
+    /// The size of the node's data, read or not.
+    pub data_length: usize,
 }
 
 /// A fair, reentrant lock on one ZooKeeper path: the mutex from [`crate::Client::lock`], or one
@@ -529,6 +534,11 @@ impl Lock {
 }
 
 impl Participant {
+    /// Whether `data` is the node's data: not when it was too large to read, or not readable.
+    pub fn data_was_read(&self) -> bool {
+        self.data.len() == self.data_length
+    }
+
     /// Whether a lock of `mode` may share the path with this participant's node: the mutex and
     /// the read/write lock never share a path (kazoo's `__lock__` node fits either; a node of no
     /// known lock fits both).

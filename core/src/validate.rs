@@ -164,23 +164,31 @@ pub(crate) fn acl_len(acl: &[zookeeper_client::Acl]) -> usize {
     4 + acl.iter().map(|entry| 4 + (4 + entry.scheme().len()) + (4 + entry.id().len())).sum::<usize>()
 }
 
-/// Splits a multi-read of getData requests (each for a path of the given length on the server)
-/// into consecutive ranges whose requests each stay under the packet limit `limit`; none for no
-/// paths.
-pub(crate) fn multi_read_batches(path_lens: impl Iterator<Item = usize>, limit: usize) -> Vec<std::ops::Range<usize>> {
+/// Splits a multi-read of getData requests into consecutive ranges whose requests, and the
+/// answers expected, each stay under the packet limit `limit`: each op given by the length of
+/// its path on the server and of the data its stat said the node has. None for no ops.
+pub(crate) fn multi_read_batches(
+    ops: impl Iterator<Item = (usize, usize)>,
+    limit: usize,
+) -> Vec<std::ops::Range<usize>> {
     // Request header and length; the closing multi header. Per op: a multi header (type, done,
     // err), the path, and the watch flag.
     const FIXED: usize = 4 + 8 + 9;
     const PER_OP: usize = 9 + 4 + 1;
+    // The answer's length and reply header (xid, zxid, err); the closing multi header. Per op: a
+    // multi header, the data's length, and the stat.
+    const ANSWER_FIXED: usize = 4 + 16 + 9;
+    const ANSWER_PER_OP: usize = 9 + 4 + 68;
     let mut batches = Vec::new();
-    let (mut start, mut len, mut count) = (0, FIXED, 0);
-    for (i, path_len) in path_lens.enumerate() {
-        let op = PER_OP + path_len;
-        if i > start && len + op > limit {
+    let (mut start, mut len, mut answer, mut count) = (0, FIXED, ANSWER_FIXED, 0);
+    for (i, (path_len, data_len)) in ops.enumerate() {
+        let (op, op_answer) = (PER_OP + path_len, ANSWER_PER_OP + data_len);
+        if i > start && (len + op > limit || answer + op_answer > limit) {
             batches.push(start..i);
-            (start, len) = (i, FIXED);
+            (start, len, answer) = (i, FIXED, ANSWER_FIXED);
         }
         len += op;
+        answer += op_answer;
         count = i + 1;
     }
     if count > start {
@@ -214,12 +222,19 @@ mod tests {
 
     #[test]
     fn multi_reads_are_split_under_the_packet_limit() {
+        let paths = |lens: &[usize]| lens.iter().map(|&len| (len, 0)).collect::<Vec<_>>().into_iter();
         assert!(multi_read_batches(std::iter::empty(), 1000).is_empty());
-        assert_eq!(multi_read_batches([10, 10, 10].into_iter(), 1000), vec![0..3]);
-        // 21 fixed + 24 an op: two ops fit in 69 bytes, not three.
-        assert_eq!(multi_read_batches([10; 5].into_iter(), 69), vec![0..2, 2..4, 4..5]);
+        assert_eq!(multi_read_batches(paths(&[10, 10, 10]), 1000), vec![0..3]);
+        // 21 fixed + 24 an op: two requests fit in 69 bytes, but not two answers (29 fixed + 81
+        // an op, with no data), which need 191.
+        assert_eq!(multi_read_batches(paths(&[10; 5]), 69), vec![0..1, 1..2, 2..3, 3..4, 4..5]);
+        assert_eq!(multi_read_batches(paths(&[10; 5]), 191), vec![0..2, 2..4, 4..5]);
         // An op too large alone still goes, alone (the server's refusal then ends in an error).
-        assert_eq!(multi_read_batches([500, 10].into_iter(), 100), vec![0..1, 1..2]);
+        assert_eq!(multi_read_batches(paths(&[500, 10]), 200), vec![0..1, 1..2]);
+        // The data counts: the first two answer 29 + 2 * (81 + 400) = 991 bytes.
+        let ops = [(10, 400), (10, 400), (10, 0), (10, 100)];
+        assert_eq!(multi_read_batches(ops.into_iter(), 991), vec![0..2, 2..4]);
+        assert_eq!(multi_read_batches(ops.into_iter(), 990), vec![0..1, 1..4]);
     }
 
     #[test]

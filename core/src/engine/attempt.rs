@@ -11,7 +11,7 @@ use crate::order;
 use crate::retry::{Requests, Stop, ZkResult};
 use crate::session::Session;
 
-use super::listing::read_children;
+use super::listing::stat_children;
 
 /// An attempt's node, once made: its sequence and creation zxid (its name is the attempt's).
 #[derive(Clone, Copy)]
@@ -163,9 +163,9 @@ pub(super) async fn find_mine(
         Err(err) => return Ok(Err(err)),
     };
     let Some(name) = names.into_iter().find(|name| name.starts_with(name_prefix)) else { return Ok(Ok(None)) };
-    let read = read_children(requests, path, std::slice::from_ref(&name)).await?;
-    Ok(read.map(|mut reads| match reads.pop().flatten() {
-        Some((_, stat)) if stat.ephemeral_owner == requests.session.id => {
+    let stat = stat_children(requests, path, std::slice::from_ref(&name)).await?;
+    Ok(stat.map(|mut stats| match stats.pop().flatten() {
+        Some(stat) if stat.ephemeral_owner == requests.session.id => {
             let sequence = order::suffix(&name).map(i64::from).unwrap_or(-1);
             Some(Found { name, made: Made { sequence, czxid: stat.czxid } })
         }

@@ -239,8 +239,7 @@ impl Recipe {
 }
 
 /// The children in queue order: the listing itself when their names gave that order, else with
-/// the rest ordered by creation zxid, from multi-reads of their stats (children gone meanwhile
-/// left out).
+/// the rest ordered by creation zxid, from their stats (children gone meanwhile left out).
 pub(super) async fn in_queue_order(
     requests: &Requests<'_>,
     path: &str,
@@ -250,12 +249,12 @@ pub(super) async fn in_queue_order(
         return Ok(Ok(listing));
     }
     let (ordered, rest) = listing.names.split_at(listing.ordered);
-    let stats = match read_children(requests, path, rest).await? {
+    let stats = match stat_children(requests, path, rest).await? {
         Ok(stats) => stats,
         Err(err) => return Ok(Err(err)),
     };
     let mut rest: Vec<(i64, &String)> =
-        rest.iter().zip(stats).filter_map(|(name, read)| read.map(|(_, stat)| (stat.czxid, name))).collect();
+        rest.iter().zip(stats).filter_map(|(name, stat)| stat.map(|stat| (stat.czxid, name))).collect();
     order::sort_by_zxid(&mut rest, |(czxid, _)| *czxid);
     let names: Vec<String> = ordered.iter().chain(rest.into_iter().map(|(_, name)| name)).cloned().collect();
     // The front keeps its order by name.
@@ -263,38 +262,106 @@ pub(super) async fn in_queue_order(
     Ok(Ok(Arc::new(Listing::new(names, ordered, listing.keys[..listing.ordered].to_vec(), listing.path))))
 }
 
-/// Data and stat of each child, `None` for a child that is already gone: multi-reads, each
-/// under the server's packet limit (one multi of a long queue's reads would be over it, and the
-/// server would drop the connection at every attempt), sent together.
+/// The stat of each child, `None` for a child that is already gone: an exists request each, all
+/// sent at once, in order on the session's connection. Not their data: any client that may make
+/// children may put a megabyte in each (a multi-read has no read of a stat alone).
+pub(super) async fn stat_children(
+    requests: &Requests<'_>,
+    path: &str,
+    names: &[String],
+) -> std::result::Result<ZkResult<Vec<Option<zk::Stat>>>, Stop> {
+    let zk = requests.zk();
+    // Retried together: a connection lost under them all is one loss, not one each.
+    requests
+        .retry(|| futures::future::try_join_all(names.iter().map(|name| zk.check_stat(&format!("{path}/{name}")))))
+        .await
+}
+
+/// The most data of one child [`read_children`] reads: zklock's identity is a few hundred bytes
+/// (a long label or identifier makes it more: 100,000 characters are shown whole), Curator's an
+/// address, kazoo's an identifier. Another client may put up to the packet limit in each node.
+const DATA_READ_MAX: usize = 128 * 1024;
+
+/// The most data [`read_children`] reads in all, smallest first: [`DATA_READ_MAX`] bounds a
+/// node's, not how many nodes another client makes.
+const DATA_READ_TOTAL: usize = 16 * 1024 * 1024;
+
+/// A child's stat, and its data if it was read.
+pub(super) struct ChildRead {
+    pub(super) stat: zk::Stat,
+    /// `None`: not read (over the bounds, or not readable by this client).
+    pub(super) data: Option<Vec<u8>>,
+}
+
+/// Each child's stat and its data where that is small (see [`data_to_read`]), `None` for a child
+/// that is already gone. The stats first, then the data in multi-reads whose requests and
+/// expected answers are each under the packet limit, one at a time. A node's data may grow
+/// between its stat and its read: such an answer is bounded by the client's reply cap, and data
+/// over the bounds is not kept.
 pub(super) async fn read_children(
     requests: &Requests<'_>,
     path: &str,
     names: &[String],
-) -> std::result::Result<ZkResult<Vec<Option<(Vec<u8>, zk::Stat)>>>, Stop> {
+) -> std::result::Result<ZkResult<Vec<Option<ChildRead>>>, Stop> {
+    let stats = match stat_children(requests, path, names).await? {
+        Ok(stats) => stats,
+        Err(err) => return Ok(Err(err)),
+    };
+    let lens: Vec<Option<usize>> =
+        stats.iter().map(|stat| stat.as_ref().map(|stat| usize::try_from(stat.data_length).unwrap_or(0))).collect();
+    let wanted = data_to_read(&lens, DATA_READ_MAX, DATA_READ_TOTAL);
+    let mut reads: Vec<Option<ChildRead>> = stats
+        .into_iter()
+        .map(|stat| stat.map(|stat| ChildRead { data: (stat.data_length == 0).then(Vec::new), stat }))
+        .collect();
     let limit = requests.client.options.jute_maxbuffer as usize;
     let chroot = requests.client.chroot.len();
-    let batches = validate::multi_read_batches(names.iter().map(|name| chroot + path.len() + 1 + name.len()), limit);
-    let read = |batch: &[String]| {
-        let mut reader = requests.zk().new_multi_reader();
-        let added = batch.iter().try_for_each(|name| reader.add_get_data(&format!("{path}/{name}")));
-        async move {
-            added?;
-            reader.commit().await
-        }
-    };
-    let replies =
-        futures::future::join_all(batches.into_iter().map(|batch| requests.retry(move || read(&names[batch.clone()]))));
-    let mut reads = Vec::with_capacity(names.len());
-    for reply in replies.await {
-        match reply? {
-            Ok(results) => reads.extend(results.into_iter().map(|result| match result {
-                zk::MultiReadResult::Data { data, stat } => Some((data, stat)),
-                _ => None,
-            })),
+    let ops = wanted.iter().map(|&i| (chroot + path.len() + 1 + names[i].len(), lens[i].unwrap_or(0)));
+    let mut kept = 0;
+    for batch in validate::multi_read_batches(ops, limit) {
+        let batch = &wanted[batch];
+        let read = || {
+            let mut reader = requests.zk().new_multi_reader();
+            let added = batch.iter().try_for_each(|&i| reader.add_get_data(&format!("{path}/{}", names[i])));
+            async move {
+                added?;
+                reader.commit().await
+            }
+        };
+        let results = match requests.retry(read).await? {
+            Ok(results) => results,
             Err(err) => return Ok(Err(err)),
+        };
+        for (&i, result) in batch.iter().zip(results) {
+            match result {
+                zk::MultiReadResult::Data { data, stat } => {
+                    let fits = data.len() <= DATA_READ_MAX && kept + data.len() <= DATA_READ_TOTAL;
+                    kept += if fits { data.len() } else { 0 };
+                    reads[i] = Some(ChildRead { stat, data: fits.then_some(data) });
+                }
+                zk::MultiReadResult::Error { err: zk::Error::NoNode } => reads[i] = None,
+                // Refused (its ACL): listed by its stat alone.
+                _ => {}
+            }
         }
     }
     Ok(Ok(reads))
+}
+
+/// Which children's data to read, given each one's data length (`None`: gone), in their order:
+/// those with some data, at most `each`, the smallest first while their sum is within `total`.
+fn data_to_read(lens: &[Option<usize>], each: usize, total: usize) -> Vec<usize> {
+    let mut wanted: Vec<usize> =
+        (0..lens.len()).filter(|&i| lens[i].is_some_and(|len| len > 0 && len <= each)).collect();
+    wanted.sort_by_key(|&i| lens[i]);
+    let mut sum = 0;
+    let fit = wanted.iter().take_while(|&&i| {
+        sum += lens[i].unwrap_or(0);
+        sum <= total
+    });
+    let mut wanted: Vec<usize> = fit.copied().collect();
+    wanted.sort_unstable();
+    wanted
 }
 
 #[cfg(test)]
@@ -331,5 +398,17 @@ mod tests {
                 assert_eq!(listing.last_writer_before(end), scan, "before {end} in {:?}", listing.names);
             }
         }
+    }
+
+    /// The data read is bounded per child and in all, the smallest first, and none is read of
+    /// children that are gone or have none.
+    #[test]
+    fn the_data_read_is_bounded_smallest_first() {
+        let lens = [Some(300), None, Some(0), Some(1_000_000), Some(200), Some(100), Some(400)];
+        assert_eq!(data_to_read(&lens, 1000, 10_000), vec![0, 4, 5, 6]);
+        assert_eq!(data_to_read(&lens, 1000, 600), vec![0, 4, 5], "100 + 200 + 300 fit, then 400 does not");
+        assert_eq!(data_to_read(&lens, 250, 10_000), vec![4, 5]);
+        assert!(data_to_read(&lens, 1000, 50).is_empty());
+        assert!(data_to_read(&[], 1000, 1000).is_empty());
     }
 }

@@ -3,7 +3,7 @@
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::listing::read_children;
+use super::listing::{read_children, ChildRead};
 use super::Recipe;
 use crate::error::{ErrorKind, Result};
 use crate::lock::Participant;
@@ -12,9 +12,9 @@ use crate::policy::{Mode, PathRecipe};
 use crate::retry::Requests;
 
 impl Recipe {
-    /// Every child of the path in queue order, with the identity in its node. `read_write`: the
-    /// lock is a read/write lock, so kazoo's `__lock__` nodes are writers (they are too when the
-    /// path holds read/write nodes).
+    /// Every child of the path in queue order, with the identity in its node where that is small
+    /// (see [`read_children`]). `read_write`: the lock is a read/write lock, so kazoo's `__lock__`
+    /// nodes are writers (they are too when the path holds read/write nodes).
     pub(crate) async fn participants(&self, read_write: bool) -> Result<Vec<Participant>> {
         let session = &self.client.session(&self.path).await?;
         let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
@@ -41,8 +41,9 @@ impl Recipe {
             .zip(reads)
             .enumerate()
             .filter_map(|(i, (node, read))| {
-                let (data, stat) = read?;
+                let ChildRead { stat, data } = read?;
                 kept_in_order += usize::from(i < ordered);
+                let data = data.unwrap_or_default();
                 Some(Participant {
                     sequence: order::suffix(&node).map(i64::from),
                     identity: serde_json::from_slice(&data).ok(),
@@ -51,6 +52,7 @@ impl Recipe {
                     fencing_token: stat.czxid,
                     session_id: stat.ephemeral_owner,
                     created_ms: stat.ctime,
+                    data_length: usize::try_from(stat.data_length).unwrap_or(0),
                     data,
                 })
             })

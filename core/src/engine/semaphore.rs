@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::attempt::{self, create_while_held, find_mine, Attempt, Made, NodeName, Refused};
-use super::listing::read_children;
+use super::listing::stat_children;
 use super::participants::is_lock_node;
 use super::path::CONTAINER;
 use super::{Failed, Recipe, Wait};
@@ -326,13 +326,13 @@ impl Recipe {
                 if made.iter().flatten().any(|made| made.czxid == CZXID_UNKNOWN) {
                     let names: Vec<String> =
                         attempts.iter().map(|attempt| attempt.node.name().expect("all made").to_owned()).collect();
-                    let read = match read_children(requests, &self.path, &names).await? {
-                        Ok(read) => read,
+                    let stats = match stat_children(requests, &self.path, &names).await? {
+                        Ok(stats) => stats,
                         Err(err) => return Err(Failed::Error(self.zk_error(err, "reading the lease nodes"))),
                     };
-                    for ((made, attempt), read) in made.iter_mut().zip(attempts.iter_mut()).zip(read) {
-                        match read {
-                            Some((_, stat)) => made.as_mut().expect("all made").czxid = stat.czxid,
+                    for ((made, attempt), stat) in made.iter_mut().zip(attempts.iter_mut()).zip(stats) {
+                        match stat {
+                            Some(stat) => made.as_mut().expect("all made").czxid = stat.czxid,
                             // Someone deleted it: make it again.
                             None => {
                                 *made = None;
