@@ -19,38 +19,17 @@ pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64)
 }
 
-/// Text from a lock node (a label, a host, an identifier) safe to print on a terminal: control
-/// characters, and those that reorder or hide text (bidirectional overrides, line separators),
-/// as escapes. A label with `\n` or `\x1b[31m` cannot split a row or colour the operator's
-/// terminal. (JSON output keeps the text exact: JSON escapes these itself.)
+/// Text from a lock node (a label, a host, an identifier, a node's name) safe to print on a
+/// terminal, as [`zklock::printable`] escapes it: a label with `\n` or `\x1b[31m` cannot split a
+/// row or colour the operator's terminal. (JSON output keeps the text exact: JSON escapes these
+/// itself.)
 pub(crate) fn printable(text: &str) -> String {
-    let hides = |c: char| {
-        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.contains(hides) {
-        return text.to_owned();
-    }
-    text.chars().fold(String::with_capacity(text.len() + 8), |mut out, c| {
-        if hides(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-        out
-    })
+    zklock::printable(text).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn node_text_cannot_move_the_cursor_or_colour_the_terminal() {
-        assert_eq!(printable("thread:worker-3"), "thread:worker-3");
-        assert_eq!(printable("a\nb\x1b[31m"), "a\\u{a}b\\u{1b}[31m");
-        assert_eq!(printable("x\u{202e}y\u{7f}"), "x\\u{202e}y\\u{7f}");
-        assert_eq!(printable("ünïcode 🔒"), "ünïcode 🔒");
-    }
 
     #[test]
     fn durations_read_as_people_say_them() {

@@ -16,7 +16,7 @@ use super::listing::read_children;
 use super::participants::is_lock_node;
 use super::path::CONTAINER;
 use super::{Failed, Recipe, Wait};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{printable, Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::owners::Owner;
 use crate::policy;
@@ -65,6 +65,8 @@ impl Recipe {
                 match requests.retry(|| requests.zk().list_children(semaphore)).await? {
                     Ok(names) => {
                         if let Some(name) = names.iter().find(|name| is_lock_node(name)) {
+                            // Escaped: another client chose the name.
+                            let name = printable(name);
                             let message = format!(
                                 "a semaphore cannot use this path: it holds lock nodes ({name}); the semaphore would \
                                  ignore the lock's rules, so use another path"
@@ -308,6 +310,7 @@ impl Recipe {
                 (MaxLeases::SharedCount { .. }, None) => unreachable!("a shared count is read with each listing"),
             };
             if let Some(name) = children.iter().find(|name| is_lock_node(name)) {
+                let name = printable(name);
                 let message = format!(
                     "a semaphore cannot use this path: its lease parent holds lock nodes ({name}), which are not \
                      leases; use another path"
