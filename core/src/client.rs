@@ -424,6 +424,21 @@ impl Client {
             .await
     }
 
+    /// As [`Client::locks_under`], but a node under `prefix` whose children this client may not
+    /// list (its ACL grants no READ; anyone may set the ACL of the open containers zklock makes)
+    /// does not end the walk: it is reported in [`crate::LocksUnder::unreadable`], and the rest
+    /// is listed. For tools that show what they can (`zklock ls`).
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`], before any traffic, for an invalid prefix; otherwise
+    ///   as [`Client::locks_under`], but for the nodes it may not list.
+    pub async fn readable_locks_under(&self, prefix: &str) -> Result<crate::LocksUnder> {
+        validate::check_prefix(prefix)?;
+        crate::engine::Recipe::new(self.inner.clone(), prefix.to_owned(), false, LockOptions::default())?
+            .readable_locks_under()
+            .await
+    }
+
     /// Ends the session at once: the server deletes every lock node it held, so waiters behind
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.
