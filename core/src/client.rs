@@ -383,7 +383,8 @@ impl Client {
     }
 
     /// As [`Client::semaphore`], with options: among them a max read from a shared count
-    /// ([`crate::MaxLeases::SharedCount`]).
+    /// ([`crate::MaxLeases::SharedCount`]) and an ACL ([`crate::SemaphoreOptions::acl`], refused
+    /// here as [`Client::lock_with`] refuses a lock's).
     pub fn semaphore_with(&self, path: &str, options: crate::SemaphoreOptions) -> Result<crate::Semaphore> {
         validate::lock_path(path, &self.inner.chroot)?;
         crate::Semaphore::new(&self.inner, path.to_owned(), options)

@@ -41,6 +41,7 @@ use attempt::{find_mine, Attempt, Made, NodeName};
 use listing::{in_queue_order, list, Listing, ListingReply};
 pub(crate) use recipe::Recipe;
 pub(crate) use released::ReleasedNodes;
+pub(crate) use semaphore::SemaphoreMax;
 pub(crate) use wait::{again_on_new_session, Wait};
 pub use walk::LocksUnder;
 

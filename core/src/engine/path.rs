@@ -97,11 +97,16 @@ impl Recipe {
                 }
                 // Someone else's (or ours, after a lost reply): its ACL is checked at the listing.
                 Reply::Answered(Err(zk::Error::NodeExists)) | Reply::Reconnected => return Ok(()),
-                Reply::Answered(Err(zk::Error::NoNode)) if !parent.is_empty() => {
-                    if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
-                        return Err(Failed::Error(self.zk_error(err, "creating the lock path's parents")));
+                Reply::Answered(Err(zk::Error::NoNode)) if !parent.is_empty() => match self.parent.get() {
+                    // A protected semaphore's path, as its parts: an open container there would let
+                    // anyone delete and make again an empty mutex or lease parent.
+                    Some(semaphore) => Box::pin(semaphore.make_parents(requests)).await?,
+                    None => {
+                        if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
+                            return Err(Failed::Error(self.zk_error(err, "creating the lock path's parents")));
+                        }
                     }
-                }
+                },
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "creating the lock path"))),
             }
         }
