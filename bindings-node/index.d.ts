@@ -360,6 +360,14 @@ export declare class Hold {
 export interface SemaphoreOptionsBase {
   /** Recorded in each node's identity (see `participants()`). */
   identifier?: string
+  /**
+   * As a lock's, given to every node the semaphore makes: its path (made persistent, not a
+   * container, when it is not `'open'`), its internal mutex and lease parents, the leases and
+   * the shared count. A protected semaphore refuses, with ZKLOCK_PERMISSION_DENIED, any of them
+   * found with an ACL that grants others more than asked. Default `'open'`, as Curator makes
+   * them: anyone may delete a lease or change the count.
+   */
+  acl?: Acl
 }
 
 /** A semaphore's max: a fixed number, or a shared count's value. */

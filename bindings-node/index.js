@@ -451,13 +451,15 @@ class Client {
   /**
    * A counting semaphore on `path` (Curator's InterProcessSemaphoreV2): at most `maxLeases`
    * leases at once, or as many as the shared count at `sharedCount.path` says (a 4-byte int, as
-   * Curator's SharedCount stores it; made with `sharedCount.seed` if missing). Option
-   * `identifier`, as for `lock`. Nothing is sent to ZooKeeper until the first acquisition.
+   * Curator's SharedCount stores it; made with `sharedCount.seed` if missing). Options
+   * `identifier` and `acl`, as for `lock`: the ACL is given to every node the semaphore makes
+   * (default 'open', as Curator's). Nothing is sent to ZooKeeper until the first acquisition.
    */
   semaphore(path, options) {
     checkString(path, 'path')
-    const opts = checkOptions(options, ['maxLeases', 'sharedCount', 'identifier'], 'client.semaphore')
+    const opts = checkOptions(options, ['maxLeases', 'sharedCount', 'identifier', 'acl'], 'client.semaphore')
     const identifier = checkString(opts.identifier, 'identifier', { optional: true })
+    const [acl, aclEntries] = checkAcl(opts.acl)
     const maxLeases = checkCount(opts.maxLeases, 'maxLeases', { fallback: undefined })
     let countPath, seed
     if (opts.sharedCount !== undefined && opts.sharedCount !== null) {
@@ -469,7 +471,7 @@ class Client {
     if ((maxLeases === undefined) === (countPath === undefined)) {
       throw invalid(`client.semaphore needs exactly one of maxLeases and sharedCount, got ${maxLeases === undefined ? 'neither' : 'both'}`)
     }
-    const nativeSemaphore = this.#native.semaphore(path, maxLeases, countPath, seed, identifier)
+    const nativeSemaphore = this.#native.semaphore(path, maxLeases, countPath, seed, identifier, acl, aclEntries)
     return new Semaphore(CONSTRUCT, nativeSemaphore, this.#signals)
   }
 

@@ -661,6 +661,22 @@ typedef struct {
    * the call.
    */
   const char *identifier;
+  /**
+   * One of ZKL_ACL_*, as zkl_lock_options.acl. 0: ZKL_ACL_OPEN, as Curator makes the nodes:
+   * anyone may delete a lease or change the shared count. With another, every node the
+   * semaphore makes (its path, <path>/locks, <path>/leases, the leases, the mutex's nodes and
+   * the shared count) gets it, and an existing path, mutex or lease parent, or shared count
+   * whose ACL grants others more is refused with ZKL_PERMISSION_DENIED.
+   */
+  int32_t acl;
+  /**
+   * For ZKL_ACL_CUSTOM: acl_entry_count entries (borrowed for the call); NULL otherwise.
+   */
+  const zkl_acl_entry *acl_entries;
+  /**
+   * How many entries acl_entries has.
+   */
+  size_t acl_entry_count;
 } zkl_semaphore_options;
 
 /**
@@ -1255,7 +1271,7 @@ void zkl_semaphore_listing_free(zkl_semaphore_listing *list);
 
 /**
  * Fills *opts with the defaults: no max set (set max_leases or shared_count_path), no
- * identifier.
+ * identifier, an open ACL.
  *
  * Ownership: opts is the caller's. Concurrency: any thread.
  * Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
@@ -1278,7 +1294,8 @@ zkl_result zkl_semaphore_new(zkl_client *client, const char *path, int32_t max_l
 
 /**
  * As zkl_semaphore_new, with options: a fixed max (opts->max_leases) or a shared count
- * (opts->shared_count_path and its seed), and an identifier.
+ * (opts->shared_count_path and its seed), an identifier, and an ACL (opts->acl, as
+ * zkl_lock_new_with's; an ACL naming the authenticated creator needs credentials on the client).
  *
  * Ownership: path and opts (and its strings) are borrowed for the call. On ZKL_OK, *out
  * receives a new semaphore that the caller owns and frees with zkl_semaphore_free; on failure
@@ -1286,7 +1303,10 @@ zkl_result zkl_semaphore_new(zkl_client *client, const char *path, int32_t max_l
  * Concurrency: any thread, including inside callbacks.
  * Errors: ZKL_INVALID_ARGUMENT, before any traffic, for NULL arguments, a closed client, an
  * invalid path or shared count path, both or neither of max_leases and shared_count_path,
- * max_leases or shared_count_seed below 1, a seed without a shared count path.
+ * max_leases or shared_count_seed below 1, a seed without a shared count path, an ACL refused
+ * as zkl_lock_new_with refuses one. The acquisitions of a semaphore with an ACL return
+ * ZKL_PERMISSION_DENIED if one of its nodes' ACL lets this client not use it, or grants others
+ * more than asked.
  */
 zkl_result zkl_semaphore_new_with(zkl_client *client, const char *path, const zkl_semaphore_options *opts, zkl_semaphore **out);
 
@@ -1330,7 +1350,9 @@ zkl_result zkl_semaphore_cancel(zkl_semaphore *semaphore);
  * Ownership: out is the caller's.
  * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
  * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed semaphore, or a shared count node
- * that is not 4 bytes; ZKL_CLOSED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ * that is not 4 bytes; ZKL_PERMISSION_DENIED if the count's ACL lets this client not read it,
+ * or (with opts->acl) grants others more than asked; ZKL_CLOSED, ZKL_CONNECTION_LOSS,
+ * ZKL_ZOOKEEPER.
  */
 zkl_result zkl_semaphore_max_leases(zkl_semaphore *semaphore, int64_t *out);
 

@@ -221,7 +221,9 @@ impl NativeClient {
 
     /// A semaphore on `path` with a fixed max (`max_leases`) or the max read from a shared count
     /// (`count_path`, made with `count_seed` if missing); the JavaScript layer passes exactly one.
+    /// `acl` and `acl_entries` as for `lock`, given to every node the semaphore makes.
     #[napi]
+    #[allow(clippy::too_many_arguments)] // JavaScript's options, passed apart
     pub fn semaphore(
         &self,
         env: &Env,
@@ -230,6 +232,8 @@ impl NativeClient {
         count_path: Option<String>,
         count_seed: Option<u32>,
         identifier: Option<String>,
+        acl: Option<String>,
+        acl_entries: Option<Vec<AclEntry>>,
     ) -> napi::Result<NativeSemaphore> {
         let max = match (max_leases, count_path) {
             (Some(max), None) => MaxLeases::Fixed(max),
@@ -241,7 +245,7 @@ impl NativeClient {
                 ))
             }
         };
-        let mut options = SemaphoreOptions::new(max);
+        let mut options = SemaphoreOptions::new(max).acl(lock_options(None, acl, acl_entries)?.acl);
         options.identifier = identifier;
         match self.shared.client.semaphore_with(&path, options) {
             Ok(semaphore) => Ok(NativeSemaphore::new(semaphore, self.shared.clone())),

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 
 import { Client, codes, perms } from 'zklock'
-import { ZK, uniquePath, ephemeralsUnder, nodesBecome } from './helpers.mjs'
+import { ZK, uniquePath, ephemeralsUnder, nodesBecome, rawZooKeeper } from './helpers.mjs'
 
 const ALICE = 'alice:alice-secret'
 const BOB = 'bob:bob-secret'
@@ -181,5 +181,38 @@ test('bad acl options are refused at once, naming what was wrong', async () => {
     await nodesBecome(path, 0)
   } finally {
     await Promise.all([alice.close(), anonymous.close()])
+  }
+})
+
+test('a semaphore takes the acl option: every node it makes gets it; others take no lease and change no max', async () => {
+  const path = uniquePath('acl-semaphore')
+  const countPath = `${path}-max`
+  const alice = await Client.connect(ZK, { auth: ALICE })
+  const anonymous = await Client.connect(ZK)
+  const raw = await rawZooKeeper()
+  try {
+    const options = { sharedCount: { path: countPath, seed: 2 }, acl: 'creatorAllWorldRead' }
+    const leases = await alice.semaphore(path, options).acquire()
+    const [lease] = leases.nodes
+    for (const node of [path, `${path}/locks`, `${path}/leases`, lease, countPath]) {
+      const acl = (await raw.getACL(node)).map(({ perms, scheme, id }) => `${scheme}:${id} ${perms}`).sort()
+      // The server hides the digest hash from a client without ADMIN.
+      assert.deepEqual(acl, [`digest:alice:x ${perms.ALL}`, `world:anyone ${perms.READ}`], node)
+    }
+    await assert.rejects(raw.setData(countPath, [0, 0, 0, 100]), /ZooKeeper error -102/, 'the max is not theirs to change')
+    await assert.rejects(raw.delete(lease), /ZooKeeper error -102/, 'nor the lease to delete')
+    const outsider = anonymous.semaphore(path, { maxLeases: 2 })
+    await denied(outsider.acquire({ timeoutMs: 10000 }), `${path}/locks`, 'NoAuth')
+    assert.equal((await ephemeralsUnder(`${path}/leases`)).length, 1, 'nothing of theirs was left')
+    assert.equal(leases.state, 'held')
+    await leases.release()
+    assert.throws(
+      () => anonymous.semaphore(path, { maxLeases: 2, acl: 'creatorAll' }),
+      (err) => err.code === codes.INVALID_ARGUMENT && /digest auth/.test(err.message),
+    )
+  } finally {
+    await raw.close()
+    await anonymous.close()
+    await alice.close()
   }
 })

@@ -235,8 +235,9 @@ export function freePort() {
 /**
  * A bare ZooKeeper client of its own (the wire protocol, a few requests), sharing no code with
  * zklock: it changes what a Curator process or an operator would (a SharedCount's value, a node
- * deleted from under its holder). `setData(path, bytes)`, `delete(path)`, `close()`; each
- * rejects with the server's error code.
+ * deleted from under its holder) and reads a node's ACL as the server has it.
+ * `setData(path, bytes)`, `delete(path)`, `getACL(path)` ([{ perms, scheme, id }]), `close()`;
+ * each rejects with the server's error code.
  */
 export async function rawZooKeeper(server = ZK) {
   const [hostPort, chroot] = server.split(',')[0].split('/')
@@ -280,11 +281,23 @@ export async function rawZooKeeper(server = ZK) {
     const reply = await frame()
     const err = reply.readInt32BE(12)
     if (err !== 0) throw new Error(`ZooKeeper error ${err} for request type ${type}`)
+    return reply
   }
   const path = (text) => bytes(Buffer.from(text, 'utf8'))
   return {
     setData: (nodePath, data) => request(5, path(nodePath), bytes(Buffer.from(data)), int(-1)),
     delete: (nodePath) => request(2, path(nodePath), int(-1)),
+    async getACL(nodePath) {
+      // GetACLResponse, after the 16-byte reply header: a vector of (perms, scheme, id), a stat.
+      const reply = await request(6, path(nodePath))
+      let at = 16
+      const next = () => (at += 4) && reply.readInt32BE(at - 4)
+      const string = () => {
+        const length = next()
+        return reply.toString('utf8', at, (at += length))
+      }
+      return Array.from({ length: next() }, () => ({ perms: next(), scheme: string(), id: string() }))
+    },
     async close() {
       await request(-11)
       socket.destroy()

@@ -1,5 +1,6 @@
-//! The `acl=` argument of `Client.lock` and `Client.read_write_lock`: a preset's name, or custom
-//! `(perms, scheme, id)` entries, as the core's `Acl`. The core checks what it means.
+//! The `acl=` argument of `Client.lock`, `Client.read_write_lock` and `Client.semaphore`: a
+//! preset's name, or custom `(perms, scheme, id)` entries, as the core's `Acl`. The core checks
+//! what it means.
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;

@@ -51,9 +51,11 @@ fn leases_into_py(py: Python<'_>, client: zklock::Client, path: String, leases: 
 #[pymethods]
 impl Semaphore {
     /// A counting semaphore on `path`: at most `max_leases` at once, or as many as the shared
-    /// count at `shared_count_path` says (made with `seed` if missing). Sends nothing.
+    /// count at `shared_count_path` says (made with `seed` if missing); `acl` on every node it
+    /// makes, as a lock's. Sends nothing.
     #[new]
-    #[pyo3(signature = (client, path, max_leases = None, *, shared_count_path = None, seed = None, identifier = None))]
+    #[pyo3(signature = (client, path, max_leases = None, *, shared_count_path = None, seed = None, identifier = None, acl = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn new(
         py: Python<'_>,
         client: &Bound<'_, Client>,
@@ -62,6 +64,7 @@ impl Semaphore {
         shared_count_path: Option<String>,
         seed: Option<i64>,
         identifier: Option<String>,
+        acl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let max = match (max_leases, &shared_count_path, seed) {
             (Some(max), None, None) => {
@@ -86,7 +89,7 @@ impl Semaphore {
                 return Err(invalid_argument(py, path, "a semaphore needs max_leases, or shared_count_path and seed"))
             }
         };
-        let mut options = SemaphoreOptions::new(max);
+        let mut options = SemaphoreOptions::new(max).acl(crate::acl::from_py(py, path, acl)?);
         if let Some(identifier) = identifier {
             options = options.identifier(identifier);
         }

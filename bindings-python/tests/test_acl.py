@@ -159,6 +159,37 @@ def test_an_existing_open_lock_path_is_refused(alice, kazoo, path):
     assert children(kazoo, path) == []
 
 
+def test_a_semaphore_takes_a_locks_acl(alice, client, kazoo, bob_kazoo, path):
+    count = f"{path}-max"
+    semaphore = alice.semaphore(path, shared_count_path=count, seed=2, acl="creator_all_world_read")
+    with semaphore.acquire() as leases:
+        [name] = leases.nodes
+        lease = f"{path}/leases/{name}"
+        for node in (path, f"{path}/locks", f"{path}/leases", lease, count):
+            acl, _ = kazoo.get_acls(node)
+            assert sorted((a.perms, a.id.scheme, a.id.id) for a in acl) == [
+                (zklock.PERM_READ, "world", "anyone"),
+                (zklock.PERM_ALL, "digest", "alice:x"),
+            ], node
+        for attacker in (kazoo, bob_kazoo):
+            with pytest.raises(NoAuthError):
+                attacker.delete(lease)
+            with pytest.raises(NoAuthError):
+                attacker.set(count, (100).to_bytes(4, "big"))
+        # Through zklock, unauthenticated: it reads the max and the leases but takes none.
+        outsider = client.semaphore(path, shared_count_path=count, seed=2)
+        assert outsider.current_max_leases() == 2 and len(outsider.participants().holders) == 1
+        with pytest.raises(zklock.PermissionDeniedError, match="NoAuth"):
+            outsider.acquire(timeout=10)
+        assert children(kazoo, f"{path}/leases") == [name]
+    # Bad ACLs are refused here, as a lock's, before any traffic.
+    with pytest.raises(zklock.InvalidArgumentError, match="perms 0x40"):
+        alice.semaphore(f"{path}-bad", 2, acl=[(64, "world", "anyone")])
+    with pytest.raises(zklock.InvalidArgumentError, match="digest auth"):
+        client.semaphore(f"{path}-bad", 2, acl="creator_all")
+    assert kazoo.exists(f"{path}-bad") is None
+
+
 @pytest.mark.parametrize(
     "acl, words",
     [

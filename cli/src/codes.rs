@@ -14,6 +14,11 @@ pub const FREE: i32 = 3;
 /// `zklock status`: the path has children and none of them is a lock node (EX_DATAERR).
 pub const NOT_A_LOCK: i32 = 65;
 
+// zklock ls (0 when everything under PREFIX was listed).
+/// `zklock ls`: listed, but ZooKeeper refused this client READ on some paths under PREFIX, so
+/// locks under them may be missing (EX_NOPERM).
+pub const PARTIAL: i32 = 77;
+
 // zklock exec (otherwise COMMAND's own exit status).
 /// `zklock exec`: the lock was not had with -n, or not within -w (flock(1)'s code; -E sets
 /// another).

@@ -19,10 +19,13 @@ pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64)
 }
 
-/// Text from a lock node (a label, a host, an identifier) safe to print on a terminal (JSON
-/// output keeps the text exact: JSON escapes these itself). The core's, which its messages use
-/// for ACL ids.
-pub(crate) use zklock::printable;
+/// Text from a lock node (a label, a host, an identifier, a node's name) safe to print on a
+/// terminal, as [`zklock::printable`] escapes it: a label with `\n` or `\x1b[31m` cannot split a
+/// row or colour the operator's terminal. (JSON output keeps the text exact: JSON escapes these
+/// itself.)
+pub(crate) fn printable(text: &str) -> String {
+    zklock::printable(text).into_owned()
+}
 
 #[cfg(test)]
 mod tests {

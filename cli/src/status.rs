@@ -83,11 +83,11 @@ async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Dura
             (render(args, interval, &status, || status.table()), if status.held { 0 } else { codes::FREE })
         } else {
             if !contenders.is_empty() && contenders.iter().all(|p| p.mode.is_none()) {
-                let names: Vec<&str> = contenders.iter().take(3).map(|p| p.node.as_str()).collect();
+                let names: Vec<String> = contenders.iter().take(3).map(|p| printable(&p.node)).collect();
                 let more = if contenders.len() > names.len() { ", ..." } else { "" };
                 let message = format!(
                     "{} is not a lock: none of its children is a lock node ({}{more})",
-                    args.path,
+                    printable(&args.path),
                     names.join(", ")
                 );
                 return Err((codes::NOT_A_LOCK, message));
@@ -136,7 +136,8 @@ pub(crate) fn failure_of(err: &zklock::Error) -> (i32, String) {
 }
 
 fn fail(code: i32, message: &str) -> i32 {
-    eprintln!("zklock status: {message}");
+    // The core's messages name paths and nodes as the server has them.
+    eprintln!("zklock status: {}", printable(message));
     code
 }
 
@@ -195,7 +196,7 @@ impl SemaphoreStatus {
             0 => "nobody waits".to_owned(),
             n => format!("{n} waiting"),
         };
-        format!("{}: semaphore, {} leases held; {waiting}", self.path, self.holders.len())
+        format!("{}: semaphore, {} leases held; {waiting}", printable(&self.path), self.holders.len())
     }
 
     /// A summary line, then the leases held, those being acquired, and the acquirers queued.
@@ -335,10 +336,10 @@ impl Status {
             n => format!("{n} waiting"),
         };
         match self.holders.first() {
-            None => format!("{}: free; {waiting}", self.path),
+            None => format!("{}: free; {waiting}", printable(&self.path)),
             Some(first) => {
                 let mode = first.mode.unwrap_or("unknown");
-                format!("{}: held ({mode}) by {}; {waiting}", self.path, self.holders.len())
+                format!("{}: held ({mode}) by {}; {waiting}", printable(&self.path), self.holders.len())
             }
         }
     }
@@ -366,7 +367,8 @@ fn entry_rows(entries: Vec<(&str, &Entry)>) -> String {
             entry.session_id_hex.clone(),
             duration(entry.queued_for_ms),
             entry.identity.describe(),
-            entry.node.clone(),
+            // Another client's choice, as its label is.
+            printable(&entry.node),
         ]
     };
     let rows: Vec<[String; 8]> =

@@ -110,8 +110,8 @@ pub(crate) fn who(p: &Participant) -> String {
         }
         None => match std::str::from_utf8(&p.data) {
             // Curator writes the client's address.
-            Ok(data) if !data.is_empty() && data.len() <= 64 && !data.contains(char::is_control) => {
-                format!("session 0x{:x} ({data})", p.session_id)
+            Ok(data) if !data.is_empty() && data.len() <= 64 => {
+                format!("session 0x{:x} ({})", p.session_id, printable(data))
             }
             _ => format!("session 0x{:x}", p.session_id),
         },

@@ -122,3 +122,66 @@ fn a_bad_prefix_is_refused_before_connecting() {
     let err = String::from_utf8(output.stderr).unwrap();
     assert!(err.contains("PREFIX") && err.contains("relative"), "{err}");
 }
+
+/// Nodes under the prefix that this client may not list (any client can set the ACL of the open
+/// containers zklock makes): the rest is listed, the unreadable paths are named on stderr and in
+/// --json, and the exit status (77) says the listing is partial.
+#[test]
+fn unreadable_paths_are_reported_and_the_rest_listed() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client: Client = rt.block_on(Client::connect(&shared_connect_string())).unwrap();
+    let base = format!("{}-unreadable", prefix());
+    let (open, deep) = (format!("{base}/open"), format!("{base}/zone/deep"));
+    let (secret, sealed) = (format!("{base}/secret\u{202e}"), format!("{base}/zone/sealed"));
+    let holders: Vec<_> = [&open, &deep]
+        .into_iter()
+        .map(|path| rt.block_on(client.lock(path).unwrap().acquire(&Owner::with_label(1, "holder"))).unwrap())
+        .collect();
+    // Another user's nodes, which only that user may list.
+    let someone = rt.block_on(
+        zookeeper_client::Client::connector().with_auth("digest", b"someone:pw").connect(&shared_connect_string()),
+    );
+    let someone = someone.unwrap();
+    let (anyone, only_someone) = (
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::creator_all()),
+    );
+    for path in [&secret, &sealed] {
+        rt.block_on(someone.create(path, b"", &only_someone)).unwrap();
+        rt.block_on(someone.create(&format!("{path}/_c_x-lock-0000000001"), b"", &anyone)).unwrap();
+    }
+
+    let (code, table, err) = ls(&[&base]);
+    assert_eq!(code, 77, "partial: exit 77; stdout: {table}\nstderr: {err}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and the locks that could be read:\n{table}");
+    assert!(lines[1].starts_with(&format!("{open} ")) && lines[2].starts_with(&format!("{deep} ")), "{table}");
+    let reports: Vec<&str> = err.lines().collect();
+    assert_eq!(reports.len(), 2, "one line an unreadable path:\n{err}");
+    assert!(reports[0].starts_with(&format!("zklock ls: cannot read {base}/secret\\u{{202e}}: ")), "{err}");
+    assert!(reports[1].starts_with(&format!("zklock ls: cannot read {sealed}: ")), "{err}");
+    assert!(err.contains("NoAuth") && !err.contains('\u{202e}'), "{err:?}");
+
+    let (code, json, err) = ls(&["--json", &base]);
+    assert_eq!(code, 77, "stderr: {err}");
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let listed: Vec<(&str, Option<&str>)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| (entry["path"].as_str().unwrap(), entry["kind"].as_str()))
+        .collect();
+    let unreadable = Some("unreadable");
+    assert_eq!(
+        listed,
+        [(open.as_str(), None), (secret.as_str(), unreadable), (deep.as_str(), None), (sealed.as_str(), unreadable)],
+        "in path order, the unreadable paths with their kind:\n{json:#}"
+    );
+    assert_eq!(json[1]["error"]["kind"], "permission denied", "{json:#}");
+    assert!(json[1]["error"]["message"].as_str().unwrap().contains("NoAuth"), "{json:#}");
+
+    for holder in holders {
+        rt.block_on(holder.release()).unwrap();
+    }
+    rt.block_on(client.close());
+}

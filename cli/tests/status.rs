@@ -354,6 +354,41 @@ fn labels_cannot_split_rows_or_colour_the_terminal() {
     rt.block_on(held.release()).unwrap();
 }
 
+/// Node names as labels: ZooKeeper allows U+202E (right-to-left override) and U+2028 (line
+/// separator) in a name, which would reorder the NODE column or split a row; it refuses ESC.
+#[test]
+fn node_names_cannot_reorder_or_split_the_output() {
+    let rt = runtime();
+    let path = unique("node-names");
+    let client = connect(&rt);
+    let lock = client.lock(&path).unwrap();
+    let held = rt.block_on(lock.acquire(&Owner::with_label(1, "holder"))).unwrap();
+    let observer = rt.block_on(zookeeper_client::Client::connect(&shared_connect_string())).unwrap();
+    let plain = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let hostile = "_c_\u{202e}gnp.exe\u{2028}waiting-lock-0000000099";
+    rt.block_on(observer.create(&format!("{path}/{hostile}"), b"", &plain)).unwrap();
+    let esc = rt.block_on(observer.create(&format!("{path}/\x1b[31m-lock-0000000098"), b"", &plain));
+    assert!(matches!(esc, Err(zookeeper_client::Error::BadArguments(_))), "ZooKeeper refuses ESC: {esc:?}");
+    let raw = |text: &str| text.contains(['\u{202e}', '\u{2028}']);
+
+    let (code, table, err) = status(&[&path]);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(!raw(&table), "raw in the table:\n{table:?}");
+    assert_eq!(table.lines().count(), 4, "one summary, one header, two rows:\n{table}");
+    assert!(table.lines().any(|row| row.ends_with(r"_c_\u{202e}gnp.exe\u{2028}waiting-lock-0000000099")), "{table}");
+    let (_, json) = status_json(&path);
+    assert_eq!(json["queue"][0]["node"], hostile, "JSON keeps the name exact");
+
+    // Not a lock: the message names its children, escaped.
+    let parent = format!("{path}-parent");
+    rt.block_on(observer.create(&parent, b"", &plain)).unwrap();
+    rt.block_on(observer.create(&format!("{parent}/notes\u{202e}txt.exe"), b"", &plain)).unwrap();
+    let (code, out, err) = status(&[&parent]);
+    assert_eq!(code, 65, "not a lock: exit 65; stdout: {out}");
+    assert!(!raw(&err) && err.contains(r"(notes\u{202e}txt.exe)"), "{err:?}");
+    rt.block_on(held.release()).unwrap();
+}
+
 #[test]
 fn a_missing_chroot_exits_69_from_every_command() {
     let connect = format!("{}/zklock-cli-no-such-chroot-{}", shared_connect_string(), std::process::id());

@@ -8,8 +8,8 @@ use std::fmt;
 
 use zookeeper_client as zk;
 
+use crate::error::printable;
 use crate::error::{Error, Result};
-use crate::printable::printable;
 
 /// ZooKeeper permissions, combined with `|`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -397,7 +397,8 @@ impl Client {
     }
 
     /// As [`Client::semaphore`], with options: among them a max read from a shared count
-    /// ([`crate::MaxLeases::SharedCount`]).
+    /// ([`crate::MaxLeases::SharedCount`]) and an ACL ([`crate::SemaphoreOptions::acl`], refused
+    /// here as [`Client::lock_with`] refuses a lock's).
     pub fn semaphore_with(&self, path: &str, options: crate::SemaphoreOptions) -> Result<crate::Semaphore> {
         validate::lock_path(path, &self.inner.chroot)?;
         crate::Semaphore::new(&self.inner, path.to_owned(), options)
@@ -435,6 +436,21 @@ impl Client {
         validate::check_prefix(prefix)?;
         crate::engine::Recipe::new(self.inner.clone(), prefix.to_owned(), false, LockOptions::default())?
             .locks_under()
+            .await
+    }
+
+    /// As [`Client::locks_under`], but a node under `prefix` whose children this client may not
+    /// list (its ACL grants no READ; anyone may set the ACL of the open containers zklock makes)
+    /// does not end the walk: it is reported in [`crate::LocksUnder::unreadable`], and the rest
+    /// is listed. For tools that show what they can (`zklock ls`).
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`], before any traffic, for an invalid prefix; otherwise
+    ///   as [`Client::locks_under`], but for the nodes it may not list.
+    pub async fn readable_locks_under(&self, prefix: &str) -> Result<crate::LocksUnder> {
+        validate::check_prefix(prefix)?;
+        crate::engine::Recipe::new(self.inner.clone(), prefix.to_owned(), false, LockOptions::default())?
+            .readable_locks_under()
             .await
     }
 

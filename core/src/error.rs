@@ -251,6 +251,30 @@ impl std::error::Error for Error {
     }
 }
 
+/// Text from ZooKeeper (a node's name, a label, another client's data) safe to print on a
+/// terminal or in a log line: control characters, and those that reorder or hide text
+/// (bidirectional overrides and isolates, line and paragraph separators), as Rust escapes
+/// (`\u{202e}`). ZooKeeper allows U+202E in a node's name, which would make a message read
+/// backwards from there. Messages that name another client's node show it so; `zklock` shows
+/// every such text so.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let hides = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.contains(hides) {
+        return Cow::Borrowed(text);
+    }
+    let escaped = text.chars().fold(String::with_capacity(text.len() + 8), |mut out, c| {
+        if hides(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+        out
+    });
+    Cow::Owned(escaped)
+}
+
 /// A path as errors show it: whole, unless it is so long (a path refused for its size, say) that
 /// the message would be mostly path.
 fn shown(path: &str) -> String {
@@ -292,5 +316,19 @@ fn zookeeper_code(err: &zookeeper_client::Error) -> i32 {
         Zk::BadArguments(_) => -8,
         Zk::UnexpectedErrorCode(code) => *code,
         _ => -1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn node_text_cannot_move_the_cursor_or_colour_the_terminal() {
+        assert_eq!(printable("thread:worker-3"), "thread:worker-3");
+        assert_eq!(printable("a\nb\x1b[31m"), "a\\u{a}b\\u{1b}[31m");
+        assert_eq!(printable("x\u{202e}y\u{7f}\u{2028}\u{2066}"), "x\\u{202e}y\\u{7f}\\u{2028}\\u{2066}");
+        assert_eq!(printable("ünïcode 🔒"), "ünïcode 🔒");
+        assert_eq!(printable(&printable("x\u{202e}")), "x\\u{202e}", "escaped once, whatever shows it again");
     }
 }

@@ -81,7 +81,6 @@ mod multi_lock;
 mod order;
 mod owners;
 mod policy;
-mod printable;
 mod retry;
 mod rwlock;
 mod sasl;
@@ -99,7 +98,8 @@ pub use crate::client::{
     Client, ClientOptions, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
 };
 pub use crate::dispatch::CallbackDispatcher;
-pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::engine::LocksUnder;
+pub use crate::error::{printable, Error, ErrorKind, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
 pub use crate::lost_callbacks::LostSubscription;
@@ -109,7 +109,6 @@ pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLoc
 pub use crate::owners::Owner;
 pub use crate::policy::{Mode, PathRecipe};
 #[doc(hidden)]
-pub use crate::printable::printable;
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};

@@ -99,7 +99,7 @@ pub struct Participant {
 /// (and the two sides of a read/write lock share one table, for the downgrade).
 #[derive(Clone)]
 pub struct Lock {
-    recipe: Arc<Recipe>,
+    pub(crate) recipe: Arc<Recipe>,
     mode: Mode,
 }
 

@@ -6,8 +6,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::acl::Acl;
 use crate::client::ClientInner;
-use crate::engine::{again_on_new_session, Recipe, Wait};
+use crate::engine::{again_on_new_session, Recipe, SemaphoreMax, Wait};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
 use crate::lock::{Lock, LockOptions, Participant};
@@ -44,12 +45,27 @@ pub struct SemaphoreOptions {
     /// The owner label in each node's identity (as [`Owner::with_label`]'s); by default an
     /// acquisition's fresh owner id.
     pub label: Option<String>,
+    /// Who may take leases, delete them, change the shared count and read them, as a lock's
+    /// [`LockOptions::acl`]: [`Acl::Open`] by default, as Curator makes the nodes, so anyone may
+    /// delete a lease or change the count. With another, every node the semaphore makes (its
+    /// path, `<path>/locks`, `<path>/leases`, the leases, the mutex's nodes and the shared count)
+    /// gets it, its path is made persistent, and an existing path, mutex or lease parent, or
+    /// count whose ACL grants others more is refused with [`ErrorKind::PermissionDenied`]. The
+    /// parents above the path and the count stay open containers: someone may delete the count
+    /// and make it again, open, which is then refused, never followed.
+    pub acl: Acl,
 }
 
 impl SemaphoreOptions {
-    /// Options with this max and no identifier.
+    /// Options with this max, no identifier and an open ACL.
     pub fn new(max_leases: MaxLeases) -> SemaphoreOptions {
-        SemaphoreOptions { max_leases, identifier: None, label: None }
+        SemaphoreOptions { max_leases, identifier: None, label: None, acl: Acl::Open }
+    }
+
+    /// With an ACL on every node it makes (see [`SemaphoreOptions::acl`]).
+    pub fn acl(mut self, acl: Acl) -> SemaphoreOptions {
+        self.acl = acl;
+        self
     }
 
     /// With an identifier recorded in each node's identity.
@@ -104,6 +120,8 @@ pub struct Semaphore {
 struct Inner {
     path: String,
     max: MaxLeases,
+    /// The max as the lease step reads it: the shared count's node with its ACL.
+    max_node: SemaphoreMax,
     mutex: Lock,
     /// The recipe of the lease parent: its nodes' data, removal, release and listing.
     leases: Arc<Recipe>,
@@ -126,14 +144,31 @@ impl Semaphore {
                 }
             }
         }
-        let lock_options = LockOptions { identifier: options.identifier, ..LockOptions::default() };
+        // Checked here to name the semaphore's path: each part's recipe checks it again.
+        options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
+        let lock_options = LockOptions { identifier: options.identifier, acl: options.acl, ..LockOptions::default() };
         let mutex = Lock::new(client, format!("{path}/{}", policy::SEMAPHORE_MUTEX), lock_options.clone())?;
         let leases_path = format!("{path}/{}", policy::SEMAPHORE_LEASES);
-        let leases = Arc::new(Recipe::new(client.clone(), leases_path, false, lock_options)?);
+        let leases = Arc::new(Recipe::new(client.clone(), leases_path, false, lock_options.clone())?);
+        if !lock_options.acl.is_open() {
+            // Its parts make the path with their ACL when it is missing, and the lease step checks
+            // an existing one's.
+            let root = Arc::new(Recipe::new(client.clone(), path.clone(), false, lock_options.clone())?);
+            mutex.recipe.protect_parent(&root);
+            leases.protect_parent(&root);
+        }
+        let max_node = match &options.max_leases {
+            MaxLeases::Fixed(max) => SemaphoreMax::Fixed(*max),
+            MaxLeases::SharedCount { path, seed } => SemaphoreMax::Count {
+                node: Arc::new(Recipe::new(client.clone(), path.clone(), false, lock_options)?),
+                seed: *seed,
+            },
+        };
         Ok(Semaphore {
             inner: Arc::new(Inner {
                 path,
                 max: options.max_leases,
+                max_node,
                 mutex,
                 leases,
                 checked: AtomicBool::new(false),
@@ -162,10 +197,12 @@ impl Semaphore {
     ///
     /// # Notable errors
     /// * [`ErrorKind::InvalidArgument`] if the shared count's node is not a 4-byte count.
+    /// * [`ErrorKind::PermissionDenied`] if its ACL denies this client, or (with
+    ///   [`SemaphoreOptions::acl`]) grants others more than asked.
     pub async fn current_max_leases(&self) -> Result<i64> {
-        match &self.inner.max {
-            MaxLeases::Fixed(max) => Ok(i64::from(*max)),
-            MaxLeases::SharedCount { path, seed } => Ok(i64::from(self.inner.leases.shared_count(path, *seed).await?)),
+        match &self.inner.max_node {
+            SemaphoreMax::Fixed(max) => Ok(i64::from(*max)),
+            SemaphoreMax::Count { node, seed } => Ok(i64::from(node.shared_count(*seed).await?)),
         }
     }
 
@@ -178,13 +215,14 @@ impl Semaphore {
     /// * [`ErrorKind::InvalidArgument`], before any traffic, if the max is fixed, or `max` is 0
     ///   or above `i32::MAX`.
     pub async fn set_shared_count(&self, max: u32) -> Result<()> {
-        let MaxLeases::SharedCount { path, .. } = &self.inner.max else {
+        let SemaphoreMax::Count { node, .. } = &self.inner.max_node else {
             return Err(self.error(ErrorKind::InvalidArgument, "the semaphore's max is fixed, not a shared count"));
         };
         let count = i32::try_from(max).ok().filter(|max| *max >= 1).ok_or_else(|| {
-            Error::invalid(format!("a shared count's max must be from 1 to {}, not {max}", i32::MAX)).with_path(path)
+            Error::invalid(format!("a shared count's max must be from 1 to {}, not {max}", i32::MAX))
+                .with_path(&node.path)
         })?;
-        self.inner.leases.set_shared_count(path, count).await
+        node.set_shared_count(count).await
     }
 
     /// Acquires `n` leases, all or nothing, waiting as long as it takes.
@@ -195,6 +233,8 @@ impl Semaphore {
     ///   4-byte count, or the path holds lock nodes (or a lock's queue is at `<path>/leases`):
     ///   then [`Error::is_recipe_conflict`] says so.
     /// * [`ErrorKind::Closed`] if the client is or gets closed.
+    /// * [`ErrorKind::PermissionDenied`] if the ACL of the semaphore's nodes denies this client,
+    ///   or (with [`SemaphoreOptions::acl`]) one of them grants others more than asked.
     ///
     /// A waiter whose session ends queues again on a new session, as a lock's waiter does.
     ///
@@ -272,7 +312,7 @@ impl Semaphore {
     /// from the mutex if someone deleted its node before the leases were made.
     async fn attempt(&self, n: u32, wait: &Wait) -> Result<Option<Vec<Lease>>> {
         let inner = &self.inner;
-        let prepared = inner.leases.prepare_leases(&inner.path, &inner.max, n, wait, &inner.checked);
+        let prepared = inner.leases.prepare_leases(&inner.path, &inner.max_node, n, wait, &inner.checked);
         if Box::pin(prepared).await?.is_none() {
             return Ok(None);
         }
@@ -298,7 +338,7 @@ impl Semaphore {
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
         let holds = match inner.leases.session_of(mutex.hold()) {
             Ok(session) => {
-                Box::pin(inner.leases.take_leases(&session, mutex.hold(), n, &inner.max, &owner, wait)).await
+                Box::pin(inner.leases.take_leases(&session, mutex.hold(), n, &inner.max_node, &owner, wait)).await
             }
             Err(err) => Err(err),
         };

@@ -7,7 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use zklock::{Acl, AclEntry, Client, ClientOptions, ErrorKind, HoldState, LockOptions, Owner, Perms};
+use zklock::{
+    Acl, AclEntry, Client, ClientOptions, ErrorKind, HoldState, LockOptions, MaxLeases, Owner, Perms, SemaphoreOptions,
+};
 use zookeeper_client as zk;
 
 const ALICE: &str = "alice:alice-secret";
@@ -421,5 +423,101 @@ async fn acl_ids_in_messages_are_escaped() {
     let message = err.message();
     assert!(!message.contains(['\u{1b}', '\u{7}']), "{message:?}");
     assert!(message.contains("digest:\\u{1b}[31mmallory\\u{7} ALL"), "{message}");
+    alice.close().await;
+}
+
+/// A semaphore takes a lock's ACL options: every node it makes (its path, its internal mutex's
+/// and lease parents, the leases, the shared count) gets the ACL, so other clients can neither
+/// delete a lease, take one, nor change the max; a count someone made again, open, is refused
+/// rather than followed; an existing path or lease parent that grants others more is refused
+/// before any node is made, as a protected lock's path is. Without an ACL the nodes stay open
+/// (Curator's semaphore and SharedCount make them so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_semaphore_with_an_acl_keeps_others_from_its_leases_and_its_count() {
+    const T: Duration = Duration::from_secs(10);
+    let base = unique_path("acl-semaphore");
+    let (path, count) = (format!("{base}/pool"), format!("{base}/max"));
+    let alice = client_as(ALICE).await;
+    let protected = |max: MaxLeases| SemaphoreOptions::new(max).acl(Acl::CreatorAllWorldRead);
+    let semaphore =
+        alice.semaphore_with(&path, protected(MaxLeases::SharedCount { path: count.clone(), seed: 2 })).unwrap();
+    let leases = semaphore.acquire(1).await.unwrap();
+    let lease = leases.leases()[0].hold().node_path().to_owned();
+
+    let alice_raw = raw_as(ALICE).await;
+    let expected = vec![
+        ("ALL".to_owned(), "digest".to_owned(), server_digest_id(ALICE)),
+        ("READ".into(), "world".into(), "anyone".into()),
+    ];
+    for node in [&path, &format!("{path}/locks"), &format!("{path}/leases"), &lease, &count] {
+        let (acl, stat) = alice_raw.get_acl(node).await.unwrap();
+        assert_eq!(entries(&acl), expected, "{node}'s ACL");
+        if *node != lease {
+            assert_eq!(stat.ephemeral_owner, 0, "{node} is persistent, not a container anyone could make again");
+        }
+    }
+
+    // Attackers with a plain ZooKeeper client, unauthenticated and as bob.
+    let anonymous = observer().await;
+    let bob_raw = raw_as(BOB).await;
+    for (who, attacker) in [("unauthenticated", &anonymous), ("bob", &bob_raw)] {
+        assert_eq!(attacker.delete(&lease, None).await, Err(zk::Error::NoAuth), "{who} deletes the lease");
+        let set = attacker.set_data(&count, &100i32.to_be_bytes(), None).await;
+        assert_eq!(set.unwrap_err(), zk::Error::NoAuth, "{who} changes the max");
+        let taken = raw_contender(attacker, &format!("{path}/leases"), "lease-").await;
+        assert_eq!(taken.unwrap_err(), zk::Error::NoAuth, "{who} takes a lease");
+        for node in [&path, &count] {
+            let opened = attacker.set_acl(node, &zk::Acls::anyone_all(), None).await;
+            assert_eq!(opened.unwrap_err(), zk::Error::NoAuth, "{who} opens {node}'s ACL");
+        }
+    }
+    assert_eq!(leases.state(), HoldState::Held, "the lease survived the attacks");
+    assert_eq!(semaphore.current_max_leases().await.unwrap(), 2);
+    semaphore.set_shared_count(3).await.unwrap();
+    assert_eq!(semaphore.current_max_leases().await.unwrap(), 3, "the count's users change it");
+
+    // The count's parents stay open containers (as a lock path's do): someone can delete it and
+    // make it again, open, with a max of their own. It is refused, not followed.
+    anonymous.delete(&count, None).await.unwrap();
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    anonymous.create(&count, &100i32.to_be_bytes(), &open).await.unwrap();
+    assert_permission_denied(&semaphore.current_max_leases().await.unwrap_err(), &count, "grants more");
+    assert_permission_denied(&semaphore.acquire_timeout(1, T).await.unwrap_err(), &count, "grants more");
+    leases.release().await.unwrap();
+
+    // A semaphore path made open by someone else: refused before any node is made.
+    let squatted = format!("{base}/squatted");
+    anonymous.create(&squatted, b"", &open).await.unwrap();
+    let err = alice.semaphore_with(&squatted, protected(MaxLeases::Fixed(2))).unwrap().acquire_timeout(1, T).await;
+    assert_permission_denied(&err.unwrap_err(), &squatted, "grants more");
+    assert!(children(&anonymous, &squatted).await.is_empty(), "no node made under it");
+    // A lease parent made open (by one of alice's own processes without the ACL, say).
+    let reopened = format!("{base}/reopened");
+    let semaphore = alice.semaphore_with(&reopened, protected(MaxLeases::Fixed(2))).unwrap();
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+    alice_raw.delete(&format!("{reopened}/leases"), None).await.unwrap();
+    alice_raw.create(&format!("{reopened}/leases"), b"", &open).await.unwrap();
+    let err = alice.semaphore_with(&reopened, protected(MaxLeases::Fixed(2))).unwrap().acquire_timeout(1, T).await;
+    assert_permission_denied(&err.unwrap_err(), &format!("{reopened}/leases"), "grants more");
+    assert!(children(&anonymous, &format!("{reopened}/leases")).await.is_empty(), "no lease made under it");
+    // The semaphore that made it first checks it by its listing: its lease is removed.
+    assert_permission_denied(&semaphore.acquire_timeout(1, T).await.unwrap_err(), &format!("{reopened}/leases"), "");
+    assert!(children(&anonymous, &format!("{reopened}/leases")).await.is_empty(), "its lease removed");
+
+    // A bad ACL is refused before any traffic, naming the semaphore's path.
+    let refused = client().await.semaphore_with(&squatted, protected(MaxLeases::Fixed(2))).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+    assert!(refused.path() == Some(squatted.as_str()) && refused.message().contains("digest auth"), "{refused}");
+
+    // The default: open, as Curator's.
+    let (curators, curators_count) = (format!("{base}/curators"), format!("{base}/curators-max"));
+    let max = MaxLeases::SharedCount { path: curators_count.clone(), seed: 2 };
+    let leases = alice.semaphore_with(&curators, SemaphoreOptions::new(max)).unwrap().acquire(1).await.unwrap();
+    let lease = leases.leases()[0].hold().node_path().to_owned();
+    for node in [&format!("{curators}/leases"), &lease, &curators_count] {
+        let anyone_all = vec![("ALL".to_owned(), "world".to_owned(), "anyone".to_owned())];
+        assert_eq!(entries(&anonymous.get_acl(node).await.unwrap().0), anyone_all, "{node}'s ACL");
+    }
+    leases.release().await.unwrap();
     alice.close().await;
 }

@@ -661,3 +661,41 @@ async fn order_past_the_sequence_limit() {
     wait_children(&observer, PATH, 0).await;
     client.close().await;
 }
+
+/// A refusal that names another recipe's node shows its name escaped: ZooKeeper allows a node
+/// name with U+202E (right-to-left override) or U+2028 (line separator), which would reorder or
+/// split the message on a terminal or in a log. (It refuses ESC and other C0 controls itself.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_names_a_node_escaped() {
+    let base = unique_path("conflict-escaped");
+    let observer = observer().await;
+    let client = client().await;
+    let escaped = |err: &zklock::Error, shown: &str| {
+        let text = err.to_string();
+        assert!(err.is_recipe_conflict(), "{text}");
+        assert!(text.contains(shown), "{shown} in {text:?}");
+        assert!(!text.contains(['\u{202e}', '\u{2028}']), "raw in {text:?}");
+    };
+
+    // A mutex on a read/write lock's path.
+    let rw_path = format!("{base}/rw");
+    foreign_node(&observer, &rw_path, "_c_\u{202e}gnp.exe\u{2028}-__READ__").await;
+    let plain = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let esc = observer.create(&format!("{rw_path}/\u{1b}[31m"), b"", &plain).await;
+    assert!(matches!(esc, Err(zk::Error::BadArguments(_))), "ESC in a name is refused: {esc:?}");
+    let err = client.lock(&rw_path).unwrap().try_acquire(&Owner::new(1)).await.unwrap_err();
+    escaped(&err, "_c_\\u{202e}gnp.exe\\u{2028}-__READ__");
+
+    // A semaphore on a mutex's path.
+    let mutex_path = format!("{base}/mutex");
+    foreign_node(&observer, &mutex_path, "_c_\u{202e}x-lock-").await;
+    let err = client.semaphore(&mutex_path, 2).unwrap().try_acquire(1).await.unwrap_err();
+    escaped(&err, "_c_\\u{202e}x-lock-");
+
+    // A semaphore whose lease parent holds a lock node.
+    let semaphore_path = format!("{base}/semaphore");
+    foreign_node(&observer, &format!("{semaphore_path}/leases"), "_c_\u{202e}y-lock-").await;
+    let err = client.semaphore(&semaphore_path, 2).unwrap().try_acquire(1).await.unwrap_err();
+    escaped(&err, "_c_\\u{202e}y-lock-");
+    client.close().await;
+}

@@ -740,6 +740,8 @@ static void call_semaphore_new(bool with) {
       case 3: opts.identifier = "fuzz-\xff"; bad(&e, "opts->identifier is not valid UTF-8"); break;
       case 4: opts.max_leases = 0, opts.shared_count_path = "count", opts.shared_count_seed = 1; bad(&e, "shared count path"); break;
       case 5: opts.identifier = "fuzz-id"; break;
+      case 6: opts.acl = 4 + (int)below(100); bad(&e, "it must be one of ZKL_ACL_*"); break;
+      case 7: opts.acl_entry_count = 1 + below(3); bad(&e, "only for ZKL_ACL_CUSTOM"); break;
       default: break;
     }
     rc = zkl_semaphore_new_with(client, path, o, outp);
@@ -1162,11 +1164,14 @@ static void call_multi_guard_fn(int f) {
 
 static void call_semaphore_options_init(void) {
   expect e = {.allowed = BIT(ZKL_OK)};
-  zkl_semaphore_options opts = {.max_leases = 9, .shared_count_path = "/x", .shared_count_seed = 9, .identifier = "x"};
+  zkl_acl_entry entry = {ZKL_PERM_ALL, "world", "anyone"};
+  zkl_semaphore_options opts = {.max_leases = 9, .shared_count_path = "/x", .shared_count_seed = 9, .identifier = "x",
+                                .acl = ZKL_ACL_CUSTOM, .acl_entries = &entry, .acl_entry_count = 1};
   bool null_opts = chance(30);
   if (null_opts) bad(&e, "opts is NULL");
   check(F_semaphore_options_init, zkl_semaphore_options_init(null_opts ? NULL : &opts), &e, "opts");
-  if (!null_opts && (opts.max_leases || opts.shared_count_path || opts.shared_count_seed || opts.identifier))
+  if (!null_opts && (opts.max_leases || opts.shared_count_path || opts.shared_count_seed || opts.identifier ||
+                     opts.acl != ZKL_ACL_OPEN || opts.acl_entries || opts.acl_entry_count))
     fail("zkl_semaphore_options_init left a field set");
 }
 

@@ -4,7 +4,8 @@
  * ZKL_PERMISSION_DENIED naming the ACL problem and the path, leave nothing behind, and take
  * nothing from the holder; clients of the owner's credentials queue together; the owner releases
  * and its node goes. Also: the read/write lock, a custom ACL naming two users, a lock path made
- * open in advance, and the bad options refused before any network traffic. (The direct delete of
+ * open in advance, the bad options refused before any network traffic, and a semaphore with an
+ * ACL (zkl_semaphore_options.acl) on its nodes and its shared count. (The direct delete of
  * a holder's node with a plain ZooKeeper client is tried in core/tests/acl.rs.) */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -252,6 +253,76 @@ static void test_bad_options(void) {
   zkl_client_close(anonymous);
 }
 
+/* A semaphore takes a lock's ACL (zkl_semaphore_options.acl), on every node it makes: another
+ * client, unauthenticated, reads the max and the leases (world READ), but can neither change the
+ * max (the shared count's ACL) nor take a lease (its mutex's and lease parent's); a protected
+ * semaphore refuses a path an open one made. */
+static void test_semaphore(void) {
+  char path[256], count[300], opened[300];
+  h_unique_path(path, sizeof path, "acl-semaphore");
+  snprintf(count, sizeof count, "%s-max", path);
+  snprintf(opened, sizeof opened, "%s-opened", path);
+  zkl_client *alice = connect_as(ALICE), *anonymous = h_connect();
+  zkl_semaphore_options opts;
+  zkl_semaphore_options_init(&opts);
+  opts.shared_count_path = count;
+  opts.shared_count_seed = 2;
+  opts.acl = ZKL_ACL_CREATOR_ALL_WORLD_READ;
+  zkl_semaphore *sem = NULL, *outsider = NULL, *open_sem = NULL, *refusing = NULL;
+  zkl_leases *leases = NULL, *theirs = NULL;
+  CHECK_RC(zkl_semaphore_new_with(alice, path, &opts, &sem), ZKL_OK, "semaphore: alice makes a protected one");
+  CHECK_RC(zkl_semaphore_acquire(sem, 1, -1, &leases), ZKL_OK, "semaphore: alice takes a lease");
+
+  zkl_semaphore_options open_opts;
+  zkl_semaphore_options_init(&open_opts);
+  open_opts.shared_count_path = count;
+  open_opts.shared_count_seed = 2;
+  CHECK_RC(zkl_semaphore_new_with(anonymous, path, &open_opts, &outsider), ZKL_OK, "semaphore: an open one on it");
+  int64_t max = 0;
+  CHECK(zkl_semaphore_max_leases(outsider, &max) == ZKL_OK && max == 2, "semaphore: others read the max");
+  zkl_semaphore_listing *list = NULL;
+  size_t held = 0;
+  if (zkl_semaphore_participants(outsider, &list) == ZKL_OK) {
+    held = list->leases->count;
+    zkl_semaphore_listing_free(list);
+  }
+  CHECK(held == 1, "semaphore: others list the leases");
+  CHECK_ERR(zkl_semaphore_set_shared_count(outsider, 100), ZKL_PERMISSION_DENIED, "NoAuth",
+            "semaphore: others cannot change the max");
+  CHECK_ERR(zkl_semaphore_acquire(outsider, 1, 10000, &theirs), ZKL_PERMISSION_DENIED, "NoAuth",
+            "semaphore: nor take a lease");
+  CHECK(zkl_semaphore_max_leases(sem, &max) == ZKL_OK && max == 2, "semaphore: the max is alice's still");
+  CHECK_RC(zkl_leases_release(leases), ZKL_OK, "semaphore: alice releases");
+
+  /* An open semaphore made the path (an open container): a protected one refuses it. */
+  zkl_semaphore_options fixed;
+  zkl_semaphore_options_init(&fixed);
+  fixed.max_leases = 2;
+  zkl_semaphore_new_with(anonymous, opened, &fixed, &open_sem);
+  CHECK_RC(zkl_semaphore_acquire(open_sem, 1, -1, &theirs), ZKL_OK, "opened semaphore: an open one holds a lease");
+  fixed.acl = ZKL_ACL_CREATOR_ALL_WORLD_READ;
+  zkl_semaphore_new_with(alice, opened, &fixed, &refusing);
+  CHECK_ERR(zkl_semaphore_acquire(refusing, 1, 10000, &leases), ZKL_PERMISSION_DENIED, "world:anyone ALL",
+            "opened semaphore: a protected one refuses its path, naming the entry");
+  fixed.acl = 7;
+  zkl_semaphore *bad = NULL;
+  CHECK_ERR(zkl_semaphore_new_with(alice, path, &fixed, &bad), ZKL_INVALID_ARGUMENT, "opts->acl is 7",
+            "semaphore: an unknown preset is refused");
+  fixed.acl = ZKL_ACL_CREATOR_ALL;
+  CHECK_ERR(zkl_semaphore_new_with(anonymous, path, &fixed, &bad), ZKL_INVALID_ARGUMENT, "digest auth",
+            "semaphore: a creator ACL on a client without credentials");
+  CHECK(bad == NULL, "semaphore: nothing written to out");
+  zkl_leases_release(theirs);
+  zkl_leases_free(theirs);
+  zkl_leases_free(leases);
+  zkl_semaphore_free(refusing);
+  zkl_semaphore_free(open_sem);
+  zkl_semaphore_free(outsider);
+  zkl_semaphore_free(sem);
+  zkl_client_close(anonymous);
+  zkl_client_close(alice);
+}
+
 int main(void) {
   test_bad_options();
   test_world_read();
@@ -259,5 +330,6 @@ int main(void) {
   test_rwlock();
   test_custom();
   test_open_path_refused();
+  test_semaphore();
   return h_done();
 }

@@ -263,14 +263,20 @@ class Client(_native.Client):
         shared_count_path: Optional[str] = None,
         seed: Optional[int] = None,
         identifier: Optional[str] = None,
+        acl: Optional[Acl] = None,
     ) -> "Semaphore":
         """A counting semaphore on ``path`` (Curator's InterProcessSemaphoreV2, node for node):
         at most ``max_leases`` leases at once; or as many as the shared count at
         ``shared_count_path`` says, a 4-byte int as Curator's ``SharedCount`` stores it (made
         with ``seed`` if missing; change it at run time and waiters follow). Sends nothing; a
-        max below 1, or a missing or extra argument, raises ``InvalidArgumentError`` here."""
+        max below 1, or a missing or extra argument, raises ``InvalidArgumentError`` here.
+
+        ``acl`` as for ``lock``: by default open, as Curator makes the nodes (anyone may delete
+        a lease or change the count); otherwise every node the semaphore makes (its path, its
+        internal mutex and lease parent, the leases, the shared count) gets it, and an existing
+        one whose ACL grants others more is refused with ``PermissionDeniedError``."""
         return Semaphore(
-            self, path, max_leases, shared_count_path=shared_count_path, seed=seed, identifier=identifier
+            self, path, max_leases, shared_count_path=shared_count_path, seed=seed, identifier=identifier, acl=acl
         )
 
     def multi_lock(self, members: "Sequence[MultiLockMember]") -> "MultiLock":

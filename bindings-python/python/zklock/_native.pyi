@@ -201,6 +201,7 @@ class Semaphore:
         shared_count_path: Optional[str] = None,
         seed: Optional[int] = None,
         identifier: Optional[str] = None,
+        acl: Optional[_Acl] = None,
     ) -> Self: ...
     @property
     def client(self) -> Client: ...

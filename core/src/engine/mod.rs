@@ -9,7 +9,7 @@
 //! node, found again and removed), `listing` (the shared listing and queue order), `path` (the
 //! lock path: made, its ACL checked, the recipe it holds), `node_data` (the owner's identity a
 //! node holds), `released` (nodes this client released after holding), `downgrade`, `release`,
-//! `participants` and `semaphore`.
+//! `participants`, `semaphore` and `walk` (the locks under a prefix).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,12 +35,15 @@ mod release;
 mod released;
 mod semaphore;
 mod wait;
+mod walk;
 
 use attempt::{find_mine, Attempt, Made, NodeName};
 use listing::{in_queue_order, list, Listing, ListingReply};
 pub(crate) use recipe::Recipe;
 pub(crate) use released::ReleasedNodes;
+pub(crate) use semaphore::SemaphoreMax;
 pub(crate) use wait::{again_on_new_session, Wait};
+pub use walk::LocksUnder;
 
 impl Recipe {
     /// An acquisition in `mode`: attempts until one holds, fails, or the deadline passes.

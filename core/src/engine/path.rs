@@ -7,7 +7,7 @@ use zookeeper_client as zk;
 
 use super::listing::{list, Listing};
 use super::{Failed, Recipe};
-use crate::error::{Error, ErrorKind};
+use crate::error::{printable, Error, ErrorKind};
 use crate::policy::Mode;
 use crate::retry::{Reply, Requests};
 
@@ -49,7 +49,9 @@ impl Recipe {
             return None;
         }
         let names = &listing.names;
+        // Names as the server has them, escaped: another client chose them.
         if let Some(name) = names.iter().find(|name| crate::policy::marks_a_semaphore(name)) {
+            let name = printable(name);
             let message = format!(
                 "a lock cannot use this path: it is a semaphore's (it holds {name}); the lock would ignore the \
                  semaphore's rules, so use another path"
@@ -58,6 +60,7 @@ impl Recipe {
         }
         let name = names.iter().find(|name| !mode.shares_path_with(name)).expect("a node of the other recipe");
         let other = Mode::of_node(name).expect("a node of no known lock shares any path");
+        let name = printable(name);
         let (ours, theirs) = match mode {
             Mode::Exclusive => ("a mutex", "read/write lock"),
             _ => ("a read/write lock", "mutex"),
@@ -94,11 +97,16 @@ impl Recipe {
                 }
                 // Someone else's (or ours, after a lost reply): its ACL is checked at the listing.
                 Reply::Answered(Err(zk::Error::NodeExists)) | Reply::Reconnected => return Ok(()),
-                Reply::Answered(Err(zk::Error::NoNode)) if !parent.is_empty() => {
-                    if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
-                        return Err(Failed::Error(self.zk_error(err, "creating the lock path's parents")));
+                Reply::Answered(Err(zk::Error::NoNode)) if !parent.is_empty() => match self.parent.get() {
+                    // A protected semaphore's path, as its parts: an open container there would let
+                    // anyone delete and make again an empty mutex or lease parent.
+                    Some(semaphore) => Box::pin(semaphore.make_parents(requests)).await?,
+                    None => {
+                        if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
+                            return Err(Failed::Error(self.zk_error(err, "creating the lock path's parents")));
+                        }
                     }
-                }
+                },
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "creating the lock path"))),
             }
         }

@@ -56,6 +56,9 @@ pub(crate) struct Recipe {
     pub(super) read_write: bool,
     /// A handle of its own (`LockOptions::separate`): never shared.
     pub(super) separate: bool,
+    /// For a protected semaphore's internal mutex and lease parent: the semaphore's path, made
+    /// with the same ACL when it is missing (other lock paths' parents are open containers).
+    pub(super) parent: std::sync::OnceLock<Arc<Recipe>>,
     /// This recipe itself while its owner table holds anything, so that the holds outlive the
     /// handles: a handle made later for the path finds them (see `ClientInner::recipe`). Taken
     /// at the last release, and when the client closes.
@@ -88,6 +91,7 @@ impl Recipe {
             shared_listing: parking_lot::Mutex::new(None),
             read_write,
             separate: options.separate,
+            parent: std::sync::OnceLock::new(),
             pin: parking_lot::Mutex::new(None),
         };
         recipe.check_fits(recipe.node_data_len(&Owner::with_label(0, "")), || "the identity".to_owned())?;
@@ -105,6 +109,13 @@ impl Recipe {
             && self.acl == options.acl
             && self.before_watch.is_none()
             && options.before_watch.is_none()
+    }
+
+    /// Makes `parent`, a protected semaphore's path, when this part of it (its mutex or lease
+    /// parent) finds it missing. A recipe shared by two handles of the semaphore keeps the first:
+    /// the two are the same path with the same ACL.
+    pub(crate) fn protect_parent(&self, parent: &Arc<Recipe>) {
+        let _ = self.parent.set(parent.clone());
     }
 
     /// The claimed acquisition succeeded: the owner holds `hold`, and this recipe is kept while

@@ -14,15 +14,22 @@ use zookeeper_client as zk;
 use super::attempt::{self, create_while_held, find_mine, Attempt, Made, NodeName, Refused};
 use super::listing::stat_children;
 use super::participants::is_lock_node;
-use super::path::CONTAINER;
+use super::path::{path_version, CONTAINER};
 use super::{Failed, Recipe, Wait};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{printable, Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::owners::Owner;
 use crate::policy;
 use crate::retry::{connection_lost, Reply, Requests, Stop};
-use crate::semaphore::MaxLeases;
 use crate::session::Session;
+
+/// A semaphore's max as the lease step reads it: fixed, or the value of a shared count, whose
+/// node's recipe is made for its path with the semaphore's ACL (the count is made with it, and an
+/// existing count's ACL checked as a protected lock's path is).
+pub(crate) enum SemaphoreMax {
+    Fixed(u32),
+    Count { node: Arc<Recipe>, seed: u32 },
+}
 
 /// A lease node's creation zxid, before it is read (see `leases_and_wait`).
 const CZXID_UNKNOWN: i64 = -1;
@@ -45,15 +52,18 @@ impl Recipe {
     /// lock's queue there would ignore the semaphore). And each time, for a shared count, that it
     /// reads as a count of at least `n` (made with its seed first if missing, as Curator's
     /// SharedCount does). `Ok(None)`: the deadline passed first.
+    ///
+    /// A protected semaphore also checks, once, the ACL of its path and of its lease parent, as a
+    /// protected lock checks its path's before its first node (its mutex checks `<path>/locks`).
     pub(crate) async fn prepare_leases(
         &self,
         semaphore: &str,
-        max: &MaxLeases,
+        max: &SemaphoreMax,
         n: u32,
         wait: &Wait,
         checked: &AtomicBool,
     ) -> Result<Option<()>> {
-        if checked.load(Ordering::Acquire) && matches!(max, MaxLeases::Fixed(_)) {
+        if checked.load(Ordering::Acquire) && matches!(max, SemaphoreMax::Fixed(_)) {
             return Ok(Some(()));
         }
         let Some(session) = Box::pin(wait.within(self.client.session(&self.path))).await else { return Ok(None) };
@@ -62,9 +72,14 @@ impl Recipe {
         let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
         let prepared = async {
             if !checked.load(Ordering::Acquire) {
-                match requests.retry(|| requests.zk().list_children(semaphore)).await? {
-                    Ok(names) => {
+                match requests.retry(|| requests.zk().get_children(semaphore)).await? {
+                    Ok((names, stat)) => {
+                        if let Some(root) = self.parent.get() {
+                            Box::pin(root.check_path_acl(&requests, Some(path_version(&stat)))).await?;
+                        }
                         if let Some(name) = names.iter().find(|name| is_lock_node(name)) {
+                            // Escaped: another client chose the name.
+                            let name = printable(name);
                             let message = format!(
                                 "a semaphore cannot use this path: it holds lock nodes ({name}); the semaphore would \
                                  ignore the lock's rules, so use another path"
@@ -75,16 +90,23 @@ impl Recipe {
                     Err(zk::Error::NoNode) => {}
                     Err(err) => return Err(Failed::Error(Error::from_zk(err, semaphore, "listing the semaphore"))),
                 }
+                if self.protected() {
+                    match requests.retry(|| requests.zk().get_children(&self.path)).await? {
+                        Ok((_, stat)) => Box::pin(self.check_path_acl(&requests, Some(path_version(&stat)))).await?,
+                        Err(zk::Error::NoNode) => {}
+                        Err(err) => return Err(Failed::Error(self.zk_error(err, "listing the leases"))),
+                    }
+                }
                 checked.store(true, Ordering::Release);
             }
-            if let MaxLeases::SharedCount { path, seed } = max {
-                let (count, _) = self.read_count(&requests, path, *seed, false).await?;
+            if let SemaphoreMax::Count { node, seed } = max {
+                let (count, _) = node.read_count(&requests, *seed, false).await?;
                 if i64::from(n) > i64::from(count) {
                     return Err(Failed::Error(
                         Error::invalid(format!(
                             "{n} leases asked for, more than the shared count's max of {count}: they would never fit"
                         ))
-                        .with_path(path),
+                        .with_path(&node.path),
                     ));
                 }
             }
@@ -100,33 +122,42 @@ impl Recipe {
         }
     }
 
-    /// The shared count at `path`, and with `watch` a watcher of its changes. A missing node is
-    /// made with `seed` (persistent; its missing parents containers), as Curator's SharedCount
-    /// makes it when it starts.
+    /// The shared count at this recipe's path, and with `watch` a watcher of its changes. A
+    /// missing node is made with `seed` (persistent, with the semaphore's ACL; its missing
+    /// parents containers), as Curator's SharedCount makes it when it starts. A protected
+    /// semaphore refuses a count whose ACL grants others more: they could change the max.
     async fn read_count(
         &self,
         requests: &Requests<'_>,
-        path: &str,
         seed: u32,
         watch: bool,
     ) -> std::result::Result<(i32, Option<zk::OneshotWatcher>), Failed> {
-        let zk = requests.zk();
+        let (zk, path) = (requests.zk(), self.path.as_str());
         let read = || {
             if watch {
-                zk.get_and_watch_data(path).map(|read| read.map(|(data, _, watcher)| (data, Some(watcher)))).boxed()
+                zk.get_and_watch_data(path)
+                    .map(|read| read.map(|(data, stat, watcher)| (data, stat, Some(watcher))))
+                    .boxed()
             } else {
-                zk.get_data(path).map(|read| read.map(|(data, _)| (data, None))).boxed()
+                zk.get_data(path).map(|read| read.map(|(data, stat)| (data, stat, None))).boxed()
             }
         };
-        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let (persistent, _) = self.node_options(zk::CreateMode::Persistent);
         loop {
             match requests.retry(read).await? {
-                Ok((data, watcher)) => return Ok((parse_count(path, &data)?, watcher)),
+                Ok((data, stat, watcher)) => {
+                    self.check_count_acl(requests, &stat).await?;
+                    return Ok((parse_count(path, &data)?, watcher));
+                }
                 Err(zk::Error::NoNode) => {}
                 Err(err) => return Err(Failed::Error(Error::from_zk(err, path, "reading the shared count"))),
             }
             let seed = i32::try_from(seed).unwrap_or(i32::MAX).to_be_bytes();
             match requests.send(zk.create(path, &seed, &persistent)).await? {
+                Reply::Answered(Ok((stat, _))) if self.protected() => {
+                    // Made by us with the ACL: nothing to check.
+                    *self.acl_checked.lock() = Some(path_version(&stat));
+                }
                 Reply::Answered(Ok(_) | Err(zk::Error::NodeExists)) | Reply::Reconnected => {}
                 Reply::Answered(Err(zk::Error::NoNode)) => {
                     let parent = &path[..path.rfind('/').unwrap_or_default()];
@@ -141,6 +172,22 @@ impl Recipe {
         }
     }
 
+    /// For a protected semaphore, the shared count's ACL as read with `stat` (checked again only
+    /// when the node was made again or its ACL changed), as a protected lock checks its path's.
+    async fn check_count_acl(&self, requests: &Requests<'_>, stat: &zk::Stat) -> std::result::Result<(), Failed> {
+        let version = Some(path_version(stat));
+        if !self.path_acl_to_check(version) {
+            return Ok(());
+        }
+        Box::pin(self.check_path_acl(requests, version)).await.map_err(|failed| match failed {
+            Failed::Error(err) => {
+                let message = format!("the shared count (the semaphore's max): {}", err.message());
+                Failed::Error(err.with_message(message))
+            }
+            stopped => stopped,
+        })
+    }
+
     /// Under the semaphore's internal mutex (`mutex`): makes `n` lease nodes on `session` (the
     /// mutex hold's) and waits until they fit, within `wait`. All or nothing: `Ok(None)` (the
     /// deadline passed, or only trying they did not fit) and every error leave no lease node
@@ -151,7 +198,7 @@ impl Recipe {
         session: &Arc<Session>,
         mutex: &Hold,
         n: u32,
-        max: &MaxLeases,
+        max: &SemaphoreMax,
         owner: &Owner,
         wait: &Wait,
     ) -> Result<Option<Vec<Hold>>> {
@@ -195,7 +242,7 @@ impl Recipe {
         &self,
         requests: &Requests<'_>,
         mutex: &Hold,
-        max: &MaxLeases,
+        max: &SemaphoreMax,
         owner: &Owner,
         only_try: bool,
         attempts: &mut [Attempt],
@@ -221,10 +268,10 @@ impl Recipe {
             for &i in &missing {
                 attempts[i].armed = true;
             }
-            let listing = zk.list_and_watch_children(&self.path);
+            let listing = zk.get_and_watch_children(&self.path);
             let count = match max {
-                MaxLeases::SharedCount { path, .. } => Some(zk.get_and_watch_data(path)),
-                MaxLeases::Fixed(_) => None,
+                SemaphoreMax::Count { node, .. } => Some(zk.get_and_watch_data(&node.path)),
+                SemaphoreMax::Fixed(_) => None,
             };
             let mut unknown = Vec::new();
             let mut no_parent = false;
@@ -284,30 +331,41 @@ impl Recipe {
                 self.make_parents(requests).await?;
                 continue;
             }
-            let (children, children_changed) = match listed {
+            let (children, stat, children_changed) = match listed {
                 Reply::Answered(Ok(listed)) => listed,
                 Reply::Answered(Err(zk::Error::NoNode)) | Reply::Reconnected => continue,
                 Reply::Answered(Err(err)) => return Err(Failed::Error(self.zk_error(err, "listing the leases"))),
             };
+            // Our leases are in this listing, so the lease parent cannot go (or be made anew) while
+            // we wait or hold: its ACL, checked here, stays the one they are under.
+            if self.path_acl_to_check(Some(path_version(&stat))) {
+                Box::pin(self.check_path_acl(requests, Some(path_version(&stat)))).await?;
+            }
             if made.iter().any(Option::is_none) {
                 continue;
             }
             requests.progressed();
             let (max_now, max_changed) = match (max, count) {
-                (MaxLeases::Fixed(max), _) => (i64::from(*max), None),
-                (MaxLeases::SharedCount { path, .. }, Some(count)) => match requests.send(count).await? {
-                    Reply::Answered(Ok((data, _, watcher))) => (i64::from(parse_count(path, &data)?), Some(watcher)),
+                (SemaphoreMax::Fixed(max), _) => (i64::from(*max), None),
+                (SemaphoreMax::Count { node, .. }, Some(count)) => match requests.send(count).await? {
+                    Reply::Answered(Ok((data, stat, watcher))) => {
+                        node.check_count_acl(requests, &stat).await?;
+                        (i64::from(parse_count(&node.path, &data)?), Some(watcher))
+                    }
                     Reply::Answered(Err(zk::Error::NoNode)) => {
-                        return Err(Failed::Error(Error::invalid("the shared count node is gone").with_path(path)))
+                        return Err(Failed::Error(
+                            Error::invalid("the shared count node is gone").with_path(&node.path),
+                        ))
                     }
                     Reply::Reconnected => continue,
                     Reply::Answered(Err(err)) => {
-                        return Err(Failed::Error(Error::from_zk(err, path, "reading the shared count")))
+                        return Err(Failed::Error(Error::from_zk(err, &node.path, "reading the shared count")))
                     }
                 },
-                (MaxLeases::SharedCount { .. }, None) => unreachable!("a shared count is read with each listing"),
+                (SemaphoreMax::Count { .. }, None) => unreachable!("a shared count is read with each listing"),
             };
             if let Some(name) = children.iter().find(|name| is_lock_node(name)) {
+                let name = printable(name);
                 let message = format!(
                     "a semaphore cannot use this path: its lease parent holds lock nodes ({name}), which are not \
                      leases; use another path"
@@ -405,40 +463,38 @@ impl Recipe {
         }
     }
 
-    /// The shared count's value now (made with `seed` if missing).
-    pub(crate) async fn shared_count(&self, path: &str, seed: u32) -> Result<i32> {
-        let session = self.client.session(path).await?;
+    /// The shared count's value now, this recipe being its node's (made with `seed` if missing).
+    pub(crate) async fn shared_count(&self, seed: u32) -> Result<i32> {
+        let session = self.client.session(&self.path).await?;
         let requests = Requests::new(&self.client, &session, Some(Instant::now() + session.timeout));
-        match self.read_count(&requests, path, seed, false).await {
+        match self.read_count(&requests, seed, false).await {
             Ok((count, _)) => Ok(count),
             Err(Failed::Error(err)) => Err(err),
             Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                Error::new(ErrorKind::ConnectionLoss, "no answer from ZooKeeper reading the shared count")
-                    .with_path(path)
+                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper reading the shared count")
             })),
         }
     }
 
-    /// Sets the shared count to `count` (a 4-byte big-endian setData, as Curator's
-    /// `SharedCount.setCount`; the node made with it if missing).
-    pub(crate) async fn set_shared_count(&self, path: &str, count: i32) -> Result<()> {
-        let session = self.client.session(path).await?;
+    /// Sets the shared count, this recipe being its node's, to `count` (a 4-byte big-endian
+    /// setData, as Curator's `SharedCount.setCount`; the node made with it if missing).
+    pub(crate) async fn set_shared_count(&self, count: i32) -> Result<()> {
+        let session = self.client.session(&self.path).await?;
         let requests = Requests::new(&self.client, &session, Some(Instant::now() + session.timeout));
         let bytes = count.to_be_bytes();
         let set = async {
             let seed = u32::try_from(count).unwrap_or(1);
-            self.read_count(&requests, path, seed, false).await?;
-            match requests.retry(|| requests.zk().set_data(path, &bytes, None)).await? {
+            self.read_count(&requests, seed, false).await?;
+            match requests.retry(|| requests.zk().set_data(&self.path, &bytes, None)).await? {
                 Ok(_) => Ok(()),
-                Err(err) => Err(Failed::Error(Error::from_zk(err, path, "setting the shared count"))),
+                Err(err) => Err(Failed::Error(self.zk_error(err, "setting the shared count"))),
             }
         };
         match set.await {
             Ok(()) => Ok(()),
             Err(Failed::Error(err)) => Err(err),
             Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                Error::new(ErrorKind::ConnectionLoss, "no answer from ZooKeeper setting the shared count")
-                    .with_path(path)
+                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper setting the shared count")
             })),
         }
     }

@@ -258,27 +258,33 @@ pub extern "C" fn zkl_lock_options_init(opts: *mut zkl_lock_options) -> zkl_resu
 fn lock_options(options: *const zkl_lock_options) -> Result<crate::LockOptions, Failure> {
     // SAFETY: a non-NULL options pointer points to an initialized zkl_lock_options.
     let options = if options.is_null() { &UNSET_LOCK_OPTIONS } else { unsafe { &*options } };
-    let acl = match options.acl {
-        ZKL_ACL_OPEN => crate::Acl::Open,
-        ZKL_ACL_CREATOR_ALL_WORLD_READ => crate::Acl::CreatorAllWorldRead,
-        ZKL_ACL_CREATOR_ALL => crate::Acl::CreatorAll,
-        ZKL_ACL_CUSTOM => crate::Acl::Custom(acl_entries(options)?),
-        other => return Err(Failure::invalid(format!("opts->acl is {other}: it must be one of ZKL_ACL_*"))),
-    };
-    if options.acl != ZKL_ACL_CUSTOM && (!options.acl_entries.is_null() || options.acl_entry_count != 0) {
-        return Err(Failure::invalid("opts->acl_entries is only for ZKL_ACL_CUSTOM: set opts->acl to it"));
-    }
+    let acl = acl_of(options.acl, options.acl_entries, options.acl_entry_count)?;
     // Each handle keeps its holds: zkl_lock_free releases the holds taken through it.
     Ok(crate::LockOptions { acl, separate: true, ..Default::default() })
 }
 
-fn acl_entries(options: &zkl_lock_options) -> Result<Vec<crate::AclEntry>, Failure> {
-    if options.acl_entry_count == 0 {
+/// The core's ACL for the acl fields of a zkl_lock_options or zkl_semaphore_options (`opts->`).
+pub(super) fn acl_of(acl: i32, entries: *const zkl_acl_entry, count: usize) -> Result<crate::Acl, Failure> {
+    let acl = match acl {
+        ZKL_ACL_OPEN => crate::Acl::Open,
+        ZKL_ACL_CREATOR_ALL_WORLD_READ => crate::Acl::CreatorAllWorldRead,
+        ZKL_ACL_CREATOR_ALL => crate::Acl::CreatorAll,
+        ZKL_ACL_CUSTOM => return Ok(crate::Acl::Custom(acl_entries(entries, count)?)),
+        other => return Err(Failure::invalid(format!("opts->acl is {other}: it must be one of ZKL_ACL_*"))),
+    };
+    if !entries.is_null() || count != 0 {
+        return Err(Failure::invalid("opts->acl_entries is only for ZKL_ACL_CUSTOM: set opts->acl to it"));
+    }
+    Ok(acl)
+}
+
+fn acl_entries(entries: *const zkl_acl_entry, count: usize) -> Result<Vec<crate::AclEntry>, Failure> {
+    if count == 0 {
         return Err(Failure::invalid("opts->acl is ZKL_ACL_CUSTOM but opts->acl_entry_count is 0"));
     }
-    non_null!(options.acl_entries, "opts->acl_entries");
+    non_null!(entries, "opts->acl_entries");
     // SAFETY: the caller passes acl_entry_count initialized entries (checked non-NULL).
-    let entries = unsafe { std::slice::from_raw_parts(options.acl_entries, options.acl_entry_count) };
+    let entries = unsafe { std::slice::from_raw_parts(entries, count) };
     entries
         .iter()
         .enumerate()

@@ -48,6 +48,16 @@ pub struct zkl_semaphore_options {
     /// Recorded in each node's identity (see zkl_participant.identifier), or NULL. Borrowed for
     /// the call.
     pub identifier: *const c_char,
+    /// One of ZKL_ACL_*, as zkl_lock_options.acl. 0: ZKL_ACL_OPEN, as Curator makes the nodes:
+    /// anyone may delete a lease or change the shared count. With another, every node the
+    /// semaphore makes (its path, <path>/locks, <path>/leases, the leases, the mutex's nodes and
+    /// the shared count) gets it, and an existing path, mutex or lease parent, or shared count
+    /// whose ACL grants others more is refused with ZKL_PERMISSION_DENIED.
+    pub acl: i32,
+    /// For ZKL_ACL_CUSTOM: acl_entry_count entries (borrowed for the call); NULL otherwise.
+    pub acl_entries: *const super::lock::zkl_acl_entry,
+    /// How many entries acl_entries has.
+    pub acl_entry_count: usize,
 }
 
 const UNSET_SEMAPHORE_OPTIONS: zkl_semaphore_options = zkl_semaphore_options {
@@ -55,6 +65,9 @@ const UNSET_SEMAPHORE_OPTIONS: zkl_semaphore_options = zkl_semaphore_options {
     shared_count_path: std::ptr::null(),
     shared_count_seed: 0,
     identifier: std::ptr::null(),
+    acl: super::lock::ZKL_ACL_OPEN,
+    acl_entries: std::ptr::null(),
+    acl_entry_count: 0,
 };
 
 /// Called when leases are lost, once per leases handle: with the handle, the index of the first
@@ -94,7 +107,7 @@ fn at_least_one(value: i32, what: &str) -> Result<u32, Failure> {
 }
 
 /// Fills *opts with the defaults: no max set (set max_leases or shared_count_path), no
-/// identifier.
+/// identifier, an open ACL.
 ///
 /// Ownership: opts is the caller's. Concurrency: any thread.
 /// Errors: ZKL_INVALID_ARGUMENT if opts is NULL.
@@ -131,7 +144,8 @@ pub extern "C" fn zkl_semaphore_new(
 }
 
 /// As zkl_semaphore_new, with options: a fixed max (opts->max_leases) or a shared count
-/// (opts->shared_count_path and its seed), and an identifier.
+/// (opts->shared_count_path and its seed), an identifier, and an ACL (opts->acl, as
+/// zkl_lock_new_with's; an ACL naming the authenticated creator needs credentials on the client).
 ///
 /// Ownership: path and opts (and its strings) are borrowed for the call. On ZKL_OK, *out
 /// receives a new semaphore that the caller owns and frees with zkl_semaphore_free; on failure
@@ -139,7 +153,10 @@ pub extern "C" fn zkl_semaphore_new(
 /// Concurrency: any thread, including inside callbacks.
 /// Errors: ZKL_INVALID_ARGUMENT, before any traffic, for NULL arguments, a closed client, an
 /// invalid path or shared count path, both or neither of max_leases and shared_count_path,
-/// max_leases or shared_count_seed below 1, a seed without a shared count path.
+/// max_leases or shared_count_seed below 1, a seed without a shared count path, an ACL refused
+/// as zkl_lock_new_with refuses one. The acquisitions of a semaphore with an ACL return
+/// ZKL_PERMISSION_DENIED if one of its nodes' ACL lets this client not use it, or grants others
+/// more than asked.
 #[no_mangle]
 pub extern "C" fn zkl_semaphore_new_with(
     client: *mut super::zkl_client,
@@ -180,7 +197,8 @@ fn new_semaphore(
             seed: at_least_one(opts.shared_count_seed, "opts->shared_count_seed")?,
         }
     };
-    let mut options = SemaphoreOptions::new(max);
+    let mut options =
+        SemaphoreOptions::new(max).acl(super::lock::acl_of(opts.acl, opts.acl_entries, opts.acl_entry_count)?);
     if !opts.identifier.is_null() {
         options = options.identifier(c_str(opts.identifier, "opts->identifier")?);
     }
@@ -300,7 +318,9 @@ pub extern "C" fn zkl_semaphore_cancel(semaphore: *mut zkl_semaphore) -> zkl_res
 /// Ownership: out is the caller's.
 /// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
 /// Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a freed semaphore, or a shared count node
-/// that is not 4 bytes; ZKL_CLOSED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+/// that is not 4 bytes; ZKL_PERMISSION_DENIED if the count's ACL lets this client not read it,
+/// or (with opts->acl) grants others more than asked; ZKL_CLOSED, ZKL_CONNECTION_LOSS,
+/// ZKL_ZOOKEEPER.
 #[no_mangle]
 pub extern "C" fn zkl_semaphore_max_leases(semaphore: *mut zkl_semaphore, out: *mut i64) -> zkl_result {
     ffi_result!("zkl_semaphore_max_leases", {
