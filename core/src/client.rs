@@ -559,10 +559,19 @@ impl Closed {
     }
 }
 
-/// The last handle is gone: everything still waiting on this client stops, and the session ends.
+/// The last handle is gone: everything still waiting on this client stops, and the session ends;
+/// the passwords it kept go with it, overwritten (the caller's own copies are the caller's).
 impl Drop for ClientInner {
     fn drop(&mut self) {
+        use zeroize::Zeroize;
         self.closed.close();
+        self.options.digest_auth.zeroize();
+        if let Some(tls) = self.options.tls.as_mut() {
+            tls.client_key_password.zeroize();
+        }
+        if let Some(crate::SaslOptions::DigestMd5 { password, .. }) = self.options.sasl.as_mut() {
+            password.zeroize();
+        }
     }
 }
 
