@@ -521,3 +521,43 @@ async fn a_semaphore_with_an_acl_keeps_others_from_its_leases_and_its_count() {
     leases.release().await.unwrap();
     alice.close().await;
 }
+
+/// REVIEW 3 (failing): the shared count's parent is an open container, so anyone may delete the
+/// count and make it again, and its ACL check passes a count whose ACL grants others no more than
+/// `world:anyone READ` as long as it has an entry of a scheme the client cannot match (ip): then
+/// `missing_rights` answers None ("the server decides") and `excess` finds nothing. The attacker's
+/// count (max 100, data chosen by them) is followed: a max-1 semaphore admits a second holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn review3_a_count_made_again_by_someone_else_with_an_ip_entry_is_followed() {
+    const T: Duration = Duration::from_secs(10);
+    let base = unique_path("acl-semaphore-forged-count");
+    let (path, count) = (format!("{base}/pool"), format!("{base}/max"));
+    let alice = client_as(ALICE).await;
+    let options =
+        || SemaphoreOptions::new(MaxLeases::SharedCount { path: count.clone(), seed: 1 }).acl(Acl::CreatorAllWorldRead);
+    let semaphore = alice.semaphore_with(&path, options()).unwrap();
+    let first = semaphore.acquire(1).await.unwrap();
+    assert_eq!(semaphore.current_max_leases().await.unwrap(), 1);
+
+    // An unauthenticated attacker replaces the count (its parent is an open container).
+    let anonymous = observer().await;
+    anonymous.delete(&count, None).await.unwrap();
+    let forged = vec![
+        zk::Acl::new(zk::Permission::READ, zk::AuthId::new("world", "anyone")),
+        zk::Acl::new(zk::Permission::READ, zk::AuthId::new("ip", "10.255.255.1")),
+    ];
+    anonymous
+        .create(&count, &100i32.to_be_bytes(), &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&forged)))
+        .await
+        .unwrap();
+
+    let max = semaphore.current_max_leases().await;
+    let second = alice.semaphore_with(&path, options()).unwrap().acquire_timeout(1, T).await;
+    let second_held = second.is_ok();
+    assert!(
+        !second_held && max.as_ref().is_err_and(|err| err.kind() == ErrorKind::PermissionDenied),
+        "the forged count was followed: max {max:?}, a second lease of a max-1 semaphore taken: {second_held}"
+    );
+    first.release().await.unwrap();
+    alice.close().await;
+}
