@@ -561,3 +561,63 @@ async fn review3_a_count_made_again_by_someone_else_with_an_ip_entry_is_followed
     first.release().await.unwrap();
     alice.close().await;
 }
+
+/// REVIEW 3 (failing): past the sequence limit the queue is ordered by the nodes' stats, and a
+/// node whose ACL keeps its data from the waiter is now kept in the queue (it was dropped as if
+/// gone: a second holder). But the waiter then watches it with getData, which needs READ: the
+/// acquisition fails at once with PermissionDenied ("watching the node ahead") instead of waiting.
+/// Anyone who may create under an open lock path so makes every waiter behind their node fail
+/// (not only past the limit: see the next test). An exists watch needs no READ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review3_a_waiter_behind_an_unreadable_node_past_the_sequence_limit_waits_for_it() {
+    const PATH: &str = "/locks/unreadable-past-limit";
+    let cluster = zklock_testkit::Cluster::builder().seed_lock_parent_near_sequence_limit(PATH, i32::MAX - 1).start();
+    let connect = cluster.connect_string();
+    let other = observer_at(&connect).await;
+    // Use up the last good sequence (a create and its delete each move the counter).
+    let open = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let (_, used) = other.create(&format!("{PATH}/_c_{}-lock-", uuid::Uuid::new_v4()), b"", &open).await.unwrap();
+    assert_eq!(used.into_i64(), i64::from(i32::MAX - 1));
+    let all_but_read = zk::Permission::CREATE | zk::Permission::DELETE | zk::Permission::WRITE | zk::Permission::ADMIN;
+    let no_read = [zk::Acl::new(all_but_read, zk::AuthId::anyone())];
+    let prefix = format!("{PATH}/_c_{}-lock-", uuid::Uuid::new_v4());
+    let (_, holder_seq) = other
+        .create(&prefix, b"{}", &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::new(&no_read)))
+        .await
+        .unwrap();
+    let holder_node = format!("{prefix}{holder_seq}");
+    assert_eq!(other.get_data(&holder_node).await.unwrap_err(), zk::Error::NoAuth);
+    // The good-sequence node goes: only nodes past the limit remain, the unreadable one first.
+    let first = children(&other, PATH).await.into_iter().find(|n| !holder_node.ends_with(n.as_str())).unwrap();
+    other.delete(&format!("{PATH}/{first}"), None).await.unwrap();
+
+    let client = client_at(&connect).await;
+    let lock = client.lock(PATH).unwrap();
+    let acquired = lock.acquire_timeout(&Owner::new(1), Duration::from_secs(3)).await;
+    let err = acquired.expect_err("held beside the unreadable holder");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    let holders = lock.holders().await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert!(holder_node.ends_with(&holders[0].node), "{holders:?}");
+    client.close().await;
+}
+
+/// REVIEW 3 (failing): as above, on a lock path far from the sequence limit: a waiter behind a
+/// node it may not read fails with PermissionDenied instead of waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn review3_a_waiter_behind_an_unreadable_node_waits_for_it() {
+    let path = unique_path("unreadable-ahead");
+    let other = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    lock.try_acquire(&Owner::new(1)).await.unwrap().unwrap().release().await.unwrap();
+    let all_but_read = zk::Permission::CREATE | zk::Permission::DELETE | zk::Permission::WRITE | zk::Permission::ADMIN;
+    let no_read = [zk::Acl::new(all_but_read, zk::AuthId::anyone())];
+    let prefix = format!("{path}/_c_{}-lock-", uuid::Uuid::new_v4());
+    other.create(&prefix, b"{}", &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::new(&no_read))).await.unwrap();
+    let err = lock.acquire_timeout(&Owner::new(2), Duration::from_secs(3)).await.expect_err("held beside it");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(children(&other, &path).await.len(), 1, "the waiter's node was removed either way");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    client.close().await;
+}
