@@ -186,7 +186,7 @@ test('bad acl options are refused at once, naming what was wrong', async () => {
 
 test('a semaphore takes the acl option: every node it makes gets it; others take no lease and change no max', async () => {
   const path = uniquePath('acl-semaphore')
-  const countPath = `${path}-max`
+  const countPath = `${path}-max/count` // its own parent, made with the ACL: nobody else may remake it
   const alice = await Client.connect(ZK, { auth: ALICE })
   const anonymous = await Client.connect(ZK)
   const raw = await rawZooKeeper()

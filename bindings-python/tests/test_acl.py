@@ -160,7 +160,7 @@ def test_an_existing_open_lock_path_is_refused(alice, kazoo, path):
 
 
 def test_a_semaphore_takes_a_locks_acl(alice, client, kazoo, bob_kazoo, path):
-    count = f"{path}-max"
+    count = f"{path}-max/count"  # its own parent, made with the ACL: nobody else may remake it
     semaphore = alice.semaphore(path, shared_count_path=count, seed=2, acl="creator_all_world_read")
     with semaphore.acquire() as leases:
         [name] = leases.nodes

@@ -159,10 +159,30 @@ impl Semaphore {
         }
         let max_node = match &options.max_leases {
             MaxLeases::Fixed(max) => SemaphoreMax::Fixed(*max),
-            MaxLeases::SharedCount { path, seed } => SemaphoreMax::Count {
-                node: Arc::new(Recipe::new(client.clone(), path.clone(), false, lock_options)?),
-                seed: *seed,
-            },
+            MaxLeases::SharedCount { path: count, seed } => {
+                let protected = !lock_options.acl.is_open();
+                let node = Arc::new(Recipe::new(client.clone(), count.clone(), false, lock_options.clone())?);
+                if protected {
+                    // Whoever may delete and create children of the count's parent could make the
+                    // count again with another max (its ACL a copy of ours): the parent is made
+                    // with the ACL, and an existing one that grants others more is refused.
+                    let parent = &count[..count.rfind('/').unwrap_or_default()];
+                    if parent.is_empty() {
+                        return Err(Error::invalid(format!(
+                            "a protected semaphore's shared count needs a parent of its own, not /: anyone may \
+                             delete and make nodes there, the count among them ({count})"
+                        ))
+                        .with_path(&path));
+                    }
+                    node.protect_parent(&Arc::new(Recipe::new(
+                        client.clone(),
+                        parent.to_owned(),
+                        false,
+                        lock_options,
+                    )?));
+                }
+                SemaphoreMax::Count { node, seed: *seed }
+            }
         };
         Ok(Semaphore {
             inner: Arc::new(Inner {

@@ -436,7 +436,7 @@ async fn acl_ids_in_messages_are_escaped() {
 async fn a_semaphore_with_an_acl_keeps_others_from_its_leases_and_its_count() {
     const T: Duration = Duration::from_secs(10);
     let base = unique_path("acl-semaphore");
-    let (path, count) = (format!("{base}/pool"), format!("{base}/max"));
+    let (path, count) = (format!("{base}/pool"), format!("{base}/max/count"));
     let alice = client_as(ALICE).await;
     let protected = |max: MaxLeases| SemaphoreOptions::new(max).acl(Acl::CreatorAllWorldRead);
     let semaphore =
@@ -476,13 +476,11 @@ async fn a_semaphore_with_an_acl_keeps_others_from_its_leases_and_its_count() {
     semaphore.set_shared_count(3).await.unwrap();
     assert_eq!(semaphore.current_max_leases().await.unwrap(), 3, "the count's users change it");
 
-    // The count's parents stay open containers (as a lock path's do): someone can delete it and
-    // make it again, open, with a max of their own. It is refused, not followed.
-    anonymous.delete(&count, None).await.unwrap();
+    // The count's parent is made with the ACL too: nobody else can delete the count and make it
+    // again with a max of their own (its ACL a copy of ours, say).
+    assert_eq!(anonymous.delete(&count, None).await.unwrap_err(), zk::Error::NoAuth, "others delete the count");
     let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    anonymous.create(&count, &100i32.to_be_bytes(), &open).await.unwrap();
-    assert_permission_denied(&semaphore.current_max_leases().await.unwrap_err(), &count, "grants more");
-    assert_permission_denied(&semaphore.acquire_timeout(1, T).await.unwrap_err(), &count, "grants more");
+    assert_eq!(semaphore.current_max_leases().await.unwrap(), 3);
     leases.release().await.unwrap();
 
     // A semaphore path made open by someone else: refused before any node is made.
@@ -522,54 +520,58 @@ async fn a_semaphore_with_an_acl_keeps_others_from_its_leases_and_its_count() {
     alice.close().await;
 }
 
-/// REVIEW 3 (failing): the shared count's parent is an open container, so anyone may delete the
-/// count and make it again, and its ACL check passes a count whose ACL grants others no more than
-/// `world:anyone READ` as long as it has an entry of a scheme the client cannot match (ip): then
-/// `missing_rights` answers None ("the server decides") and `excess` finds nothing. The attacker's
-/// count (max 100, data chosen by them) is followed: a max-1 semaphore admits a second holder.
+/// A protected semaphore's shared count cannot be made again by someone else. Its parent was an
+/// open container, so anyone could delete the count and make it again, its ACL one that passed
+/// the count's check (`world:anyone READ` and an `ip` entry, which this client cannot match), its
+/// max 100: the semaphore followed it and a max-1 semaphore let a second lease in (found by
+/// review). The parent is now made with the semaphore's ACL, and one made open in advance by
+/// someone else is refused before the count is trusted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn review3_a_count_made_again_by_someone_else_with_an_ip_entry_is_followed() {
+async fn a_protected_semaphores_count_cannot_be_made_again_by_others() {
     const T: Duration = Duration::from_secs(10);
     let base = unique_path("acl-semaphore-forged-count");
-    let (path, count) = (format!("{base}/pool"), format!("{base}/max"));
+    let (path, count) = (format!("{base}/pool"), format!("{base}/max/count"));
     let alice = client_as(ALICE).await;
-    let options =
-        || SemaphoreOptions::new(MaxLeases::SharedCount { path: count.clone(), seed: 1 }).acl(Acl::CreatorAllWorldRead);
-    let semaphore = alice.semaphore_with(&path, options()).unwrap();
+    let options = |count: &str| {
+        SemaphoreOptions::new(MaxLeases::SharedCount { path: count.to_owned(), seed: 1 }).acl(Acl::CreatorAllWorldRead)
+    };
+    let semaphore = alice.semaphore_with(&path, options(&count)).unwrap();
     let first = semaphore.acquire(1).await.unwrap();
     assert_eq!(semaphore.current_max_leases().await.unwrap(), 1);
 
-    // An unauthenticated attacker replaces the count (its parent is an open container).
     let anonymous = observer().await;
-    anonymous.delete(&count, None).await.unwrap();
+    assert_eq!(anonymous.delete(&count, None).await.unwrap_err(), zk::Error::NoAuth, "others delete the count");
     let forged = vec![
         zk::Acl::new(zk::Permission::READ, zk::AuthId::new("world", "anyone")),
         zk::Acl::new(zk::Permission::READ, zk::AuthId::new("ip", "10.255.255.1")),
     ];
-    anonymous
-        .create(&count, &100i32.to_be_bytes(), &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&forged)))
-        .await
-        .unwrap();
-
-    let max = semaphore.current_max_leases().await;
-    let second = alice.semaphore_with(&path, options()).unwrap().acquire_timeout(1, T).await;
-    let second_held = second.is_ok();
-    assert!(
-        !second_held && max.as_ref().is_err_and(|err| err.kind() == ErrorKind::PermissionDenied),
-        "the forged count was followed: max {max:?}, a second lease of a max-1 semaphore taken: {second_held}"
-    );
+    let forged = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&forged));
+    let made = anonymous.create(&format!("{base}/max/other"), &100i32.to_be_bytes(), &forged).await;
+    assert_eq!(made.unwrap_err(), zk::Error::NoAuth, "others make nodes beside the count");
+    let other = alice.semaphore_with(&path, options(&count)).unwrap();
+    let second = other.acquire_timeout(1, Duration::from_millis(300)).await;
+    assert_eq!(second.unwrap_err().kind(), ErrorKind::Timeout, "max 1: no second lease");
     first.release().await.unwrap();
+
+    // A count whose parent someone made open in advance, with their count in it: refused.
+    let squatted = format!("{base}/squatted/count");
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    anonymous.mkdir(&format!("{base}/squatted"), &open).await.unwrap();
+    anonymous.create(&squatted, &100i32.to_be_bytes(), &forged).await.unwrap();
+    let refused = alice.semaphore_with(&format!("{base}/pool2"), options(&squatted)).unwrap();
+    let err = refused.acquire_timeout(1, T).await.unwrap_err();
+    assert_permission_denied(&err, &format!("{base}/squatted"), "grants more");
     alice.close().await;
 }
 
-/// REVIEW 3 (failing): past the sequence limit the queue is ordered by the nodes' stats, and a
-/// node whose ACL keeps its data from the waiter is now kept in the queue (it was dropped as if
-/// gone: a second holder). But the waiter then watches it with getData, which needs READ: the
-/// acquisition fails at once with PermissionDenied ("watching the node ahead") instead of waiting.
-/// Anyone who may create under an open lock path so makes every waiter behind their node fail
-/// (not only past the limit: see the next test). An exists watch needs no READ.
+/// A waiter behind a node it may not read (anyone who may create under an open lock path may
+/// make one whose ACL keeps its data from others) waits for it. Past the sequence limit such a
+/// node was dropped from the queue as if gone (a second holder) until the queue was ordered by
+/// stats; then, as everywhere, the waiter watched it with getData, which needs READ, and failed
+/// at once (PermissionDenied, "watching the node ahead"). It watches with exists then, which
+/// needs none (found by review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn review3_a_waiter_behind_an_unreadable_node_past_the_sequence_limit_waits_for_it() {
+async fn a_waiter_behind_an_unreadable_node_past_the_sequence_limit_waits_for_it() {
     const PATH: &str = "/locks/unreadable-past-limit";
     let cluster = zklock_testkit::Cluster::builder().seed_lock_parent_near_sequence_limit(PATH, i32::MAX - 1).start();
     let connect = cluster.connect_string();
@@ -602,10 +604,9 @@ async fn review3_a_waiter_behind_an_unreadable_node_past_the_sequence_limit_wait
     client.close().await;
 }
 
-/// REVIEW 3 (failing): as above, on a lock path far from the sequence limit: a waiter behind a
-/// node it may not read fails with PermissionDenied instead of waiting for it.
+/// As above, on a lock path far from the sequence limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn review3_a_waiter_behind_an_unreadable_node_waits_for_it() {
+async fn a_waiter_behind_an_unreadable_node_waits_for_it() {
     let path = unique_path("unreadable-ahead");
     let other = observer().await;
     let client = client().await;
@@ -614,7 +615,10 @@ async fn review3_a_waiter_behind_an_unreadable_node_waits_for_it() {
     let all_but_read = zk::Permission::CREATE | zk::Permission::DELETE | zk::Permission::WRITE | zk::Permission::ADMIN;
     let no_read = [zk::Acl::new(all_but_read, zk::AuthId::anyone())];
     let prefix = format!("{path}/_c_{}-lock-", uuid::Uuid::new_v4());
-    other.create(&prefix, b"{}", &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::new(&no_read))).await.unwrap();
+    other
+        .create(&prefix, b"{}", &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::new(&no_read)))
+        .await
+        .unwrap();
     let err = lock.acquire_timeout(&Owner::new(2), Duration::from_secs(3)).await.expect_err("held beside it");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(children(&other, &path).await.len(), 1, "the waiter's node was removed either way");

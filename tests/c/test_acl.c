@@ -260,7 +260,7 @@ static void test_bad_options(void) {
 static void test_semaphore(void) {
   char path[256], count[300], opened[300];
   h_unique_path(path, sizeof path, "acl-semaphore");
-  snprintf(count, sizeof count, "%s-max", path);
+  snprintf(count, sizeof count, "%s-max/count", path); /* its own parent, made with the ACL */
   snprintf(opened, sizeof opened, "%s-opened", path);
   zkl_client *alice = connect_as(ALICE), *anonymous = h_connect();
   zkl_semaphore_options opts;

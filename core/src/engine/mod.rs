@@ -443,6 +443,23 @@ impl Recipe {
                                 }
                                 Reply::Answered(Err(zk::Error::NoNode)) => ahead_gone = true,
                                 Reply::Reconnected => continue,
+                                // A node ahead that this client may not read (anyone may make one with
+                                // such an ACL on an open path): exists needs no READ. It leaves a watch
+                                // behind on a node already gone, which is why it is not the first try.
+                                Reply::Answered(Err(zk::Error::NoAuth)) => {
+                                    match Box::pin(requests.send(zk.check_and_watch_stat(&ahead))).await? {
+                                        Reply::Answered(Ok((Some(_), watcher))) => {
+                                            requests.progressed();
+                                            let node = std::mem::take(&mut ahead);
+                                            q.awaited = Some(Awaited { node, event: watcher });
+                                        }
+                                        Reply::Answered(Ok((None, _))) => ahead_gone = true,
+                                        Reply::Reconnected => continue,
+                                        Reply::Answered(Err(err)) => {
+                                            return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
+                                        }
+                                    }
+                                }
                                 Reply::Answered(Err(err)) => {
                                     return Err(Failed::Error(self.zk_error(err, "watching the node ahead")))
                                 }

@@ -159,12 +159,20 @@ impl Recipe {
                     *self.acl_checked.lock() = Some(path_version(&stat));
                 }
                 Reply::Answered(Ok(_) | Err(zk::Error::NodeExists)) | Reply::Reconnected => {}
-                Reply::Answered(Err(zk::Error::NoNode)) => {
-                    let parent = &path[..path.rfind('/').unwrap_or_default()];
-                    if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
-                        return Err(Failed::Error(Error::from_zk(err, path, "creating the shared count's parents")));
+                Reply::Answered(Err(zk::Error::NoNode)) => match self.parent.get() {
+                    // A protected count's parent: made with the ACL (see `Semaphore::new`).
+                    Some(parent) => Box::pin(parent.make_parents(requests)).await?,
+                    None => {
+                        let parent = &path[..path.rfind('/').unwrap_or_default()];
+                        if let Reply::Answered(Err(err)) = requests.send(zk.mkdir(parent, &CONTAINER)).await? {
+                            return Err(Failed::Error(Error::from_zk(
+                                err,
+                                path,
+                                "creating the shared count's parents",
+                            )));
+                        }
                     }
-                }
+                },
                 Reply::Answered(Err(err)) => {
                     return Err(Failed::Error(Error::from_zk(err, path, "creating the shared count")))
                 }
@@ -179,7 +187,25 @@ impl Recipe {
         if !self.path_acl_to_check(version) {
             return Ok(());
         }
-        Box::pin(self.check_path_acl(requests, version)).await.map_err(|failed| match failed {
+        let checked = async {
+            // The parent first: whoever may delete the count there could have made this one.
+            if let Some(parent) = self.parent.get() {
+                match requests.retry(|| requests.zk().check_stat(&parent.path)).await? {
+                    Ok(Some(stat)) => Box::pin(parent.check_path_acl(requests, Some(path_version(&stat)))).await?,
+                    // Gone since the count was read: the count with it; the next read says so.
+                    Ok(None) => {}
+                    Err(err) => {
+                        return Err(Failed::Error(Error::from_zk(
+                            err,
+                            &parent.path,
+                            "reading the shared count's parent",
+                        )))
+                    }
+                }
+            }
+            Box::pin(self.check_path_acl(requests, version)).await
+        };
+        checked.await.map_err(|failed| match failed {
             Failed::Error(err) => {
                 let message = format!("the shared count (the semaphore's max): {}", err.message());
                 Failed::Error(err.with_message(message))
