@@ -664,9 +664,10 @@ typedef struct {
   /**
    * One of ZKL_ACL_*, as zkl_lock_options.acl. 0: ZKL_ACL_OPEN, as Curator makes the nodes:
    * anyone may delete a lease or change the shared count. With another, every node the
-   * semaphore makes (its path, <path>/locks, <path>/leases, the leases, the mutex's nodes and
-   * the shared count) gets it, and an existing path, mutex or lease parent, or shared count
-   * whose ACL grants others more is refused with ZKL_PERMISSION_DENIED.
+   * semaphore makes (its path, PATH/locks, PATH/leases, the leases, the mutex's nodes, the
+   * shared count and the count's parent) gets it, and an existing path, mutex or lease parent,
+   * shared count or count parent whose ACL grants others more is refused with
+   * ZKL_PERMISSION_DENIED.
    */
   int32_t acl;
   /**

@@ -209,7 +209,9 @@ impl HoldInfo {
     /// The node is gone, as the server told (a watch on it, or a check that failed): the hold
     /// is lost, unless it was released (its own delete, then).
     pub(crate) fn node_gone(&self) {
-        if self.status().0 != HoldState::Released {
+        // Released: our own delete. Lost already: the loss keeps its first reason (a session
+        // given up takes its nodes with it).
+        if !self.status().0.is_final() {
             self.set_flag(NODE_DELETED);
         }
     }
