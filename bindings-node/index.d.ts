@@ -106,7 +106,11 @@ export interface ConnectOptions {
   sessionTimeoutMs?: number
   /** How long `connect` tries to establish the session, in ms (default: the core's, 10000). */
   connectTimeoutMs?: number
-  /** Digest credentials, `"user:password"`. */
+  /**
+   * Digest credentials, `"user:password"`. Without `tls` the password crosses the network in
+   * clear: once connected, the client emits a process warning (`process.emitWarning`, type
+   * `ZklockSecurityWarning`, code `ZKLOCK_CLEARTEXT_PASSWORD`). `sasl` never sends it.
+   */
   auth?: string
   /**
    * The servers' packet limit (their jute.maxbuffer) in bytes, 1024 to 2^32-1 (default 0xfffff):

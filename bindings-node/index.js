@@ -364,7 +364,8 @@ class Client {
   /**
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`) and establishes a session.
    * Options: `sessionTimeoutMs`, `connectTimeoutMs` (left out: the core's defaults, 10000), `auth`
-   * (digest credentials, `"user:password"`), `sasl` (SASL DIGEST-MD5 or Kerberos, see
+   * (digest credentials, `"user:password"`; without `tls` the password crosses the network in
+   * clear, so connecting emits a `ZklockSecurityWarning`, code `ZKLOCK_CLEARTEXT_PASSWORD`), `sasl` (SASL DIGEST-MD5 or Kerberos, see
    * index.d.ts), `tls` (`{ ca, cert, key, passphrase, rejectUnauthorized, servername }` as
    * `tls.connect` names them).
    */
@@ -383,6 +384,11 @@ class Client {
     const connecting = native.connect(hosts, sessionTimeoutMs, connectTimeoutMs, auth, juteMaxbuffer, sasl, tls)
     const client = new Client(CONSTRUCT, await fromCaller(connecting, callSite))
     closeSessionsAtExit()
+    // Once per client, when connected (only then was the password sent); Node prints it unless
+    // --no-warnings, and process.on('warning') sees it.
+    for (const { code, message } of client.#native.connectWarnings) {
+      process.emitWarning(message, { type: 'ZklockSecurityWarning', code })
+    }
     return client
   }
 

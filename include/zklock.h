@@ -367,7 +367,9 @@ typedef struct {
   int64_t connect_timeout_ms;
   /**
    * Digest credentials "user:password", or NULL for none. Borrowed: only read during
-   * zkl_client_connect.
+   * zkl_client_connect. Without TLS (tls ZKL_TLS_OFF) the password crosses the network in
+   * clear, readable by anyone on the path, and the C API warns of it nowhere: use TLS, or SASL
+   * DIGEST-MD5 (sasl_mechanism), which never sends it.
    */
   const char *digest_auth;
   /**

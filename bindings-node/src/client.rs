@@ -9,7 +9,8 @@ use napi::Env;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 use zklock::{
-    Acl, ClientOptions, GssapiOptions, LockOptions, MaxLeases, Perms, SaslOptions, SemaphoreOptions, SessionState,
+    Acl, ClientOptions, ConnectWarning, GssapiOptions, LockOptions, MaxLeases, Perms, SaslOptions, SemaphoreOptions,
+    SessionState,
 };
 
 use crate::lock::NativeLock;
@@ -113,6 +114,24 @@ impl From<Tls> for zklock::TlsOptions {
     }
 }
 
+/// A core connect warning, as the JavaScript layer passes it to `process.emitWarning`.
+#[napi(object)]
+pub struct Warning {
+    pub code: String,
+    pub message: String,
+}
+
+impl From<ConnectWarning> for Warning {
+    fn from(warning: ConnectWarning) -> Self {
+        let code = match warning {
+            ConnectWarning::CleartextPassword => "ZKLOCK_CLEARTEXT_PASSWORD",
+            // Warnings added to core later still get a code.
+            _ => "ZKLOCK_WARNING",
+        };
+        Warning { code: code.into(), message: warning.message().into() }
+    }
+}
+
 /// Connects and establishes a session. The JavaScript layer has validated the arguments; the
 /// core validates the connect string, the auth and the TLS options.
 #[napi]
@@ -144,21 +163,30 @@ pub fn connect<'env>(
     if let Some(limit) = jute_maxbuffer {
         options.jute_maxbuffer = limit;
     }
+    let warnings = options.connect_warnings();
     runtime::promise(env, async move { zklock::Client::connect_with(&hosts, options).await }, |env, client| {
         let shared = Arc::new(Shared { client, kept: Default::default() });
         // Only fails if Node refuses the cleanup hook; the session then ends by TCP reset.
         let _ = runtime::register(env, &shared);
-        NativeClient { shared }
+        NativeClient { shared, warnings }
     })
 }
 
 #[napi]
 pub struct NativeClient {
     shared: Arc<Shared>,
+    warnings: Vec<ConnectWarning>,
 }
 
 #[napi]
 impl NativeClient {
+    /// What connecting with these options put at risk (the core's rule), for the JavaScript
+    /// layer to emit once, as Node's warnings.
+    #[napi(getter)]
+    pub fn connect_warnings(&self) -> Vec<Warning> {
+        self.warnings.iter().copied().map(Warning::from).collect()
+    }
+
     /// `connected`, `disconnected`, `expired`, `authFailed` or `closed`.
     #[napi(getter)]
     pub fn state(&self) -> String {

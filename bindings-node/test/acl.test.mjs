@@ -216,3 +216,31 @@ test('a semaphore takes the acl option: every node it makes gets it; others take
     await alice.close()
   }
 })
+
+/** The zklock warnings `connect` emitted (process.emitWarning spied on; Node still prints them). */
+async function connectWarnings(t, options) {
+  const emit = t.mock.method(process, 'emitWarning')
+  const client = await Client.connect(ZK, options)
+  try {
+    await client.lock(uniquePath('acl-warn')).acquire().then((hold) => hold.release())
+  } finally {
+    await client.close()
+  }
+  emit.mock.restore()
+  return emit.mock.calls.map((call) => call.arguments).filter(([, opts]) => opts?.type === 'ZklockSecurityWarning')
+}
+
+test('digest auth without TLS warns once at connect; no auth, or SASL only, does not', async (t) => {
+  const warned = await connectWarnings(t, { auth: ALICE })
+  assert.equal(warned.length, 1, JSON.stringify(warned))
+  const [[message, { code }]] = warned
+  assert.equal(code, 'ZKLOCK_CLEARTEXT_PASSWORD')
+  assert.match(message, /in clear.*TLS/)
+  assert.ok(!message.includes('alice-secret'), message)
+  assert.deepEqual(await connectWarnings(t, {}), [])
+  const sasl = (process.env.ZK_SASL_USERS ?? '').split(',').filter(Boolean)[0] // scripts/zk run --sasl's
+  if (sasl) {
+    const [username, password] = sasl.split(/:(.*)/s, 2)
+    assert.deepEqual(await connectWarnings(t, { sasl: { mechanism: 'DIGEST-MD5', username, password } }), [])
+  }
+})

@@ -77,6 +77,13 @@ test('a lock is held and released over mutual TLS, seen from the plaintext port'
   }
 })
 
+test('digest auth over TLS does not warn (without TLS it does: acl.test.mjs)', async (t) => {
+  const emit = t.mock.method(process, 'emitWarning')
+  const client = await Client.connect(connect, { auth: 'alice:alice-secret', tls: alice() })
+  await client.close()
+  assert.deepEqual(emit.mock.calls.filter((call) => call.arguments[1]?.type === 'ZklockSecurityWarning'), [])
+})
+
 test('an encrypted key with its passphrase; a wrong one or none is refused, never shown', async () => {
   const passphrase = file('alice-encrypted.password').toString().split('\n')[0]
   const tls = alice({ key: file('alice-encrypted.key'), passphrase })

@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use zklock::{ClientOptions, GssapiOptions, SaslOptions};
 
 use crate::callbacks::{self, Callback};
-use crate::error::{invalid_argument, IntoPyResult};
+use crate::error::{self, invalid_argument, IntoPyResult};
 use crate::runtime::{self, ForkSafe};
 
 #[pyclass(subclass, frozen, module = "zklock._native")]
@@ -197,7 +197,16 @@ impl Client {
                 )
             })?;
         }
+        let warnings = options.connect_warnings();
         let client = runtime::block_on(py, zklock::Client::connect_with(hosts, options))?.py(py)?;
+        // Once per client, when connected (only then was the password sent). A filter that
+        // makes it an error leaves no session behind.
+        for warning in warnings {
+            if let Err(err) = error::warn(py, warning) {
+                runtime::block_on_uninterrupted(py, client.close());
+                return Err(err);
+            }
+        }
         Ok(Client { inner: ForkSafe::new(client), hosts: hosts.to_owned() })
     }
 

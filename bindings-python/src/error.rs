@@ -33,6 +33,7 @@ exception_classes! {
     zookeeper_class => "ZooKeeperError",
     deadlock_class => "DeadlockError",
     permission_denied_class => "PermissionDeniedError",
+    security_warning_class => "SecurityWarning",
 }
 
 /// Converts a core error into the exception of its kind, with `path` (and, for `ZooKeeperError`,
@@ -94,6 +95,14 @@ pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
         "client closed on {subject}: this client was made in the parent process before fork(); make a new one in the child"
     );
     instance(closed_class(py), (message, subject))
+}
+
+/// A core connect warning as `zklock.SecurityWarning`, attributed to the caller's line (no
+/// Python frame of zklock's is on the stack in the native constructor). Raises where the
+/// warnings filter makes it an error.
+pub(crate) fn warn(py: Python<'_>, warning: zklock::ConnectWarning) -> PyResult<()> {
+    let message = std::ffi::CString::new(warning.message()).expect("core's messages have no NUL");
+    PyErr::warn(py, security_warning_class(py)?.as_any(), &message, 1)
 }
 
 /// Extension for core results: `.py(py)?` raises the mapped exception.

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import os
+import warnings
 from typing import Iterator
 
 import pytest
@@ -21,6 +23,10 @@ import zklock
 
 ALICE = ("alice", "alice-secret")
 BOB = ("bob", "bob-secret")
+
+# These tests' clients use digest auth over plaintext, which warns (SecurityWarning, asserted by
+# the warning's own tests below); the suite's filterwarnings = error would fail them.
+pytestmark = pytest.mark.filterwarnings("ignore::zklock.SecurityWarning")
 
 
 def digest_id(user: str, password: str) -> str:
@@ -222,3 +228,31 @@ def test_a_creator_acl_needs_credentials(client, kazoo, path):
         acl, _ = kazoo.get_acls(path)
         assert [(a.perms, a.id.scheme, a.id.id) for a in acl] == [(zklock.PERM_ALL, "world", "anyone")]
     wait_until(lambda: children(kazoo, path) == [], "the node is gone")
+
+
+def test_digest_auth_without_tls_warns_once_at_connect(zk_connect, path):
+    with pytest.warns(zklock.SecurityWarning) as warned:
+        with zklock.Client(zk_connect, auth=ALICE) as alice:
+            with alice.lock(path, acl="creator_all"):
+                pass
+    assert len(warned) == 1, [str(w.message) for w in warned]
+    message = str(warned[0].message)
+    assert "in clear" in message and "TLS" in message and "alice-secret" not in message
+    assert warned[0].filename == __file__, "attributed to the caller's line"
+    # A filter that makes it an error raises it at construction.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zklock.SecurityWarning)
+        with pytest.raises(zklock.SecurityWarning, match="in clear"):
+            zklock.Client(zk_connect, auth="bob:bob-secret")
+
+
+def test_no_auth_or_sasl_only_does_not_warn(zk_connect):
+    sasl_users = os.environ.get("ZK_SASL_USERS")  # scripts/zk run --sasl's
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        zklock.Client(zk_connect).close()
+        if sasl_users:
+            user, password = sasl_users.split(",")[0].split(":", 1)
+            sasl = {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+            zklock.Client(zk_connect, sasl_options=sasl).close()
+    assert [str(w.message) for w in warned] == []

@@ -36,6 +36,9 @@ def test_the_exception_hierarchy():
         assert issubclass(getattr(zklock, name), zklock.ZkLockError), name
     err = zklock.ZooKeeperError("zookeeper error on /a: no auth", "/a", -102)
     assert err.code == -102 and err.path == "/a"
+    # A warning, not an error: a filter can silence it (digest auth without TLS, see test_acl.py).
+    assert issubclass(zklock.SecurityWarning, UserWarning) and "SecurityWarning" in zklock.__all__
+    assert not issubclass(zklock.SecurityWarning, zklock.ZkLockError)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -130,6 +131,14 @@ def test_an_encrypted_key_with_its_password_and_no_secret_anywhere(
     assert "not-the-password" not in shown
     missing = refused_at_once(**{**arguments, "keyfile_password": None})
     assert "is encrypted and no password is given" in str(missing)
+
+
+def test_digest_auth_over_tls_does_not_warn(tls: TlsServer) -> None:
+    # (Without TLS it warns: test_acl.py's test_digest_auth_without_tls_warns_once_at_connect.)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        zklock.Client(tls.connect, auth="alice:alice-secret", **tls.alice()).close()
+    assert [str(w.message) for w in warned] == []
 
 
 def test_refused_handshakes_name_their_cause(tls: TlsServer) -> None:

@@ -44,7 +44,7 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Digest credentials as `"user:password"`, sent as the `digest` auth scheme. They cross
     /// the connection as they are: without [`ClientOptions::tls`] anyone on the path reads the
-    /// password (connecting then emits a `tracing` warning, target `zklock`); SASL DIGEST-MD5
+    /// password (connecting then warns: [`ClientOptions::connect_warnings`]); SASL DIGEST-MD5
     /// never sends it. The server accepts any digest credentials, so a wrong password connects
     /// too: it only gets no rights under ACLs that name the user.
     pub digest_auth: Option<String>,
@@ -79,6 +79,49 @@ impl std::fmt::Debug for ClientOptions {
             .field("tls", &self.tls)
             .field("sasl", &self.sasl)
             .finish()
+    }
+}
+
+/// What connecting with some [`ClientOptions`] puts at risk, said once per client: the one rule
+/// behind the `tracing` warning and the bindings' own (Python's `zklock.SecurityWarning`, Node's
+/// `process.emitWarning`). See [`ClientOptions::connect_warnings`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectWarning {
+    /// Digest auth without TLS: the digest scheme's addauth carries `"user:password"` as is,
+    /// readable by anyone on the path.
+    CleartextPassword,
+}
+
+impl ConnectWarning {
+    /// The warning's text, the same in every language (it never quotes a secret).
+    pub const fn message(self) -> &'static str {
+        match self {
+            ConnectWarning::CleartextPassword => {
+                "digest auth over a plaintext connection: the password crosses the network in clear \
+                 (use TLS, or SASL instead of digest auth)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl ClientOptions {
+    /// The warnings connecting with these options deserves (empty for safe ones): digest auth
+    /// without TLS ([`ConnectWarning::CleartextPassword`]). [`Client::connect_with`] emits each
+    /// as a `tracing` warning (target `zklock`); the bindings, which users run without a
+    /// `tracing` subscriber, emit them their language's way.
+    pub fn connect_warnings(&self) -> Vec<ConnectWarning> {
+        let mut warnings = Vec::new();
+        if self.digest_auth.is_some() && self.tls.is_none() {
+            warnings.push(ConnectWarning::CleartextPassword);
+        }
+        warnings
     }
 }
 
@@ -267,16 +310,11 @@ impl Client {
             if !auth.contains(':') {
                 return Err(Error::invalid("digest auth must be \"user:password\""));
             }
-            if options.tls.is_none() {
-                // The digest scheme's addauth carries "user:password" as is: readable by anyone
-                // on the path. The library prints nothing: a tracing event, as the ZooKeeper
-                // client's own warnings are, once per client (reconnections do not repeat it).
-                tracing::warn!(
-                    target: "zklock",
-                    "digest auth over a plaintext connection: the password crosses the network in clear \
-                     (use TLS, or SASL instead of digest auth)"
-                );
-            }
+        }
+        // The library prints nothing: a tracing event, as the ZooKeeper client's own warnings
+        // are, once per client (reconnections do not repeat it).
+        for warning in options.connect_warnings() {
+            tracing::warn!(target: "zklock", "{warning}");
         }
         let tls = options.tls.as_ref().map(crate::TlsOptions::to_zk).transpose()?;
         let sasl = options.sasl.as_ref().map(crate::SaslOptions::to_zk).transpose()?;
@@ -911,5 +949,19 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(warned(None, None), Vec::<String>::new(), "SASL sends no password");
+    }
+
+    /// The bindings' warnings come from this one rule: digest auth without TLS only.
+    #[test]
+    fn connect_warnings_name_digest_auth_without_tls_only() {
+        let with = |digest_auth: Option<&str>, tls: Option<crate::TlsOptions>| {
+            ClientOptions { digest_auth: digest_auth.map(Into::into), tls, ..ClientOptions::default() }
+                .connect_warnings()
+        };
+        assert_eq!(with(Some("alice:alice-secret"), None), [ConnectWarning::CleartextPassword]);
+        assert_eq!(with(Some("alice:alice-secret"), Some(crate::TlsOptions::without_verification())), []);
+        assert_eq!(with(None, None), []);
+        let message = ConnectWarning::CleartextPassword.message();
+        assert!(message.contains("in clear") && message.contains("TLS"), "{message}");
     }
 }

@@ -95,7 +95,7 @@ const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
 pub use crate::acl::{Acl, AclEntry, Perms};
 pub use crate::client::{
-    Client, ClientOptions, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
+    Client, ClientOptions, ConnectWarning, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
 };
 pub use crate::dispatch::CallbackDispatcher;
 pub use crate::engine::LocksUnder;

@@ -55,6 +55,7 @@ from ._errors import (
     LockTimeout,
     NotOwnerError,
     PermissionDeniedError,
+    SecurityWarning,
     SessionExpiredError,
     ZkLockError,
     ZooKeeperError,
@@ -98,6 +99,7 @@ __all__ = [
     "DeadlockError",
     "PermissionDeniedError",
     "ZooKeeperError",
+    "SecurityWarning",
     "Acl",
     "PERM_READ",
     "PERM_WRITE",
@@ -167,7 +169,8 @@ class Client(_native.Client):
 
     ``Client(hosts)`` connects (blocking, GIL released, Ctrl-C interrupts it). ``hosts`` is
     ``"host:port[,host:port...][/chroot]"``; ``auth`` is ``"user:password"`` or
-    ``(user, password)`` for ZooKeeper's digest scheme. ``jute_maxbuffer`` is the servers'
+    ``(user, password)`` for ZooKeeper's digest scheme (without ``use_ssl`` the password crosses
+    the network in clear: connecting warns, ``SecurityWarning``). ``jute_maxbuffer`` is the servers'
     packet limit in bytes (default 0xfffff, ZooKeeper's): a lock whose path, identifier or owner
     would make a larger request is refused with ``InvalidArgumentError``, since the server would
     only drop the connection. Use it as a context manager, or call

@@ -1,4 +1,4 @@
-"""zklock's exceptions: one class per core error kind, all rooted at ZkLockError.
+"""zklock's exceptions: one class per core error kind, all rooted at ZkLockError; and its warning.
 
 The native module raises these (mapped in one place, ``bindings-python/src/error.rs``), which is
 why they live in a module of their own that imports nothing from the native side. The package
@@ -83,6 +83,13 @@ class ZooKeeperError(ZkLockError):
     def __init__(self, message: str, path: Optional[str] = None, code: Optional[int] = None) -> None:
         super().__init__(message, path)
         self.code = code
+
+
+class SecurityWarning(UserWarning):
+    """A client was made in a way that exposes a secret: ``auth`` (digest) without ``use_ssl``
+    sends the password in clear, readable by anyone on the network path (use TLS, or SASL
+    DIGEST-MD5, which never sends it). Warned once per client, when it has connected; silence it
+    with ``warnings.filterwarnings("ignore", category=zklock.SecurityWarning)``."""
 
 
 def attach_release_error(body: BaseException, failed: BaseException) -> None:

@@ -28,7 +28,9 @@ pub struct zkl_options {
     /// How long zkl_client_connect tries to establish the session, in ms. 0: 10000.
     pub connect_timeout_ms: i64,
     /// Digest credentials "user:password", or NULL for none. Borrowed: only read during
-    /// zkl_client_connect.
+    /// zkl_client_connect. Without TLS (tls ZKL_TLS_OFF) the password crosses the network in
+    /// clear, readable by anyone on the path, and the C API warns of it nowhere: use TLS, or SASL
+    /// DIGEST-MD5 (sasl_mechanism), which never sends it.
     pub digest_auth: *const c_char,
     /// The servers' packet limit (their jute.maxbuffer), in bytes: a lock whose path would make
     /// a larger request is refused with ZKL_INVALID_ARGUMENT, since the server would only drop
