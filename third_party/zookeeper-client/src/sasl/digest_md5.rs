@@ -16,6 +16,15 @@ pub struct DigestMd5SaslOptions {
     password: Cow<'static, str>,
 }
 
+/// The password, kept for every handshake, overwritten when the options go.
+impl Drop for DigestMd5SaslOptions {
+    fn drop(&mut self) {
+        if let Cow::Owned(password) = &mut self.password {
+            zeroize::Zeroize::zeroize(password);
+        }
+    }
+}
+
 impl DigestMd5SaslOptions {
     fn realm(&self) -> Option<&str> {
         self.realm.as_ref().map(|s| s.as_ref())

@@ -897,6 +897,15 @@ async fn within<F: std::future::Future>(until: Option<Instant>, future: F) -> Op
     }
 }
 
+/// The credentials a session sends again at each reconnect go with it, overwritten.
+impl Drop for Session {
+    fn drop(&mut self) {
+        for auth in &mut self.authes {
+            zeroize::Zeroize::zeroize(&mut auth.0);
+        }
+    }
+}
+
 /// Runs every decoder of what a server sends over `bytes`, as a reply body would reach it: for
 /// property tests (zklock's fuzz suite) that no input panics, or allocates beyond what it holds.
 /// Not part of the API.
