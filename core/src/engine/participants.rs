@@ -87,39 +87,13 @@ impl Recipe {
     /// (zklock's, Curator's or kazoo's), in path order. One listing per node visited; lock nodes
     /// are not descended into (they have no children), nor is `/zookeeper`.
     pub(crate) async fn locks_under(&self) -> Result<Vec<String>> {
-        let session = &self.client.session(&self.path).await?;
-        let mut locks = Vec::new();
-        let mut pending = vec![self.path.clone()];
-        while let Some(path) = pending.pop() {
-            let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
-            let listed = requests.retry(|| requests.zk().list_children(&path)).await.map_err(|stop| {
-                self.stopped(session, stop, || {
-                    self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the locks")
-                })
-            })?;
-            let names = match listed {
-                Ok(names) => names,
-                // Gone since its parent was listed.
-                Err(zk::Error::NoNode) => continue,
-                Err(err) => return Err(crate::Error::from_zk(err, &path, "listing the locks")),
-            };
-            // A semaphore's path is listed as one; its internal mutex and lease parent are its own.
-            if names.iter().any(|name| name == crate::policy::SEMAPHORE_LEASES) {
-                locks.push(path);
-                continue;
-            }
-            let (lock_nodes, others): (Vec<String>, Vec<String>) =
-                names.into_iter().partition(|name| is_lock_node(name));
-            let parent = if path == "/" { "" } else { path.as_str() };
-            pending.extend(
-                others.into_iter().map(|name| format!("{parent}/{name}")).filter(|child| child != "/zookeeper"),
-            );
-            if !lock_nodes.is_empty() {
-                locks.push(path);
-            }
+        // The survey's walk; here a node this client may not list is an error, the first in path
+        // order.
+        let found = self.readable_locks_under().await?;
+        match found.unreadable.into_iter().next() {
+            Some(err) => Err(err),
+            None => Ok(found.locks),
         }
-        locks.sort();
-        Ok(locks)
     }
 }
 

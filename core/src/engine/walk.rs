@@ -22,9 +22,10 @@ pub struct LocksUnder {
 }
 
 impl Recipe {
-    /// The locks at and under this path, as [`Recipe::locks_under`] finds them, and the nodes
-    /// that could not be listed for want of rights: anyone may set the ACL of the open
-    /// containers zklock makes, so one such node must not hide the rest.
+    /// The locks at and under this path (every node whose children include lock nodes of zklock,
+    /// Curator or kazoo, one listing per node visited, `/zookeeper` and lock nodes not descended
+    /// into), and the nodes that could not be listed for want of rights: anyone may set the ACL of
+    /// the open containers zklock makes, so one such node must not hide the rest.
     pub(crate) async fn readable_locks_under(&self) -> Result<LocksUnder> {
         let session = &self.client.session(&self.path).await?;
         let (mut locks, mut unreadable) = (Vec::new(), Vec::new());
