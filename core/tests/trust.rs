@@ -41,6 +41,30 @@ fn sleep_until_boot(at: Duration) {
     }
 }
 
+/// B, on `main`, queues behind H on `path` (seen by an observer), then holds once H's session
+/// expired (within 15 s): B's client, its guard, and how long that took from the queueing.
+fn next_holder(
+    main: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    path: &str,
+    session: Duration,
+) -> (Client, LockGuard, Duration) {
+    let (b, observer) = main.block_on(async {
+        let b = Client::connect_with(&cluster.connect_string(), options(session)).await.unwrap();
+        (b, observer_at(&cluster.connect_string()).await)
+    });
+    let b_lock = b.lock(path).unwrap();
+    let b_waits = main.spawn(async move { b_lock.acquire(&Owner::new(2)).await });
+    main.block_on(wait_children(&observer, path, 2));
+    let t0 = Instant::now();
+    let b_guard = main
+        .block_on(async { tokio::time::timeout(Duration::from_secs(15), b_waits).await })
+        .expect("B holds once H's session expired")
+        .unwrap()
+        .unwrap();
+    (b, b_guard, t0.elapsed())
+}
+
 /// The lock-free re-entry fast path (owners.rs `Fast::live_word`) trusted a hold while the
 /// process's loss counter stood still, and a lapse of the trust deadline moved that counter only
 /// when someone read a hold's state or the session monitor woke. Here H's runtime does not run
@@ -62,22 +86,8 @@ fn a_reentry_past_the_deadline_is_refused_while_the_next_holder_holds() {
     let owner = Owner::new(1);
     let guard = h_rt.block_on(h_lock.acquire(&owner)).unwrap();
 
-    let (b, observer) = main.block_on(async {
-        let b = Client::connect_with(&cluster.connect_string(), options(session)).await.unwrap();
-        (b, observer_at(&cluster.connect_string()).await)
-    });
-    let b_lock = b.lock(path).unwrap();
-    let b_waits = main.spawn(async move { b_lock.acquire(&Owner::new(2)).await });
-    main.block_on(wait_children(&observer, path, 2));
-
     // H's runtime is not driven from here: no pings, no monitor. The server expires H's session.
-    let t0 = Instant::now();
-    let b_guard = main
-        .block_on(async { tokio::time::timeout(Duration::from_secs(15), b_waits).await })
-        .expect("B holds once H's session expired")
-        .unwrap()
-        .unwrap();
-    let b_at = t0.elapsed();
+    let (_b, b_guard, b_at) = next_holder(&main, &cluster, path, session);
 
     // H's owner re-enters, on its own thread (the client's runtime entered, not driven).
     let reentered = {
@@ -338,22 +348,8 @@ fn a_reentry_after_a_reconnect_that_shortened_the_timeout_is_refused_while_the_n
     }));
     assert_eq!(h.session_id(), Some(h_session), "the same session");
 
-    let (b, observer) = main.block_on(async {
-        let b = Client::connect_with(&cluster.connect_string(), options(Duration::from_secs(2))).await.unwrap();
-        (b, observer_at(&cluster.connect_string()).await)
-    });
-    let b_lock = b.lock(path).unwrap();
-    let b_waits = main.spawn(async move { b_lock.acquire(&Owner::new(2)).await });
-    main.block_on(wait_children(&observer, path, 2));
-
     // H's runtime is not driven from here: no pings, no monitor.
-    let t0 = Instant::now();
-    let b_guard = main
-        .block_on(async { tokio::time::timeout(Duration::from_secs(15), b_waits).await })
-        .expect("B holds once H's session expired")
-        .unwrap()
-        .unwrap();
-    let b_at = t0.elapsed();
+    let (_b, b_guard, b_at) = next_holder(&main, &cluster, path, Duration::from_secs(2));
 
     let reentered = {
         let _context = h_rt.enter();
