@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import threading
+import time
 
 import pytest
 from conftest import children, wait_children, wait_until
@@ -22,19 +23,27 @@ def _members(client: zklock.Client, base: str, reverse: bool) -> list[zklock.Mul
     return members[::-1] if reverse else members
 
 
-def _multi_locker(connect: str, base: str, reverse: bool, rounds: int, inside, overlaps, start) -> None:
+def _multi_locker(
+    connect: str, base: str, reverse: bool, rounds: int, inside, overlaps, waiting, contended, start
+) -> None:
     with zklock.Client(connect) as client:
         multi = client.multi_lock(_members(client, base, reverse))
         start.wait(timeout=30)
         for _ in range(rounds):
+            with inside.get_lock():  # one lock guards the three counters
+                waiting.value += 1
             # A deadlock would end in LockTimeout, and the process with a non-zero exit (as it
             # does, both of them, with the members taken in list order instead).
             with multi.acquire(timeout=15) as guard:
                 assert guard.state == "held"
                 with inside.get_lock():
+                    waiting.value -= 1
                     inside.value += 1
                     if inside.value > 1:
                         overlaps.value += 1
+                    if waiting.value > 0:
+                        contended.value += 1
+                time.sleep(0.005)  # a window in which an overlap would be seen
                 with inside.get_lock():
                     inside.value -= 1
 
@@ -42,20 +51,23 @@ def _multi_locker(connect: str, base: str, reverse: bool, rounds: int, inside, o
 def test_both_argument_orders_from_two_processes_never_deadlock(kazoo, path, zk_connect):
     context = multiprocessing.get_context("spawn")
     inside, overlaps = context.Value("i", 0), context.Value("i", 0)
-    start = context.Event()
+    waiting, contended = context.Value("i", 0), context.Value("i", 0)
+    start = context.Barrier(2)  # both connected before either takes a round: they contend
     processes = [
-        context.Process(target=_multi_locker, args=(zk_connect, path, reverse, 8, inside, overlaps, start))
+        context.Process(
+            target=_multi_locker, args=(zk_connect, path, reverse, 8, inside, overlaps, waiting, contended, start)
+        )
         for reverse in (False, True)
     ]
     for process in processes:
         process.start()
-    start.set()  # both contend from their first round
     for process in processes:
         process.join(timeout=90)
         if process.is_alive():
             process.kill()
     assert [process.exitcode for process in processes] == [0, 0]
     assert overlaps.value == 0, "both held every member at once"
+    assert contended.value > 0, "the two processes never waited for each other"
     for name in ("a", "b", "c/leases", "c/locks"):
         assert children(kazoo, f"{path}/{name}") == [], name
 

@@ -55,17 +55,25 @@ def test_reentry_costs_no_network_even_with_the_connection_stalled(zk_connect, k
 def test_two_threads_sharing_one_lock_exclude_each_other(client, kazoo, path):
     lock = client.lock(path)
     inside = 0
+    waiting = 0
     overlaps = 0
+    contended = 0  # entries made while another thread waited: the threads did contend
     counter_lock = threading.Lock()
+    start = threading.Barrier(3)
 
     def worker() -> None:
-        nonlocal inside, overlaps
+        nonlocal inside, waiting, overlaps, contended
+        start.wait(timeout=30)
         for _ in range(15):
+            with counter_lock:
+                waiting += 1
             with lock:
                 with counter_lock:
+                    waiting -= 1
                     inside += 1
                     overlaps += inside > 1
-                time.sleep(0.001)
+                    contended += waiting > 0
+                time.sleep(0.005)  # a window in which an overlap would be seen
                 with counter_lock:
                     inside -= 1
 
@@ -76,6 +84,7 @@ def test_two_threads_sharing_one_lock_exclude_each_other(client, kazoo, path):
         t.join(timeout=60)
         assert not t.is_alive()
     assert overlaps == 0
+    assert contended > 0, "the threads never waited for each other"
     wait_children(kazoo, path, 0)
 
 

@@ -194,8 +194,8 @@ int main(void) {
   zkl_lock_new(other, path, &other_lock);
   CHECK_RC(zkl_lock_acquire(other_lock, 20000), ZKL_OK, "expiry: the server deleted the node; another client acquires");
   zkl_participants *list = NULL;
-  if (zkl_lock_holder(other_lock, &list) == ZKL_OK && list->count == 1)
-    CHECK(list->items[0].session_id != session, "expiry: the holder is the other session");
+  if (CHECK_RC(zkl_lock_holder(other_lock, &list), ZKL_OK, "expiry: the holder is listed") == ZKL_OK)
+    CHECK(list->count == 1 && list->items[0].session_id != session, "expiry: the holder is the other session");
   zkl_participants_free(list);
   CHECK_RC(zkl_lock_release(other_lock), ZKL_OK, "expiry: the other client releases");
 

@@ -295,7 +295,7 @@ static void test_downgrade(zkl_client *a, zkl_client *b) {
   CHECK(is_held(read_a) && state == ZKL_HOLD_HELD, "downgrade: the thread goes on reading");
   CHECK(h_contenders(read_a) == 2, "downgrade: the read node stays, ahead of the waiting writer");
   zkl_participants *list = NULL;
-  if (zkl_lock_holders(read_a, &list) == ZKL_OK) {
+  if (CHECK_RC(zkl_lock_holders(read_a, &list), ZKL_OK, "downgrade: the holders are listed") == ZKL_OK) {
     CHECK(list->count == 1 && list->items[0].sequence == write_sequence && strcmp(list->items[0].mode, "read") == 0,
           "downgrade: the holder is the downgraded read");
     zkl_participants_free(list);
@@ -356,7 +356,7 @@ static void test_recipe_conflict(zkl_client *a, zkl_client *b) {
   CHECK_ERR(zkl_lock_acquire(mutex, 0), ZKL_INVALID_ARGUMENT, "read/write lock nodes", "conflict: a mutex's try too");
   CHECK(h_contenders(read) == 1, "conflict: the mutex created no node");
   zkl_participants *list = NULL;
-  if (zkl_lock_contenders(mutex, &list) == ZKL_OK) {
+  if (CHECK_RC(zkl_lock_contenders(mutex, &list), ZKL_OK, "conflict: the mutex lists the contenders") == ZKL_OK) {
     CHECK(list->count == 1 && strcmp(list->items[0].mode, "read") == 0, "conflict: the mutex lists the reader, mode \"read\"");
     zkl_participants_free(list);
   }
@@ -473,7 +473,8 @@ static void test_queue_order(zkl_client **clients, int client_count, const char 
     }
   }
   zkl_participants *list = NULL;
-  if (zkl_lock_contenders(reads[0], &list) == ZKL_OK) {
+  snprintf(name, sizeof name, "%s: the contenders are listed", where);
+  if (CHECK_RC(zkl_lock_contenders(reads[0], &list), ZKL_OK, name) == ZKL_OK) {
     int in_order = list->count == QUEUED + 1 && strcmp(list->items[0].mode, "write") == 0, crossed = 0;
     for (size_t i = 1; i < list->count && in_order; i++) {
       in_order = strcmp(list->items[i].mode, queued_writer[i - 1] ? "write" : "read") == 0 &&

@@ -24,9 +24,11 @@ static const char *self; /* argv[0]: the children run it */
 /* ------------------------------------------------------------------ what processes share */
 
 /* A file mapped by every process of a test: how many hold now, the most at once, and how many
- * entries were made (and the violations the children saw). */
+ * entries were made (and the violations the children saw); for the contention gate, how many
+ * are ready, how many wait now, and how many entries were made while another waited. */
 typedef struct {
   atomic_int inside, peak, entries, violations;
+  atomic_int ready, waiting, contended;
 } shared_counts;
 
 static shared_counts *shared_open(const char *file, int create) {
@@ -204,16 +206,24 @@ static int child_multi(char **argv) {
     return 10;
   zkl_multi_member members[] = {{.lock = a}, {.lock = b}};
   if (zkl_multi_lock_new(members, 2, &multi) != ZKL_OK) return 11;
+  /* The gate: both processes connected before either takes its first round, so that they contend. */
+  atomic_fetch_add(&s->ready, 1);
+  int64_t gate_deadline = h_now_ms() + 20000;
+  while (atomic_load(&s->ready) < 2 && h_now_ms() < gate_deadline) h_sleep_ms(1);
   int failed = 0;
   for (int round = 0; round < rounds && !failed; round++) {
     zkl_multi_guard *guard = NULL;
+    atomic_fetch_add(&s->waiting, 1);
     if (zkl_multi_lock_acquire(multi, 20000, &guard) != ZKL_OK) {
       printf("# multi child (%s first): acquire: %s\n", argv[0], zkl_last_error_message());
       failed = 12;
       break;
     }
+    atomic_fetch_sub(&s->waiting, 1);
     if (atomic_fetch_add(&s->inside, 1) != 0) atomic_fetch_add(&s->violations, 1);
     atomic_fetch_add(&s->entries, 1);
+    if (atomic_load(&s->waiting) > 0) atomic_fetch_add(&s->contended, 1);
+    h_sleep_ms(5); /* the hold spans real time, so that an overlap would be seen */
     atomic_fetch_sub(&s->inside, 1);
     if (zkl_multi_guard_release(guard) != ZKL_OK) failed = 13;
     zkl_multi_guard_free(guard);
@@ -407,7 +417,7 @@ static void test_shared_count(zkl_client *client, zkl_client *other, const char 
   CHECK_RC(acquirer_join(&waiter), ZKL_OK, "shared count: the waiter is admitted");
   CHECK(zkl_semaphore_max_leases(others, &max) == ZKL_OK && max == 2, "shared count: both read 2");
   zkl_semaphore_listing *list = NULL;
-  if (zkl_semaphore_participants(sem, &list) == ZKL_OK) {
+  if (CHECK_RC(zkl_semaphore_participants(sem, &list), ZKL_OK, "shared count: the participants are listed") == ZKL_OK) {
     CHECK(list->leases->count == 2 && list->max_leases == 2 && list->leases->items[0].identifier != NULL &&
               strcmp(list->leases->items[0].identifier, "shared-count-test") == 0,
           "shared count: 2 leases held, max 2, with the identifier");
@@ -642,6 +652,7 @@ static void test_multi_processes(const char *base) {
   clean &= exited_cleanly(second);
   CHECK(clean, "multi processes: [a, b] and [b, a], 10 rounds each, never timed out (no deadlock)");
   CHECK(atomic_load(&s->entries) == 20 && atomic_load(&s->violations) == 0, "multi processes: 20 holds, one at a time");
+  CHECK(atomic_load(&s->contended) > 0, "multi processes: the two contended (one entered while the other waited)");
   munmap(s, sizeof *s);
   unlink(file);
 }
