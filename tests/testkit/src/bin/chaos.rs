@@ -19,7 +19,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX, SEMAPHORE_PATH};
+use zklock_testkit::chaos::census::Census;
+use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX};
 use zklock_testkit::{txnlog, Cluster, ProxiedCluster};
 
 const LANGS: [&str; 7] = ["rust", "c", "python", "node", "curator", "curator57", "kazoo"];
@@ -43,8 +44,6 @@ const RETRY_FOR: Duration = Duration::from_secs(3);
 const QUICK_CRASH: Duration = Duration::from_secs(5);
 /// A pinned fault waits this long for its contender to begin the pinned hold, else is skipped.
 const PIN_WAIT: Duration = Duration::from_secs(10);
-/// An operator's listing or delete that takes longer (the ensemble is down or paused) is given up.
-const OPERATOR_WAIT: Duration = Duration::from_secs(2);
 /// A pinned hold lasts the fault, then the session timeout and this much more: a short fault's
 /// hold must go on holding after it (no overlap), a long fault's hold must be told lost during it.
 const PIN_MARGIN: Duration = Duration::from_millis(500);
@@ -938,135 +937,6 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// A lock node seen by [`Census`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Node {
-    czxid: i64,
-    session: i64,
-    /// `lang` from the JSON in the node's data (zklock's identity; the chaos contenders of Curator
-    /// and kazoo write one too); else `kazoo` for kazoo's node names, `curator` otherwise.
-    lang: String,
-}
-
-/// A plain ZooKeeper client (not zklock) that lists the lock paths' children.
-struct Census {
-    runtime: tokio::runtime::Runtime,
-    zk: zookeeper_client::Client,
-}
-
-impl Census {
-    fn connect(connect: &str) -> Census {
-        // A worker thread keeps the session alive between listings.
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let zk = runtime.block_on(async {
-            loop {
-                let connector = zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(30));
-                match connector.connect(connect).await {
-                    Ok(zk) => return zk,
-                    Err(e) if Instant::now() < deadline => {
-                        eprintln!("chaos: connecting to list the lock nodes: {e}; again");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    Err(e) => fatal(&format!("cannot connect to list the lock nodes: {e}")),
-                }
-            }
-        });
-        Census { runtime, zk }
-    }
-
-    /// Every child of the lock paths (`None` if a listing failed).
-    fn nodes(&self) -> Option<BTreeMap<String, Node>> {
-        self.runtime.block_on(async {
-            let mut nodes = BTreeMap::new();
-            let (semaphore_mutex, leases) = (format!("{SEMAPHORE_PATH}/locks"), format!("{SEMAPHORE_PATH}/leases"));
-            for path in [MUTEX_PATH, RW_PATH, &semaphore_mutex, &leases] {
-                let children = match self.zk.list_children(path).await {
-                    Ok(children) => children,
-                    Err(zookeeper_client::Error::NoNode) => continue,
-                    Err(e) => {
-                        eprintln!("chaos: listing {path}: {e}");
-                        return None;
-                    }
-                };
-                for child in children {
-                    let node = format!("{path}/{child}");
-                    let Ok((data, stat)) = self.zk.get_data(&node).await else { continue };
-                    let lang = serde_json::from_slice::<Value>(&data)
-                        .ok()
-                        .and_then(|v| v["lang"].as_str().map(String::from))
-                        .unwrap_or_else(|| {
-                            if child.contains("__lock__") || child.contains("__rlock__") { "kazoo" } else { "curator" }
-                                .to_string()
-                        });
-                    nodes.insert(node, Node { czxid: stat.czxid, session: stat.ephemeral_owner, lang });
-                }
-            }
-            Some(nodes)
-        })
-    }
-
-    /// The node that holds `path` (its first child by sequence) and its creation zxid, which is
-    /// its holder's fencing token. `None` if there is none, or the listing does not answer soon.
-    fn holder_node(&self, path: &str) -> Option<(String, i64)> {
-        self.runtime.block_on(async {
-            let ask = async {
-                let children = self.zk.list_children(path).await.ok()?;
-                // Every recipe's node name ends with the server's 10-digit sequence.
-                let first = children.iter().min_by_key(|c| c.get(c.len().saturating_sub(10)..).map(String::from))?;
-                let node = format!("{path}/{first}");
-                let (_, stat) = self.zk.get_data(&node).await.ok()?;
-                Some((node, stat.czxid))
-            };
-            tokio::time::timeout(OPERATOR_WAIT, ask).await.ok().flatten()
-        })
-    }
-
-    /// Deletes `node`, as an operator would: `Ok(false)` if it was gone already.
-    fn delete(&self, node: &str) -> Result<bool, String> {
-        self.runtime.block_on(async {
-            match tokio::time::timeout(OPERATOR_WAIT, self.zk.delete(node, None)).await {
-                Ok(Ok(())) => Ok(true),
-                Ok(Err(zookeeper_client::Error::NoNode)) => Ok(false),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer in {OPERATOR_WAIT:?}")),
-            }
-        })
-    }
-
-    /// Nodes that exist now and still `window` later, while every contender runs on a healthy
-    /// ensemble: no attempt lives that long (waits are at most 3 s, holds a fraction of a
-    /// second, and a killed contender's session expires within the session timeout), so they
-    /// are orphans. Returns a description of each.
-    fn orphans(&self, window: Duration) -> Vec<(String, String)> {
-        let before = self.nodes().unwrap_or_default();
-        thread::sleep(window);
-        let after = self.nodes().unwrap_or_default();
-        before
-            .iter()
-            .filter(|(name, node)| after.get(*name) == Some(node))
-            .map(|(name, n)| (n.lang.clone(), format!("{name} ({}, session {:#x})", n.lang, n.session)))
-            .collect()
-    }
-
-    /// Waits until no node is left under the lock paths (nodes of killed contenders go when their
-    /// sessions expire), or until `deadline`; returns what is left.
-    fn left(&self, deadline: Instant) -> Vec<String> {
-        loop {
-            let nodes = self.nodes();
-            if nodes.as_ref().is_some_and(BTreeMap::is_empty) || Instant::now() >= deadline {
-                return nodes
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|(name, n)| format!("{name} ({}, session {:#x})", n.lang, n.session))
-                    .collect();
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
 // ------------------------------------------------------------------------------------- report
 
 /// Writes the lock paths' story, from the transaction logs of the ensemble's servers (the txns a
@@ -1178,7 +1048,7 @@ fn main() {
         }
     }
     let fault_log = File::create(run_dir.join("faults.log")).expect("faults.log");
-    let operator = Census::connect(&cluster.connect_string());
+    let operator = Census::connect(&cluster.connect_string()).unwrap_or_else(|e| fatal(&e));
     let mut soak = Soak {
         o,
         run_dir: run_dir.clone(),
@@ -1272,13 +1142,21 @@ fn main() {
     if let Some(wait) = pins_end.map(|end| end.saturating_duration_since(Instant::now())) {
         thread::sleep(wait + PIN_MARGIN);
     }
-    let census = Census::connect(&soak.cluster.connect_string());
+    let census = Census::connect(&soak.cluster.connect_string()).unwrap_or_else(|e| fatal(&e));
     let orphan_window = session + Duration::from_secs(4);
     println!("chaos: looking for orphaned lock nodes over {:.0}s", orphan_window.as_secs_f64());
-    let orphans = census.orphans(orphan_window);
+    // A census that could not look fails the run: "no orphans" must mean it looked and saw none.
+    let mut census_failures = Vec::new();
+    let orphans = census.orphans(orphan_window).unwrap_or_else(|e| {
+        census_failures.push(format!("the census could not look for orphans: {e}"));
+        Vec::new()
+    });
     soak.resource.command("STOP");
     let (forced, failed_exits) = soak.shut_down_contenders();
-    let left = census.left(Instant::now() + session * 2 + Duration::from_secs(10));
+    let left = census.left(Instant::now() + session * 2 + Duration::from_secs(10)).unwrap_or_else(|e| {
+        census_failures.push(format!("the census could not count the nodes left: {e}"));
+        Vec::new()
+    });
     let orphans_zklock: Vec<&String> = orphans.iter().filter(|(l, _)| !is_peer(l)).map(|(_, d)| d).collect();
     // The server's record decides who held without the right in each overlap (and late or
     // missing lost signal) the resource saw; without it every one is unjudged.
@@ -1295,7 +1173,7 @@ fn main() {
     let _ = fs::write(run_dir.join("resource-report.json"), report.to_string());
 
     // Figures.
-    let mut failures = Vec::new();
+    let mut failures = census_failures;
     let zk = &report["violations"]["zklock"];
     let must_be_zero = [
         ("overlaps", get_u64(zk, &["overlaps"])),

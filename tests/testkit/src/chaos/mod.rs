@@ -3,6 +3,7 @@
 //! make a soak's fault plan and each contender's choices replayable from one seed; [`entitlement`],
 //! who had the right to hold by the server's record, for the resource's judge.
 
+pub mod census;
 pub mod entitlement;
 
 /// The mutex every contender (Curator's `InterProcessMutex` too) contends for.
