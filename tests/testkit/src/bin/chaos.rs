@@ -1199,6 +1199,11 @@ fn main() {
             failures.push(format!("no handoffs in {lang}"));
         }
     }
+    let floors = exercise_floors(soak.o.minutes, &soak.o.langs, &report, &soak.faults, &soak.skipped);
+    for floor in floors.iter().filter(|f| f.seen < f.floor) {
+        failures
+            .push(format!("{} = {} (the run must exercise it at least {} times)", floor.what, floor.seen, floor.floor));
+    }
     let recoveries: Vec<f64> =
         report["recoveries"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(|r| r["ms"].as_f64()).collect());
     let recovery_max = recoveries.iter().copied().fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
@@ -1279,6 +1284,9 @@ fn main() {
         "orphaned_nodes": orphans_zklock.len(),
         "orphaned_nodes_detail": orphans_zklock,
     });
+    let floors_json: Vec<Value> =
+        floors.iter().map(|f| json!({"what": f.what, "seen": f.seen, "floor": f.floor})).collect();
+    summary["floors"] = Value::Array(floors_json);
     let more = json!({
         "wait_ms": report["wait_ms"],
         "recovery_ms_after_leader_kill": recoveries,
@@ -1318,6 +1326,73 @@ fn main() {
     let code = if failures.is_empty() { 0 } else { 1 };
     drop(soak); // proxies, servers
     std::process::exit(code);
+}
+
+/// A promise the soak tests, how often this run exercised it, and the least it must have.
+struct Floor {
+    what: String,
+    seen: u64,
+    floor: u64,
+}
+
+/// What a run must have exercised, scaled with its length: a run below a floor did not test what
+/// it reports on, and fails (all zeros must not pass as "no violations"). The rates are well
+/// under what 3-minute runs show (about 40 faults, 30 downgrades and 2 long pinned holds told
+/// lost a minute; zombie writes 0 to 8 a run, hence one per 6 minutes).
+fn exercise_floors(
+    minutes: f64,
+    langs: &[String],
+    report: &Value,
+    faults: &BTreeMap<&'static str, u64>,
+    skipped: &BTreeMap<&'static str, u64>,
+) -> Vec<Floor> {
+    let per_minute = |rate: f64| (rate * minutes).floor() as u64;
+    let has = |wanted: &[&str]| langs.iter().any(|l| wanted.contains(&l.as_str()));
+    let zklock_langs = ["rust", "c", "python", "node"];
+    let mut floors =
+        vec![Floor { what: "faults injected".into(), seen: faults.values().sum(), floor: per_minute(20.0) }];
+    // Every kind the plan scheduled was applied at least once.
+    for kind in faults.keys().chain(skipped.keys()).collect::<BTreeSet<_>>() {
+        floors.push(Floor {
+            what: format!("faults injected: {kind}"),
+            seen: faults.get(kind).copied().unwrap_or(0),
+            floor: 1,
+        });
+    }
+    if has(&zklock_langs) {
+        let told_lost: u64 = PINNED_LONG
+            .iter()
+            .filter_map(|label| report["pinned"][*label].as_object())
+            .flat_map(|by_lang| by_lang.iter())
+            .filter(|(lang, _)| !is_peer(lang))
+            .map(|(_, v)| get_u64(v, &["lost"]))
+            .sum();
+        floors.push(Floor {
+            what: "long pinned holds told lost (zklock)".into(),
+            seen: told_lost,
+            floor: (minutes / 3.0).ceil() as u64,
+        });
+        floors.push(Floor {
+            what: "zombie writes refused".into(),
+            seen: sum_values(report.get("zombie_writes_rejected")),
+            floor: (minutes / 6.0).floor() as u64,
+        });
+    }
+    if has(&["rust", "python", "node", "curator57"]) {
+        floors.push(Floor {
+            what: "downgrades".into(),
+            seen: sum_values(report.get("downgrades")),
+            floor: per_minute(5.0),
+        });
+    }
+    if has(&["rust"]) && minutes >= 1.0 {
+        floors.push(Floor {
+            what: "semaphore holds at max at once".into(),
+            seen: get_u64(report, &["most_leases_holding"]),
+            floor: u64::from(SEMAPHORE_MAX),
+        });
+    }
+    floors
 }
 
 fn print_table(s: &Value) {
@@ -1434,6 +1509,14 @@ fn print_table(s: &Value) {
     );
     println!("downgrades (w -> r, held on)    {}   [{}]", n(&s["downgrades"]), map_line(&s["downgrades_by_lang"]));
     println!("lost holds                      [{}]", map_line(&s["lost_holds"]));
+    if let Some(floors) = s["floors"].as_array() {
+        println!("exercised (seen / the least a run this long must show; below it the run fails)");
+        for f in floors {
+            let (seen, floor) = (n(&f["seen"]), n(&f["floor"]));
+            let mark = if f["seen"].as_u64() < f["floor"].as_u64() { "   BELOW THE FLOOR" } else { "" };
+            println!("  {:<44} {seen} / {floor}{mark}", f["what"].as_str().unwrap_or("?"));
+        }
+    }
     if let Some(m) = s["pinned_holds"].as_object().filter(|m| !m.is_empty()) {
         println!("pinned holds, by fault: how they ended (taken over: lost, and the next holder acted in time)");
         for (label, by_lang) in m {
@@ -1527,5 +1610,61 @@ fn print_table(s: &Value) {
                 println!("  {}", x.as_str().unwrap_or_default());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn langs() -> Vec<String> {
+        LANGS.iter().map(|l| l.to_string()).collect()
+    }
+
+    fn below(floors: &[Floor]) -> Vec<&str> {
+        floors.iter().filter(|f| f.seen < f.floor).map(|f| f.what.as_str()).collect()
+    }
+
+    #[test]
+    fn a_run_that_exercised_nothing_is_below_every_floor() {
+        let report = json!({});
+        let skipped = BTreeMap::from([("leader_kill", 4), ("pinned_cut_long", 2)]);
+        let floors = exercise_floors(3.0, &langs(), &report, &BTreeMap::new(), &skipped);
+        assert_eq!(
+            below(&floors),
+            [
+                "faults injected",
+                "faults injected: leader_kill",
+                "faults injected: pinned_cut_long",
+                "long pinned holds told lost (zklock)",
+                "downgrades",
+                "semaphore holds at max at once"
+            ]
+        );
+        // Ten minutes: a zombie write refused is owed too.
+        assert!(below(&exercise_floors(10.0, &langs(), &report, &BTreeMap::new(), &skipped))
+            .contains(&"zombie writes refused"));
+    }
+
+    #[test]
+    fn a_run_like_the_usual_three_minutes_meets_every_floor() {
+        let report = json!({
+            "pinned": {"pinned_cut_long": {"python": {"lost": 1, "taken_over": 1}, "curator": {"lost": 2}}},
+            "zombie_writes_rejected": {"rust": 1},
+            "downgrades": {"rust": 18, "node": 30},
+            "most_leases_holding": 3,
+        });
+        let faults = BTreeMap::from([("leader_kill", 7), ("pinned_cut_long", 5), ("client_cut", 60)]);
+        let skipped = BTreeMap::from([("ensemble_pause", 0)]);
+        let floors = exercise_floors(3.0, &langs(), &report, &faults, &skipped);
+        assert_eq!(below(&floors), ["faults injected: ensemble_pause"], "a kind planned and never applied");
+        let floors = exercise_floors(3.0, &langs(), &report, &faults, &BTreeMap::new());
+        assert!(below(&floors).is_empty(), "{:?}", below(&floors));
+        // A peer's pinned losses do not count for zklock.
+        let peers_only = json!({"pinned": {"pinned_cut_long": {"curator": {"lost": 5}}}, "downgrades": {"rust": 60}, "most_leases_holding": 3});
+        assert_eq!(
+            below(&exercise_floors(3.0, &langs(), &peers_only, &faults, &BTreeMap::new())),
+            ["long pinned holds told lost (zklock)"]
+        );
     }
 }
