@@ -167,7 +167,7 @@ def test_the_stubs_type_a_user_program_strictly(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="n/a before Python 3.11: asyncio.timeout is new in 3.11")
 def test_a_task_cancelled_by_asyncio_timeout_may_acquire_again_at_once(client, kazoo, path):
     """asyncio.timeout (and wait_for from 3.12) cancel the very task that goes on to acquire
     again: the cancelled attempt must be gone by then, not still "acquiring"."""

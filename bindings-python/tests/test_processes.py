@@ -78,7 +78,7 @@ FORK_BEFORE_ANY_CLIENT = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux only")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="n/a off Linux: fork")
 def test_a_child_forked_after_the_runtime_started_starts_a_fresh_one(kazoo, path):
     returncode, out, err = run_child(FORK_BEFORE_ANY_CLIENT, env={"LOCK_PATH": path}, timeout=60)
     assert returncode == 0, err
@@ -113,7 +113,7 @@ def _in_forked_child(
         results.put(f"the child's own client failed: {err!r}")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method: Linux only")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="n/a off Linux: the fork start method")
 def test_a_forked_child_cannot_use_inherited_clients_but_makes_its_own_and_the_parent_is_unharmed(
     client, kazoo, path, zk_connect
 ):
