@@ -17,7 +17,7 @@
 # build of the core stays a plain rlib.
 
 PREFIX ?= /usr/local
-# Absolute, since it is written into zklock.pc.
+# Absolute: the .pc files name it when the layout under it is not the usual one.
 override PREFIX := $(abspath $(PREFIX))
 BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
@@ -92,7 +92,15 @@ cli:
 # The .so is installed stripped; its debug info goes beside it in .debug/ (where gdb looks for
 # the file its .gnu_debuglink names). The zklock command is installed stripped (25 MB -> a few). The system libraries of a static link lose -lgcc_s, which
 # has no static form: the compiler driver links libgcc itself (libgcc_eh under -static).
-PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+# The .pc files are relocatable when the layout is the usual one under PREFIX: their paths are
+# relative to the .pc file's own place (${pcfiledir}), so a copied or moved tree still builds
+# against itself; with other directories given, absolute.
+PC_RELOCATABLE := $(and $(filter $(PREFIX)/lib,$(LIBDIR)),$(filter $(PREFIX)/include,$(INCLUDEDIR)),$(filter $(PREFIX)/lib/pkgconfig,$(PKGCONFIGDIR)),$(filter $(PREFIX)/share,$(DATADIR)))
+PC_PREFIX := $(if $(PC_RELOCATABLE),$${pcfiledir}/../..,$(PREFIX))
+PC_LIBDIR := $(if $(PC_RELOCATABLE),$${prefix}/lib,$(LIBDIR))
+PC_INCLUDEDIR := $(if $(PC_RELOCATABLE),$${prefix}/include,$(INCLUDEDIR))
+PC_DATADIR := $(if $(PC_RELOCATABLE),$${prefix}/share,$(DATADIR))
+PC_SUBST = sed -e 's|@PREFIX@|$(PC_PREFIX)|' -e 's|@LIBDIR@|$(PC_LIBDIR)|' -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|' -e 's|@DATADIR@|$(PC_DATADIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' -e "s|@LIBS_PRIVATE@|$$(sed 's/ *-lgcc_s//g' $(OUT)/zklock-native-libs)|"
 
 # NO_BUILD=1 installs what `make lib cli` built, running no cargo: scripts/test's suites install
