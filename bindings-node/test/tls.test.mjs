@@ -135,3 +135,18 @@ test('bad tls options are refused before any network traffic', async () => {
   assert.ok(!err.message.includes('PRIVATE'), err.message)
   await invalid(alice({ servername: 'not a host' }), 'no valid host name')
 })
+
+test('an X.509 v1 client certificate is presented; the server knows it by its subject', async () => {
+  // carol.pem is X.509 v1 (no extensions): what `openssl x509 -req` makes by default.
+  const carol = await Client.connect(connect, { tls: alice({ cert: file('carol.pem'), key: file('carol.key') }) })
+  const other = await Client.connect(connect, { tls: alice() })
+  try {
+    const p = uniquePath('tls-x509-v1')
+    const hold = await carol.lock(p, { acl: 'creatorAll' }).acquire()
+    await assert.rejects(other.lock(p, { acl: 'creatorAll' }).acquire({ timeoutMs: 5000 }), (err) => err.code === codes.PERMISSION_DENIED)
+    await hold.release()
+  } finally {
+    await carol.close()
+    await other.close()
+  }
+})

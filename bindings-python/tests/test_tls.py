@@ -179,3 +179,19 @@ def test_bad_tls_arguments_are_refused_before_any_traffic(tls: TlsServer) -> Non
     not_a_ca = refused_at_once(**{**tls.alice(), "ca": str(tls.dir / "alice.key")})
     assert "no usable PEM certificate" in str(not_a_ca) and "PRIVATE" not in str(not_a_ca)
     assert "no valid host name" in str(refused_at_once(**tls.alice(server_hostname="not a host")))
+
+
+def test_an_x509_v1_client_certificate_connects_as_kazoos_does_and_is_known_by_its_subject(
+    tls: TlsServer, path: str
+) -> None:
+    # carol.pem is X.509 v1 (no extensions): what `openssl x509 -req` makes by default.
+    carol = {**tls.alice(), "certfile": str(tls.dir / "carol.pem"), "keyfile": str(tls.dir / "carol.key")}
+    kazoo = KazooClient(hosts=tls.connect, **carol)
+    kazoo.start(timeout=15)
+    kazoo.stop()
+    kazoo.close()
+    with zklock.Client(tls.connect, **carol) as client, zklock.Client(tls.connect, **tls.alice()) as alice:
+        with client.lock(path, acl="creator_all"):
+            # The server knows carol by her certificate's subject: alice may not queue.
+            with pytest.raises(zklock.PermissionDeniedError):
+                alice.lock(path, acl="creator_all").acquire(timeout=5)

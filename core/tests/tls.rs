@@ -137,6 +137,38 @@ async fn a_refused_server_certificate_is_named_before_a_missing_client_certifica
     refused(&server().tls_connect_string(), tls, "not signed by a trusted CA").await;
 }
 
+/// carol's certificate is X.509 v1 (no extensions: what `openssl x509 -req` makes by default),
+/// which the Java client and kazoo present: zklock presents it too, the server knows carol by
+/// it, and her x509 ACL keeps alice (a v3 certificate) out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_x509_v1_client_certificate_is_presented_and_known_by_its_subject() {
+    let path = unique_path("tls-x509-v1");
+    let carol = connect_as("carol").await;
+    let alice = connect_as("alice").await;
+    let acl = Acl::Custom(vec![AclEntry::new(Perms::ALL, "x509", certs().x509_id("carol"))]);
+    let lock_options = || LockOptions { acl: acl.clone(), ..LockOptions::default() };
+    let me = Owner::unique();
+    let guard = carol.lock_with(&path, lock_options()).unwrap().acquire(&me).await.unwrap();
+    assert_eq!(guard.hold().state(), HoldState::Held);
+    let err = alice.lock_with(&path, lock_options()).unwrap().try_acquire(&Owner::unique()).await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    guard.release().await.unwrap();
+    carol.close().await;
+    alice.close().await;
+}
+
+/// A client certificate with another's private key is refused before any connection, saying
+/// so (not a timeout, and not "private key" alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_with_another_key_is_refused_as_a_mismatch() {
+    let mut tls = tls_as(Some("alice"));
+    tls.client_key_pem = Some(certs().client("bob").1);
+    let options = ClientOptions { connect_timeout: Duration::from_secs(2), ..options(tls) };
+    let err = Client::connect_with(&server().tls_connect_string(), options).await.err().expect("refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("client certificate does not match"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unusable_tls_options_are_invalid_arguments_that_quote_no_key() {
     let mut tls = tls_as(Some("alice"));

@@ -16,7 +16,7 @@ static const char *tls_connect(void) {
 
 /* ZK_TLS_DIR/name, in a static buffer of its own per slot. */
 static const char *file(int slot, const char *name) {
-  static char paths[6][512];
+  static char paths[8][512];
   const char *dir = getenv("ZK_TLS_DIR");
   h_require(dir != NULL && *dir != '\0', "ZK_TLS_DIR is set (scripts/zk run --tls)");
   snprintf(paths[slot], sizeof paths[slot], "%s/%s", dir, name);
@@ -219,9 +219,39 @@ static void test_bad_options(void) {
   CHECK(client == NULL, "bad options: nothing written to out");
 }
 
+/* carol's certificate is X.509 v1 (no extensions, what `openssl x509 -req` makes by default):
+ * presented as given, and the server knows carol by its subject (a creator ACL keeps alice out). */
+static void test_v1_client_certificate(void) {
+  char path[256];
+  h_unique_path(path, sizeof path, "tls-x509-v1");
+  zkl_options carol_opts = alice();
+  carol_opts.tls_cert_file = file(6, "carol.pem");
+  carol_opts.tls_key_file = file(7, "carol.key");
+  zkl_options alice_opts = alice();
+  zkl_client *carol = NULL, *other = NULL;
+  CHECK_RC(zkl_client_connect(tls_connect(), &carol_opts, &carol), ZKL_OK, "v1 certificate: connects");
+  CHECK_RC(zkl_client_connect(tls_connect(), &alice_opts, &other), ZKL_OK, "v1 certificate: alice connects too");
+  if (carol == NULL || other == NULL) return;
+  zkl_lock_options lock_opts;
+  zkl_lock_options_init(&lock_opts);
+  lock_opts.acl = ZKL_ACL_CREATOR_ALL;
+  zkl_lock *lock = NULL, *theirs = NULL;
+  CHECK_RC(zkl_lock_new_with(carol, path, &lock_opts, &lock), ZKL_OK, "v1 certificate: a creator-only lock");
+  CHECK_RC(zkl_lock_acquire(lock, 10000), ZKL_OK, "v1 certificate: acquired");
+  CHECK_RC(zkl_lock_new_with(other, path, &lock_opts, &theirs), ZKL_OK, "v1 certificate: alice's handle");
+  CHECK_ERR(zkl_lock_acquire(theirs, 5000), ZKL_PERMISSION_DENIED, "NoAuth",
+            "v1 certificate: alice may not queue (the server knows carol by her certificate)");
+  CHECK_RC(zkl_lock_release(lock), ZKL_OK, "v1 certificate: released");
+  zkl_lock_free(theirs);
+  zkl_lock_free(lock);
+  zkl_client_close(other);
+  zkl_client_close(carol);
+}
+
 int main(void) {
   test_bad_options();
   test_lock_over_mutual_tls();
+  test_v1_client_certificate();
   test_encrypted_key();
   test_refused_handshakes();
   test_verification_choices();

@@ -1001,7 +1001,8 @@ impl ClientAuth {
 /// Test certificates, made once per test process by `scripts/zk tls-certs` (EC P-256, valid for
 /// two days): a CA, the servers' certificate (for `localhost` only, not `127.0.0.1`), client
 /// certificates for `alice` and `bob` (subjects `CN=alice,O=zklock` and `CN=bob,O=zklock`;
-/// alice's key also encrypted), another CA that signed none of them, and a server certificate that expired in 2020.
+/// alice's key also encrypted), `carol`'s X.509 v1 client certificate (no extensions, as
+/// `openssl x509 -req` makes by default), another CA that signed none of them, and a server certificate that expired in 2020.
 #[derive(Debug)]
 pub struct TlsCerts {
     /// Where the PEM files are.
@@ -1036,7 +1037,8 @@ impl TlsCerts {
         self.read("other-ca.pem")
     }
 
-    /// The certificate and private key (PEM) of client `name` (`alice` or `bob`).
+    /// The certificate and private key (PEM) of client `name` (`alice`, `bob` or `carol`, whose
+    /// certificate is X.509 v1).
     pub fn client(&self, name: &str) -> (String, String) {
         (self.read(&format!("{name}.pem")), self.read(&format!("{name}.key")))
     }

@@ -8,6 +8,7 @@ use futures_rustls::client::TlsStream;
 use futures_rustls::TlsConnector;
 use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::pki_types::ServerName;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{AlertDescription, CertificateError, ClientConfig, SignatureScheme};
 use tracing::warn;
 
@@ -346,9 +347,19 @@ impl TlsClient {
             },
         };
         match certs.identity {
-            Some(identity) => match builder.with_client_auth_cert(identity.cert, identity.key) {
-                Ok(config) => Ok(config.into()),
-                Err(err) => Err(Error::with_other("invalid client private key", err)),
+            Some(identity) => {
+                let key = builder
+                    .crypto_provider()
+                    .key_provider
+                    .load_private_key(identity.key)
+                    .map_err(|err| Error::with_other("unusable client private key", err))?;
+                let certified = CertifiedKey::new(identity.cert, key);
+                // A zklock patch: the client's own certificate is presented as given, for the
+                // server to judge. rustls's `with_client_auth_cert` parses it with a verifier's
+                // rules, which refuse the X.509 v1 certificates `openssl x509 -req` makes by
+                // default (and the Java client and kazoo present). (`TlsIdentity::from_pem`
+                // refused a key known not to match.)
+                Ok(builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified))).into())
             },
             None => Ok(builder.with_no_client_auth().into()),
         }

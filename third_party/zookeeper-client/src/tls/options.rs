@@ -58,7 +58,7 @@ impl TlsIdentity {
     pub fn from_pem(cert: &str, key: &str) -> Result<Self> {
         let r: Result<Vec<_>, _> = rustls_pemfile::certs(&mut cert.as_bytes()).collect();
         let cert = match r {
-            Err(err) => return Err(Error::with_other("fail to read cert", err)),
+            Err(err) => return Err(Error::with_other("fail to read client certificate", err)),
             Ok(cert) => cert,
         };
         let key = match rustls_pemfile::private_key(&mut key.as_bytes()) {
@@ -71,10 +71,16 @@ impl TlsIdentity {
         }
         // A zklock patch: a key the crypto provider cannot use is refused here, with the options,
         // rather than at each connection attempt.
-        if let Err(err) =
-            rustls::ClientConfig::builder().crypto_provider().key_provider.load_private_key(key.clone_key())
-        {
-            return Err(Error::with_other("unusable client private key", err));
+        let signing_key =
+            match rustls::ClientConfig::builder().crypto_provider().key_provider.load_private_key(key.clone_key()) {
+                Ok(signing_key) => signing_key,
+                Err(err) => return Err(Error::with_other("unusable client private key", err)),
+            };
+        // And a certificate whose key is known not to be this one. (One this check cannot parse,
+        // as an X.509 v1 certificate, is presented as given: the server judges it.)
+        let certified = rustls::sign::CertifiedKey::new(cert.clone(), signing_key);
+        if let Err(err @ rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) = certified.keys_match() {
+            return Err(Error::with_other("the client certificate does not match the client private key", err));
         }
         Ok(Self { cert, key })
     }
