@@ -57,6 +57,9 @@ pub use self::error::Error;
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use self::tls::{TlsCa, TlsCerts, TlsCertsBuilder, TlsCertsOptions, TlsDynamicCerts, TlsIdentity, TlsOptions};
 pub use crate::client::*;
+#[doc(hidden)]
+pub use crate::session::decode_server_bytes;
+pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
 #[cfg(feature = "sasl-digest-md5")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::DigestMd5SaslOptions;
@@ -66,9 +69,6 @@ pub use crate::sasl::GssapiSaslOptions;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-gssapi", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::SaslOptions;
-#[doc(hidden)]
-pub use crate::session::decode_server_bytes;
-pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
 
 /// Present only in zklock's patched copy (see ZKLOCK.md): zklock refers to it, so that a build
 /// against the published crate, without the patch, fails to compile instead of running with

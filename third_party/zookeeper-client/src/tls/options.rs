@@ -316,8 +316,9 @@ impl TlsOptions {
     /// The name to send as SNI and verify the server's certificate against, instead of the host
     /// of each endpoint (a zklock patch). Fails if it is no valid DNS name or IP address.
     pub fn with_server_name(mut self, name: &str) -> Result<Self> {
-        let name =
-            ServerName::try_from(name).map_err(|err| Error::with_other("invalid tls server name", err))?.to_owned();
+        let name = ServerName::try_from(name)
+            .map_err(|err| Error::with_other("invalid tls server name", err))?
+            .to_owned();
         self.server_name = Some(name);
         Ok(self)
     }
