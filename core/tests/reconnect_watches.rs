@@ -37,7 +37,8 @@ struct Setup {
 }
 
 async fn setup(version: ZkServer) -> Setup {
-    let cluster = tokio::task::spawn_blocking(move || Cluster::builder().server_version(version).start()).await.unwrap();
+    let cluster =
+        tokio::task::spawn_blocking(move || Cluster::builder().server_version(version).start()).await.unwrap();
     let proxy = Proxy::start(&cluster.server_address(0));
     let observer = observer_at(&cluster.connect_string()).await;
     let options = ClientOptions { session_timeout: SESSION_TIMEOUT, ..ClientOptions::default() };
@@ -138,7 +139,12 @@ async fn ten_thousand_waiters_keep_their_places_across_a_reconnect(version: ZkSe
     cut_once_and_reconnect(&s, &path, MANY).await;
 
     let after: BTreeSet<String> = children(&s.observer, &path).await.into_iter().collect();
-    assert!(after == queue, "every waiter kept its node: {} of {} the same", after.intersection(&queue).count(), MANY + 1);
+    assert!(
+        after == queue,
+        "every waiter kept its node: {} of {} the same",
+        after.intersection(&queue).count(),
+        MANY + 1
+    );
     assert!(acquired.try_recv().is_err(), "no waiter ended");
     holder.release().await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(10), acquired.recv()).await.expect("the next waiter gets it");

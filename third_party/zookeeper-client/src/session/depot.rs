@@ -136,7 +136,8 @@ impl Depot {
         self.push_operation(Operation::Session(operation));
     }
 
-    fn push_request(&mut self, operation: SessionOperation) {
+    /// Writes `operation`, or holds it until a SASL exchange in progress completes.
+    pub fn push_request(&mut self, operation: SessionOperation) {
         if self.sasl {
             self.pending_operations.push_back(operation);
             return;

@@ -10,7 +10,7 @@ use tracing::error;
 
 use super::depot::Depot;
 use super::event::WatcherEvent;
-use super::request::{Operation, Request, SessionOperation, StateReceiver, StateResponser};
+use super::request::{Request, SessionOperation, StateReceiver, StateResponser};
 use super::types::{EventType, SessionState, WatchMode, WatchedEvent};
 use crate::error::Error;
 use crate::proto::{ErrorCode, OpCode, PredefinedXid, SetWatchesRequest};
@@ -440,12 +440,14 @@ impl WatchManager {
     }
 
     /// Sends the lists of `paths` as one SetWatches (SetWatches2 once a persistent list, `i` > 2, is
-    /// in it) and clears them all, so the next chunk starts empty.
+    /// in it) and clears them all, so the next chunk starts empty. It waits behind a SASL exchange
+    /// in progress, as every request but SASL's own must: a server that requires SASL ends the
+    /// session of a connection that sends anything else before it authenticated.
     fn send_and_clear_watches(&self, last_zxid: i64, paths: &mut [Vec<&str>; 5], i: usize, depot: &mut Depot) {
         let (n, op_code) = if i <= 2 { (3, OpCode::SetWatches) } else { (5, OpCode::SetWatches2) };
         let request = SetWatchesRequest { relative_zxid: last_zxid, paths: &paths[..n] };
         let operation = SessionOperation::new(op_code, &request);
-        depot.push_operation(Operation::Session(operation));
+        depot.push_request(operation);
         paths.iter_mut().for_each(|v| v.clear());
     }
 
