@@ -284,10 +284,10 @@ fn resent_watches_go_in_chunks_under_the_limit_each_path_once_persistent_ones_wi
     for i in 0..6_000 {
         let path = format!("/{}/{i:08}", "p".repeat(180));
         // Most with one kind, some with two or three (a node's data and its children watched).
-        for kind in 0..5 {
+        for (kind, expected) in expected.iter_mut().enumerate() {
             if i % 5 == kind || (kind < 3 && i % 7 == kind) || (kind == 4 && i % 11 == 0) {
                 watches.push((path.clone(), kind));
-                expected[kind].insert(path.clone());
+                expected.insert(path.clone());
             }
         }
     }
@@ -306,10 +306,10 @@ fn resent_watches_go_in_chunks_under_the_limit_each_path_once_persistent_ones_wi
             seen[kind].extend(list);
         }
     }
-    for kind in 0..5 {
-        let distinct: BTreeSet<String> = seen[kind].iter().cloned().collect();
-        assert_eq!(seen[kind].len(), distinct.len(), "list {kind}: no path twice");
-        assert!(distinct == expected[kind], "list {kind}: {} paths of {}", distinct.len(), expected[kind].len());
+    for (kind, (seen, expected)) in seen.iter().zip(&expected).enumerate() {
+        let distinct: BTreeSet<String> = seen.iter().cloned().collect();
+        assert_eq!(seen.len(), distinct.len(), "list {kind}: no path twice");
+        assert!(distinct == *expected, "list {kind}: {} paths of {}", distinct.len(), expected.len());
     }
     assert_eq!(matched, frames.len(), "every chunk's reply matched");
 }
