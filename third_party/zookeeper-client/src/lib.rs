@@ -59,6 +59,8 @@ pub use self::tls::{TlsCa, TlsCerts, TlsCertsBuilder, TlsCertsOptions, TlsDynami
 pub use crate::client::*;
 #[doc(hidden)]
 pub use crate::session::decode_server_bytes;
+#[doc(hidden)]
+pub use crate::session::resend_watches_frames;
 pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
 #[cfg(feature = "sasl-digest-md5")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-digest-md5"))))]

@@ -26,6 +26,10 @@ pub struct Depot {
     writing_operations: VecDeque<Operation>,
     /// Each with the boot-clock time its write began (see `AnsweredSends`).
     written_operations: HashMap<i32, (SessionOperation, Duration)>,
+    /// Written requests of a predefined (negative) xid, which several may share (every SetWatches
+    /// chunk is -8): matched to their replies in the order they were written, as the server
+    /// answers a session's requests in order (the Java client matches every reply so).
+    written_predefined: VecDeque<(SessionOperation, Duration)>,
 
     sasl: bool,
     pending_operations: VecDeque<SessionOperation>,
@@ -44,6 +48,7 @@ impl Depot {
             writing_slices: Vec::with_capacity(writing_capacity),
             writing_operations: VecDeque::with_capacity(writing_capacity),
             written_operations: HashMap::with_capacity(128),
+            written_predefined: VecDeque::new(),
             pending_operations: VecDeque::with_capacity(32),
             watching_paths: HashMap::with_capacity(32),
             unwatching_paths: HashMap::with_capacity(32),
@@ -58,6 +63,7 @@ impl Depot {
         self.writing_slices.clear();
         self.writing_operations.clear();
         self.written_operations.clear();
+        self.written_predefined.clear();
         self.pending_operations.clear();
         self.watching_paths.clear();
         self.unwatching_paths.clear();
@@ -70,6 +76,9 @@ impl Depot {
                 self.pending_authes.push(operation);
                 return;
             }
+            operation.responser.send(Err(err.clone()));
+        });
+        self.written_predefined.drain(..).for_each(|(operation, _)| {
             operation.responser.send(Err(err.clone()));
         });
         self.writing_operations.drain(..).for_each(|operation| {
@@ -98,12 +107,23 @@ impl Depot {
 
     /// Check whether there is any ongoing operations.
     pub fn is_empty(&self) -> bool {
-        self.writing_operations.is_empty() && self.written_operations.is_empty() && self.pending_operations.is_empty()
+        self.writing_operations.is_empty()
+            && self.written_operations.is_empty()
+            && self.written_predefined.is_empty()
+            && self.pending_operations.is_empty()
     }
 
     /// The request answered by a reply with `xid`, and when it was sent.
     pub fn pop_request(&mut self, xid: i32) -> Result<(SessionOperation, Duration), Error> {
-        match self.written_operations.remove(&xid) {
+        let sent = match xid < 0 {
+            true => self
+                .written_predefined
+                .iter()
+                .position(|(operation, _)| operation.request.get_xid() == xid)
+                .and_then(|i| self.written_predefined.remove(i)),
+            false => self.written_operations.remove(&xid),
+        };
+        match sent {
             None => Err(Error::UnexpectedError(format!("recv response with xid {xid} but no pending request"))),
             Some(sent) => Ok(sent),
         }
@@ -116,7 +136,8 @@ impl Depot {
         self.push_operation(Operation::Session(operation));
     }
 
-    fn push_request(&mut self, operation: SessionOperation) {
+    /// Writes `operation`, or holds it until a SASL exchange in progress completes.
+    pub fn push_request(&mut self, operation: SessionOperation) {
         if self.sasl {
             self.pending_operations.push_back(operation);
             return;
@@ -264,7 +285,12 @@ impl Depot {
                 })
                 .for_each(|operation| {
                     let xid = operation.request.get_xid();
-                    self.written_operations.insert(xid, (operation, sent));
+                    match xid < 0 {
+                        true => self.written_predefined.push_back((operation, sent)),
+                        false => {
+                            self.written_operations.insert(xid, (operation, sent));
+                        },
+                    }
                 });
         }
         if written_bytes != 0 {

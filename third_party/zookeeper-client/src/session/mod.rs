@@ -32,7 +32,7 @@ pub use self::request::{
 };
 pub use self::types::{EventType, SessionId, SessionInfo, SessionState, WatchedEvent};
 use self::watch::WatchManager;
-pub use self::watch::{OneshotReceiver, PersistentReceiver, WatchReceiver};
+pub use self::watch::{resend_watches_frames, OneshotReceiver, PersistentReceiver, WatchReceiver};
 use crate::answered::AnsweredSends;
 use crate::deadline::Deadline;
 use crate::endpoint::{EndpointRef, IterableEndpoints};

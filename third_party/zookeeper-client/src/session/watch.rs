@@ -10,10 +10,10 @@ use tracing::error;
 
 use super::depot::Depot;
 use super::event::WatcherEvent;
-use super::request::{Operation, Request, SessionOperation, StateReceiver, StateResponser};
+use super::request::{Request, SessionOperation, StateReceiver, StateResponser};
 use super::types::{EventType, SessionState, WatchMode, WatchedEvent};
 use crate::error::Error;
-use crate::proto::{ErrorCode, OpCode, SetWatchesRequest};
+use crate::proto::{ErrorCode, OpCode, PredefinedXid, SetWatchesRequest};
 use crate::util::{Ref, ToRef};
 
 const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
@@ -439,14 +439,21 @@ impl WatchManager {
         }
     }
 
+    /// Sends the lists of `paths` as one SetWatches (SetWatches2 once a persistent list, `i` > 2, is
+    /// in it) and clears them all, so the next chunk starts empty. It waits behind a SASL exchange
+    /// in progress, as every request but SASL's own must: a server that requires SASL ends the
+    /// session of a connection that sends anything else before it authenticated.
     fn send_and_clear_watches(&self, last_zxid: i64, paths: &mut [Vec<&str>; 5], i: usize, depot: &mut Depot) {
         let (n, op_code) = if i <= 2 { (3, OpCode::SetWatches) } else { (5, OpCode::SetWatches2) };
         let request = SetWatchesRequest { relative_zxid: last_zxid, paths: &paths[..n] };
         let operation = SessionOperation::new(op_code, &request);
-        depot.push_operation(Operation::Session(operation));
-        paths[..=i].iter_mut().for_each(|v| v.clear());
+        depot.push_request(operation);
+        paths.iter_mut().for_each(|v| v.clear());
     }
 
+    /// Registers every watch again on a new connection, in chunks of at most
+    /// `SET_WATCHES_MAX_BYTES` of paths (each counted with its 4-byte length) so that none passes
+    /// the server's packet limit; each path is in one chunk's list of its kind, once.
     pub fn resend_watches(&self, last_zxid: i64, depot: &mut Depot) {
         if self.watches.is_empty() {
             return;
@@ -460,14 +467,15 @@ impl WatchManager {
                 let i = watcher.kind.set_watches_index();
                 if !contains[i] {
                     contains[i] = true;
-                    paths[i].push(path.as_str());
-                    index = index.max(index);
-                    bytes += path.len();
-                    if bytes > SET_WATCHES_MAX_BYTES {
+                    let cost = path.len() + 4;
+                    if bytes != 0 && bytes + cost > SET_WATCHES_MAX_BYTES {
                         self.send_and_clear_watches(last_zxid, &mut paths, index, depot);
                         index = 0;
                         bytes = 0;
                     }
+                    paths[i].push(path.as_str());
+                    index = index.max(i);
+                    bytes += cost;
                 }
             }
         }
@@ -475,6 +483,43 @@ impl WatchManager {
             self.send_and_clear_watches(last_zxid, &mut paths, index, depot);
         }
     }
+}
+
+/// The SetWatches frames a session with `watches` (each a path and the index of its kind in
+/// SetWatches2's lists: 0 data, 1 exist, 2 child, 3 persistent, 4 persistent recursive) sends on
+/// a new connection, as written; and how many of their replies (each with xid -8) the session
+/// matches to a request, answered in order. For zklock's tests of the chunking. Not part of the
+/// API.
+#[doc(hidden)]
+pub fn resend_watches_frames(watches: &[(&str, usize)]) -> (Vec<Vec<u8>>, usize) {
+    use WatcherKind::*;
+    let (sender, _receiver) = mpsc::unbounded::<Request>();
+    let sender = Arc::new(sender);
+    let (_state_sender, state_receiver) = sync::watch::channel(SessionState::Disconnected);
+    let mut manager = WatchManager::new(Arc::downgrade(&sender), state_receiver);
+    let (mut oneshots, mut persistents) = (vec![], vec![]);
+    for (path, kind) in watches {
+        match [Data, Exist, Child, PersistentNode, PersistentRecursive][*kind] {
+            kind @ (Data | Exist | Child) => oneshots.push(manager.add_oneshot_watch(path, kind)),
+            kind => persistents.push(manager.add_persistent_watch(path, kind)),
+        }
+    }
+    let mut depot = Depot::new();
+    manager.resend_watches(0, &mut depot);
+    let mut wire: Vec<u8> = Vec::new();
+    while depot.has_pending_writes() {
+        futures_lite::future::block_on(depot.write_to(&mut wire)).unwrap();
+    }
+    let mut frames = vec![];
+    let mut at = 0;
+    while at < wire.len() {
+        let len = i32::from_be_bytes([wire[at], wire[at + 1], wire[at + 2], wire[at + 3]]) as usize;
+        frames.push(wire[at..at + 4 + len].to_vec());
+        at += 4 + len;
+    }
+    let matched = frames.iter().take_while(|_| depot.pop_request(PredefinedXid::SetWatches.into()).is_ok()).count();
+    drop((oneshots, persistents));
+    (frames, matched)
 }
 
 struct Watcher {
