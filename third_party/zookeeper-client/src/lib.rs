@@ -60,6 +60,9 @@ pub use crate::client::*;
 #[doc(hidden)]
 pub use crate::session::decode_server_bytes;
 pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub use crate::session::{set_resolver, Resolver};
 #[cfg(feature = "sasl-digest-md5")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::DigestMd5SaslOptions;

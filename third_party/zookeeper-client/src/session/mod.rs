@@ -19,6 +19,9 @@ use tracing::field::display;
 use tracing::{debug, info, instrument, warn, Span};
 
 use self::connection::{AsyncReadToBuf, Connection, Connector};
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub use self::connection::{set_resolver, Resolver};
 pub use self::depot::Depot;
 use self::event::WatcherEvent;
 pub use self::request::{
