@@ -805,15 +805,30 @@ impl ClientInner {
         self.connect_string.split('/').next().unwrap_or_default().split(',')
     }
 
-    /// How long one attempt to establish a session with one server may take, if less than the
-    /// ZooKeeper client's own bound (its connection timeout, 2/5 of the session timeout): each
-    /// host's share of the connect timeout, at least 2 s (a healthy server answers in
-    /// milliseconds, a TLS or Kerberos handshake over a slow link in a few hundred). Without it a
-    /// silent server ahead of a healthy one took the whole of a shorter connect timeout.
+    /// How long one attempt to establish (or re-establish) the session with one server may take
+    /// in the first round through the servers, if less than the ZooKeeper client's own bound
+    /// (its connection timeout, 2/5 of the session timeout); each later round doubles it (see
+    /// the client's `with_handshake_timeout`). The lesser of two shares:
+    ///
+    /// * the connect timeout divided among the hosts, at least 2 s: without it a silent server
+    ///   ahead of a healthy one took the whole of a shorter connect timeout;
+    /// * the session timeout divided among the hosts (the Java client's connect timeout), at
+    ///   least 1 s (or the client's own bound, if less). Once the client notices a dead
+    ///   connection (no answer for 2/5 of the session timeout), a hold is trusted for about
+    ///   9/20 of it more (`session::Trust`, 17/20 after the last answered send): the other servers
+    ///   are tried first (the failed one last), and each silent one among them may take only its
+    ///   share. With 3 hosts and a 5 s session: 1.67 s a host, 2.25 s left to reconnect.
+    ///
+    /// The floors keep a healthy server that answers slowly (a loaded server, a TLS or Kerberos
+    /// handshake of a few round trips over a slow link: hundreds of milliseconds) from being
+    /// skipped.
     fn handshake_timeout(&self) -> Option<Duration> {
-        let hosts = self.hosts().count().max(1);
-        let share = (self.options.connect_timeout / hosts as u32).max(Duration::from_secs(2));
-        (share < self.options.session_timeout * 2 / 5).then_some(share)
+        let hosts = self.hosts().count().max(1) as u32;
+        let own = self.options.session_timeout * 2 / 5;
+        let connect_share = (self.options.connect_timeout / hosts).max(Duration::from_secs(2));
+        let session_share = (self.options.session_timeout / hosts).max(Duration::from_secs(1).min(own));
+        let share = connect_share.min(session_share);
+        (share < own).then_some(share)
     }
 
     /// Why each host of the connect string gave no session, in its order: the last cause seen

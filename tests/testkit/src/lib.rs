@@ -894,6 +894,35 @@ struct StartError {
     port_clash: bool,
 }
 
+/// An address that never answers a connection: a listener on it whose accept queue is full
+/// (a backlog of 0, filled by connections never accepted), so the kernel drops new SYNs and a
+/// connect neither succeeds nor fails (for minutes of SYN retries), as for a host that is down.
+/// On Linux all of 127.0.0.0/8 is loopback: `127.0.0.2` beside a server on `127.0.0.1`, with the
+/// same port, is the first address of a name that resolves to both (issue 44).
+pub struct UnansweredAddress {
+    _listener: TcpListener,
+    _queued: Vec<TcpStream>,
+}
+
+impl UnansweredAddress {
+    pub fn start(address: SocketAddr) -> io::Result<UnansweredAddress> {
+        use std::os::fd::AsRawFd;
+        let listener = TcpListener::bind(address)?;
+        // SAFETY: listen(2) again on our own listening socket, to change its backlog.
+        if unsafe { libc::listen(listener.as_raw_fd(), 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut queued = Vec::new();
+        while let Ok(stream) = TcpStream::connect_timeout(&address, Duration::from_millis(300)) {
+            queued.push(stream);
+            if queued.len() >= 16 {
+                return Err(io::Error::other(format!("the accept queue of {address} never fills")));
+            }
+        }
+        Ok(UnansweredAddress { _listener: listener, _queued: queued })
+    }
+}
+
 /// Sends a four-letter word to `127.0.0.1:port` and returns the reply. The read stops at EOF,
 /// after `timeout` without data, or at ZooKeeper 3.8's "not currently serving" reply (after which
 /// that version does not always close the socket).

@@ -174,6 +174,9 @@ pub struct IterableEndpoints {
     next: usize,
     start: usize,
     endpoints: Vec<Endpoint>,
+    /// Where the endpoint `next` returned last is in `endpoints` (a zklock patch): the server
+    /// of the connection that `reset` follows, which goes last in the next round.
+    last: Option<usize>,
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -184,7 +187,7 @@ pub struct Index {
 
 impl IterableEndpoints {
     pub fn new(endpoints: impl Into<Vec<Endpoint>>) -> Self {
-        Self { cycle: false, start: 0, next: 0, endpoints: endpoints.into() }
+        Self { cycle: false, start: 0, next: 0, endpoints: endpoints.into(), last: None }
     }
 
     pub fn len(&self) -> usize {
@@ -199,11 +202,22 @@ impl IterableEndpoints {
         self.cycle = true;
     }
 
-    /// Resets all counters and shuffles endpoints for future iterations.
+    /// Resets all counters and shuffles endpoints for future iterations, the endpoint `next`
+    /// returned last (the server of the connection established since, whose failure the next
+    /// round follows) at the end: as the Java client, the other servers are tried first, and a
+    /// silent one does not take the time left to reach a healthy one (a zklock patch).
     pub fn reset(&mut self) {
         self.next = 0;
         self.start = 0;
+        let last = self.last.take().map(|i| self.endpoints.remove(i));
         fastrand::shuffle(&mut self.endpoints);
+        self.endpoints.extend(last);
+    }
+
+    /// How many times the current iteration went through every endpoint before the one `next`
+    /// returns (0 in the first round).
+    pub fn round(&self) -> usize {
+        self.index().map_or(0, |index| index.cycles)
     }
 
     /// Starts an new iteration at where `peek` stopped.
@@ -223,6 +237,7 @@ impl IterableEndpoints {
         let index = self.index()?;
         let timeout = max_delay.min(Self::timeout(index, self.endpoints.len()));
         self.step();
+        self.last = Some(index.offset);
         Some((self.endpoints[index.offset].to_ref(), timeout))
     }
 

@@ -62,6 +62,9 @@ pub use crate::session::decode_server_bytes;
 #[doc(hidden)]
 pub use crate::session::resend_watches_frames;
 pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub use crate::session::{set_resolver, Resolver};
 #[cfg(feature = "sasl-digest-md5")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::DigestMd5SaslOptions;

@@ -4,7 +4,7 @@
 //! fenced resource (`chaos-resource`), until SIGTERM.
 //!
 //!   chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
-//!                   [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]
+//!                   [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N] [--unanswered-first-address]
 //!
 //! The protocol (shared by the C, Python, Node and Curator contenders) is described in
 //! `scripts/chaos` and `chaos-resource`. Exit status: 0 after SIGTERM, 2 for bad arguments, 3 if
@@ -24,11 +24,18 @@
 //! (`ZOMBIE-WRITE`, once or twice), which the fenced resource must refuse if anyone else has
 //! begun since.
 //!
+//! `--unanswered-first-address` (one Rust contender of the soak): each server of the connect string
+//! is reached by a host name of its own, `server-I.chaos.zklock.test`, that resolves (through the
+//! ZooKeeper client's resolver override) first to 127.0.0.2 on the server's port, an address that
+//! never answers a connection (`UnansweredAddress`), then to the server's own address: every
+//! connection, and every reconnect under the faults, must get past the first address.
+//!
 //! Leases: one iteration in 5 (not with `--curator-mutex-only`) acquires 1 or 2 leases of the
 //! semaphore, all or nothing, with the same timeouts, cancels and tries. Each lease is a hold of
 //! its own at the resource (mode `l`, its own token), READ in each operation; all of them END
 //! and are released together. No downgrade, no zombie.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +46,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Mutex};
 use zklock::{Client, ClientOptions, ErrorKind, Hold, HoldState, Leases, Lock, LockGuard, Owner, Semaphore};
 use zklock_testkit::chaos::{SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX, SEMAPHORE_PATH};
+use zklock_testkit::UnansweredAddress;
 
 struct Args {
     zk: String,
@@ -49,15 +57,20 @@ struct Args {
     mutex_only: bool,
     op_sleep_ms: u64,
     idle_ms: u64,
+    unanswered_first: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let (mut zk, mut resource, mut name, mut seed, mut session, mut mutex_only) = (None, None, None, None, None, false);
-    let (mut op_sleep_ms, mut idle_ms) = (30, 50);
+    let (mut op_sleep_ms, mut idle_ms, mut unanswered_first) = (30, 50, false);
     while let Some(flag) = args.next() {
         if flag == "--curator-mutex-only" {
             mutex_only = true;
+            continue;
+        }
+        if flag == "--unanswered-first-address" {
+            unanswered_first = true;
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -83,7 +96,34 @@ fn parse_args() -> Result<Args, String> {
         mutex_only,
         op_sleep_ms,
         idle_ms,
+        unanswered_first,
     })
+}
+
+/// `--unanswered-first-address`: the connect string with each server by a name that resolves to
+/// an address that never answers first, then to the server's; and those addresses, held.
+fn names_with_unanswered_first(zk: &str) -> (String, Vec<UnansweredAddress>) {
+    let mut names = Vec::new();
+    let mut held = Vec::new();
+    let mut table = std::collections::HashMap::new();
+    for (i, server) in zk.split(',').enumerate() {
+        let server: SocketAddr = server.parse().unwrap_or_else(|e| {
+            eprintln!("chaos-contender: --unanswered-first-address needs addresses in --zk: {server:?}: {e}");
+            std::process::exit(2);
+        });
+        let unanswered = SocketAddr::from(([127, 0, 0, 2], server.port()));
+        held.push(UnansweredAddress::start(unanswered).unwrap_or_else(|e| {
+            eprintln!("chaos-contender: cannot make {unanswered} unanswered: {e}");
+            std::process::exit(2);
+        }));
+        let name = format!("server-{i}.chaos.zklock.test");
+        table.insert((name.clone(), server.port()), vec![unanswered, server]);
+        names.push(format!("{name}:{}", server.port()));
+    }
+    zookeeper_client::set_resolver(Some(Arc::new(move |host: &str, port: u16| {
+        table.get(&(host.to_owned(), port)).cloned().map(Ok)
+    })));
+    (names.join(","), held)
 }
 
 /// The connection to the resource: one request awaiting its reply at a time.
@@ -517,13 +557,17 @@ async fn run(args: Args) {
         let _ = stop_tx.send(true);
     });
     let wire = Arc::new(Mutex::new(connect_resource(&args.resource).await));
+    let (zk, _unanswered) = match args.unanswered_first {
+        true => names_with_unanswered_first(&args.zk),
+        false => (args.zk.clone(), Vec::new()),
+    };
     let options = ClientOptions { session_timeout: args.session_timeout, ..Default::default() };
     // Faults may be under way when this process starts: try until a session is established.
     let client = loop {
         if *stop.borrow() {
             return;
         }
-        match Client::connect_with(&args.zk, options.clone()).await {
+        match Client::connect_with(&zk, options.clone()).await {
             Ok(client) => break client,
             Err(e) => {
                 wire.lock().await.send(&format!("ERROR connect:{}", kind_name(e.kind()))).await;
@@ -566,7 +610,7 @@ fn main() {
         eprintln!("chaos-contender: {e}");
         eprintln!(
             "usage: chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS \
-             [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N]"
+             [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N] [--unanswered-first-address]"
         );
         std::process::exit(2);
     });

@@ -470,6 +470,11 @@ impl Slot {
         if self.lang == "curator" {
             cmd.arg("--curator-mutex-only");
         }
+        // The first Rust contender reaches each server by a host name whose first address never
+        // answers (issue 44: every address of a name is tried, happy-eyeballs style).
+        if self.lang == "rust" && self.n == 0 {
+            cmd.arg("--unanswered-first-address");
+        }
         if o.fast {
             cmd.args(["--op-sleep-ms", "3", "--idle-ms", "5"]);
         }

@@ -1598,7 +1598,11 @@ impl Connector {
     /// the session handshake): past it the attempt fails as unanswered, which the connect
     /// observer is told, and the next server is tried. Defaults to the connection timeout, which
     /// also decides when an established connection is idle for too long; a connect timeout
-    /// shorter than that would otherwise be spent on the first silent server.
+    /// shorter than that would otherwise be spent on the first silent server. It is the bound of
+    /// the first round through the servers; each later round of the same attempt to connect
+    /// doubles it (up to the connection timeout), so that a server slower than it is skipped
+    /// only while others may answer sooner. After a connection fails, the other servers are
+    /// tried first, its own last.
     pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.handshake_timeout = Some(timeout);
         self

@@ -1,4 +1,6 @@
 use std::io::{Error, ErrorKind, IoSlice, Result};
+#[cfg(feature = "tokio")]
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -48,12 +50,137 @@ pub struct NoSignalStream(TcpStream);
 #[cfg(feature = "tokio")]
 impl NoSignalStream {
     /// Connects to `host:port` with TCP_NODELAY, as the Java client does: a request must not wait
-    /// for the previous one's ACK.
-    pub async fn connect(host: &str, port: u16) -> Result<Self> {
+    /// for the previous one's ACK. Every address the host name resolves to is tried (see
+    /// `connect_any`), the one the latest connection to `host:port` went to last.
+    async fn connect(host: &str, port: u16) -> Result<Self> {
         use tokio_util::compat::TokioAsyncReadCompatExt;
-        let stream = tokio::net::TcpStream::connect((host, port)).await?;
+        let mut addresses = resolve(host, port).await?;
+        RecentAddresses::last(host, port, &mut addresses);
+        let (stream, address) = connect_any(addresses).await?;
+        RecentAddresses::remember(host, port, address);
         stream.set_nodelay(true)?;
         Ok(Self(stream.compat()))
+    }
+}
+
+/// Overrides name resolution, for tests (a zklock patch, not part of the API): given a host and
+/// a port, the addresses to connect to, or `None` for the system's resolver. One for the process.
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub type Resolver = std::sync::Arc<dyn Fn(&str, u16) -> Option<Result<Vec<SocketAddr>>> + Send + Sync>;
+
+#[cfg(feature = "tokio")]
+static RESOLVER: std::sync::RwLock<Option<Resolver>> = std::sync::RwLock::new(None);
+
+/// Sets (or, with `None`, removes) the process's [`Resolver`] override. For tests: a name that
+/// resolves to a silent address before a healthy one, without DNS or `/etc/hosts`.
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub fn set_resolver(resolver: Option<Resolver>) {
+    *RESOLVER.write().unwrap_or_else(|err| err.into_inner()) = resolver;
+}
+
+/// The addresses of `host:port`, in the resolver's order (an address literal is its own).
+#[cfg(feature = "tokio")]
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>> {
+    let resolver = RESOLVER.read().unwrap_or_else(|err| err.into_inner()).clone();
+    let addresses = match resolver.and_then(|resolver| resolver(host, port)) {
+        Some(addresses) => addresses?,
+        None => tokio::net::lookup_host((host, port)).await?.collect(),
+    };
+    if addresses.is_empty() {
+        // Worded as the system's failures are, which the connect observer names.
+        let message = format!("failed to lookup address information: no address for {host}");
+        return Err(Error::new(ErrorKind::NotFound, message));
+    }
+    Ok(addresses)
+}
+
+/// How long an attempt to connect to one address of a host name goes on alone before the next
+/// address is tried beside it (RFC 8305's Connection Attempt Delay).
+#[cfg(feature = "tokio")]
+const ATTEMPT_DELAY: Duration = Duration::from_millis(250);
+
+/// Connects to one of `addresses`, happy-eyeballs style (RFC 8305): in their order, each
+/// attempt started when the one before it failed or [`ATTEMPT_DELAY`] after it started; the first
+/// connection made wins, the other attempts are dropped. Upstream (tokio's `connect` to a host
+/// name) tried them one after the other with no bound of their own: an address that never
+/// answered took the whole of every attempt, and the next ones were never reached. The bound of
+/// the whole is the caller's (the connection and handshake timeouts).
+#[cfg(feature = "tokio")]
+async fn connect_any(addresses: Vec<SocketAddr>) -> Result<(tokio::net::TcpStream, SocketAddr)> {
+    use futures::stream::FuturesUnordered;
+    let connect = |address: SocketAddr| async move { (tokio::net::TcpStream::connect(address).await, address) };
+    let mut addresses = addresses.into_iter();
+    let mut attempts = FuturesUnordered::new();
+    let mut last_error = None;
+    loop {
+        if attempts.is_empty() {
+            match addresses.next() {
+                Some(address) => attempts.push(connect(address)),
+                None => {
+                    return Err(last_error
+                        .unwrap_or_else(|| Error::new(ErrorKind::NotFound, "failed to lookup address information")))
+                },
+            }
+        }
+        let more = addresses.len() != 0;
+        select! {
+            Some((result, address)) = attempts.next() => match result {
+                Ok(stream) => return Ok((stream, address)),
+                Err(err) => {
+                    debug!("fails to connect to {address}: {err}");
+                    last_error = Some(err);
+                    if let Some(address) = addresses.next() {
+                        attempts.push(connect(address));
+                    }
+                },
+            },
+            _ = Timer::after(ATTEMPT_DELAY), if more => {
+                if let Some(address) = addresses.next() {
+                    attempts.push(connect(address));
+                }
+            },
+        }
+    }
+}
+
+/// The address of each host name that the latest connection to it went to, in the process (a
+/// zklock patch): the next connection to that host tries the name's other addresses first. The
+/// session handshake may then fail on an address that accepts connections and never answers (a
+/// hung server, a half-dead proxy in front of it), which racing connections cannot tell: the
+/// next attempt goes to another address, as the next attempt after a server fails goes to
+/// another server (`IterableEndpoints::reset`). For the process rather than a client: zklock
+/// makes a new client for each round of its connect timeout and for each new session.
+#[cfg(feature = "tokio")]
+static RECENT: std::sync::Mutex<Vec<(String, u16, SocketAddr)>> = std::sync::Mutex::new(Vec::new());
+
+/// Host names remembered in [`RECENT`] at most, the oldest forgotten first.
+#[cfg(feature = "tokio")]
+const RECENT_HOSTS: usize = 64;
+
+#[cfg(feature = "tokio")]
+struct RecentAddresses;
+
+#[cfg(feature = "tokio")]
+impl RecentAddresses {
+    /// Moves the address `host:port` last connected to, if among `addresses`, to their end.
+    fn last(host: &str, port: u16, addresses: &mut Vec<SocketAddr>) {
+        let recent = RECENT.lock().unwrap_or_else(|err| err.into_inner());
+        let Some((_, _, address)) = recent.iter().find(|(h, p, _)| h == host && *p == port) else { return };
+        if let Some(i) = addresses.iter().position(|a| a == address) {
+            let address = addresses.remove(i);
+            addresses.push(address);
+        }
+    }
+
+    fn remember(host: &str, port: u16, address: SocketAddr) {
+        let mut recent = RECENT.lock().unwrap_or_else(|err| err.into_inner());
+        recent.retain(|(h, p, _)| !(h == host && *p == port));
+        if recent.len() >= RECENT_HOSTS {
+            recent.remove(0);
+        }
+        recent.push((host.to_owned(), port, address));
     }
 }
 
@@ -315,6 +442,7 @@ impl Connector {
                 #[cfg(feature = "tokio")]
                 Some(client) => {
                     let stream = NoSignalStream::connect(endpoint.host, endpoint.port).await?;
+                    // Verified against the host name, whichever of its addresses answered.
                     client.handshake(endpoint.host, stream).await.map(Connection::new_tls)
                 },
             };

@@ -19,6 +19,9 @@ use tracing::field::display;
 use tracing::{debug, info, instrument, warn, Span};
 
 use self::connection::{AsyncReadToBuf, Connection, Connector};
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub use self::connection::{set_resolver, Resolver};
 pub use self::depot::Depot;
 use self::event::WatcherEvent;
 pub use self::request::{
@@ -764,13 +767,17 @@ impl Session {
         buf: &mut Vec<u8>,
         depot: &mut Depot,
     ) -> Result<Connection, Error> {
+        let round = endpoints.round();
         let Some(endpoint) = endpoints.next(deadline.timeout()).await else {
             return Err(Error::NoHosts);
         };
-        // This server's share of the time (see `Connector::with_handshake_timeout`).
-        let handshake_until = self.handshake_timeout.map(|timeout| Instant::now() + timeout);
+        // This server's share of the time (see `Connector::with_handshake_timeout`), doubled in
+        // each round after the first through every server: a server slower than the share is
+        // skipped while others may answer sooner, not for good.
+        let handshake_timeout = self.handshake_timeout.map(|timeout| timeout.saturating_mul(1u32 << round.min(16)));
+        let handshake_until = handshake_timeout.map(|timeout| Instant::now() + timeout);
         let mut conn = match within(handshake_until, self.connector.connect(endpoint, deadline)).await {
-            None => return Err(self.unanswered(endpoint)),
+            None => return Err(self.unanswered(endpoint, handshake_timeout)),
             Some(Err(err)) => {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
                 // The session's own deadline passing says nothing about the host.
@@ -811,7 +818,7 @@ impl Session {
             self.change_state(SessionState::Disconnected);
         }
         match connecting {
-            None => Err(self.unanswered(endpoint)),
+            None => Err(self.unanswered(endpoint, handshake_timeout)),
             Some(Err(err)) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
                 let cause = if let Some(failure) = self.auth_failure.take() {
@@ -840,8 +847,8 @@ impl Session {
     }
 
     /// An attempt past the handshake timeout: the observer is told, and the next server tried.
-    fn unanswered(&self, endpoint: EndpointRef<'_>) -> Error {
-        let timeout = self.handshake_timeout.unwrap_or_default();
+    fn unanswered(&self, endpoint: EndpointRef<'_>, timeout: Option<Duration>) -> Error {
+        let timeout = timeout.unwrap_or_default();
         self.observe_failure(endpoint, &format!("no answer within the handshake timeout of {timeout:?}"));
         Error::ConnectionLoss
     }
