@@ -2,7 +2,7 @@
 //! it can still be trusted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -83,10 +83,12 @@ impl Session {
         self.trust.is_over()
     }
 
+    /// Why the session is over, if it is: as the lease says, or, before the monitor published
+    /// it, as the monitor recorded it when it ended the session (or a lapse seen meanwhile).
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
         match *self.lease.borrow() {
             Lease::Over(reason) => Some(reason),
-            _ => None,
+            _ => self.trust.reason(),
         }
     }
 
@@ -135,6 +137,8 @@ const TRUSTED_FOR: (u32, u32) = (17, 20);
 /// against the deadline it last saw.
 pub(crate) struct Trust {
     over: AtomicBool,
+    /// Why the session is over: set by the monitor, with `over`, before it ends the session.
+    reason: OnceLock<LostReason>,
     /// Set the first time the deadline is seen passed, never cleared. An answer that comes
     /// later would move the deadline on, but whoever read the lapse may have acted on it (a
     /// release that deleted nothing, an attempt that let its node go): the session must end.
@@ -146,7 +150,13 @@ pub(crate) struct Trust {
 
 impl Trust {
     fn new(answered: zk::AnsweredSends) -> Trust {
-        Trust { over: AtomicBool::new(false), lapsed: AtomicBool::new(false), answered, lapse_seen: Notify::new() }
+        Trust {
+            over: AtomicBool::new(false),
+            reason: OnceLock::new(),
+            lapsed: AtomicBool::new(false),
+            answered,
+            lapse_seen: Notify::new(),
+        }
     }
 
     /// Over, or past the deadline.
@@ -171,6 +181,14 @@ impl Trust {
             self.lapse_seen.notify_one();
         }
         true
+    }
+
+    /// Why the session is over, once the monitor ended it or a lapse was seen.
+    fn reason(&self) -> Option<LostReason> {
+        match self.reason.get() {
+            Some(reason) => Some(*reason),
+            None => self.has_lapsed().then_some(LostReason::DisconnectedTooLong),
+        }
     }
 
     /// Whether a lapse was seen, before the session was over for any other reason.
@@ -234,16 +252,22 @@ async fn monitor(
             Some(zk::SessionState::Closed) => (Lease::Over(LostReason::Closed), SessionState::Closed),
             None => (Lease::Over(LostReason::DisconnectedTooLong), SessionState::Expired),
         };
-        if let Lease::Over(_) = next_lease {
+        // Over: the reason recorded, then the session ended, and only then the lease published.
+        // A step waiting to be reconnected wakes on the lease: it must find the session ended
+        // (and stop, to queue again on a new session), never send on a client that is dead
+        // (its request failed as if answered, with no reason given). Whoever sees `ended`
+        // reads the reason from the trust until the lease says it.
+        if let Lease::Over(reason) = next_lease {
+            let _ = trust.reason.set(reason);
             trust.over.store(true, Ordering::Release);
             crate::hold::note_loss();
+            ended.cancel();
         }
         lease.send_replace(next_lease);
         if let Some(client) = client.upgrade() {
             client.session_changed(id, public, matches!(next_lease, Lease::Over(_)));
         }
         if let Lease::Over(_) = next_lease {
-            ended.cancel();
             return;
         }
         state = tokio::select! {
