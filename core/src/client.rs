@@ -750,7 +750,7 @@ impl ClientInner {
         let failures: Arc<parking_lot::Mutex<Vec<(String, String)>>> = Default::default();
         let observed = failures.clone();
         // The connection timeout is left to the ZooKeeper client's default (2/5 of the session
-        // timeout), and with it its ping cadence (after 3/20 of the timeout without a send),
+        // timeout), and with it its ping cadence (after 1/20 of the timeout without a send),
         // which keeps a live session's trust deadline (`session::Trust`) well ahead.
         // Replies are taken up to the packet limit, and never less than the client's default: a
         // long queue's listing is a large reply from a server that limits only requests.

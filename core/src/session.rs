@@ -118,16 +118,32 @@ impl Session {
 }
 
 /// How long after the send of a request the server answered a session's locks are trusted:
-/// 17/20 of the session timeout.
+/// 9/10 of the session timeout T.
 ///
-/// The server touched the session when it got that request, after it was sent, and cannot
-/// expire the session, and let another waiter in, sooner than a full timeout after the touch.
-/// So giving up at 17/20 leaves the holder at least 3/20 of the timeout to hear of the loss
-/// before the next holder can be let in, whatever the client received meanwhile (watch
-/// notifications arrive over a connection whose other direction is dead) and whatever state it
-/// reports (a handshake can fail after the server said connected). An idle client pings after
-/// 3/20 of the timeout without a send, so a live session's deadline keeps well ahead.
-const TRUSTED_FOR: (u32, u32) = (17, 20);
+/// Safety. The server touched the session when it got that request, after it was sent, and
+/// cannot expire the session, and let another waiter in, sooner than a full T after the touch
+/// (it even rounds the expiry up to its next tick). So giving up at 9/10 T gives the hold up
+/// at least T/10 (400 ms for a 4 s session, 1 s for the default 10 s) before the next holder
+/// can be let in, whatever the client received meanwhile (watch notifications arrive over a
+/// connection whose other direction is dead) and whatever state it reports (a handshake can
+/// fail after the server said connected). That margin covers the clocks (the boot clock here,
+/// the servers' monotonic clocks there: rates apart by parts per million) with room to spare;
+/// a read of a hold's state checks the deadline itself, so the holder hears at once. In an
+/// ensemble the leader expires sessions, and a follower passes its touches on to it every half
+/// tick: one that fails before passing on the last touch leaves the leader with an earlier
+/// one, no older than the receipt of the send before (at most 2/20 T earlier: see below) nor
+/// than the half tick. So the margin T/10 is what that case needs, to the letter: pinging more
+/// rarely, or trusting for longer, would not be sound there.
+///
+/// Liveness. The client pings after one tick (T/20) without a send, checked each
+/// tick, so while the server answers, the latest answered send is at most 2/20 T old. A server
+/// that pauses (a GC, a stopped VM) then keeps the hold for a pause of up to 9/10 - 2/20 = 8/10
+/// of T (3.2 s of a 4 s session): the answers after it come before the deadline. (Before: 17/20
+/// and a ping after 3/20, so as little as 13/20 T; a 3 s pause lost a 4 s session's lock at
+/// 2.7 s although the server kept the session.) The client drops a silent connection after
+/// 2/5 T (its read timeout; Java's is 2/3 T): a dropped connection costs no hold, and reading
+/// early leaves 9/10 - 2/20 - 2/5 = 2/5 T to reach another server before the deadline.
+const TRUSTED_FOR: (u32, u32) = (9, 10);
 
 /// Whether the locks of a session can still be trusted: not once the session is over, nor past
 /// the deadline that the latest answered send sets, with the session timeout negotiated for it.
