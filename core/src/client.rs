@@ -712,6 +712,30 @@ impl ClientInner {
         Ok(session)
     }
 
+    /// As [`ClientInner::session`], for an acquisition that waits as long as it takes
+    /// (`forever`): no server reachable within the connect timeout (an outage) is no reason to
+    /// give up, so it tries again, and again, until a session is established or the client is
+    /// closed (the caller's abort bounds it too). Refused credentials, a missing chroot and the
+    /// like are errors at once, as for any acquisition; so is every failure without `forever`.
+    pub(crate) async fn session_waiting(self: &Arc<Self>, path: &str, forever: bool) -> Result<Arc<Session>> {
+        let mut rounds = 0u32;
+        loop {
+            let err = match self.session(path).await {
+                Err(err) if forever && matches!(err.kind(), ErrorKind::Timeout | ErrorKind::ConnectionLoss) => err,
+                established => return established,
+            };
+            rounds += 1;
+            tracing::info!(target: "zklock", "still no session for an acquisition that waits forever ({err}); trying again");
+            // The connect timeout paced the round already; a failure that came at once is not
+            // tried again in a tight loop.
+            let pause = Duration::from_millis(100 * u64::from(rounds.min(10)));
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
+            }
+        }
+    }
+
     /// The session, if one is established and not over (a closed client is an error).
     pub(crate) fn live_session(&self, path: &str) -> Result<Option<Arc<Session>>> {
         if self.is_closed() {
@@ -726,7 +750,7 @@ impl ClientInner {
         let failures: Arc<parking_lot::Mutex<Vec<(String, String)>>> = Default::default();
         let observed = failures.clone();
         // The connection timeout is left to the ZooKeeper client's default (2/5 of the session
-        // timeout), and with it its ping cadence (after 3/20 of the timeout without a send),
+        // timeout), and with it its ping cadence (after 1/20 of the timeout without a send),
         // which keeps a live session's trust deadline (`session::Trust`) well ahead.
         // Replies are taken up to the packet limit, and never less than the client's default: a
         // long queue's listing is a large reply from a server that limits only requests.

@@ -17,11 +17,53 @@ use crate::session::{Lease, Session};
 /// A request's answer.
 pub(crate) type ZkResult<T> = Result<T, zk::Error>;
 
-/// Whether a request failed because the connection did, not because of what it asked: the
-/// ZooKeeper client reports requests cut off by a broken or silent connection either as
-/// ConnectionLoss or as a custom I/O or timeout error.
+/// Whether a request's fate is unknown, or it was not carried out and may be sent again: its
+/// error proves no answer of the server's to it (a request cut off by a broken, silent or
+/// garbled connection, or by the session's end), so a step treats it as a lost connection:
+/// waits for the session to be connected again (or stops, if it is over) and finds out, or
+/// sends again. Only an answer the server gave to this very request settles it. Every variant
+/// of the client's error is classified here, on purpose; a new one counts as lost (the safe
+/// side: a release's delete then goes on in the background, an attempt looks for its node).
 pub(crate) fn connection_lost(err: &zk::Error) -> bool {
-    matches!(err, zk::Error::ConnectionLoss | zk::Error::Custom(_))
+    use zk::Error as E;
+    match err {
+        // The server's answer to this request, in its reply's error code: it got the request
+        // and carried it out or refused it, as the code says (an unknown code included: it
+        // answered, in words this client does not know).
+        E::NoNode
+        | E::NoAuth
+        | E::BadVersion
+        | E::NoChildrenForEphemerals
+        | E::NodeExists
+        | E::NotEmpty
+        | E::InvalidAcl
+        | E::NotReadOnly
+        | E::NoWatcher
+        | E::QuotaExceeded
+        | E::MarshallingError
+        | E::Unimplemented
+        | E::ReconfigDisabled
+        | E::UnexpectedErrorCode(_) => false,
+        // Refused by the client before anything was sent (a malformed request): known not to
+        // have happened, and sending it again would be refused again.
+        E::BadArguments(_) => false,
+        // An answer, but one saying the request was not carried out (a server shedding load;
+        // another server has the session): nothing happened, and it may be sent again, as after
+        // a lost connection.
+        E::Throttled | E::SessionMoved => true,
+        // The connection broke or went silent under the request (ConnectionLoss; a custom I/O or
+        // read-timeout error), or was dropped on a protocol error: a reply with no request
+        // waiting for it, a frame over the limit, a reply that does not parse (UnexpectedError,
+        // UnmarshalError). Whatever was in flight may or may not have reached the server.
+        E::ConnectionLoss | E::Custom(_) | E::UnexpectedError(_) | E::UnmarshalError { .. } => true,
+        // The session or the client ended under the request (or no server could be reached):
+        // no answer, and the step's wait for a reconnection ends it (`Requests::reconnected`).
+        E::SessionExpired | E::AuthFailed | E::ClientClosed | E::NoHosts | E::Timeout => true,
+        // Only the client's own lock recipe reports it, never a request zklock sends.
+        E::RuntimeInconsistent => true,
+        // A variant of a newer client: no proof of an answer either.
+        _ => true,
+    }
 }
 
 /// Pause before retrying after a connection loss, so a dead connection is not hammered before
@@ -100,6 +142,11 @@ impl<'a> Requests<'a> {
     /// again after the connection dropped under it.
     pub(crate) async fn send<T>(&self, request: impl Future<Output = ZkResult<T>>) -> Result<Reply<T>, Stop> {
         match self.bounded(request).await? {
+            // The session is over: its monitor ends it (at once: the client's state is final),
+            // and the step stops then, with the reason.
+            Err(zk::Error::SessionExpired | zk::Error::AuthFailed | zk::Error::ClientClosed) => {
+                Err(self.bounded(std::future::pending::<()>()).await.expect_err("pending"))
+            }
             Err(err) if connection_lost(&err) => {
                 self.reconnected().await?;
                 Ok(Reply::Reconnected)
@@ -129,15 +176,35 @@ impl<'a> Requests<'a> {
 
     /// The one wait after a connection loss: counts the loss (a request the server keeps
     /// refusing ends here), backs off briefly, then waits until the session is connected again
-    /// or has ended.
+    /// or has ended. A session over is a stop, never a reconnection: a request sent on its
+    /// client would fail at once, as if answered, with the session's end in no error's words
+    /// (a waiter then failed where it should queue again on a new session).
     async fn reconnected(&self) -> Result<(), Stop> {
+        self.over()?;
         if self.losses.fetch_add(1, Ordering::Relaxed) + 1 >= REFUSAL_LIMIT {
             return Err(Stop::Refused);
         }
         self.bounded(tokio::time::sleep(RECONNECT_BACKOFF)).await?;
         let mut lease = self.session.lease.clone();
-        self.bounded(lease.wait_for(|lease| *lease != Lease::Suspended)).await?.map_err(|_| Stop::SessionOver)?;
-        Ok(())
+        self.bounded(lease.wait_for(|lease| *lease != Lease::Suspended)).await?.map_err(|_| self.end())?;
+        self.over()
+    }
+
+    /// A stop if the session is over (or the client closed).
+    fn over(&self) -> Result<(), Stop> {
+        match self.session.ended.is_cancelled() || self.session.is_over() {
+            true => Err(self.end()),
+            false => Ok(()),
+        }
+    }
+
+    /// The stop for a session that is over: the client's close, or the session's end.
+    fn end(&self) -> Stop {
+        if self.client.is_closed() {
+            Stop::Closed
+        } else {
+            Stop::SessionOver
+        }
     }
 }
 

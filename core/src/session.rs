@@ -2,7 +2,7 @@
 //! it can still be trusted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -83,10 +83,12 @@ impl Session {
         self.trust.is_over()
     }
 
+    /// Why the session is over, if it is: as the lease says, or, before the monitor published
+    /// it, as the monitor recorded it when it ended the session (or a lapse seen meanwhile).
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
         match *self.lease.borrow() {
             Lease::Over(reason) => Some(reason),
-            _ => None,
+            _ => self.trust.reason(),
         }
     }
 
@@ -116,16 +118,32 @@ impl Session {
 }
 
 /// How long after the send of a request the server answered a session's locks are trusted:
-/// 17/20 of the session timeout.
+/// 9/10 of the session timeout T.
 ///
-/// The server touched the session when it got that request, after it was sent, and cannot
-/// expire the session, and let another waiter in, sooner than a full timeout after the touch.
-/// So giving up at 17/20 leaves the holder at least 3/20 of the timeout to hear of the loss
-/// before the next holder can be let in, whatever the client received meanwhile (watch
-/// notifications arrive over a connection whose other direction is dead) and whatever state it
-/// reports (a handshake can fail after the server said connected). An idle client pings after
-/// 3/20 of the timeout without a send, so a live session's deadline keeps well ahead.
-const TRUSTED_FOR: (u32, u32) = (17, 20);
+/// Safety. The server touched the session when it got that request, after it was sent, and
+/// cannot expire the session, and let another waiter in, sooner than a full T after the touch
+/// (it even rounds the expiry up to its next tick). So giving up at 9/10 T gives the hold up
+/// at least T/10 (400 ms for a 4 s session, 1 s for the default 10 s) before the next holder
+/// can be let in, whatever the client received meanwhile (watch notifications arrive over a
+/// connection whose other direction is dead) and whatever state it reports (a handshake can
+/// fail after the server said connected). That margin covers the clocks (the boot clock here,
+/// the servers' monotonic clocks there: rates apart by parts per million) with room to spare;
+/// a read of a hold's state checks the deadline itself, so the holder hears at once. In an
+/// ensemble the leader expires sessions, and a follower passes its touches on to it every half
+/// tick: one that fails before passing on the last touch leaves the leader with an earlier
+/// one, no older than the receipt of the send before (at most 2/20 T earlier: see below) nor
+/// than the half tick. So the margin T/10 is what that case needs, to the letter: pinging more
+/// rarely, or trusting for longer, would not be sound there.
+///
+/// Liveness. The client pings after one tick (T/20) without a send, checked each
+/// tick, so while the server answers, the latest answered send is at most 2/20 T old. A server
+/// that pauses (a GC, a stopped VM) then keeps the hold for a pause of up to 9/10 - 2/20 = 8/10
+/// of T (3.2 s of a 4 s session): the answers after it come before the deadline. (Before: 17/20
+/// and a ping after 3/20, so as little as 13/20 T; a 3 s pause lost a 4 s session's lock at
+/// 2.7 s although the server kept the session.) The client drops a silent connection after
+/// 2/5 T (its read timeout; Java's is 2/3 T): a dropped connection costs no hold, and reading
+/// early leaves 9/10 - 2/20 - 2/5 = 2/5 T to reach another server before the deadline.
+const TRUSTED_FOR: (u32, u32) = (9, 10);
 
 /// Whether the locks of a session can still be trusted: not once the session is over, nor past
 /// the deadline that the latest answered send sets, with the session timeout negotiated for it.
@@ -135,6 +153,8 @@ const TRUSTED_FOR: (u32, u32) = (17, 20);
 /// against the deadline it last saw.
 pub(crate) struct Trust {
     over: AtomicBool,
+    /// Why the session is over: set by the monitor, with `over`, before it ends the session.
+    reason: OnceLock<LostReason>,
     /// Set the first time the deadline is seen passed, never cleared. An answer that comes
     /// later would move the deadline on, but whoever read the lapse may have acted on it (a
     /// release that deleted nothing, an attempt that let its node go): the session must end.
@@ -146,7 +166,13 @@ pub(crate) struct Trust {
 
 impl Trust {
     fn new(answered: zk::AnsweredSends) -> Trust {
-        Trust { over: AtomicBool::new(false), lapsed: AtomicBool::new(false), answered, lapse_seen: Notify::new() }
+        Trust {
+            over: AtomicBool::new(false),
+            reason: OnceLock::new(),
+            lapsed: AtomicBool::new(false),
+            answered,
+            lapse_seen: Notify::new(),
+        }
     }
 
     /// Over, or past the deadline.
@@ -171,6 +197,14 @@ impl Trust {
             self.lapse_seen.notify_one();
         }
         true
+    }
+
+    /// Why the session is over, once the monitor ended it or a lapse was seen.
+    fn reason(&self) -> Option<LostReason> {
+        match self.reason.get() {
+            Some(reason) => Some(*reason),
+            None => self.has_lapsed().then_some(LostReason::DisconnectedTooLong),
+        }
     }
 
     /// Whether a lapse was seen, before the session was over for any other reason.
@@ -234,16 +268,22 @@ async fn monitor(
             Some(zk::SessionState::Closed) => (Lease::Over(LostReason::Closed), SessionState::Closed),
             None => (Lease::Over(LostReason::DisconnectedTooLong), SessionState::Expired),
         };
-        if let Lease::Over(_) = next_lease {
+        // Over: the reason recorded, then the session ended, and only then the lease published.
+        // A step waiting to be reconnected wakes on the lease: it must find the session ended
+        // (and stop, to queue again on a new session), never send on a client that is dead
+        // (its request failed as if answered, with no reason given). Whoever sees `ended`
+        // reads the reason from the trust until the lease says it.
+        if let Lease::Over(reason) = next_lease {
+            let _ = trust.reason.set(reason);
             trust.over.store(true, Ordering::Release);
             crate::hold::note_loss();
+            ended.cancel();
         }
         lease.send_replace(next_lease);
         if let Some(client) = client.upgrade() {
             client.session_changed(id, public, matches!(next_lease, Lease::Over(_)));
         }
         if let Lease::Over(_) = next_lease {
-            ended.cancel();
             return;
         }
         state = tokio::select! {

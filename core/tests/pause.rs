@@ -99,3 +99,45 @@ fn paused_holder() {
     drop(guard);
     runtime.block_on(client.close());
 }
+
+/// A server paused (SIGSTOP: a GC, a stopped VM) for 3 s of a 4 s session keeps the session: so
+/// does the holder. Its hold is never read lost, and its release deletes its node. (Before: the
+/// trust deadline, 17/20 of the timeout after a ping sent up to 4/20 earlier, passed at 2.7 s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_paused_for_most_of_the_session_keeps_the_hold() {
+    let cluster = Cluster::standalone();
+    let path = "/locks/server-paused";
+    let session = Duration::from_secs(4);
+    let options = ClientOptions { session_timeout: session, ..Default::default() };
+    let client = Client::connect_with(&cluster.connect_string(), options).await.unwrap();
+    let guard = client.lock(path).unwrap().acquire(&Owner::new(1)).await.unwrap();
+    let hold = guard.hold().clone();
+    // Let pings settle into their cadence, as for any hold held a while.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reader = std::thread::spawn({
+        let hold = hold.clone();
+        let until = std::time::Instant::now() + Duration::from_secs(8);
+        move || {
+            let mut lost_at = None;
+            let started = std::time::Instant::now();
+            while std::time::Instant::now() < until && lost_at.is_none() {
+                if hold.state() == HoldState::Lost {
+                    lost_at = Some(started.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            lost_at
+        }
+    });
+    cluster.pause(0);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.resume(0);
+    let lost_at = tokio::task::spawn_blocking(move || reader.join().unwrap()).await.unwrap();
+    assert_eq!(lost_at, None, "the hold read lost during a 3 s server pause of a 4 s session");
+    assert_eq!(hold.state(), HoldState::Held);
+    assert_eq!(hold.lost_reason(), None);
+    guard.release().await.expect("the node is still ours to delete");
+    let observer = observer_at(&cluster.connect_string()).await;
+    assert!(children(&observer, path).await.is_empty());
+    client.close().await;
+}

@@ -91,7 +91,7 @@ impl Recipe {
             let live = if at_once { self.client.live_session(&self.path)? } else { None };
             let session = match live {
                 Some(session) => session,
-                None => match Box::pin(wait.within(self.client.session(&self.path))).await {
+                None => match Box::pin(wait.within(self.client.session_waiting(&self.path, wait.forever()))).await {
                     Some(session) => session?,
                     None => return Ok(None),
                 },

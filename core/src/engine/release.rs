@@ -45,14 +45,20 @@ impl Recipe {
         match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted)),
+            // The session ended under the delete (its nodes go with it).
             Ok(Err(zk::Error::SessionExpired)) | Err(Stop::SessionOver) => {
                 Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired)))
             }
-            Err(Stop::Closed) => Err(lost(crate::LostReason::Closed)),
-            Ok(Err(_)) if connection_lost => Err(self.error(
+            Ok(Err(zk::Error::AuthFailed)) => Err(lost(session.lost_reason().unwrap_or(crate::LostReason::AuthFailed))),
+            Ok(Err(zk::Error::ClientClosed)) | Err(Stop::Closed) => Err(lost(crate::LostReason::Closed)),
+            // Cut off, garbled, or not carried out (see `connection_lost`): no answer proves
+            // the node gone.
+            Ok(Err(err)) if connection_lost => Err(self.error(
                 ErrorKind::ConnectionLoss,
-                "the connection dropped before the server confirmed the release; the lock node is deleted \
-                     in the background once reconnected, or goes with the session",
+                format!(
+                    "the server did not confirm the release ({err}); the lock node is deleted in the background \
+                     (once reconnected), or goes with the session"
+                ),
             )),
             Err(stop) => Err(self.stopped(&session, stop, || self.error(ErrorKind::ConnectionLoss, REFUSED))),
             Ok(Err(err)) => Err(self.zk_error(err, "deleting the lock node")),

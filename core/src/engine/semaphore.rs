@@ -66,7 +66,8 @@ impl Recipe {
         if checked.load(Ordering::Acquire) && matches!(max, SemaphoreMax::Fixed(_)) {
             return Ok(Some(()));
         }
-        let Some(session) = Box::pin(wait.within(self.client.session(&self.path))).await else { return Ok(None) };
+        let session = self.client.session_waiting(&self.path, wait.forever());
+        let Some(session) = Box::pin(wait.within(session)).await else { return Ok(None) };
         let session = session?;
         let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
         let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());

@@ -35,6 +35,13 @@ impl Wait {
         retry::within(self.deadline, self.abort.as_ref(), future)
     }
 
+    /// Whether this acquisition waits as long as it takes: no deadline, and not only trying (an
+    /// abort may still end it). Such a wait outlasts any outage: it queues again on new
+    /// sessions, and tries for one again after a connect timeout, for as long as it takes.
+    pub(crate) fn forever(&self) -> bool {
+        self.deadline.is_none() && !self.only_try
+    }
+
     /// Whether the deadline passed, or the acquisition was aborted.
     pub(crate) fn is_over(&self) -> bool {
         self.deadline.is_some_and(|deadline| Instant::now() >= deadline)

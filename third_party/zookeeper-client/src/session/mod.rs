@@ -493,8 +493,7 @@ impl Session {
 
     /// Resets connection and session related timeout values.
     ///
-    /// Set ping timeout to `3/8` of connection timeout to fully cover one roundtrip. See also
-    /// [PredefinedXid::Ping].
+    /// Set ping timeout to `1/8` of connection timeout (one tick). See also [PredefinedXid::Ping].
     ///
     /// Set connection timeout to `2/5` of session timeout for at least two tries after connection
     /// loss if there is no configured connection timeout.
@@ -513,7 +512,10 @@ impl Session {
     fn reset_timeout(&mut self, session_timeout: Duration) {
         let tick = self.calc_tick_timeout(session_timeout);
         self.tick_timeout = tick;
-        self.ping_timeout = Duration::from_secs(10).min(3 * tick);
+        // A ping after one tick without a send (1/20 of the session timeout): the latest answered
+        // send (`answered`) is then at most two ticks old while the server answers, so a trust
+        // deadline reckoned from it (zklock's) outlasts server pauses of most of the timeout.
+        self.ping_timeout = Duration::from_secs(10).min(tick);
         self.connector.set_timeout(8 * tick);
         self.session_timeout = session_timeout.max(self.connector.timeout());
         self.session_expired_timeout = self.session_timeout * 7 / 5;
