@@ -114,6 +114,15 @@ impl Lock {
         Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
     }
 
+    /// The id of the owner table that counts this handle's holds: the same for every handle of
+    /// this client on the path (with the same identifier and ACL, see [`crate::Client::lock`])
+    /// and for both sides of a read/write lock, distinct from every other table's in the process
+    /// (never reused). An owner holds or re-enters a lock through any handle of its table; a
+    /// binding whose owners are async flows names them per table.
+    pub fn owner_table_id(&self) -> u64 {
+        self.recipe.serial
+    }
+
     /// The lock path, relative to the client's chroot.
     pub fn path(&self) -> &str {
         &self.recipe.path

@@ -37,6 +37,9 @@ pub(crate) struct Recipe {
     /// protected lock decides only by listings of that path (see `check_path_acl`).
     pub(super) acl_checked: parking_lot::Mutex<Option<PathVersion>>,
     pub(crate) owners: OwnerTable,
+    /// This recipe's number, distinct among the recipes of the process (see
+    /// [`crate::Lock::owner_table_id`]).
+    pub(crate) serial: u64,
     /// The lost callbacks of the holds in `owners` ([`crate::Lock::on_lost`]).
     pub(crate) lost: Arc<LostCallbacks>,
     /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
@@ -65,6 +68,9 @@ pub(crate) struct Recipe {
     pub(super) pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
 }
 
+/// The next [`Recipe::serial`].
+static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Recipe {
     /// Refuses a path and identifier that could not fit in a request, whoever the owner.
     pub(crate) fn new(
@@ -84,6 +90,7 @@ impl Recipe {
             zk_acl,
             acl_checked: parking_lot::Mutex::new(None),
             owners: OwnerTable::default(),
+            serial: NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             lost: Arc::default(),
             path_known: AtomicBool::new(false),
             kinds_checked: AtomicBool::new(false),
