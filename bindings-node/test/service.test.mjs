@@ -26,3 +26,15 @@ test('10,000 dropped Locks that each ran withLock once leave unrelated promises 
   const { before, after } = JSON.parse(result.slice('RESULT '.length))
   assert.ok(before / after < 2, `awaits per ms: ${before.toFixed(0)} before, ${after.toFixed(0)} after`)
 })
+
+for (const [waiters, delayMs] of [[2000, 0], [2000, 2], [2000, 5], [2000, 10], [100, 5]]) {
+  test(`close() not awaited, then process.exit(): the session still ends at exit (${waiters} queued, exit after ${delayMs} ms)`, async () => {
+    const lockPath = uniquePath('close-then-exit')
+    const run = runScript('close-then-exit.mjs', [lockPath, String(waiters), String(delayMs)], { timeoutMs: 60000 })
+    const { code, stderr, lines } = await run.exited
+    assert.equal(code, 0, stderr)
+    assert.ok(lines.includes('QUEUED'), lines.join('\n'))
+    // The session had a 30 s timeout: its nodes go this fast only because it was closed.
+    await nodesBecome(lockPath, 0, 3000)
+  })
+}
