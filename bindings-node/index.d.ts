@@ -66,6 +66,11 @@ export type ErrorCode = (typeof codes)[keyof typeof codes]
  * ZkLockError`, and `err.code` says which. (An aborted acquisition rejects with AbortError.)
  */
 export declare class ZkLockError extends Error {
+  /**
+   * zklock makes these itself; a program may too (say, a fake of a lock for its own tests), with
+   * the code and the details it would carry.
+   */
+  constructor(message: string, code: ErrorCode, details?: { path?: string; zookeeperCode?: number; lostReason?: LostReason })
   readonly name: 'ZkLockError'
   code: ErrorCode
   /** The lock path the error concerns, when there is one. */
@@ -540,5 +545,8 @@ declare const zklock: {
   perms: typeof perms
   version: typeof version
 }
-/** `import zklock from 'zklock'`: the same classes as the named exports. */
+/**
+ * `import zklock from 'zklock'`: the same classes as the named exports (also
+ * `require('zklock').default`, so that TypeScript's CommonJS output without esModuleInterop finds it).
+ */
 export default zklock
