@@ -270,9 +270,12 @@ export declare class Client {
 
 /**
  * A fair, reentrant lock. Reentrancy follows the async call chain: inside `withLock` (or
- * `hold.run`), nested `withLock`/`acquire` calls on the same Lock object re-enter at once, with
- * no ZooKeeper traffic. Everywhere else each call is a contender of its own, so two independent
- * async flows exclude each other, first come first served, even on one Lock object.
+ * `hold.run`), nested `withLock`/`acquire` calls re-enter at once, with no ZooKeeper traffic, on
+ * the same Lock object or on any other Lock of the client for the path (with the same identifier
+ * and ACL: `client.lock(path)` made anew in a helper called inside itself re-enters). Through a
+ * Lock of another identifier or ACL such a call rejects with ZKLOCK_DEADLOCK at once: it would
+ * wait for itself. Everywhere else each call is a contender of its own, so two independent async
+ * flows exclude each other, first come first served, even on one Lock object.
  */
 export declare class Lock {
   private constructor()

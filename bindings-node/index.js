@@ -554,14 +554,14 @@ function ownerIn(table) {
 // that holds nothing there (a hold's run() after its release) is not recorded as running: no
 // release will come to take it out (the storage stays enabled until the next owner that ran is
 // done).
-function runOwning(nativeLock, table, owner, fn, args, holding = true) {
+function runOwning(lock, nativeLock, table, owner, fn, args, holding = true) {
   if (holding) {
     let natives = running.get(owner)
     if (natives === undefined) running.set(owner, (natives = new Set()))
     natives.add(nativeLock)
   }
   const up = flows.getStore()
-  const link = up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up }
+  const link = up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up, lock }
   return flows.run(link, fn, ...args)
 }
 
@@ -605,9 +605,9 @@ class Lock {
 
   static {
     // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
-    runAs = (lock, owner, fn, ...args) => runOwning(lock.#native, lock.#table, owner, fn, args)
+    runAs = (lock, owner, fn, ...args) => runOwning(lock, lock.#native, lock.#table, owner, fn, args)
     runAsIfHolding = (lock, owner, fn) =>
-      runOwning(lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner))
+      runOwning(lock, lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner))
     releaseOwner = (lock, owner, caller) => lock.#releaseOwner(owner, caller)
     // Where a hold's signal registers, so that close() can deliver the loss at once.
     signalsOfClient = (lock) => lock.#signals
@@ -717,7 +717,13 @@ class Lock {
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(this.#acquiringOwner(), timeoutMs, signal)
+    let owner
+    try {
+      owner = this.#acquiringOwner()
+    } catch (error) {
+      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
+    }
+    return this.#contend(owner, timeoutMs, signal)
   }
 
   /**
@@ -743,7 +749,12 @@ class Lock {
     }
     // Not an async function, as `#contend`: a queued call keeps no async frame, and the function
     // runs in the native promise's own reaction (no second one).
-    const owner = this.#acquiringOwner()
+    let owner
+    try {
+      owner = this.#acquiringOwner()
+    } catch (error) {
+      return Promise.reject(atCaller(error, callSiteOf(this.withLock)))
+    }
     return this.#contend(owner, timeoutMs, signal, fn)
   }
 
@@ -794,7 +805,33 @@ class Lock {
   // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
   // decides the acquisition (the write holder's read is a downgrade), else a new owner.
   #acquiringOwner() {
-    return this.#holdingOwner() ?? native.newOwner()
+    const holding = this.#holdingOwner()
+    if (holding !== undefined) return holding
+    this.#refuseWaitingOnItself()
+    return native.newOwner()
+  }
+
+  // A flow that holds this path through another Lock of the client that is not of this one's
+  // owner table (another identifier or ACL: Locks that agree share one, and re-enter) would queue
+  // behind its own node and wait forever: ZKLOCK_DEADLOCK at once, as the core says it of a
+  // thread (Python, C, Rust) in the same place. Two readers do not wait for each other.
+  #refuseWaitingOnItself() {
+    for (let link = flows.getStore(); link !== undefined; link = link.up) {
+      const other = link.lock
+      if (
+        link.table !== this.#table &&
+        other.path === this.#path &&
+        signalsOfClient(other) === this.#signals &&
+        !(this.#mode === 'read' && other.mode === 'read') &&
+        nativeOfLock(other).holdsEitherSide(link.owner)
+      ) {
+        throw zklockError(
+          codes.DEADLOCK,
+          "this async flow holds the path through a lock of another identifier or ACL (locks of the same identifier and ACL re-enter): it would wait for itself",
+          this.#path,
+        )
+      }
+    }
   }
 
   // The current flow's owner if it holds this lock or the other side of its read/write lock.

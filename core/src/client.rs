@@ -399,7 +399,9 @@ impl Client {
     /// one path (with the same identifier and ACL) are one lock: they share their holds, so an
     /// owner re-enters and releases through any of them, and a hold outlives every handle until
     /// it is released, lost, or the client closes (then `lock(path)` again finds it). Different
-    /// owners are separate contenders, as are `Lock`s with another identifier.
+    /// owners are separate contenders, as are `Lock`s with another identifier; an owner that
+    /// holds the path through one of those is refused with [`ErrorKind::Deadlock`] at once (it
+    /// would wait for itself).
     ///
     /// # Notable errors
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a valid ZooKeeper path, is the root, or
@@ -761,6 +763,26 @@ impl ClientInner {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_closed()
+    }
+
+    /// Whether `owner` holds `recipe`'s path through another of this client's recipes of its kind
+    /// (another identifier or ACL, or a separate handle: handles that agree share one recipe), in
+    /// a way an acquisition in `mode` through `recipe` would queue behind. (A recipe of the other
+    /// kind on the path is refused when its nodes are found.)
+    pub(crate) fn holds_path_elsewhere(
+        &self,
+        recipe: &crate::engine::Recipe,
+        owner: &crate::Owner,
+        mode: crate::policy::Mode,
+    ) -> bool {
+        let others: Vec<_> = self
+            .recipes
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|other| other.serial != recipe.serial && other.path == recipe.path && other.read_write == recipe.read_write)
+            .collect();
+        others.iter().any(|other| other.owners.holds_against(owner, mode))
     }
 
     /// The session timeout of the current session, or the one asked for.

@@ -477,6 +477,17 @@ impl Lock {
         if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
         }
+        if claim && !self.recipe.owners.holds_any(owner) && self.recipe.client.holds_path_elsewhere(&self.recipe, owner, self.mode) {
+            // It would queue behind its own node, and wait forever.
+            return Err(crate::Error::new(
+                crate::ErrorKind::Deadlock,
+                format!(
+                    "owner {} holds this path through a lock of another identifier or ACL: it would wait for itself (one owner re-enters only through locks of the same identifier and ACL)",
+                    owner.label()
+                ),
+            )
+            .with_path(path));
+        }
         let entered = match claim {
             true => Some(self.recipe.owners.enter(owner, self.mode, path)?),
             false => self.recipe.owners.reenter(owner, self.mode, path).transpose()?,

@@ -56,7 +56,7 @@ pub(crate) struct Recipe {
     /// `listing_after`). Kept until the next replaces it: one listing per lock object.
     pub(super) shared_listing: parking_lot::Mutex<Option<SharedListing>>,
     /// A read/write lock (else a mutex): the kind the client's handles for the path share.
-    pub(super) read_write: bool,
+    pub(crate) read_write: bool,
     /// A handle of its own (`LockOptions::separate`): never shared.
     pub(super) separate: bool,
     /// For a protected semaphore's internal mutex and lease parent: the semaphore's path, made
