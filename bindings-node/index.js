@@ -554,14 +554,17 @@ function ownerIn(table) {
 // that holds nothing there (a hold's run() after its release) is not recorded as running: no
 // release will come to take it out (the storage stays enabled until the next owner that ran is
 // done).
-function runOwning(lock, nativeLock, table, owner, fn, args, holding = true) {
+//
+// `hold`, for hold.run: the flow keeps it reachable (it is given back if collected unreleased).
+function runOwning(lock, nativeLock, table, owner, fn, args, holding = true, hold = undefined) {
   if (holding) {
     let natives = running.get(owner)
     if (natives === undefined) running.set(owner, (natives = new Set()))
     natives.add(nativeLock)
   }
   const up = flows.getStore()
-  const link = up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up, lock }
+  const link =
+    hold === undefined && up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up, lock, hold }
   return flows.run(link, fn, ...args)
 }
 
@@ -606,8 +609,8 @@ class Lock {
   static {
     // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
     runAs = (lock, owner, fn, ...args) => runOwning(lock, lock.#native, lock.#table, owner, fn, args)
-    runAsIfHolding = (lock, owner, fn) =>
-      runOwning(lock, lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner))
+    runAsIfHolding = (lock, owner, fn, hold) =>
+      runOwning(lock, lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner), hold)
     releaseOwner = (lock, owner, caller) => lock.#releaseOwner(owner, caller)
     // Where a hold's signal registers, so that close() can deliver the loss at once.
     signalsOfClient = (lock) => lock.#signals
@@ -859,7 +862,9 @@ class Lock {
       // Only this flow, which has not seen the hold yet, could have released it.
       throw zklockError(codes.NOT_OWNER, 'the hold just acquired is no longer recorded for its flow', this.#path)
     }
-    return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
+    const hold = new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
+    abandoned.register(hold, { lock: this, owner }, hold)
+    return hold
   }
 
   // What a native acquisition settles with (see NativeLock.acquire) made a Hold (false: not had),
@@ -1020,6 +1025,14 @@ function lostSignal(source, errorOf, signals) {
   return { controller, entry }
 }
 
+// A hold its acquirer can no longer reach (an acquire() raced against a timer and dropped, whose
+// grant came later) is given back when collected: nobody could ever release it, and it would
+// keep the lock until close(). Registered at acquisition (not at re-entry: a nested level is
+// within a flow that holds), unregistered at release.
+const abandoned = new FinalizationRegistry(({ lock, owner }) => {
+  releaseOwner(lock, owner, Hold.prototype.release).catch(() => {})
+})
+
 /** One level of a held lock, from `lock.acquire()` or given to `withLock`'s function. */
 class Hold {
   #lock
@@ -1076,6 +1089,7 @@ class Hold {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this hold was already released', this.#lock.path))
     }
     this.#released = true
+    abandoned.unregister(this)
     if (this.#signalEntry !== null) signalsOfClient(this.#lock).delete(this.#signalEntry)
     return releaseOwner(this.#lock, this.#owner, this.release)
   }
@@ -1086,7 +1100,7 @@ class Hold {
    */
   run(fn) {
     if (typeof fn !== 'function') throw invalid(`hold.run needs a function, got ${describe(fn)}`)
-    return runAsIfHolding(this.#lock, this.#owner, fn)
+    return runAsIfHolding(this.#lock, this.#owner, fn, this)
   }
 
   /** `await using hold = await lock.acquire()` releases at the end of the block. */
