@@ -780,7 +780,9 @@ impl ClientInner {
             .lock()
             .iter()
             .filter_map(std::sync::Weak::upgrade)
-            .filter(|other| other.serial != recipe.serial && other.path == recipe.path && other.read_write == recipe.read_write)
+            .filter(|other| {
+                other.serial != recipe.serial && other.path == recipe.path && other.read_write == recipe.read_write
+            })
             .collect();
         others.iter().any(|other| other.owners.holds_against(owner, mode))
     }

@@ -477,7 +477,10 @@ impl Lock {
         if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
         }
-        if claim && !self.recipe.owners.holds_any(owner) && self.recipe.client.holds_path_elsewhere(&self.recipe, owner, self.mode) {
+        if claim
+            && !self.recipe.owners.holds_any(owner)
+            && self.recipe.client.holds_path_elsewhere(&self.recipe, owner, self.mode)
+        {
             // It would queue behind its own node, and wait forever.
             return Err(crate::Error::new(
                 crate::ErrorKind::Deadlock,
