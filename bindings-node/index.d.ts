@@ -66,6 +66,11 @@ export type ErrorCode = (typeof codes)[keyof typeof codes]
  * ZkLockError`, and `err.code` says which. (An aborted acquisition rejects with AbortError.)
  */
 export declare class ZkLockError extends Error {
+  /**
+   * zklock makes these itself; a program may too (say, a fake of a lock for its own tests), with
+   * the code and the details it would carry.
+   */
+  constructor(message: string, code: ErrorCode, details?: { path?: string; zookeeperCode?: number; lostReason?: LostReason })
   readonly name: 'ZkLockError'
   code: ErrorCode
   /** The lock path the error concerns, when there is one. */
@@ -265,9 +270,12 @@ export declare class Client {
 
 /**
  * A fair, reentrant lock. Reentrancy follows the async call chain: inside `withLock` (or
- * `hold.run`), nested `withLock`/`acquire` calls on the same Lock object re-enter at once, with
- * no ZooKeeper traffic. Everywhere else each call is a contender of its own, so two independent
- * async flows exclude each other, first come first served, even on one Lock object.
+ * `hold.run`), nested `withLock`/`acquire` calls re-enter at once, with no ZooKeeper traffic, on
+ * the same Lock object or on any other Lock of the client for the path (with the same identifier
+ * and ACL: `client.lock(path)` made anew in a helper called inside itself re-enters). Through a
+ * Lock of another identifier or ACL such a call rejects with ZKLOCK_DEADLOCK at once: it would
+ * wait for itself. Everywhere else each call is a contender of its own, so two independent async
+ * flows exclude each other, first come first served, even on one Lock object.
  */
 export declare class Lock {
   private constructor()
@@ -540,5 +548,8 @@ declare const zklock: {
   perms: typeof perms
   version: typeof version
 }
-/** `import zklock from 'zklock'`: the same classes as the named exports. */
+/**
+ * `import zklock from 'zklock'`: the same classes as the named exports (also
+ * `require('zklock').default`, so that TypeScript's CommonJS output without esModuleInterop finds it).
+ */
 export default zklock

@@ -523,10 +523,66 @@ class Client {
 
 // Owner ids name async flows (made by the core: native.newOwner()); the native side keys
 // reentrancy counts by them.
+//
+// Which owner the current flow is, per lock, is one module-wide AsyncLocalStorage's: its store is
+// a chain of { table, owner, up } links, `table` a core owner table's id (shared by every Lock of
+// the client on the path and by both sides of a read/write lock), the innermost link of a table
+// the flow's owner there. One storage, not one per Lock: Node (20; 22 by default) keeps every
+// storage whose run() was ever called in a process-wide list, even once its Lock is collected,
+// and every new promise of the process walks that list.
+//
+// Even one enabled storage makes every promise of the process cost about three times as much, so
+// it is enabled only while a flow it names may still matter: while an owner that ran code through
+// it (withLock, hold.run, multiHold.run) still holds something. Once none does, it is disabled,
+// and the stores left on old async resources name owners that hold nothing and never will again
+// (owner ids are not reused, and only a holder re-enters): the core's owner table, asked at each
+// use, ignores them.
+const flows = new AsyncLocalStorage()
+// The owners that ran code through `flows` and may still hold, each with the native locks
+// (tables) it ran for.
+const running = new Map()
+
+// The current flow's owner for owner table `table`, or undefined.
+function ownerIn(table) {
+  for (let link = flows.getStore(); link !== undefined; link = link.up) {
+    if (link.table === table) return link.owner
+  }
+  return undefined
+}
+
+// Runs fn(...args) with the current flow the owner `owner` of `nativeLock`'s table. An owner
+// that holds nothing there (a hold's run() after its release) is not recorded as running: no
+// release will come to take it out (the storage stays enabled until the next owner that ran is
+// done).
+//
+// `hold`, for hold.run: the flow keeps it reachable (it is given back if collected unreleased).
+function runOwning(lock, nativeLock, table, owner, fn, args, holding = true, hold = undefined) {
+  if (holding) {
+    let natives = running.get(owner)
+    if (natives === undefined) running.set(owner, (natives = new Set()))
+    natives.add(nativeLock)
+  }
+  const up = flows.getStore()
+  const link =
+    hold === undefined && up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up, lock, hold }
+  return flows.run(link, fn, ...args)
+}
+
+// After a release by `owner`: once it holds nothing it ran code for, it is no longer running,
+// and once no owner is, the storage is disabled (see above).
+function maybeDone(owner) {
+  const natives = running.get(owner)
+  if (natives === undefined) return
+  for (const nativeLock of natives) {
+    if (nativeLock.holdsEitherSide(owner)) return
+  }
+  running.delete(owner)
+  if (running.size === 0) flows.disable()
+}
 
 // What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
 // assigned in Lock's static block, where its private fields are in scope.
-let runAs, releaseOwner, signalsOfClient, nativeOfLock, holdingOwner
+let runAs, runAsIfHolding, releaseOwner, signalsOfClient, nativeOfLock, holdingOwner
 
 class Lock {
   #native
@@ -544,15 +600,17 @@ class Lock {
   #lastId = 0
   #lastHold = null
   #others = null
-  // The owner id of the current async flow, for this lock (shared by both sides of a read/write
-  // lock: the core's owner table is, and a flow must be one owner on both for the downgrade).
-  #flows
+  // The core's owner table (see `ownerIn`): shared by the lock objects of the path and by both
+  // sides of a read/write lock (a flow must be one owner on both for the downgrade).
+  #table
   // The client's set of hold signals that may still abort.
   #signals
 
   static {
     // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
-    runAs = (lock, owner, fn, ...args) => lock.#flows.run(owner, fn, ...args)
+    runAs = (lock, owner, fn, ...args) => runOwning(lock, lock.#native, lock.#table, owner, fn, args)
+    runAsIfHolding = (lock, owner, fn, hold) =>
+      runOwning(lock, lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner), hold)
     releaseOwner = (lock, owner, caller) => lock.#releaseOwner(owner, caller)
     // Where a hold's signal registers, so that close() can deliver the loss at once.
     signalsOfClient = (lock) => lock.#signals
@@ -561,14 +619,14 @@ class Lock {
     holdingOwner = (lock) => lock.#holdingOwner()
   }
 
-  constructor(token, nativeLock, signals, flows = new AsyncLocalStorage()) {
+  constructor(token, nativeLock, signals) {
     if (token !== CONSTRUCT) throw invalid('use `client.lock(path)` to make a Lock')
     this.#native = nativeLock
     this.#key = nativeLock.key
     this.#path = nativeLock.path
     this.#mode = nativeLock.mode
     this.#signals = signals
-    this.#flows = flows
+    this.#table = nativeLock.table
   }
 
   get path() {
@@ -593,7 +651,7 @@ class Lock {
    * current flow's, if it holds this lock, or else that of the latest hold not yet released.
    */
   get state() {
-    return this.#native.statePreferring(this.#flows.getStore()) ?? null
+    return this.#native.statePreferring(ownerIn(this.#table)) ?? null
   }
 
   /** Every contender, holder first, in queue order, with the identity recorded in its node. */
@@ -662,7 +720,13 @@ class Lock {
     // Deliberately not `enterWith`: called from an async function, that would make the
     // caller's whole context the owner, and a sibling call it starts later would re-enter
     // instead of waiting its turn.
-    return this.#contend(this.#acquiringOwner(), timeoutMs, signal)
+    let owner
+    try {
+      owner = this.#acquiringOwner()
+    } catch (error) {
+      return Promise.reject(atCaller(error, callSiteOf(this.acquire)))
+    }
+    return this.#contend(owner, timeoutMs, signal)
   }
 
   /**
@@ -683,12 +747,17 @@ class Lock {
       return Promise.reject(atCaller(error, callSiteOf(this.withLock)))
     }
     if (hold !== null) {
-      const owner = this.#flows.getStore()
+      const owner = ownerIn(this.#table)
       return runThenRelease(hold, fn, (call) => runAs(this, owner, call))
     }
     // Not an async function, as `#contend`: a queued call keeps no async frame, and the function
     // runs in the native promise's own reaction (no second one).
-    const owner = this.#acquiringOwner()
+    let owner
+    try {
+      owner = this.#acquiringOwner()
+    } catch (error) {
+      return Promise.reject(atCaller(error, callSiteOf(this.withLock)))
+    }
     return this.#contend(owner, timeoutMs, signal, fn)
   }
 
@@ -705,7 +774,7 @@ class Lock {
    * of `hold.run`). Rejects with ZKLOCK_NOT_OWNER if this flow does not hold the lock.
    */
   release() {
-    const owner = this.#flows.getStore()
+    const owner = ownerIn(this.#table)
     // Outside any holder's flow there is no owner to ask the core about; inside one that does
     // not hold the lock (any more), the core rejects with ZKLOCK_NOT_OWNER.
     if (owner === undefined) {
@@ -731,25 +800,53 @@ class Lock {
       await this.#native.release(owner)
     } catch (error) {
       throw restacked(error)
+    } finally {
+      maybeDone(owner)
     }
   }
 
   // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
   // decides the acquisition (the write holder's read is a downgrade), else a new owner.
   #acquiringOwner() {
-    return this.#holdingOwner() ?? native.newOwner()
+    const holding = this.#holdingOwner()
+    if (holding !== undefined) return holding
+    this.#refuseWaitingOnItself()
+    return native.newOwner()
+  }
+
+  // A flow that holds this path through another Lock of the client that is not of this one's
+  // owner table (another identifier or ACL: Locks that agree share one, and re-enter) would queue
+  // behind its own node and wait forever: ZKLOCK_DEADLOCK at once, as the core says it of a
+  // thread (Python, C, Rust) in the same place. Two readers do not wait for each other.
+  #refuseWaitingOnItself() {
+    for (let link = flows.getStore(); link !== undefined; link = link.up) {
+      const other = link.lock
+      if (
+        link.table !== this.#table &&
+        other.path === this.#path &&
+        signalsOfClient(other) === this.#signals &&
+        !(this.#mode === 'read' && other.mode === 'read') &&
+        nativeOfLock(other).holdsEitherSide(link.owner)
+      ) {
+        throw zklockError(
+          codes.DEADLOCK,
+          "this async flow holds the path through a lock of another identifier or ACL (locks of the same identifier and ACL re-enter): it would wait for itself",
+          this.#path,
+        )
+      }
+    }
   }
 
   // The current flow's owner if it holds this lock or the other side of its read/write lock.
   #holdingOwner() {
-    const owner = this.#flows.getStore()
+    const owner = ownerIn(this.#table)
     return owner !== undefined && this.#native.holdsEitherSide(owner) ? owner : undefined
   }
 
   // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core
   // refuses: a lost hold (ZKLOCK_LOCK_LOST), a reader asking for the write side (ZKLOCK_DEADLOCK).
   #reenter() {
-    const owner = this.#flows.getStore()
+    const owner = ownerIn(this.#table)
     if (owner === undefined) return null
     const holdId = fast.reenter(this.#key, owner)
     if (holdId === 0) return null
@@ -765,7 +862,9 @@ class Lock {
       // Only this flow, which has not seen the hold yet, could have released it.
       throw zklockError(codes.NOT_OWNER, 'the hold just acquired is no longer recorded for its flow', this.#path)
     }
-    return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
+    const hold = new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
+    abandoned.register(hold, { lock: this, owner }, hold)
+    return hold
   }
 
   // What a native acquisition settles with (see NativeLock.acquire) made a Hold (false: not had),
@@ -862,9 +961,8 @@ class ReadWriteLock {
   constructor(token, nativeLock, signals) {
     if (token !== CONSTRUCT) throw invalid('use `client.readWriteLock(path)` to make a ReadWriteLock')
     this.#path = nativeLock.path
-    const flows = new AsyncLocalStorage()
-    this.#read = new Lock(CONSTRUCT, nativeLock.read(), signals, flows)
-    this.#write = new Lock(CONSTRUCT, nativeLock.write(), signals, flows)
+    this.#read = new Lock(CONSTRUCT, nativeLock.read(), signals)
+    this.#write = new Lock(CONSTRUCT, nativeLock.write(), signals)
   }
 
   get path() {
@@ -927,6 +1025,14 @@ function lostSignal(source, errorOf, signals) {
   return { controller, entry }
 }
 
+// A hold its acquirer can no longer reach (an acquire() raced against a timer and dropped, whose
+// grant came later) is given back when collected: nobody could ever release it, and it would
+// keep the lock until close(). Registered at acquisition (not at re-entry: a nested level is
+// within a flow that holds), unregistered at release.
+const abandoned = new FinalizationRegistry(({ lock, owner }) => {
+  releaseOwner(lock, owner, Hold.prototype.release).catch(() => {})
+})
+
 /** One level of a held lock, from `lock.acquire()` or given to `withLock`'s function. */
 class Hold {
   #lock
@@ -983,6 +1089,7 @@ class Hold {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this hold was already released', this.#lock.path))
     }
     this.#released = true
+    abandoned.unregister(this)
     if (this.#signalEntry !== null) signalsOfClient(this.#lock).delete(this.#signalEntry)
     return releaseOwner(this.#lock, this.#owner, this.release)
   }
@@ -993,7 +1100,7 @@ class Hold {
    */
   run(fn) {
     if (typeof fn !== 'function') throw invalid(`hold.run needs a function, got ${describe(fn)}`)
-    return runAs(this.#lock, this.#owner, fn)
+    return runAsIfHolding(this.#lock, this.#owner, fn, this)
   }
 
   /** `await using hold = await lock.acquire()` releases at the end of the block. */
@@ -1374,13 +1481,14 @@ class MultiHold {
     }
     this.#released = true
     if (this.#signalEntry !== null) this.#signals.delete(this.#signalEntry)
-    return fromCaller(this.#native.release(), callSiteOf(this.release))
+    const owner = this.#owner
+    return fromCaller(this.#native.release(), callSiteOf(this.release)).finally(() => maybeDone(owner))
   }
 
   /** Runs `fn()` as this hold's owner: calls on the member locks in it (and what it starts) re-enter. */
   run(fn) {
     if (typeof fn !== 'function') throw invalid(`multiHold.run needs a function, got ${describe(fn)}`)
-    const nested = this.#locks.reduceRight((inner, lock) => () => runAs(lock, this.#owner, inner), fn)
+    const nested = this.#locks.reduceRight((inner, lock) => () => runAsIfHolding(lock, this.#owner, inner), fn)
     return nested()
   }
 
@@ -1408,3 +1516,7 @@ module.exports = {
   perms,
   version,
 }
+// `import zklock from 'zklock'` compiled by TypeScript to CommonJS without esModuleInterop reads
+// `require('zklock').default`: the module itself, as index.d.ts declares (not enumerable, so that
+// the module's names stay those declared).
+Object.defineProperty(module.exports, 'default', { value: module.exports, enumerable: false })

@@ -930,7 +930,9 @@ zkl_result zkl_lock_free(zkl_lock *lock);
  * NULL or freed lock, a timeout below -1, or a path that holds nodes of the other recipe (a
  * mutex from zkl_lock_new where a read/write lock from zkl_rwlock_new has nodes, or the
  * reverse: the message names the node; nothing is created); ZKL_DEADLOCK for the write side of
- * a read/write lock when this owner holds its read side (at once, nothing is created);
+ * a read/write lock when this owner holds its read side, or when this owner holds the path
+ * through another lock handle (zkl_lock_new makes each its own: a second handle on a path this
+ * thread holds would wait for itself; two reads excepted), at once, nothing created;
  * ZKL_CLOSED if the client was closed; ZKL_SESSION_EXPIRED if the session expired while
  * waiting; ZKL_LOCK_LOST if this owner's existing hold was lost (release it first);
  * ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.

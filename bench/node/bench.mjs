@@ -2,7 +2,8 @@
 // parameters, against the server named by ZK_CONNECT (scripts/bench starts one). Prints one
 // JSON line with the same keys; progress goes to stderr. There is no Node ZooKeeper client to
 // measure a raw floor with, so `floor_cycles_per_s` is null. The scale workload (N promises on
-// one Lock, one Client) runs only when BENCH_WORKLOADS names it.
+// one Lock, one Client) and many_paths (a new Lock per request over BENCH_MANY_PATHS paths, one
+// Client) run only when BENCH_WORKLOADS names them.
 import { readFileSync } from 'node:fs'
 import net from 'node:net'
 import { Client } from '../../bindings-node/index.mjs'
@@ -20,6 +21,7 @@ const scaleWaiters = (process.env.BENCH_SCALE_WAITERS || '1000,5000,10000')
   .filter((n) => n.trim())
   .map(Number)
 const scaleTimeoutS = Number(process.env.BENCH_SCALE_TIMEOUT || 300)
+const manyPaths = Number(process.env.BENCH_MANY_PATHS || 1000)
 const base = `/zklock-bench/node-${process.pid}`
 
 const now = () => process.hrtime.bigint()
@@ -291,7 +293,40 @@ async function scale(client) {
   return out
 }
 
+/**
+ * Many distinct locks, as a service locks per request: one client, `manyPaths` paths, one loop
+ * per path making a new Lock for each cycle and running `withLock` with an empty function. Total
+ * cycles per second over the measured phase (after the warm-up).
+ */
+async function manyPathsCycles(client) {
+  let count = 0
+  let counting = false
+  let stop = false
+  const loops = Array.from({ length: manyPaths }, async (_, i) => {
+    const path = `${base}/many-${i}`
+    while (!stop) {
+      await client.lock(path).withLock(() => {})
+      if (counting) count++
+    }
+  })
+  await sleep(warmupS * 1000)
+  counting = true
+  const started = now()
+  await sleep(measureS * 1000)
+  const elapsed = seconds(now() - started)
+  const measured = count
+  stop = true
+  await Promise.all(loops)
+  log(`many_paths ${manyPaths}: ${(measured / elapsed).toFixed(1)} cycles/s`)
+  return measured / elapsed
+}
+
 const client = await Client.connect(connect)
+let manyPathsRate = NaN
+if (selected.includes('many_paths')) {
+  log(`many_paths: ${manyPaths} paths, a new Lock per cycle...`)
+  manyPathsRate = await manyPathsCycles(client)
+}
 let un = { cyclesPerS: NaN, acquire: [NaN], release: [NaN] }
 if (wanted('uncontended')) {
   log('uncontended...')
@@ -323,6 +358,7 @@ console.log(
     handoffs_per_s: round1(handoffs),
     reentrant_ns: round1(reentrant),
     floor_cycles_per_s: null,
+    many_paths_cycles_per_s: round1(manyPathsRate),
     ...Object.fromEntries(Object.entries(scaled).map(([k, v]) => [k, typeof v === 'number' ? round1(v) : v])),
   }),
 )

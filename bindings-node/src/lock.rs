@@ -358,6 +358,14 @@ impl NativeLock {
         self.key
     }
 
+    /// The core's owner table of this lock ([`zklock::Lock::owner_table_id`]): the same for
+    /// every lock object of the client on the path (and both sides of a read/write lock), so
+    /// that an async flow is one owner through any of them. Below 2^53: a JavaScript number.
+    #[napi(getter)]
+    pub fn table(&self) -> f64 {
+        self.lock.owner_table_id() as f64
+    }
+
     /// `owner`'s hold, if it holds the lock.
     #[napi]
     pub fn hold_of(&self, owner_id: i64) -> Option<NativeHold> {

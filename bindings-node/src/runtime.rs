@@ -13,8 +13,10 @@ use napi::{sys, Env};
 
 use crate::error;
 
-/// How long closing the clients a script forgot may delay its exit. A live server answers a
-/// CloseSession within milliseconds; an unreachable one must not hold the process hostage.
+/// How long closing the clients at exit may delay it: those a script forgot, and those whose
+/// close() was called but not awaited (`client.close(); process.exit(0)`), waited for until their
+/// CloseSession is answered. A live server answers within milliseconds; an unreachable one must
+/// not hold the process hostage.
 const EXIT_CLOSE_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Runs `future` on the runtime and settles a Promise with it on the JavaScript thread: `to_js`
@@ -322,7 +324,9 @@ pub(crate) fn register(env: &Env, shared: &Arc<Shared>) -> napi::Result<()> {
 }
 
 /// Ends every session this environment left open, each with a CloseSession, so that its lock
-/// nodes go at once rather than when the server times the session out. The JavaScript layer
+/// nodes go at once rather than when the server times the session out: closes the clients not
+/// closed, and waits for the closes in flight (a client is marked closed before its CloseSession
+/// is sent), all within [`EXIT_CLOSE_TIMEOUT`]. The JavaScript layer
 /// calls it on the process's 'exit' event (which `process.exit()` emits but which skips the
 /// cleanup hooks); the cleanup hook covers the rest (a Worker that ends, say).
 #[napi_derive::napi(js_name = "closeSessionsAtExit")]
@@ -330,12 +334,19 @@ pub fn close_all_at_exit() {
     let clients: Vec<zklock::Client> = LIVE.with(|live| {
         live.borrow_mut().drain(..).filter_map(|shared| shared.upgrade()).map(|s| s.client.clone()).collect()
     });
-    let open: Vec<_> = clients.into_iter().filter(|client| !client.is_closed()).collect();
-    if open.is_empty() {
+    if clients.is_empty() {
         return;
     }
-    napi::bindgen_prelude::block_on(async move {
-        let closing = open.iter().map(|client| tokio::time::timeout(EXIT_CLOSE_TIMEOUT, client.close()));
-        futures::future::join_all(closing).await;
-    });
+    let deadline = std::time::Instant::now() + EXIT_CLOSE_TIMEOUT;
+    let (in_flight, open): (Vec<_>, Vec<_>) = clients.into_iter().partition(zklock::Client::is_closed);
+    if !open.is_empty() {
+        napi::bindgen_prelude::block_on(async {
+            let closing = open.iter().map(|client| tokio::time::timeout_at(deadline.into(), client.close()));
+            futures::future::join_all(closing).await;
+        });
+    }
+    // Their closes run on the runtime, not on this thread: each is over by now or soon.
+    for client in &in_flight {
+        client.wait_closed(deadline);
+    }
 }

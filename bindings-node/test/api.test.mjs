@@ -4,7 +4,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
 
@@ -17,6 +19,55 @@ test('index.d.ts compiles under tsc --strict with no lib or types settings of th
   const tsc = createRequire(path.join(PKG, 'package.json')).resolve('typescript/bin/tsc')
   // Throws (with tsc's diagnostics) on any error.
   execFileSync(process.execPath, [tsc, '-p', path.join(PKG, 'test/types/tsconfig.json')], { encoding: 'utf8' })
+})
+
+// A user's program, as each setting compiles it: the default import and the named ones are the
+// same classes, and ZkLockError is constructed as it is at run time.
+const USER_PROGRAM = `import zklock, { Client, ZkLockError, codes } from 'zklock'
+const error = new ZkLockError('made by the program', codes.TIMEOUT, { path: '/p' })
+// @ts-expect-error: the constructor takes the code too
+void new ZkLockError('no code')
+console.log(JSON.stringify([typeof zklock.Client, zklock.Client === Client, error instanceof zklock.ZkLockError, error.code, error.path]))
+`
+
+test('a TypeScript program compiles and runs against the package under CommonJS and ESM settings', () => {
+  const tsc = createRequire(path.join(PKG, 'package.json')).resolve('typescript/bin/tsc')
+  // A project of its own, with the package installed as npm links it.
+  const dir = mkdtempSync(path.join(tmpdir(), 'zklock-ts-'))
+  try {
+    mkdirSync(path.join(dir, 'node_modules'))
+    symlinkSync(PKG, path.join(dir, 'node_modules', 'zklock'), 'dir')
+    const settings = [
+      ['program.ts', 'program.js', ['--module', 'commonjs', '--moduleResolution', 'node10']],
+      ['program.ts', 'program.js', ['--module', 'commonjs', '--moduleResolution', 'node10', '--esModuleInterop']],
+      ['program.cts', 'program.cjs', ['--module', 'nodenext', '--moduleResolution', 'nodenext']],
+      ['program.mts', 'program.mjs', ['--module', 'nodenext', '--moduleResolution', 'nodenext']],
+      ['program.mts', 'program.mjs', ['--module', 'es2022', '--moduleResolution', 'bundler']],
+    ]
+    for (const [source, output, flags] of settings) {
+      const what = `${source} with ${flags.join(' ')}`
+      const out = path.join(dir, 'out')
+      rmSync(out, { recursive: true, force: true })
+      writeFileSync(path.join(dir, source), USER_PROGRAM)
+      try {
+        execFileSync(process.execPath, [tsc, '--strict', '--target', 'es2022', ...flags, '--outDir', out, path.join(dir, source)], {
+          cwd: dir,
+          encoding: 'utf8',
+        })
+      } catch (error) {
+        assert.fail(`${what} does not compile: ${error.stdout}${error.stderr}`)
+      }
+      let printed
+      try {
+        printed = execFileSync(process.execPath, [path.join(out, output)], { cwd: dir, encoding: 'utf8' })
+      } catch (error) {
+        assert.fail(`${what} compiles but fails at run time: ${error.stderr}`)
+      }
+      assert.deepEqual(JSON.parse(printed), ['function', true, true, codes.TIMEOUT, '/p'], what)
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 })
 
 // What index.d.ts declares, read with the TypeScript compiler: the module's value exports, each

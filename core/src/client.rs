@@ -228,6 +228,8 @@ pub(crate) struct ClientInner {
     pub(crate) chroot: String,
     /// Wakes everything waiting when the client is closed.
     pub(crate) closed: Closed,
+    /// Whether the close that ends the session is over (see [`Client::wait_closed`]).
+    close_done: CloseDone,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) identity: Arc<HostIdentity>,
     pub(crate) node_watcher: Arc<NodeWatcher>,
@@ -342,6 +344,7 @@ impl Client {
             identities,
             chroot,
             closed,
+            close_done: CloseDone::default(),
             runtime,
             identity,
             node_watcher,
@@ -396,7 +399,9 @@ impl Client {
     /// one path (with the same identifier and ACL) are one lock: they share their holds, so an
     /// owner re-enters and releases through any of them, and a hold outlives every handle until
     /// it is released, lost, or the client closes (then `lock(path)` again finds it). Different
-    /// owners are separate contenders, as are `Lock`s with another identifier.
+    /// owners are separate contenders, as are `Lock`s with another identifier; an owner that
+    /// holds the path through one of those is refused with [`ErrorKind::Deadlock`] at once (it
+    /// would wait for itself).
     ///
     /// # Notable errors
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a valid ZooKeeper path, is the root, or
@@ -501,11 +506,27 @@ impl Client {
         for recipe in self.inner.recipes.lock().drain(..).filter_map(|recipe| recipe.upgrade()) {
             recipe.unpin();
         }
-        let session = self.inner.session.write().take();
+        let session = {
+            let mut session = self.inner.session.write();
+            let taken = session.take();
+            if taken.is_some() {
+                self.inner.close_done.taken.store(true, Ordering::Release);
+            }
+            taken
+        };
         let Some(session) = session else {
-            self.inner.publish(SessionState::Closed);
+            if self.inner.close_done.taken.load(Ordering::Acquire) {
+                // Another close() is ending the session: this one returns when that one is over,
+                // so that a close awaited after one that was not (or an exit hook) really waits.
+                self.inner.close_done.wait().await;
+            } else {
+                self.inner.publish(SessionState::Closed);
+                self.inner.close_done.finish();
+            }
             return;
         };
+        // Over when this returns, or when it is given up (the future dropped).
+        let _finish = FinishOnDrop(&self.inner.close_done);
         let mut states = session.zk.state_watcher();
         let timeout = session.timeout;
         drop(session);
@@ -520,9 +541,20 @@ impl Client {
         self.inner.publish(SessionState::Closed);
     }
 
-    /// Whether [`Client::close`] was called.
+    /// Whether [`Client::close`] was called (its CloseSession may not be sent yet: see
+    /// [`Client::wait_closed`]).
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
+    }
+
+    /// Blocks until a [`Client::close`] of this client is over (its CloseSession sent and
+    /// answered, or given up: the server silent past the session timeout, or the close dropped),
+    /// or until `deadline`; true if it was over in time. A client nobody closes is waited for
+    /// until `deadline` (false). For exit hooks, whose process would otherwise end before a close
+    /// already in flight has sent its CloseSession, leaving the session's lock nodes to the
+    /// session timeout. Blocks the calling thread: never call it on the runtime's threads.
+    pub fn wait_closed(&self, deadline: std::time::Instant) -> bool {
+        self.inner.close_done.wait_until(deadline)
     }
 
     /// Runs `callback` on this client's callback thread, after those dispatched before it: the
@@ -594,6 +626,57 @@ impl Closed {
 
     pub(crate) fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.token.cancelled()
+    }
+}
+
+/// Whether the close that ends a client's session is over: for [`Client::wait_closed`], which
+/// blocks, and for a second [`Client::close`], which awaits.
+#[derive(Default)]
+struct CloseDone {
+    /// A close() took the session: it finishes.
+    taken: AtomicBool,
+    done: parking_lot::Mutex<bool>,
+    condvar: parking_lot::Condvar,
+    notify: tokio::sync::Notify,
+}
+
+impl CloseDone {
+    fn finish(&self) {
+        *self.done.lock() = true;
+        self.condvar.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    fn wait_until(&self, deadline: std::time::Instant) -> bool {
+        let mut done = self.done.lock();
+        while !*done {
+            if self.condvar.wait_until(&mut done, deadline).timed_out() {
+                return *done;
+            }
+        }
+        true
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if *self.done.lock() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Finishes a [`CloseDone`] when dropped: at the end of the close that took the session, or when
+/// that close is given up.
+struct FinishOnDrop<'a>(&'a CloseDone);
+
+impl Drop for FinishOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
     }
 }
 
@@ -680,6 +763,28 @@ impl ClientInner {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_closed()
+    }
+
+    /// Whether `owner` holds `recipe`'s path through another of this client's recipes of its kind
+    /// (another identifier or ACL, or a separate handle: handles that agree share one recipe), in
+    /// a way an acquisition in `mode` through `recipe` would queue behind. (A recipe of the other
+    /// kind on the path is refused when its nodes are found.)
+    pub(crate) fn holds_path_elsewhere(
+        &self,
+        recipe: &crate::engine::Recipe,
+        owner: &crate::Owner,
+        mode: crate::policy::Mode,
+    ) -> bool {
+        let others: Vec<_> = self
+            .recipes
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|other| {
+                other.serial != recipe.serial && other.path == recipe.path && other.read_write == recipe.read_write
+            })
+            .collect();
+        others.iter().any(|other| other.owners.holds_against(owner, mode))
     }
 
     /// The session timeout of the current session, or the one asked for.

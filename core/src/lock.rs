@@ -114,6 +114,15 @@ impl Lock {
         Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
     }
 
+    /// The id of the owner table that counts this handle's holds: the same for every handle of
+    /// this client on the path (with the same identifier and ACL, see [`crate::Client::lock`])
+    /// and for both sides of a read/write lock, distinct from every other table's in the process
+    /// (never reused). An owner holds or re-enters a lock through any handle of its table; a
+    /// binding whose owners are async flows names them per table.
+    pub fn owner_table_id(&self) -> u64 {
+        self.recipe.serial
+    }
+
     /// The lock path, relative to the client's chroot.
     pub fn path(&self) -> &str {
         &self.recipe.path
@@ -467,6 +476,20 @@ impl Lock {
         let path = self.path();
         if self.recipe.client.is_closed() && !self.recipe.owners.holds_any(owner) {
             return Err(self.recipe.closed_error());
+        }
+        if claim
+            && !self.recipe.owners.holds_any(owner)
+            && self.recipe.client.holds_path_elsewhere(&self.recipe, owner, self.mode)
+        {
+            // It would queue behind its own node, and wait forever.
+            return Err(crate::Error::new(
+                crate::ErrorKind::Deadlock,
+                format!(
+                    "owner {} holds this path through a lock of another identifier or ACL: it would wait for itself (one owner re-enters only through locks of the same identifier and ACL)",
+                    owner.label()
+                ),
+            )
+            .with_path(path));
         }
         let entered = match claim {
             true => Some(self.recipe.owners.enter(owner, self.mode, path)?),

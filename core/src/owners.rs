@@ -507,6 +507,15 @@ impl OwnerTable {
         self.slots.lock().iter().any(|s| s.owner == owner.id && s.held.is_some())
     }
 
+    /// Whether `owner` holds here what an acquisition in `mode` of another table on the same
+    /// path would queue behind: anything but a read, when that acquisition is a read too.
+    pub(crate) fn holds_against(&self, owner: &Owner, mode: Mode) -> bool {
+        self.slots
+            .lock()
+            .iter()
+            .any(|s| s.owner == owner.id && s.held.is_some() && !(mode == Mode::Read && s.mode == Mode::Read))
+    }
+
     /// The holds in `mode`, with their owners (lost holds included: they wait for a release).
     pub(crate) fn holds(&self, mode: Mode) -> Vec<(u64, Hold)> {
         let slots = self.slots.lock();

@@ -674,3 +674,52 @@ async fn handles_for_one_path_share_their_holds() {
     drop(other);
     client.close().await;
 }
+
+/// One owner (a thread, a task) and one path through two handles (issue 47): handles that agree
+/// (identifier, ACL) share its hold and re-enter; a handle of another identifier, or a separate
+/// one (C's), would queue behind the owner's own node and wait for ever: refused at once with
+/// Deadlock, nothing queued. Two reads do not wait for each other, and another owner waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owner_through_a_second_handle_re_enters_or_is_refused_as_a_deadlock() {
+    let client = client().await;
+    let observer = observer().await;
+    let path = unique_path("second-handle");
+    let owner = Owner::new(1);
+    let outer = client.lock(&path).unwrap().acquire(&owner).await.unwrap();
+    let same = tokio::time::timeout(Duration::from_secs(5), client.lock(&path).unwrap().acquire(&owner))
+        .await
+        .expect("a handle that agrees re-enters at once")
+        .unwrap();
+    for options in [
+        LockOptions { identifier: Some("other".into()), ..Default::default() },
+        LockOptions { separate: true, ..Default::default() },
+    ] {
+        let other = client.lock_with(&path, options).unwrap();
+        let refused = tokio::time::timeout(Duration::from_secs(5), other.acquire(&owner))
+            .await
+            .expect("refused at once, not queued behind itself")
+            .map(|_| ())
+            .expect_err("refused");
+        assert_eq!(refused.kind(), ErrorKind::Deadlock, "{refused}");
+        assert_eq!(children(&observer, &path).await.len(), 1, "nothing queued");
+    }
+    // Another owner through another identifier queues, as ever.
+    let other =
+        client.lock_with(&path, LockOptions { identifier: Some("other".into()), ..Default::default() }).unwrap();
+    let waiting = tokio::spawn(async move { other.acquire(&Owner::new(2)).await.unwrap().release().await.unwrap() });
+    wait_children(&observer, &path, 2).await;
+    same.release().await.unwrap();
+    outer.release().await.unwrap();
+    waiting.await.unwrap();
+
+    let rw = format!("{path}-rw");
+    let read = client.read_write_lock(&rw).unwrap().read().acquire(&owner).await.unwrap();
+    let rw_other =
+        client.read_write_lock_with(&rw, LockOptions { identifier: Some("b".into()), ..Default::default() }).unwrap();
+    let second_read =
+        tokio::time::timeout(Duration::from_secs(5), rw_other.read().acquire(&owner)).await.unwrap().unwrap();
+    let write = rw_other.write().acquire(&owner).await.map(|_| ()).expect_err("a write behind its own read");
+    assert_eq!(write.kind(), ErrorKind::Deadlock, "{write}");
+    second_read.release().await.unwrap();
+    read.release().await.unwrap();
+}

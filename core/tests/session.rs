@@ -94,3 +94,42 @@ fn sockets_connected_to(server: std::net::SocketAddr) -> Vec<i32> {
     }
     found
 }
+
+/// A close in flight, as an exit hook finds it (issue 47): `wait_closed` blocks until its
+/// CloseSession is answered, and a second `close()` awaits the first rather than returning while
+/// the session's nodes are still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_closed_and_a_second_close_wait_for_the_close_in_flight() {
+    let path = unique_path("wait-closed");
+    let observer = observer().await;
+    for second_close in [false, true] {
+        let client = client().await;
+        let lock = client.lock(&path).unwrap();
+        let _guard = lock.acquire(&Owner::new(1)).await.unwrap();
+        wait_children(&observer, &path, 1).await;
+        if !second_close {
+            // Nobody closes it: false at the deadline.
+            let waiting = client.clone();
+            let deadline = std::time::Instant::now() + Duration::from_millis(100);
+            assert!(!tokio::task::spawn_blocking(move || waiting.wait_closed(deadline)).await.unwrap());
+        }
+        let closing = tokio::spawn({
+            let client = client.clone();
+            async move { client.close().await }
+        });
+        // The first close has taken the session, and not yet had its CloseSession answered.
+        while client.session_id().is_some() {
+            tokio::task::yield_now().await;
+        }
+        if second_close {
+            client.close().await;
+        } else {
+            let waiting = client.clone();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            assert!(tokio::task::spawn_blocking(move || waiting.wait_closed(deadline)).await.unwrap());
+        }
+        // The server deletes a session's ephemerals before it answers the CloseSession.
+        assert_eq!(children(&observer, &path).await, Vec::<String>::new(), "second close: {second_close}");
+        closing.await.unwrap();
+    }
+}

@@ -37,6 +37,9 @@ pub(crate) struct Recipe {
     /// protected lock decides only by listings of that path (see `check_path_acl`).
     pub(super) acl_checked: parking_lot::Mutex<Option<PathVersion>>,
     pub(crate) owners: OwnerTable,
+    /// This recipe's number, distinct among the recipes of the process (see
+    /// [`crate::Lock::owner_table_id`]).
+    pub(crate) serial: u64,
     /// The lost callbacks of the holds in `owners` ([`crate::Lock::on_lost`]).
     pub(crate) lost: Arc<LostCallbacks>,
     /// Whether a create under the path has succeeded (and no NoNode said otherwise since). Until
@@ -53,7 +56,7 @@ pub(crate) struct Recipe {
     /// `listing_after`). Kept until the next replaces it: one listing per lock object.
     pub(super) shared_listing: parking_lot::Mutex<Option<SharedListing>>,
     /// A read/write lock (else a mutex): the kind the client's handles for the path share.
-    pub(super) read_write: bool,
+    pub(crate) read_write: bool,
     /// A handle of its own (`LockOptions::separate`): never shared.
     pub(super) separate: bool,
     /// For a protected semaphore's internal mutex and lease parent: the semaphore's path, made
@@ -64,6 +67,9 @@ pub(crate) struct Recipe {
     /// at the last release, and when the client closes.
     pub(super) pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
 }
+
+/// The next [`Recipe::serial`].
+static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Recipe {
     /// Refuses a path and identifier that could not fit in a request, whoever the owner.
@@ -84,6 +90,7 @@ impl Recipe {
             zk_acl,
             acl_checked: parking_lot::Mutex::new(None),
             owners: OwnerTable::default(),
+            serial: NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             lost: Arc::default(),
             path_known: AtomicBool::new(false),
             kinds_checked: AtomicBool::new(false),
