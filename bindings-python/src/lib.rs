@@ -70,7 +70,7 @@ mod _native {
     #[pymodule_export]
     use super::_command;
     #[pymodule_export]
-    use super::callbacks::{Finished, _callback_pipe, _take_callback, _unraisable};
+    use super::callbacks::{_callback_pipe, _take_callback, _unraisable, Finished};
     #[pymodule_export]
     use super::client::Client;
     #[pymodule_export]

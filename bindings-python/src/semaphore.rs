@@ -387,9 +387,7 @@ impl Leases {
         let inner = self.core(py)?;
         let callback = callbacks::callback(callback);
         self.watchers.lock().push(callback.clone());
-        watch_first_loss(&inner.client, &inner.holds, callback, |py, reason, _| {
-            PyTuple::new(py, [reason])
-        });
+        watch_first_loss(&inner.client, &inner.holds, callback, |py, reason, _| PyTuple::new(py, [reason]));
         Ok(())
     }
 

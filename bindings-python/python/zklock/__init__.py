@@ -31,6 +31,7 @@ from typing import (
     Any,
     Awaitable,
     Callable,
+    Coroutine,
     Dict,
     Generic,
     Iterator,
@@ -435,7 +436,7 @@ class Lock(_native.Lock):
 
     # --------------------------------------------------------------- asyncio
 
-    def acquire_async(self, timeout: Optional[float] = None) -> Awaitable[bool]:
+    def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, bool]:
         """Acquires for the task that calls this (not the one that awaits the result, such as
         the inner task of ``asyncio.wait_for`` or ``gather``). ``timeout``: None waits forever, 0
         only tries. The awaitable gives False if not acquired in time.
@@ -447,7 +448,7 @@ class Lock(_native.Lock):
         loop = asyncio.get_running_loop()
         future: "asyncio.Future[bool]" = loop.create_future()
 
-        def done(ok: bool, value: Any) -> None:  # on a runtime thread, holding the GIL
+        def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
             try:
                 loop.call_soon_threadsafe(_settle_acquire, future, ok, value, self, owner)
             except RuntimeError:  # the loop is closed: nobody will use the lock, give it back
@@ -956,7 +957,7 @@ class MultiLock(_native.MultiLock):
         native = super().acquire(timeout, blocking)
         return None if native is None else MultiGuard(native)
 
-    def acquire_async(self, timeout: Optional[float] = None) -> Awaitable[MultiGuard]:
+    def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, MultiGuard]:
         """As ``acquire``, without blocking the event loop, for the task that calls this (not the
         one that awaits the result, such as the inner task of ``asyncio.wait_for`` before Python
         3.12): that task re-enters the member locks. Cancelling the awaiting task releases what
@@ -1025,7 +1026,7 @@ async def _acquire_async(start: Callable[[Callable[[bool, Any], None]], _native.
     loop = asyncio.get_running_loop()
     future: "asyncio.Future[Any]" = loop.create_future()
 
-    def done(ok: bool, value: Any) -> None:  # on a runtime thread, holding the GIL
+    def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
         try:
             loop.call_soon_threadsafe(_settle_held, future, ok, value)
         except RuntimeError:  # the loop is closed: nobody will use it, give it back
