@@ -1,10 +1,15 @@
 //! `zklock._native.Client`: one ZooKeeper session at a time, shared by every lock made from it.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 use zklock::{ClientOptions, GssapiOptions, SaslOptions};
 
 use crate::callbacks::{self, Callback};
@@ -15,6 +20,38 @@ use crate::runtime::{self, ForkSafe};
 pub(crate) struct Client {
     pub(crate) inner: ForkSafe<zklock::Client>,
     pub(crate) hosts: String,
+    /// The `on_state_change` registrations, by key: the callable (cleared when unregistered or
+    /// collected) and the task that reports to it.
+    states: Mutex<HashMap<u64, (Callback, tokio::task::AbortHandle)>>,
+    next_key: AtomicU64,
+}
+
+/// Said of a client collected unclosed, as Python says of an unclosed file: its session (and the
+/// locks it holds) would otherwise last as long as the process.
+impl Drop for Client {
+    fn drop(&mut self) {
+        let Some(client) = self.inner.get_here() else { return };
+        if client.is_closed() {
+            return;
+        }
+        let client = client.clone();
+        closing(runtime::handle().spawn(async move { client.close().await }));
+        crate::semaphore::warn_collected_unreleased(c"zklock.Client collected unclosed: closed now");
+    }
+}
+
+/// Closes begun by a collected client, which the exit hook waits for.
+static CLOSING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+fn closing(task: tokio::task::JoinHandle<()>) {
+    let mut closing = CLOSING.lock();
+    closing.retain(|task| !task.is_finished());
+    closing.push(task);
+}
+
+/// The closes begun by collected clients and not yet finished, for the exit hook.
+pub(crate) fn take_closing() -> Vec<tokio::task::JoinHandle<()>> {
+    std::mem::take(&mut *CLOSING.lock())
 }
 
 impl Client {
@@ -207,7 +244,12 @@ impl Client {
                 return Err(err);
             }
         }
-        Ok(Client { inner: ForkSafe::new(client), hosts: hosts.to_owned() })
+        Ok(Client {
+            inner: ForkSafe::new(client),
+            hosts: hosts.to_owned(),
+            states: Mutex::new(HashMap::new()),
+            next_key: AtomicU64::new(0),
+        })
     }
 
     /// The connect string this client was made with.
@@ -250,24 +292,54 @@ impl Client {
     }
 
     /// Calls `callback(state)` on each session state change, on the client's callback thread
-    /// (in order, after the client's earlier callbacks) holding the GIL.
-    fn on_state_change(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+    /// (in order, after the client's earlier callbacks) holding the GIL. Returns a key for
+    /// `_cancel_state_change`.
+    fn on_state_change(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<u64> {
         if !callback.bind(py).is_callable() {
             return Err(invalid_argument(py, &self.hosts, "on_state_change needs a callable"));
         }
         let client = self.core(py)?.clone();
         let mut changes = client.state_changes();
         let callback: Callback = callbacks::callback(callback);
-        runtime::handle().spawn(async move {
+        let reported = callback.clone();
+        let task = runtime::handle().spawn(async move {
             while let Some(state) = changes.next().await {
-                if !runtime::python_alive() {
-                    return;
-                }
                 let name = state.as_str();
-                callbacks::dispatch(&client, callback.clone(), move |callback| callback.call1((name,)).map(drop));
+                callbacks::dispatch(&client, reported.clone(), move |py| PyTuple::new(py, [name]));
             }
         });
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        self.states.lock().insert(key, (callback, task.abort_handle()));
+        Ok(key)
+    }
+
+    /// Unregisters the `on_state_change` callback of `key`: it is not called again (but for a
+    /// call already running), and nothing of it is kept. Idempotent.
+    fn _cancel_state_change(&self, py: Python<'_>, key: u64) {
+        let registration = self.states.lock().remove(&key);
+        if let Some((callback, task)) = registration {
+            task.abort();
+            callback.clear(py);
+        }
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(states) = self.states.try_lock() {
+            for (callback, _) in states.values() {
+                callback.traverse(&visit)?;
+            }
+        }
         Ok(())
+    }
+
+    fn __clear__(&self) {
+        let states = std::mem::take(&mut *self.states.lock());
+        Python::attach(|py| {
+            for (callback, task) in states.into_values() {
+                task.abort();
+                callback.clear(py);
+            }
+        });
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

@@ -23,6 +23,12 @@ use pyo3::prelude::*;
 /// out (waiting at most a second for the servers), then stops runtime threads from entering
 /// Python again. The runtime itself is left running: the process is about to end, and shutting it
 /// down could wait on sessions.
+///
+/// Threads still blocked in zklock calls are stopped from returning into Python first (they stay
+/// blocked rather than wake up to raise ClosedError into an exiting interpreter), and those
+/// already returning are waited for (see `runtime::set_exiting`). Callbacks and asyncio
+/// completions go on: they run on the package's callback threads, Python threads, so exit
+/// handlers after this one may still use zklock's asyncio API.
 #[pyfunction]
 fn _at_exit(py: Python<'_>, clients: Vec<Bound<'_, client::Client>>) {
     let open: Vec<zklock::Client> = clients
@@ -31,14 +37,18 @@ fn _at_exit(py: Python<'_>, clients: Vec<Bound<'_, client::Client>>) {
         .filter(|client| !client.is_closed())
         .cloned()
         .collect();
-    // First, so that threads still blocked in zklock calls stay blocked rather than wake up to
-    // raise ClosedError into an exiting interpreter.
-    runtime::set_exiting();
-    if !open.is_empty() {
-        let closing = futures::future::join_all(open.iter().map(|client| client.close()));
+    runtime::set_exiting(py, AT_EXIT_CLOSE_TIMEOUT);
+    // Clients collected unclosed were closed in the background: their closes are waited for too.
+    let collected = client::take_closing();
+    if !open.is_empty() || !collected.is_empty() {
+        let closing = futures::future::join(
+            futures::future::join_all(open.iter().map(|client| client.close())),
+            futures::future::join_all(collected),
+        );
         let handle = runtime::handle();
-        py.detach(|| handle.block_on(async { tokio::time::timeout(AT_EXIT_CLOSE_TIMEOUT, closing).await }))
-            .unwrap_or_default();
+        let _ = runtime::detach(py, || {
+            handle.block_on(async { tokio::time::timeout(AT_EXIT_CLOSE_TIMEOUT, closing).await })
+        });
     }
 }
 
@@ -50,7 +60,7 @@ const AT_EXIT_CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// expects (see `zklock/__main__.py`).
 #[pyfunction]
 fn _command(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
-    py.detach(|| zklock_cli::main(argv))
+    runtime::detach(py, || zklock_cli::main(argv))
 }
 
 #[pymodule(gil_used = true)]
@@ -59,6 +69,8 @@ mod _native {
     use super::_at_exit;
     #[pymodule_export]
     use super::_command;
+    #[pymodule_export]
+    use super::callbacks::{_callback_pipe, _take_callback, _unraisable, Finished};
     #[pymodule_export]
     use super::client::Client;
     #[pymodule_export]

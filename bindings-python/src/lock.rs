@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
@@ -143,9 +144,9 @@ pub(crate) fn wait_for(py: Python<'_>, path: &str, timeout: Option<f64>) -> PyRe
 
 /// Tells `done` how a background call ended: `done(True, value)` or `done(False, exception)`.
 fn report(done: Callback, result: zklock::Result<bool>) {
-    callbacks::call_soon(done, move |done| match result {
-        Ok(value) => done.call1((true, value)).map(drop),
-        Err(err) => done.call1((false, to_py(done.py(), &err).into_value(done.py()))).map(drop),
+    callbacks::call_soon(done, move |py| match result {
+        Ok(value) => (true, value).into_pyobject(py),
+        Err(err) => (false, to_py(py, &err).into_value(py)).into_pyobject(py),
     });
 }
 
@@ -166,8 +167,9 @@ pub(crate) struct Lock {
     /// `"exclusive"`, `"read"` or `"write"` (core's `Mode::as_str`), kept here so that it can be
     /// read in a forked child too.
     mode: &'static str,
-    /// The `on_lost` subscriptions, by the key `on_lost` returned; `None` once cancelled.
-    lost: Mutex<Vec<Option<zklock::LostSubscription>>>,
+    /// The `on_lost` subscriptions and their callables, by the key `_on_lost` returned (removed
+    /// when cancelled) and the next key.
+    lost: Mutex<(std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>, usize)>,
 }
 
 impl Lock {
@@ -432,18 +434,44 @@ impl Lock {
             return Err(invalid_argument(py, &self.path, "on_lost needs a callable"));
         }
         let callback = callbacks::callback(callback);
+        let called = callback.clone();
         let subscription = self.core(py)?.on_lost(move |_owner, reason| {
-            callbacks::run_now(callback.clone(), |callback| callback.call1((reason.as_str(),)).map(drop));
+            callbacks::run_now(called.clone(), move |py| PyTuple::new(py, [reason.as_str()]));
         });
         let mut lost = self.lost.lock();
-        lost.push(Some(subscription));
-        Ok(lost.len() - 1)
+        let key = lost.1;
+        lost.1 += 1;
+        lost.0.insert(key, (subscription, callback));
+        Ok(key)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.client)?;
+        if let Some(lost) = self.lost.try_lock() {
+            for (_, callback) in lost.0.values() {
+                callback.traverse(&visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let lost = std::mem::take(&mut self.lost.lock().0);
+        Python::attach(|py| {
+            for (subscription, callback) in lost.into_values() {
+                drop(subscription);
+                callback.clear(py);
+            }
+        });
     }
 
     /// Unregisters the `on_lost` callback of `key`; idempotent.
-    fn _cancel_on_lost(&self, key: usize) {
-        let subscription = self.lost.lock().get_mut(key).and_then(Option::take);
-        drop(subscription);
+    fn _cancel_on_lost(&self, py: Python<'_>, key: usize) {
+        let registration = self.lost.lock().0.remove(&key);
+        if let Some((subscription, callback)) = registration {
+            drop(subscription);
+            callback.clear(py);
+        }
     }
 
     /// Every contender, holders first, in queue order (blocking): of a read/write lock, readers

@@ -5,6 +5,7 @@
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use pyo3::{PyTraverseError, PyVisit};
 use zklock::{Hold, Member};
 
 use crate::callbacks;
@@ -67,6 +68,10 @@ impl MultiLock {
 
 #[pymethods]
 impl MultiLock {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self._members.iter().try_for_each(|member| visit.call(member))
+    }
+
     /// Several locks taken together, in one canonical order (by path, then kind), all or none.
     /// Sends nothing.
     #[new]
@@ -155,6 +160,8 @@ struct GuardInner {
 #[pyclass(frozen, module = "zklock._native")]
 pub(crate) struct MultiGuard {
     inner: ForkSafe<GuardInner>,
+    /// The `on_lost` callables, for the garbage collector.
+    watchers: Mutex<Vec<callbacks::Callback>>,
 }
 
 impl Drop for MultiGuard {
@@ -172,7 +179,10 @@ impl MultiGuard {
             .into_iter()
             .map(|(member, holds)| (member.path().to_owned(), member.kind().as_str(), holds))
             .collect();
-        MultiGuard { inner: ForkSafe::new(GuardInner { guard: Mutex::new(Some(guard)), holds, client }) }
+        MultiGuard {
+            inner: ForkSafe::new(GuardInner { guard: Mutex::new(Some(guard)), holds, client }),
+            watchers: Mutex::default(),
+        }
     }
 
     fn core(&self, py: Python<'_>) -> PyResult<&GuardInner> {
@@ -187,6 +197,20 @@ impl MultiGuard {
 
 #[pymethods]
 impl MultiGuard {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(watchers) = self.watchers.try_lock() {
+            for callback in watchers.iter() {
+                callback.traverse(&visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let watchers = std::mem::take(&mut *self.watchers.lock());
+        Python::attach(|py| watchers.iter().for_each(|callback| callback.clear(py)));
+    }
+
     /// The members in canonical order: `(path, kind)`.
     #[getter]
     fn members(&self, py: Python<'_>) -> PyResult<Vec<(String, &'static str)>> {
@@ -244,9 +268,10 @@ impl MultiGuard {
             return Ok(());
         };
         let callback = callbacks::callback(callback);
+        self.watchers.lock().push(callback.clone());
         inner.client.on_member_lost(loss, move |lost| {
-            callbacks::run_now(callback, |callback| {
-                callback.call1((lost.path.as_str(), lost.kind.as_str(), lost.reason.as_str())).map(drop)
+            callbacks::run_now(callback, move |py| {
+                (lost.path.as_str(), lost.kind.as_str(), lost.reason.as_str()).into_pyobject(py)
             });
         });
         Ok(())

@@ -8,6 +8,7 @@ use std::task::Poll;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::callbacks::{self, Callback};
 use crate::error::to_py;
@@ -19,10 +20,20 @@ type Running<T> = Arc<Mutex<Option<Pin<Box<dyn Future<Output = T> + Send>>>>>;
 #[pyclass(frozen, module = "zklock._native")]
 pub(crate) struct AsyncOp {
     cancel: ForkSafe<Box<dyn Fn() + Send + Sync>>,
+    /// The completion callable, for the garbage collector.
+    done: Callback,
 }
 
 #[pymethods]
 impl AsyncOp {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.done.traverse(&visit)
+    }
+
+    fn __clear__(&self) {
+        Python::attach(|py| self.done.clear(py));
+    }
+
     /// Drops the acquisition if it has not finished, here and now: core removes what it made
     /// (in the background). In a forked child it does nothing: the task is the parent's.
     fn cancel(&self, py: Python<'_>) {
@@ -42,6 +53,7 @@ where
     C: for<'py> FnOnce(Python<'py>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
     let done: Callback = callbacks::callback(done);
+    let kept = done.clone();
     let running: Running<zklock::Result<T>> = Arc::new(Mutex::new(Some(Box::pin(acquire))));
     let polled = running.clone();
     let task = runtime::handle().spawn(async move {
@@ -52,17 +64,15 @@ where
         .await;
         // Not awaited: once acquired, `done` must learn it even if this task is aborted.
         if let Some(result) = result {
-            callbacks::call_soon(done, move |done| {
-                let py = done.py();
-                match result {
-                    Ok(value) => done.call1((true, into_py(py, value)?)).map(drop),
-                    Err(err) => done.call1((false, to_py(py, &err).into_value(py))).map(drop),
-                }
+            callbacks::call_soon(done, move |py| match result {
+                Ok(value) => (true, into_py(py, value)?).into_pyobject(py),
+                Err(err) => (false, to_py(py, &err).into_value(py)).into_pyobject(py),
             });
         }
     });
     let abort = task.abort_handle();
     AsyncOp {
+        done: kept,
         cancel: ForkSafe::new(Box::new(move || {
             // Taken out before dropped: dropping runs core's clean-up, outside the mutex.
             let acquisition = running.lock().take();

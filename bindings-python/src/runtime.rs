@@ -5,7 +5,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::pin::pin;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -18,8 +18,12 @@ static AT_FORK: AtomicBool = AtomicBool::new(false);
 /// sessions, and refuse to work, or even to drop their Rust side, in the child (see [`ForkSafe`]).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Set at interpreter exit: from then on no runtime thread enters Python again.
+/// Set at interpreter exit (by `_at_exit`): from then on no thread returns into Python from a
+/// native frame of ours but the one running the exit hooks (see [`detach`]).
 static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Threads between [`detach`]'s check of [`EXITING`] and holding the GIL again.
+static ENTERING: AtomicUsize = AtomicUsize::new(0);
 
 /// How long a blocking call waits with the GIL released before it looks for signals (Ctrl-C).
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
@@ -35,16 +39,6 @@ pub(crate) fn handle() -> &'static Handle {
     start()
 }
 
-thread_local! {
-    static RUNTIME_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether this is one of the runtime's threads (workers and blocking pool), which are never
-/// attached to the interpreter but inside `Python::try_attach`.
-pub(crate) fn on_runtime_thread() -> bool {
-    RUNTIME_THREAD.with(std::cell::Cell::get)
-}
-
 #[cold]
 fn start() -> &'static Handle {
     // A flag, not a `Once`: a `Once` caught mid-call by fork() would block the child forever.
@@ -55,7 +49,6 @@ fn start() -> &'static Handle {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("zklock-runtime")
-        .on_thread_start(|| RUNTIME_THREAD.with(|ours| ours.set(true)))
         .build()
         .expect("the zklock runtime starts");
     let fresh = Box::into_raw(Box::new(runtime));
@@ -78,6 +71,9 @@ fn start() -> &'static Handle {
 /// new clients in the child work; only objects inherited from the parent do not.
 extern "C" fn forget_after_fork() {
     RUNTIME.store(ptr::null_mut(), Ordering::Release);
+    crate::callbacks::forget_after_fork();
+    // Threads of the parent's that were entering do not exist here.
+    ENTERING.store(0, Ordering::SeqCst);
     GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
@@ -114,19 +110,52 @@ impl<T> Drop for ForkSafe<T> {
     }
 }
 
-/// Whether runtime threads may still call into Python (false once the interpreter is exiting).
-pub(crate) fn python_alive() -> bool {
-    !EXITING.load(Ordering::Acquire)
-}
-
-/// Marks the interpreter as exiting; called on the thread that runs the exit hooks.
-pub(crate) fn set_exiting() {
+/// Marks the interpreter as exiting, on the thread that runs the exit hooks, and waits (at most
+/// `bound`, with the GIL released) for the threads already past [`detach`]'s check to hold the
+/// GIL again. From then on any other thread that would return into Python from one of our native
+/// frames parks there for good: once the interpreter finalizes, CPython ends a thread that waits
+/// for the GIL with `pthread_exit`, and that unwinding through our Rust frames crashed the
+/// process. Threads inside Python code then are only in CPython's frames (a blocking call of
+/// ours either returned, or has not yet let go of its thread).
+pub(crate) fn set_exiting(py: Python<'_>, bound: Duration) {
     let _ = EXIT_THREAD.set(std::thread::current().id());
-    EXITING.store(true, Ordering::Release);
+    EXITING.store(true, Ordering::SeqCst);
+    detach(py, || {
+        let deadline = std::time::Instant::now() + bound;
+        while ENTERING.load(Ordering::SeqCst) != 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
 }
 
 /// The thread running the exit hooks: later hooks may still use zklock there.
 static EXIT_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
+/// `py.detach(f)`, for every native call that lets go of the GIL: unless the interpreter is
+/// exiting, when only the exit hooks' thread may take the GIL back here; another thread (a daemon
+/// thread still blocked in a zklock call at exit) parks for good instead, and the process ends
+/// around it. The check and the count of threads past it pair with [`set_exiting`]'s flag and
+/// wait (sequentially consistent): a thread either sees the flag or is waited for.
+pub(crate) fn detach<T, F>(py: Python<'_>, f: F) -> T
+where
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    let output = py.detach(|| {
+        let output = f();
+        ENTERING.fetch_add(1, Ordering::SeqCst);
+        if EXITING.load(Ordering::SeqCst) && EXIT_THREAD.get() != Some(&std::thread::current().id()) {
+            ENTERING.fetch_sub(1, Ordering::SeqCst);
+            std::mem::forget(output);
+            loop {
+                std::thread::park();
+            }
+        }
+        output
+    });
+    ENTERING.fetch_sub(1, Ordering::SeqCst);
+    output
+}
 
 /// Runs `future` to completion with the GIL released, without interruption: for calls that must
 /// not be cut short, such as a release (dropping it could leave the node behind until the session
@@ -136,18 +165,7 @@ where
     F: Future + Send,
     F::Output: Send,
 {
-    py.detach(|| unless_exiting(handle().block_on(future)))
-}
-
-/// Passes `output` back to the Python thread that waited for it, unless the interpreter is
-/// exiting: then the thread (a daemon thread still blocked at exit, whose call failed because the
-/// exit hook closed its client) parks for good instead of raising into a finalizing interpreter,
-/// and the process ends around it.
-fn unless_exiting<T>(output: T) -> T {
-    while !python_alive() && EXIT_THREAD.get() != Some(&std::thread::current().id()) {
-        std::thread::park();
-    }
-    output
+    detach(py, || handle().block_on(future))
 }
 
 /// Runs `future` to completion for a blocking Python call.
@@ -166,9 +184,8 @@ where
     let handle = handle();
     loop {
         // The timer is made inside block_on: it needs the runtime's context.
-        let slice = py.detach(|| {
-            let slice = handle.block_on(async { tokio::time::timeout(SIGNAL_CHECK_INTERVAL, future.as_mut()).await });
-            unless_exiting(slice)
+        let slice = detach(py, || {
+            handle.block_on(async { tokio::time::timeout(SIGNAL_CHECK_INTERVAL, future.as_mut()).await })
         });
         match slice {
             Ok(output) => return Ok(output),

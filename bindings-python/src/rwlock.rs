@@ -3,6 +3,7 @@
 //! owner table: that is what lets the write holder read, and refuses a reader's write.
 
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use zklock::LockOptions;
 
 use crate::client::Client;
@@ -34,6 +35,10 @@ impl ReadWriteLock {
 
 #[pymethods]
 impl ReadWriteLock {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.client)
+    }
+
     /// A read/write lock on `path` (nothing is sent until a side is first acquired).
     #[new]
     #[pyo3(signature = (client, path, *, identifier = None, acl = None))]

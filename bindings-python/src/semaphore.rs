@@ -4,6 +4,8 @@
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3::{PyTraverseError, PyVisit};
 use zklock::{Hold, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
 
 use crate::callbacks::{self, Callback};
@@ -50,6 +52,10 @@ fn leases_into_py(py: Python<'_>, client: zklock::Client, path: String, leases: 
 
 #[pymethods]
 impl Semaphore {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.client)
+    }
+
     /// A counting semaphore on `path`: at most `max_leases` at once, or as many as the shared
     /// count at `shared_count_path` says (made with `seed` if missing); `acl` on every node it
     /// makes, as a lock's. Sends nothing.
@@ -251,10 +257,10 @@ impl SemaphoreParticipants {
 /// `holds` is lost (never once they are released); `index` says which hold.
 pub(crate) fn watch_first_loss<F>(client: &zklock::Client, holds: &[Hold], callback: Callback, call: F)
 where
-    F: for<'py> FnOnce(&Bound<'py, PyAny>, &'static str, usize) -> PyResult<()> + Send + 'static,
+    F: for<'py> FnOnce(Python<'py>, &'static str, usize) -> PyResult<Bound<'py, PyTuple>> + Send + 'static,
 {
     client.on_first_loss(holds.to_vec(), move |index, reason| {
-        callbacks::run_now(callback, |callback| call(callback, reason.as_str(), index));
+        callbacks::run_now(callback, move |py| call(py, reason.as_str(), index));
     });
 }
 
@@ -282,6 +288,8 @@ pub(crate) struct Leases {
     inner: ForkSafe<LeasesInner>,
     path: String,
     nodes: Vec<String>,
+    /// The `on_lost` callables, for the garbage collector.
+    watchers: Mutex<Vec<Callback>>,
 }
 
 impl Leases {
@@ -289,7 +297,7 @@ impl Leases {
         let holds: Vec<Hold> = leases.holds();
         let nodes = leases.leases().iter().map(|lease| lease.node_name().to_owned()).collect();
         let inner = LeasesInner { leases: Mutex::new(Some(leases)), holds, client };
-        Leases { inner: ForkSafe::new(inner), path, nodes }
+        Leases { inner: ForkSafe::new(inner), path, nodes, watchers: Mutex::default() }
     }
 
     fn core(&self, py: Python<'_>) -> PyResult<&LeasesInner> {
@@ -313,6 +321,20 @@ impl Drop for Leases {
 
 #[pymethods]
 impl Leases {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(watchers) = self.watchers.try_lock() {
+            for callback in watchers.iter() {
+                callback.traverse(&visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let watchers = std::mem::take(&mut *self.watchers.lock());
+        Python::attach(|py| watchers.iter().for_each(|callback| callback.clear(py)));
+    }
+
     /// The semaphore's path.
     #[getter]
     fn path(&self) -> &str {
@@ -363,9 +385,9 @@ impl Leases {
     /// Calls `callback(reason)` once, when the first of these leases is lost.
     fn _watch(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         let inner = self.core(py)?;
-        watch_first_loss(&inner.client, &inner.holds, callbacks::callback(callback), |callback, reason, _| {
-            callback.call1((reason,)).map(drop)
-        });
+        let callback = callbacks::callback(callback);
+        self.watchers.lock().push(callback.clone());
+        watch_first_loss(&inner.client, &inner.holds, callback, |py, reason, _| PyTuple::new(py, [reason]));
         Ok(())
     }
 

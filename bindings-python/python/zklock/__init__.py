@@ -23,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import sys
+import threading
 import weakref
 from types import TracebackType
 from typing import (
     Any,
     Awaitable,
     Callable,
+    Coroutine,
     Dict,
     Generic,
     Iterator,
@@ -164,6 +167,72 @@ class _Subscription:
         self._callback = None
 
 
+# The callback threads: Python threads that run what the runtime hands to Python (user callbacks
+# and asyncio completions; see bindings-python/src/callbacks.rs), so that no thread of zklock's
+# own ever enters the interpreter. One is idle at any time (started when the last idle one takes
+# a job, exiting when another is idle): a user callback that blocks holds up only its own
+# client's later callbacks. Made in the process that first makes a client (again after a fork).
+_callbacks_lock = threading.Lock()
+_callbacks_pid = -1
+_callbacks_idle = 0
+_callbacks_pipe = -1
+
+
+def _start_callback_thread() -> bool:
+    global _callbacks_idle
+    thread = threading.Thread(target=_callback_worker, args=(_callbacks_pipe,), name="zklock-callbacks", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # "can't create new thread at interpreter shutdown": the others go on
+        return False
+    _callbacks_idle += 1
+    return True
+
+
+def _ensure_callback_threads() -> None:
+    global _callbacks_pid, _callbacks_pipe, _callbacks_idle
+    if _callbacks_pid == os.getpid():
+        return
+    with _callbacks_lock:
+        if _callbacks_pid == os.getpid():
+            return
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        _callbacks_pipe, _callbacks_idle = read, 0
+        if _start_callback_thread():
+            _callbacks_pid = os.getpid()
+            _native._callback_pipe(write)
+
+
+def _callback_worker(pipe: int) -> None:
+    global _callbacks_idle
+    take = _native._take_callback
+    while True:
+        job = take()
+        if job is None:
+            os.read(pipe, 1)  # the interpreter may end this thread here, at exit: CPython's frames only
+            continue
+        callable_, args, finished = job
+        if callable_ is None:  # a reference to let go of, here
+            del job, args
+            continue
+        with _callbacks_lock:
+            _callbacks_idle -= 1
+            if _callbacks_idle == 0:
+                _start_callback_thread()
+        try:
+            callable_(*args)
+        except BaseException as exc:  # noqa: B036 - reported, as the interpreter reports an exception in __del__
+            _native._unraisable(exc, callable_)
+            del exc
+        # Its turn is over: the client's next callback may run.
+        del job, callable_, args, finished
+        with _callbacks_lock:
+            if _callbacks_idle > 0:
+                return
+            _callbacks_idle += 1
+
+
 class Client(_native.Client):
     """A ZooKeeper client: one session at a time, shared by every lock made from it.
 
@@ -229,18 +298,23 @@ class Client(_native.Client):
         ``use_ssl`` and the TLS arguments after it: see the class."""
         # The native constructor connected already; this only registers for the exit hook.
         _open_clients.add(self)
+        _ensure_callback_threads()
 
     def on_state_change(self, callback: Callable[[str], Any]) -> Callable[[], None]:
         """Calls ``callback(state)`` on each session state change (``"connected"``,
         ``"disconnected"``, ``"expired"``, ``"auth_failed"``, ``"closed"``), on the client's
         callback thread (in order, after the client's earlier callbacks), holding the GIL.
         Returns a function that unregisters it: once it returns, ``callback`` is not called
-        again (but for a call already running)."""
-        if not callable(callback):
-            super().on_state_change(callback)  # refused there, with the binding's message
-        subscription = _Subscription(callback)
-        super().on_state_change(subscription)
-        return subscription.cancel
+        again (but for a call already running), and nothing of the registration is kept."""
+        key = super().on_state_change(callback)  # a callable, or refused there
+        client = weakref.ref(self)
+
+        def cancel() -> None:
+            alive = client()
+            if alive is not None:
+                alive._cancel_state_change(key)
+
+        return cancel
 
     def lock(self, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None) -> "Lock":
         """A fair, reentrant lock on ``path`` (nothing is sent until the first acquisition).
@@ -300,6 +374,16 @@ def _close_at_exit() -> None:
     _native._at_exit(list(_open_clients))
 
 
+def _after_fork_in_child() -> None:
+    # The child has no callback threads (made again with its first client), and the lock may
+    # have been held by one of the parent's.
+    global _callbacks_pid, _callbacks_lock
+    _callbacks_pid, _callbacks_lock = -1, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 async def _decided(acquired: bool, started: "list[bool]") -> bool:
     """An acquisition decided at the call, as the coroutine ``Lock.acquire_async`` always gives."""
     started[0] = True
@@ -352,7 +436,7 @@ class Lock(_native.Lock):
 
     # --------------------------------------------------------------- asyncio
 
-    def acquire_async(self, timeout: Optional[float] = None) -> Awaitable[bool]:
+    def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, bool]:
         """Acquires for the task that calls this (not the one that awaits the result, such as
         the inner task of ``asyncio.wait_for`` or ``gather``). ``timeout``: None waits forever, 0
         only tries. The awaitable gives False if not acquired in time.
@@ -364,7 +448,7 @@ class Lock(_native.Lock):
         loop = asyncio.get_running_loop()
         future: "asyncio.Future[bool]" = loop.create_future()
 
-        def done(ok: bool, value: Any) -> None:  # on a runtime thread, holding the GIL
+        def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
             try:
                 loop.call_soon_threadsafe(_settle_acquire, future, ok, value, self, owner)
             except RuntimeError:  # the loop is closed: nobody will use the lock, give it back
@@ -539,14 +623,13 @@ class Lock(_native.Lock):
         Returns a function that unregisters ``callback``: once it returns, ``callback`` is not
         called again (but for a call already running). It stays registered until then, or until
         this ``Lock`` object is collected."""
-        if not callable(callback):
-            self._on_lost(callback)  # refused there, with the binding's message
-        subscription = _Subscription(callback)
-        key = self._on_lost(subscription)
+        key = self._on_lost(callback)  # a callable, or refused there
+        lock = weakref.ref(self)
 
         def cancel() -> None:
-            subscription.cancel()
-            self._cancel_on_lost(key)
+            alive = lock()
+            if alive is not None:
+                alive._cancel_on_lost(key)
 
         return cancel
 
@@ -874,7 +957,7 @@ class MultiLock(_native.MultiLock):
         native = super().acquire(timeout, blocking)
         return None if native is None else MultiGuard(native)
 
-    def acquire_async(self, timeout: Optional[float] = None) -> Awaitable[MultiGuard]:
+    def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, MultiGuard]:
         """As ``acquire``, without blocking the event loop, for the task that calls this (not the
         one that awaits the result, such as the inner task of ``asyncio.wait_for`` before Python
         3.12): that task re-enters the member locks. Cancelling the awaiting task releases what
@@ -943,7 +1026,7 @@ async def _acquire_async(start: Callable[[Callable[[bool, Any], None]], _native.
     loop = asyncio.get_running_loop()
     future: "asyncio.Future[Any]" = loop.create_future()
 
-    def done(ok: bool, value: Any) -> None:  # on a runtime thread, holding the GIL
+    def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
         try:
             loop.call_soon_threadsafe(_settle_held, future, ok, value)
         except RuntimeError:  # the loop is closed: nobody will use it, give it back
