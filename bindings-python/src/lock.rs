@@ -169,8 +169,11 @@ pub(crate) struct Lock {
     mode: &'static str,
     /// The `on_lost` subscriptions and their callables, by the key `_on_lost` returned (removed
     /// when cancelled) and the next key.
-    lost: Mutex<(std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>, usize)>,
+    lost: Mutex<LostSubscriptions>,
 }
+
+/// A lock's `on_lost` subscriptions with their callables, by key, and the next key.
+type LostSubscriptions = (std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>, usize);
 
 impl Lock {
     pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {

@@ -386,11 +386,21 @@ async fn a_handoff_between_clients_sends_nothing() {
     assert!(!behind.is_finished(), "the next in line holds");
 
     // Any request from it but a ping, from here until it holds, would cut its connection.
-    proxy.cut_on_next_request_matching(false, |frame| request_op(frame) != Some(11));
+    let sent = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    proxy.cut_on_next_request_matching(false, {
+        let sent = sent.clone();
+        move |frame| {
+            let op = request_op(frame);
+            if op != Some(11) {
+                sent.lock().push(op);
+            }
+            op != Some(11)
+        }
+    });
     next_guard.release().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(10), behind).await.expect("it gets the lock").unwrap();
     proxy.disarm();
-    assert_eq!(proxy.request_cuts(), 0, "the handoff sent a request");
+    assert_eq!(proxy.request_cuts(), 0, "the handoff sent a request (op codes {:?})", sent.lock());
     assert_eq!(guard.hold().node_path(), own);
     assert_eq!(children(&observer, path).await, vec![queue[2].clone()]);
     guard.release().await.unwrap();

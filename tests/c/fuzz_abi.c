@@ -256,6 +256,21 @@ static bool others_hold(int i, int o) {
   return false;
 }
 
+/* Whether owner o holds lock i's path through another handle of the same client (each
+ * zkl_lock_new is a table of its own; the two sides of a read/write pair share one), of the same
+ * family (mutex, or read/write), in a way an acquisition through i would queue behind (anything
+ * but two reads): core refuses that acquisition as a deadlock, at once. */
+static bool holds_elsewhere(int i, int o) {
+  for (int j = 0; j < n_locks; j++) {
+    if (j == i || j == locks[i].partner || locks[j].path != locks[i].path || locks[j].client != locks[i].client) continue;
+    if (locks[j].client_closed || !locks[j].count[o]) continue;
+    if ((locks[j].kind == MUTEX) != (locks[i].kind == MUTEX)) continue;
+    if (locks[i].kind == READ && locks[j].kind == READ) continue;
+    return true;
+  }
+  return false;
+}
+
 /* ------------------------------------------------------------------ argument generators */
 
 /* The C type of a live handle's state, or NULL. */
@@ -1455,6 +1470,11 @@ static void call_acquire(void) {
       if (dirty) e.allowed |= BIT(ZKL_DEADLOCK) | BIT(ZKL_LOCK_LOST);
     } else if (l->count[o]) {
       e.allowed = BIT(ZKL_OK);
+    } else if ((partner < 0 || !locks[partner].count[o]) && holds_elsewhere(i, o)) {
+      if (may_wait) timeout = 0; /* were the model wrong, never wait for ever on itself */
+      e.allowed = BIT(ZKL_DEADLOCK);
+      if (dirty) e.allowed |= BIT(ZKL_OK) | BIT(ZKL_TIMEOUT);
+      if (paths[l->path].mixed) e.allowed |= BIT(ZKL_INVALID_ARGUMENT) | BIT(ZKL_TIMEOUT);
     } else if (l->kind == WRITE && partner >= 0 && locks[partner].count[o]) {
       e.allowed = BIT(ZKL_DEADLOCK);
     } else if (l->kind == READ && partner >= 0 && locks[partner].count[o] && !locks[partner].client_closed) {
