@@ -128,12 +128,18 @@ impl Session {
 /// connection whose other direction is dead) and whatever state it reports (a handshake can
 /// fail after the server said connected). That margin covers the clocks (the boot clock here,
 /// the servers' monotonic clocks there: rates apart by parts per million) with room to spare;
-/// a read of a hold's state checks the deadline itself, so the holder hears at once. In an
-/// ensemble the leader expires sessions, and a follower passes its touches on to it every half
-/// tick: one that fails before passing on the last touch leaves the leader with an earlier
-/// one, no older than the receipt of the send before (at most 2/20 T earlier: see below) nor
-/// than the half tick. So the margin T/10 is what that case needs, to the letter: pinging more
-/// rarely, or trusting for longer, would not be sound there.
+/// a read of a hold's state checks the deadline itself, so the holder hears at once.
+///
+/// What this does not cover, on an ensemble (where the leader expires sessions and a follower
+/// passes its clients' touches on to it only when the leader pings it, every half tick h):
+/// a follower that fails before passing the last touches on leaves the leader with older ones,
+/// by up to h plus the gap between answered sends (2/20 T): 100 ms with the test kit's 200 ms
+/// tick, up to 1 s with ZooKeeper's default 2 s tick, beyond the margin T/10 there. And a
+/// follower cut off from its leader (or a paused leader) keeps answering its clients' pings
+/// for up to syncLimit x tickTime, while the leader expires their sessions from the touches it
+/// had: the holder then trusts a session the leader has ended, for up to that long (5 s in the
+/// test kit; 4.1 s past the margin for a 10 s session). Both need a proof of the leader's
+/// touch the client cannot see today; core/tests/outages.rs has the failing test (ignored).
 ///
 /// Liveness. The client pings after one tick (T/20) without a send, checked each
 /// tick, so while the server answers, the latest answered send is at most 2/20 T old. A server

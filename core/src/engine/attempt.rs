@@ -253,18 +253,42 @@ impl Drop for Attempt {
 
 /// Deletes a node of ours: a known one, or an attempt's node found by its uuid prefix (and owned
 /// by this session) when the create's outcome is unknown. Retries across connection loss until
-/// the node is gone, the session is over (the node goes with it) or the client is closed.
+/// the node is gone, the session is over (the node goes with it) or the client is closed. A
+/// server that keeps refusing (a request cut off eight times in a row) is asked again
+/// after a pause, for as long as the session lives: giving up there would leave the node behind
+/// a live session, holding the lock for no one.
 pub(super) async fn remove_node(client: Arc<ClientInner>, session: Arc<Session>, mut node: NodeName) {
-    let requests = Requests::new(&client, &session, None);
-    if node.node().is_none() {
-        match find_mine(&requests, node.lock_path(), node.prefix()).await {
-            Ok(Ok(Some(ours))) => node.found(&ours.name),
+    let mut pause = REFUSED_PAUSE_MIN;
+    loop {
+        // A fresh count of losses each round.
+        let requests = Requests::new(&client, &session, None);
+        let outcome = match node.node() {
+            Some(known) => requests.retry(|| session.zk.delete(known, None)).await.map(|_| ()),
+            None => match find_mine(&requests, node.lock_path(), node.prefix()).await {
+                Ok(Ok(Some(ours))) => {
+                    node.found(&ours.name);
+                    continue;
+                }
+                // None of ours, or an answer that settles it (the lock path gone, no rights).
+                Ok(_) => Ok(()),
+                Err(stop) => Err(stop),
+            },
+        };
+        match outcome {
+            Err(Stop::Refused) => {
+                tokio::time::sleep(pause.min(session.timeout / 4)).await;
+                pause = (pause * 2).min(REFUSED_PAUSE_MAX);
+            }
+            // Answered (deleted, already gone, or refused by an answer), or the session or the
+            // client is over: the node is gone or goes with the session.
             _ => return,
         }
     }
-    let node = node.node().expect("known or found");
-    let _ = requests.retry(|| session.zk.delete(node, None)).await;
 }
+
+/// The pauses between rounds of a background delete the server keeps refusing.
+const REFUSED_PAUSE_MIN: Duration = Duration::from_millis(100);
+const REFUSED_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

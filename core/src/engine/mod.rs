@@ -66,7 +66,18 @@ impl Recipe {
         let (send_turn, create_slot, session) = {
             // Uncontended, neither step below waits: taken at once, with no future boxed for it.
             let at_once = !wait.is_over();
-            // Acquisitions begun earlier may still be establishing a session or creating the path.
+            // A session to queue on (a new one, after a waiter's ended), within the deadline too;
+            // before the turns, so that an acquisition waiting out an outage for one (a forever
+            // wait does, round after round) keeps no turn from a try or a timed acquisition.
+            let live = if at_once { self.client.live_session(&self.path)? } else { None };
+            let session = match live {
+                Some(session) => session,
+                None => match Box::pin(wait.within(self.client.session_waiting(&self.path, wait.forever()))).await {
+                    Some(session) => session?,
+                    None => return Ok(None),
+                },
+            };
+            // Acquisitions begun earlier may still be creating the path.
             // (A free turn has no one queued for it: tokio's mutex hands a released turn straight to
             // the next in line.)
             let free_turn = if at_once { self.client.send_order.try_lock().ok() } else { None };
@@ -84,15 +95,6 @@ impl Recipe {
                 Some(slot) => slot,
                 None => match Box::pin(wait.within(self.client.create_slot())).await {
                     Some(slot) => slot,
-                    None => return Ok(None),
-                },
-            };
-            // A session to queue on (a new one, after a waiter's ended), within the deadline too.
-            let live = if at_once { self.client.live_session(&self.path)? } else { None };
-            let session = match live {
-                Some(session) => session,
-                None => match Box::pin(wait.within(self.client.session_waiting(&self.path, wait.forever()))).await {
-                    Some(session) => session?,
                     None => return Ok(None),
                 },
             };
