@@ -66,7 +66,7 @@ test('a forever acquisition of every recipe outlasts an outage longer than the c
     await held.release()
     await proxy.command('pass')
     await within(Promise.all([...outcomes.values()].map((o) => o.promise)), PATIENCE_MS, 'every acquisition')
-    console.log(`all held ${((performance.now() - t0) / 1000).toFixed(1)} s after the outage began`)
+    console.log(`all settled ${((performance.now() - t0) / 1000).toFixed(1)} s after the outage began`)
     for (const [what, outcome] of outcomes) {
       assert.equal(outcome.error, undefined, `${what} holds once the server is back`)
       assert.ok(outcome.value, `${what} holds once the server is back: ${outcome.value}`)

@@ -118,7 +118,7 @@ def test_forever_outlasts_an_outage_longer_than_the_connect_timeout_and_the_sess
             for outcome in outcomes.values():
                 while not outcome.done.is_set() and time.monotonic() < deadline:
                     await asyncio.sleep(0.05)
-            print(f"all held {time.monotonic() - t0:.1f} s after the outage began")
+            print(f"waited for them until {time.monotonic() - t0:.1f} s after the outage began")
             for what, outcome in outcomes.items():
                 assert outcome.done.is_set(), f"{what} holds within {PATIENCE} s of the server's return"
                 assert outcome.value is True or isinstance(outcome.value, zklock.MultiGuard), (

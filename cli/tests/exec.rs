@@ -907,9 +907,15 @@ fn an_exec_without_w_outlasts_an_outage_longer_than_the_connect_timeout_and_the_
     proxy.cut();
     // The fault itself: an outage this long.
     std::thread::sleep(OUTAGE);
-    for (what, running) in [("the mutex's exec", &mut mutex), ("the lease's exec", &mut lease)] {
-        assert!(!running.exited(), "{what} exited during the outage; it waits forever");
-    }
+    let still_waiting = |what: &str, mut running: Running| {
+        if running.exited() {
+            let (status, stderr) = running.finish();
+            panic!("{what} exited during the outage ({status}), though it waits forever: {stderr}");
+        }
+        running
+    };
+    let mutex = still_waiting("the mutex's exec", mutex);
+    let lease = still_waiting("the lease's exec", lease);
 
     observer.release(held);
     scratch.touch("go");
