@@ -897,8 +897,8 @@ fn an_exec_without_w_outlasts_an_outage_longer_than_the_connect_timeout_and_the_
         r#"echo started >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.02; done"#,
     ));
     scratch.wait_for_line("log", "started");
-    let mut mutex = Running::start(exec(&proxied, &timeouts, &scratch.path, &scratch.dir, runs));
-    let mut lease =
+    let mutex = Running::start(exec(&proxied, &timeouts, &scratch.path, &scratch.dir, runs));
+    let lease =
         Running::start(exec(&proxied, &[&timeouts[..], &["--max", "1"]].concat(), &semaphore_path, &scratch.dir, runs));
     observer.wait_contenders(&scratch.path, 2);
     observer.wait_semaphore_parts(&semaphore_path, 2, 1);
