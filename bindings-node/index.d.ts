@@ -193,7 +193,10 @@ export interface LockOptions {
 export interface AcquireOptions {
   /**
    * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `false`,
-   * `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes.
+   * `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes,
+   * also through ZooKeeper outages of any length: when the session ends meanwhile, the
+   * acquisition tries for a new one again after each `connectTimeoutMs` and queues again on it,
+   * and never rejects with ZKLOCK_TIMEOUT (only `signal` or `client.close()` ends it early).
    */
   timeoutMs?: number
   /** Aborting rejects with an AbortError once the attempt's node is removed (as a timeout resolves). */
@@ -295,7 +298,7 @@ export declare class Lock {
   readonly state: Exclude<HoldState, 'released'> | null
   /**
    * Resolves to a Hold, or to `false` if `timeoutMs` passed first (so without a `timeoutMs`, to a
-   * Hold). Inside `withLock`/`hold.run` of this lock it re-enters; anywhere else it is a new
+   * Hold, however long that takes: through outages and new sessions). Inside `withLock`/`hold.run` of this lock it re-enters; anywhere else it is a new
    * contender. Rejects with an AbortError if `signal` aborts.
    */
   acquire(options?: AcquireOptions & { timeoutMs?: undefined }): Promise<Hold>
@@ -430,7 +433,8 @@ export declare class Semaphore {
   participants(): Promise<SemaphoreParticipants>
   /**
    * Resolves to the leases, or to `false` if `timeoutMs` passed first (one deadline for all of
-   * them; every node of the attempt removed). Rejects with an AbortError if `signal` aborts.
+   * them; every node of the attempt removed); without a `timeoutMs`, to the leases, however long
+   * that takes (through outages and new sessions). Rejects with an AbortError if `signal` aborts.
    */
   acquire(options?: LeaseAcquireOptions & { timeoutMs?: undefined }): Promise<Leases>
   acquire(options: LeaseAcquireOptions): Promise<Leases | false>
@@ -498,7 +502,8 @@ export declare class MultiLock {
   readonly members: readonly MemberInfo[]
   /**
    * Resolves to a MultiHold, or to `false` if `timeoutMs` passed first (`0`: each member tried
-   * once), with what was taken released. Rejects with an AbortError if `signal` aborts.
+   * once), with what was taken released; without a `timeoutMs`, to a MultiHold, however long that
+   * takes (through outages and new sessions). Rejects with an AbortError if `signal` aborts.
    */
   acquire(options?: AcquireOptions & { timeoutMs?: undefined }): Promise<MultiHold>
   acquire(options: AcquireOptions): Promise<MultiHold | false>

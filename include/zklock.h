@@ -214,7 +214,8 @@ typedef enum {
   ZKL_OK = 0,
   /**
    * The lock was not obtained in time (including a try, timeout 0, that found it held), or
-   * no session could be established within the connect timeout.
+   * no session could be established within the connect timeout (by zkl_client_connect, or by
+   * an acquisition with a timeout; one with -1 tries again instead, as long as it takes).
    */
   ZKL_TIMEOUT = 1,
   /**
@@ -362,7 +363,9 @@ typedef struct {
    */
   int64_t session_timeout_ms;
   /**
-   * How long zkl_client_connect tries to establish the session, in ms. 0: 10000.
+   * How long zkl_client_connect tries to establish the session, in ms (an acquisition with a
+   * timeout that needs a new session tries as long too; one with -1 tries again after it, as
+   * long as it takes). 0: 10000.
    */
   int64_t connect_timeout_ms;
   /**
@@ -919,6 +922,11 @@ zkl_result zkl_lock_free(zkl_lock *lock);
  * processes and threads. A thread that holds it already only counts up (release as often), with
  * no ZooKeeper traffic. An attempt that times out or fails leaves no node behind.
  *
+ * -1 means forever, also through ZooKeeper outages of any length: when the session ends
+ * meanwhile, the acquisition tries for a new one again after each connect timeout and queues
+ * again on it; it never returns ZKL_TIMEOUT. Only closing the client, zkl_lock_cancel or
+ * zkl_lock_free ends such a wait early.
+ *
  * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT). While one
  * thread waits here, others may use the same lock and client, or close the client (this then
  * returns ZKL_CLOSED).
@@ -1086,7 +1094,8 @@ zkl_result zkl_multi_lock_member(const zkl_multi_lock *multi, size_t index, cons
 
 /**
  * Acquires every member for the calling thread, all or nothing, waiting at most timeout_ms for
- * all of them (one deadline): -1 waits as long as it takes, 0 tries each member once. Each
+ * all of them (one deadline): -1 waits as long as it takes (through outages and new sessions,
+ * as zkl_lock_acquire's -1), 0 tries each member once. Each
  * member is taken by its own recipe (its lock's queue, its semaphore's mutex and leases), so it
  * stays fair with everyone else on its path. On a timeout, a cancel or an error, what was taken
  * is released in reverse order and the member being acquired removes its own nodes.
@@ -1317,8 +1326,8 @@ zkl_result zkl_semaphore_new_with(zkl_client *client, const char *path, const zk
 
 /**
  * Acquires n leases, all or nothing, waiting at most timeout_ms for all of them (one deadline):
- * -1 waits as long as it takes, 0 only tries (they fit now and nobody holds the semaphore's
- * mutex). Fair: acquirers are served in the order they queue at the mutex, across processes
+ * -1 waits as long as it takes (through outages and new sessions, as zkl_lock_acquire's -1), 0
+ * only tries (they fit now and nobody holds the semaphore's mutex). Fair: acquirers are served in the order they queue at the mutex, across processes
  * and languages (a later one that would fit does not pass an earlier one that does not). On a
  * timeout, a cancel or an error no lease node and no mutex node is left. Not reentrant: a
  * thread that holds leases and acquires again takes more.

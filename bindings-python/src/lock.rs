@@ -299,7 +299,8 @@ impl Lock {
     }
 
     /// As `threading.RLock.acquire`, for the calling thread. Blocks with the GIL released;
-    /// Ctrl-C raises KeyboardInterrupt and removes the attempt's node.
+    /// Ctrl-C raises KeyboardInterrupt and removes the attempt's node. No timeout (-1 or None)
+    /// waits as long as it takes, through ZooKeeper outages and new sessions.
     #[pyo3(signature = (blocking = Truthy(true), timeout = Some(-1.0)), text_signature = "(self, /, blocking=True, timeout=-1)")]
     fn acquire(&self, py: Python<'_>, blocking: Truthy, timeout: Option<f64>) -> PyResult<bool> {
         let wait = rlock_wait(py, &self.path, blocking.0, timeout)?;

@@ -59,6 +59,11 @@ zklock itself dies, COMMAND gets SIGTERM: the lock lasts up to --session-timeout
 a terminal, COMMAND gets the terminal, as a shell gives it to a job: it can read it, Ctrl-C
 reaches it, and Ctrl-Z stops it and zklock.
 
+Without -w or -n, exec waits for the lock as long as it takes, also through ZooKeeper outages of
+any length: when its session ends meanwhile it tries for a new one again after each
+--connect-timeout and queues again on it, never giving up. Only starting is bounded: no session
+within --connect-timeout at start exits {unavailable}.
+
 While waiting on a terminal, one line on stderr says how many are ahead and who holds the lock.
 
 Exit status:
@@ -136,7 +141,8 @@ pub struct Taking {
     /// Do not wait: if the lock is held, exit at once with the conflict code
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
-    /// Wait at most SECS (connecting included), then exit with the conflict code
+    /// Wait at most SECS (connecting included), then exit with the conflict code; without it,
+    /// wait as long as it takes, through outages and new sessions
     #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// The exit code when the lock was not had with -n or -w

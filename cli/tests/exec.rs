@@ -69,6 +69,11 @@ impl Running {
         self.child.id() as i32
     }
 
+    /// Whether zklock has exited (it is reaped then, and `finish` still gives its status).
+    fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     fn signal(&self, signal: i32) {
         // SAFETY: kill has no memory effects; the child is not reaped yet, so its pid is its own.
         assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
@@ -864,4 +869,68 @@ fn a_waiter_gets_a_lease_when_the_shared_count_rises() {
         assert_eq!(status.code(), Some(0), "{stderr}");
     }
     observer.runtime.block_on(zk.delete(&count, None)).unwrap();
+}
+
+/// Issue 44 item 6: without -w an exec waits as long as it takes. Two execs through a proxy (a 2 s
+/// session, a 1 s connect timeout) wait, one for the mutex a client of the test holds, one for
+/// the lease of a semaphore (max 1) another exec holds; then the proxy cuts them off for longer
+/// than their session and several connect timeouts. Neither may exit during the outage (before
+/// issue 44 each exited 69, "no session within the connect timeout"); once the server is
+/// reachable again and the holders are gone, each runs its COMMAND, on a new session, and exits 0.
+#[test]
+fn an_exec_without_w_outlasts_an_outage_longer_than_the_connect_timeout_and_the_session() {
+    const OUTAGE: Duration = Duration::from_secs(6);
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new("forever");
+    let semaphore_path = format!("{}-semaphore", scratch.path);
+    let timeouts = ["--session-timeout", "2", "--connect-timeout", "1"];
+    let runs = r#"echo "$ZKLOCK_PATH $ZKLOCK_SESSION_ID" >> "$D/ran""#;
+
+    let held = observer.hold(&scratch.path, "holder");
+    let lease_holder = Running::start(exec(
+        &connect,
+        &["--max", "1"],
+        &semaphore_path,
+        &scratch.dir,
+        r#"echo started >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.02; done"#,
+    ));
+    scratch.wait_for_line("log", "started");
+    let mutex = Running::start(exec(&proxied, &timeouts, &scratch.path, &scratch.dir, runs));
+    let lease =
+        Running::start(exec(&proxied, &[&timeouts[..], &["--max", "1"]].concat(), &semaphore_path, &scratch.dir, runs));
+    observer.wait_contenders(&scratch.path, 2);
+    observer.wait_semaphore_parts(&semaphore_path, 2, 1);
+    let session_before = format!("{:#x}", observer.contenders(&scratch.path)[1].session_id);
+
+    proxy.cut();
+    // The fault itself: an outage this long.
+    std::thread::sleep(OUTAGE);
+    let still_waiting = |what: &str, mut running: Running| {
+        if running.exited() {
+            let (status, stderr) = running.finish();
+            panic!("{what} exited during the outage ({status}), though it waits forever: {stderr}");
+        }
+        running
+    };
+    let mutex = still_waiting("the mutex's exec", mutex);
+    let lease = still_waiting("the lease's exec", lease);
+
+    observer.release(held);
+    scratch.touch("go");
+    proxy.pass();
+    for (what, running) in
+        [("the lease holder", lease_holder), ("the mutex's exec", mutex), ("the lease's exec", lease)]
+    {
+        let (status, stderr) = running.finish();
+        assert_eq!(status.code(), Some(0), "{what} ran its COMMAND: {stderr}");
+    }
+    let ran = scratch.read("ran");
+    assert_eq!(ran.lines().count(), 2, "both COMMANDs ran: {ran}");
+    let mutex_ran = format!("{} ", scratch.path);
+    let session = ran.lines().find_map(|line| line.strip_prefix(&mutex_ran)).expect("the mutex's COMMAND ran");
+    assert_ne!(session, session_before, "the mutex's exec held on a new session");
+    observer.wait_contenders(&scratch.path, 0);
+    observer.wait_semaphore_parts(&semaphore_path, 0, 0);
 }

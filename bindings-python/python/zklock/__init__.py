@@ -430,6 +430,10 @@ class Lock(_native.Lock):
     ``await release_async()``, ``async with lock:``, ``async with lock.hold(timeout=...)``.
     Cancelling the task removes its attempt's node; the event loop never blocks.
 
+    No timeout (None, or -1) waits as long as it takes, also through ZooKeeper outages of any
+    length: when the session ends meanwhile the acquisition tries for a new one again after each
+    connect timeout and queues again on it; it never raises ``LockTimeout``.
+
     ``mode`` is ``"exclusive"`` for the mutex of ``client.lock``, ``"read"`` or ``"write"`` for
     the sides of a ``ReadWriteLock``, which are Locks in every other respect.
     """
@@ -438,8 +442,9 @@ class Lock(_native.Lock):
 
     def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, bool]:
         """Acquires for the task that calls this (not the one that awaits the result, such as
-        the inner task of ``asyncio.wait_for`` or ``gather``). ``timeout``: None waits forever, 0
-        only tries. The awaitable gives False if not acquired in time.
+        the inner task of ``asyncio.wait_for`` or ``gather``). ``timeout``: None waits forever
+        (through outages and new sessions: see the class), 0 only tries. The awaitable gives
+        False if not acquired in time.
 
         The acquisition begins at the call: the creates of one client's acquisitions reach the
         server in the order the calls were made."""
@@ -528,7 +533,7 @@ class Lock(_native.Lock):
     def hold(self, timeout: Optional[float] = None) -> "_Hold":
         """A context manager (``with`` or ``async with``) that acquires, raising ``LockTimeout``
         (a ``TimeoutError``) if the lock is not obtained within ``timeout`` seconds (None waits
-        forever), and releases on exit. It gives the lock's fencing token."""
+        forever, through outages and new sessions), and releases on exit. It gives the lock's fencing token."""
         return _Hold(self, timeout)
 
     def _caller_owners(self) -> Iterator[_native.Owner]:
@@ -814,8 +819,9 @@ class Semaphore(_native.Semaphore):
     def acquire(self, n: int = 1, timeout: Optional[float] = None, blocking: bool = True) -> Optional[Leases]:
         """Acquires ``n`` leases, all or nothing, and returns them (a context manager). Blocks
         with the GIL released; Ctrl-C raises KeyboardInterrupt and removes every node the
-        attempt made. ``timeout`` in seconds (None or -1: forever; 0: one try) raises
-        ``LockTimeout`` (a ``TimeoutError``) when it passes. ``blocking=False`` tries once and
+        attempt made. ``timeout`` in seconds (None or -1: forever, through ZooKeeper outages and
+        new sessions, as a lock's; 0: one try) raises ``LockTimeout`` (a ``TimeoutError``) when it
+        passes. ``blocking=False`` tries once and
         returns None if the leases do not fit now (or another acquirer is at the mutex). These
         are kazoo's ``Semaphore.acquire(blocking, timeout)`` rules, giving the leases for True
         (a lock's ``acquire`` gives False on a timeout; ``hold`` raises, as here).
@@ -827,7 +833,7 @@ class Semaphore(_native.Semaphore):
 
     async def acquire_async(self, n: int = 1, timeout: Optional[float] = None) -> Leases:
         """As ``acquire``, without blocking the event loop: ``LockTimeout`` once ``timeout``
-        passes (None waits forever). Cancelling the task removes every node the attempt made
+        passes (None waits forever, through outages and new sessions). Cancelling the task removes every node the attempt made
         (and gives back leases acquired just as it was cancelled)."""
         return Leases(await _acquire_async(lambda done: self._acquire_async(n, timeout, done)))
 
@@ -951,8 +957,8 @@ class MultiLock(_native.MultiLock):
     def acquire(self, timeout: Optional[float] = None, blocking: bool = True) -> Optional[MultiGuard]:
         """Takes every member for the calling thread and returns the guard (a context manager).
         Blocks with the GIL released; Ctrl-C raises KeyboardInterrupt and releases what was
-        taken. ``timeout`` in seconds (None or -1: forever) raises ``LockTimeout`` naming the
-        member waited for; ``blocking=False`` tries each member once and returns None if one is
+        taken. ``timeout`` in seconds (None or -1: forever, through ZooKeeper outages and new
+        sessions, as a lock's) raises ``LockTimeout`` naming the member waited for; ``blocking=False`` tries each member once and returns None if one is
         taken."""
         native = super().acquire(timeout, blocking)
         return None if native is None else MultiGuard(native)

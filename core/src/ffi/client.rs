@@ -25,7 +25,9 @@ pub struct zkl_options {
     /// The session timeout asked of the server, in ms (the server may clamp it). A holder that
     /// stays disconnected this long loses its locks. 0: 10000.
     pub session_timeout_ms: i64,
-    /// How long zkl_client_connect tries to establish the session, in ms. 0: 10000.
+    /// How long zkl_client_connect tries to establish the session, in ms (an acquisition with a
+    /// timeout that needs a new session tries as long too; one with -1 tries again after it, as
+    /// long as it takes). 0: 10000.
     pub connect_timeout_ms: i64,
     /// Digest credentials "user:password", or NULL for none. Borrowed: only read during
     /// zkl_client_connect. Without TLS (tls ZKL_TLS_OFF) the password crosses the network in

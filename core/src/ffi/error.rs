@@ -15,7 +15,8 @@ pub enum zkl_result {
     /// Success.
     ZKL_OK = 0,
     /// The lock was not obtained in time (including a try, timeout 0, that found it held), or
-    /// no session could be established within the connect timeout.
+    /// no session could be established within the connect timeout (by zkl_client_connect, or by
+    /// an acquisition with a timeout; one with -1 tries again instead, as long as it takes).
     ZKL_TIMEOUT = 1,
     /// A release (or a query) by an owner that does not hold the lock. Nothing was changed.
     ZKL_NOT_OWNER = 2,

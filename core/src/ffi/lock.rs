@@ -490,6 +490,11 @@ fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Fai
 /// processes and threads. A thread that holds it already only counts up (release as often), with
 /// no ZooKeeper traffic. An attempt that times out or fails leaves no node behind.
 ///
+/// -1 means forever, also through ZooKeeper outages of any length: when the session ends
+/// meanwhile, the acquisition tries for a new one again after each connect timeout and queues
+/// again on it; it never returns ZKL_TIMEOUT. Only closing the client, zkl_lock_cancel or
+/// zkl_lock_free ends such a wait early.
+///
 /// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT). While one
 /// thread waits here, others may use the same lock and client, or close the client (this then
 /// returns ZKL_CLOSED).
