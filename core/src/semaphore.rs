@@ -144,6 +144,9 @@ impl Semaphore {
                 }
             }
         }
+        validate::label(options.label.as_deref()).map_err(|err| err.with_path(&path))?;
+        validate::new_parents(Semaphore::queues(&path, &options.max_leases).iter().map(String::as_str))
+            .map_err(|err| err.with_path(&path))?;
         // Checked here to name the semaphore's path: each part's recipe checks it again.
         options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let lock_options = LockOptions { identifier: options.identifier, acl: options.acl, ..LockOptions::default() };
@@ -197,6 +200,22 @@ impl Semaphore {
         })
     }
 
+    /// The paths under which an acquisition makes nodes, whose missing parents it creates: the
+    /// internal mutex, the lease parent and the shared count (if any).
+    fn queues(path: &str, max: &MaxLeases) -> Vec<String> {
+        let mut queues =
+            vec![format!("{path}/{}", policy::SEMAPHORE_MUTEX), format!("{path}/{}", policy::SEMAPHORE_LEASES)];
+        if let MaxLeases::SharedCount { path: count, .. } = max {
+            queues.push(count.clone());
+        }
+        queues
+    }
+
+    /// [`Semaphore::queues`] of this semaphore.
+    pub(crate) fn queue_paths(&self) -> Vec<String> {
+        Semaphore::queues(&self.inner.path, &self.inner.max)
+    }
+
     /// The semaphore's path, relative to the client's chroot.
     pub fn path(&self) -> &str {
         &self.inner.path
@@ -248,8 +267,8 @@ impl Semaphore {
     /// Acquires `n` leases, all or nothing, waiting as long as it takes.
     ///
     /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`], before any traffic, if `n` is 0 or more than a fixed max;
-    ///   before any node is made, if `n` is more than the shared count, or its node is not a
+    /// * [`ErrorKind::InvalidArgument`], before any traffic, if `n` is 0, more than a fixed max or
+    ///   more than [`crate::MAX_LEASES_PER_ACQUISITION`] (1,024); before any node is made, if `n` is more than the shared count, or its node is not a
     ///   4-byte count, or the path holds lock nodes (or a lock's queue is at `<path>/leases`):
     ///   then [`Error::is_recipe_conflict`] says so.
     /// * [`ErrorKind::Closed`] if the client is or gets closed.
@@ -308,6 +327,7 @@ impl Semaphore {
         if n == 0 {
             return Err(self.error(ErrorKind::InvalidArgument, "at least 1 lease must be asked for, not 0"));
         }
+        validate::lease_count(n).map_err(|err| err.with_path(&self.inner.path))?;
         if let MaxLeases::Fixed(max) = self.inner.max {
             if n > max {
                 return Err(self.error(
