@@ -219,6 +219,13 @@ pub fn check_lock_path(path: &str) -> Result<()> {
     lock_path(path, "")
 }
 
+/// Checks an owner label against [`MAX_LABEL_BYTES`] before anything is sent, for tools that take
+/// a label before they connect (the `zklock` command). An acquisition checks its owner's label
+/// itself.
+pub fn check_label(owner_label: &str) -> Result<()> {
+    label(Some(owner_label))
+}
+
 /// Checks a path to look for locks under ([`crate::Client::locks_under`]): a ZooKeeper path as
 /// for a lock, or the root.
 pub fn check_prefix(prefix: &str) -> Result<()> {
