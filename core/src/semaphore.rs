@@ -115,6 +115,8 @@ impl SemaphoreOptions {
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,
+    /// The owner label of its acquisitions' nodes (see [`Semaphore::labelled`]).
+    label: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -127,7 +129,6 @@ struct Inner {
     leases: Arc<Recipe>,
     /// Whether the path was seen to hold no lock nodes.
     checked: AtomicBool,
-    label: Option<String>,
 }
 
 impl Semaphore {
@@ -195,8 +196,8 @@ impl Semaphore {
                 mutex,
                 leases,
                 checked: AtomicBool::new(false),
-                label: options.label,
             }),
+            label: options.label.map(Arc::from),
         })
     }
 
@@ -214,6 +215,17 @@ impl Semaphore {
     /// [`Semaphore::queues`] of this semaphore.
     pub(crate) fn queue_paths(&self) -> Vec<String> {
         Semaphore::queues(&self.inner.path, &self.inner.max)
+    }
+
+    /// This semaphore, its acquisitions' nodes labelled `label` (as [`SemaphoreOptions::label`]):
+    /// the same semaphore (its path, max and state), for a binding that labels each acquisition
+    /// after its caller (a thread, a task), as a lock's nodes are labelled after their owner.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] for a label over [`crate::MAX_LABEL_BYTES`].
+    pub fn labelled(&self, label: &str) -> Result<Semaphore> {
+        validate::label(Some(label)).map_err(|err| err.with_path(&self.inner.path))?;
+        Ok(Semaphore { inner: self.inner.clone(), label: Some(Arc::from(label)) })
     }
 
     /// The semaphore's path, relative to the client's chroot.
@@ -371,8 +383,8 @@ impl Semaphore {
         let inner = &self.inner;
         // A fresh owner each time: the mutex is not reentrant here; its nodes' identity carries
         // the label if one was given.
-        let owner = match &inner.label {
-            Some(label) => Owner::unique_labelled(|_| label.clone()),
+        let owner = match &self.label {
+            Some(label) => Owner::with_label(Owner::unique().id(), label.clone()),
             None => Owner::unique(),
         };
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };
