@@ -18,12 +18,12 @@ test('input over the limits is refused at once, naming the limit', async () => {
     assert.ok(Date.now() - started < 1000, 'refused at once')
     const path = uniquePath('limits') // 2 deep
     assert.throws(() => client.lock(path + '/a'.repeat(63)), { code: codes.INVALID_ARGUMENT, message: /65 segments deep/ })
-    assert.throws(() => client.semaphore(path + '/a'.repeat(63), 2), { code: codes.INVALID_ARGUMENT, message: /65 segments deep/ })
+    assert.throws(() => client.semaphore(path + '/a'.repeat(63), { maxLeases: 2 }), { code: codes.INVALID_ARGUMENT, message: /65 segments deep/ })
     assert.throws(() => client.lock(path, { identifier: 'i'.repeat(1025) }), {
       code: codes.INVALID_ARGUMENT,
       message: /identifier of 1025 bytes, over zklock's limit of 1024 bytes/,
     })
-    await assert.rejects(client.semaphore(path, 2 ** 31 - 1).acquire({ leases: 1025 }), {
+    await assert.rejects(client.semaphore(path, { maxLeases: 2 ** 31 - 1 }).acquire({ leases: 1025 }), {
       code: codes.INVALID_ARGUMENT,
       message: /1025 leases asked for at once, over zklock's limit of 1024 leases/,
     })
@@ -45,11 +45,11 @@ test('a timeout resolves null for a lock, a semaphore and a multi-lock', async (
   try {
     const path = uniquePath('null')
     const held = await holder.lock(path).acquire()
-    const semaphore = holder.semaphore(`${path}-s`, 1)
+    const semaphore = holder.semaphore(`${path}-s`, { maxLeases: 1 })
     const lease = await semaphore.acquire()
     assert.equal(await other.lock(path).acquire({ timeoutMs: 0 }), null)
     assert.equal(await other.lock(path).acquire({ timeoutMs: 100 }), null)
-    assert.equal(await other.semaphore(`${path}-s`, 1).acquire({ timeoutMs: 0 }), null)
+    assert.equal(await other.semaphore(`${path}-s`, { maxLeases: 1 }).acquire({ timeoutMs: 0 }), null)
     assert.equal(await other.multiLock([other.lock(path)]).acquire({ timeoutMs: 50 }), null)
     await held.release()
     await lease.release()

@@ -61,10 +61,6 @@ async function main(): Promise<void> {
     // With a timeout too (null on a timeout, which `await using` takes): TS2851 while it was false.
     await using timed = await lock.acquire({ timeoutMs: 1000 })
     console.log(timed?.state)
-    await using tried = await semaphore.acquire({ timeoutMs: 0 })
-    console.log(tried?.count)
-    await using all = await client.multiLock([lock]).acquire({ timeoutMs: 0 })
-    console.log(all?.members.length)
   }
   const surely: Hold = await lock.acquire({ signal: controller.signal })
   await surely.release()
@@ -122,6 +118,10 @@ async function main(): Promise<void> {
   {
     await using one = await semaphore.acquire()
     console.log(one.count)
+    await using tried = await semaphore.acquire({ timeoutMs: 0 })
+    console.log(tried?.count)
+    await using all = await client.multiLock([lock]).acquire({ timeoutMs: 0 })
+    console.log(all?.signal.aborted)
   }
   const counted: number = await semaphore.withLease(async (held) => held.count, { leases: 1, timeoutMs: 1000 })
   const seen: SemaphoreParticipants = await semaphore.participants()
