@@ -192,8 +192,8 @@ export interface LockOptions {
 
 export interface AcquireOptions {
   /**
-   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `false`,
-   * `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes,
+   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `null` (so
+   * `await using hold = await lock.acquire({ timeoutMs })` compiles and works), `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes,
    * also through ZooKeeper outages of any length: when the session ends meanwhile, the
    * acquisition tries for a new one again after each `connectTimeoutMs` and queues again on it,
    * and never rejects with ZKLOCK_TIMEOUT (only `signal` or `client.close()` ends it early).
@@ -297,12 +297,12 @@ export declare class Lock {
    */
   readonly state: Exclude<HoldState, 'released'> | null
   /**
-   * Resolves to a Hold, or to `false` if `timeoutMs` passed first (so without a `timeoutMs`, to a
+   * Resolves to a Hold, or to `null` if `timeoutMs` passed first (so without a `timeoutMs`, to a
    * Hold, however long that takes: through outages and new sessions). Inside `withLock`/`hold.run` of this lock it re-enters; anywhere else it is a new
    * contender. Rejects with an AbortError if `signal` aborts.
    */
   acquire(options?: AcquireOptions & { timeoutMs?: undefined }): Promise<Hold>
-  acquire(options: AcquireOptions): Promise<Hold | false>
+  acquire(options: AcquireOptions): Promise<Hold | null>
   /**
    * Runs `fn(hold)` holding the lock, as the hold's owner (nested calls in it re-enter), and
    * releases when `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed first. If `fn`
@@ -432,12 +432,12 @@ export declare class Semaphore {
   /** The lease nodes held and waiting, and the queue at the internal mutex. */
   participants(): Promise<SemaphoreParticipants>
   /**
-   * Resolves to the leases, or to `false` if `timeoutMs` passed first (one deadline for all of
+   * Resolves to the leases, or to `null` if `timeoutMs` passed first (one deadline for all of
    * them; every node of the attempt removed); without a `timeoutMs`, to the leases, however long
    * that takes (through outages and new sessions). Rejects with an AbortError if `signal` aborts.
    */
   acquire(options?: LeaseAcquireOptions & { timeoutMs?: undefined }): Promise<Leases>
-  acquire(options: LeaseAcquireOptions): Promise<Leases | false>
+  acquire(options: LeaseAcquireOptions): Promise<Leases | null>
   /**
    * Runs `fn(leases)` holding the leases and releases them when `fn` settles. Rejects with
    * ZKLOCK_TIMEOUT if `timeoutMs` passed first; errors as `lock.withLock`'s.
@@ -501,12 +501,12 @@ export declare class MultiLock {
   /** The members in the order they are taken. */
   readonly members: readonly MemberInfo[]
   /**
-   * Resolves to a MultiHold, or to `false` if `timeoutMs` passed first (`0`: each member tried
+   * Resolves to a MultiHold, or to `null` if `timeoutMs` passed first (`0`: each member tried
    * once), with what was taken released; without a `timeoutMs`, to a MultiHold, however long that
    * takes (through outages and new sessions). Rejects with an AbortError if `signal` aborts.
    */
   acquire(options?: AcquireOptions & { timeoutMs?: undefined }): Promise<MultiHold>
-  acquire(options: AcquireOptions): Promise<MultiHold | false>
+  acquire(options: AcquireOptions): Promise<MultiHold | null>
   /**
    * Runs `fn(multiHold)` holding every member, as their owner (nested calls on a member lock
    * re-enter), and releases when `fn` settles. Rejects with ZKLOCK_TIMEOUT if `timeoutMs` passed

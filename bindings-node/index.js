@@ -697,8 +697,9 @@ class Lock {
   }
 
   /**
-   * Acquires the lock and resolves to a Hold, or to `false` when `timeoutMs` passed first (`0`:
-   * only tries). Inside `withLock` (or `hold.run`) of this lock, re-enters at once, with no
+   * Acquires the lock and resolves to a Hold, or to `null` when `timeoutMs` passed first (`0`:
+   * only tries): `await using hold = await lock.acquire({ timeoutMs })` works, as `await using`
+   * takes null. Inside `withLock` (or `hold.run`) of this lock, re-enters at once, with no
    * ZooKeeper traffic. Anywhere else, the call is a new owner: a contender of its own, even
    * against other calls in the same async function. To nest further calls under this hold, run
    * them with `hold.run(fn)`.
@@ -763,7 +764,7 @@ class Lock {
 
   // withLock's end: `fn(held)` run as `owner`, then the hold released.
   #runHeld(owner, held, fn, timeoutMs) {
-    if (held === false) {
+    if (held === null) {
       throw this.#native.timeoutError(timeoutMs) // in core's words, as every language says it
     }
     return runThenRelease(held, fn, (call) => runAs(this, owner, call))
@@ -867,10 +868,10 @@ class Lock {
     return hold
   }
 
-  // What a native acquisition settles with (see NativeLock.acquire) made a Hold (false: not had),
+  // What a native acquisition settles with (see NativeLock.acquire) made a Hold (null: not had),
   // or, for withLock, the function run holding and the hold then released. One function each for
   // every waiter of this lock: a queued acquisition keeps no closure.
-  #settled = (owner) => (owner === null ? false : this.#heldBy(owner))
+  #settled = (owner) => (owner === null ? null : this.#heldBy(owner))
   #settledToRun = ([owner, fn]) => runThenRelease(this.#heldBy(owner), fn, (call) => runAs(this, owner, call))
 
   // The memoized native hold of `owner`, if it is the hold `holdId`.
@@ -1194,7 +1195,7 @@ async function withTaken(fn, options, allowed, what, { take, timedOut, run }) {
   if (typeof fn !== 'function') throw invalid(`${what} needs a function, got ${describe(fn)}`)
   const opts = acquisitionOptions(options, allowed, what)
   const held = await take(opts)
-  if (held === false) throw timedOut(opts)
+  if (held === null) throw timedOut(opts)
   return runThenRelease(held, fn, (call) => run(held, call))
 }
 
@@ -1239,7 +1240,7 @@ class Semaphore {
   }
 
   /**
-   * Acquires `leases` leases (default 1), all or nothing, and resolves to them, or to `false`
+   * Acquires `leases` leases (default 1), all or nothing, and resolves to them, or to `null`
    * when `timeoutMs` passed first (`0`: only tries): one deadline for all of them, and every node
    * of the attempt removed before it resolves.
    */
@@ -1262,7 +1263,7 @@ class Semaphore {
   async #acquire({ leases, timeoutMs, signal }) {
     const start = (abortId) => this.#native.acquire(leases, timeoutMs, abortId)
     const nativeLeases = await acquireAbortably(this.#native, start, signal)
-    return nativeLeases ? new Leases(CONSTRUCT, nativeLeases, this.#path, this.#signals) : false
+    return nativeLeases ? new Leases(CONSTRUCT, nativeLeases, this.#path, this.#signals) : null
   }
 }
 
@@ -1363,7 +1364,7 @@ class MultiLock {
   }
 
   /**
-   * Takes every member and resolves to a MultiHold, or to `false` when `timeoutMs` passed first
+   * Takes every member and resolves to a MultiHold, or to `null` when `timeoutMs` passed first
    * (`0`: each member tried once), with what was taken released. A flow that holds a member
    * lock re-enters it (as a thread or task does in Python and C); any other acquisition is a new
    * owner of the member locks.
@@ -1386,7 +1387,7 @@ class MultiLock {
     })
   }
 
-  /** The MultiHold, or false when not had in time; `missed.member` then says which member. */
+  /** The MultiHold, or null when not had in time; `missed.member` then says which member. */
   async #acquire({ timeoutMs, signal }, missed = {}) {
     // The calling flow's owner when it holds a member lock, so that the member is re-entered
     // rather than waited for. Members it holds as different owners (separate withLock calls)
@@ -1407,7 +1408,7 @@ class MultiLock {
       return null
     }
     const guard = await acquireAbortably(this.#native, start, signal)
-    return guard ? new MultiHold(CONSTRUCT, guard, owner, this.#locks, this.#signals) : false
+    return guard ? new MultiHold(CONSTRUCT, guard, owner, this.#locks, this.#signals) : null
   }
 }
 

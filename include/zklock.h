@@ -75,6 +75,57 @@
 #define ZKL_TLS_NO_VERIFY 3
 
 /**
+ * The deepest lock path (and shared count path) zklock takes, in segments ("/a/b/c" is 3 deep):
+ * a deeper one is refused with ZKL_INVALID_ARGUMENT before any traffic. Each of the ZKL_MAX_*
+ * limits bounds what one client's input may cost a shared server (a 300,000-deep path once
+ * had the client create every parent until the server ran out of memory).
+ */
+#define ZKL_MAX_PATH_DEPTH 64
+
+/**
+ * The most parents one acquisition may create: the missing ancestors of its lock path (of every
+ * member of a multi-lock, and of a semaphore's parts and shared count), each counted once.
+ */
+#define ZKL_MAX_NEW_PARENTS 1024
+
+/**
+ * The most bytes of path, in all, of the parents one acquisition may create.
+ */
+#define ZKL_MAX_NEW_PARENT_BYTES 65536
+
+/**
+ * The longest identifier (zkl_lock_options.identifier, zkl_semaphore_options.identifier), in
+ * bytes.
+ */
+#define ZKL_MAX_IDENTIFIER_BYTES 1024
+
+/**
+ * The longest owner label, in bytes, in any language (a C owner is labelled after its thread,
+ * well within it).
+ */
+#define ZKL_MAX_LABEL_BYTES 1024
+
+/**
+ * The most entries of a custom ACL (zkl_lock_options.acl_entries_len).
+ */
+#define ZKL_MAX_ACL_ENTRIES 32
+
+/**
+ * The longest scheme or id of an ACL entry, in bytes.
+ */
+#define ZKL_MAX_ACL_ID_BYTES 1024
+
+/**
+ * The most leases one semaphore acquisition may ask for.
+ */
+#define ZKL_MAX_LEASES_PER_ACQUISITION 1024
+
+/**
+ * The most members of one multi-lock.
+ */
+#define ZKL_MAX_MULTI_LOCK_MEMBERS 256
+
+/**
  * zkl_lock_options.acl: anyone may do anything with the lock's nodes, so any client can delete
  * a holder's node and take the lock (the default, and what zkl_lock_new does).
  */
@@ -832,7 +883,9 @@ const char *zkl_version(void);
  * Concurrency: any thread, including inside callbacks.
  * Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a closed client, or an invalid path
  * (relative, the root, ending in '/', empty segments, '.' or '..', control characters, or under
- * /zookeeper).
+ * /zookeeper), or one over the limits that keep one client from harming a shared server: more
+ * than ZKL_MAX_PATH_DEPTH segments deep, or parents with more than ZKL_MAX_NEW_PARENT_BYTES
+ * bytes of path in all; the message names the limit.
  */
 zkl_result zkl_lock_new(zkl_client *client, const char *path, zkl_lock **out);
 

@@ -28,7 +28,7 @@ test('an oversized path, identifier or packet limit is refused up front, naming 
   }
   const small = await Client.connect(ZK, { juteMaxbuffer: 64 * 1024 })
   try {
-    assert.throws(() => small.lock(uniquePath('small'), { identifier: 'i'.repeat(100_000) }), {
+    assert.throws(() => small.lock(`${uniquePath('small')}/${'p'.repeat(100_000)}`), {
       code: codes.INVALID_ARGUMENT,
       message: /packet limit of 65536 bytes.*set the client option juteMaxbuffer to match/,
     })

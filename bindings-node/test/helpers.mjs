@@ -83,7 +83,7 @@ export async function waitFor(condition, { timeoutMs = 10000, what = 'condition'
 export async function handOver(first, second, lockPath, server = ZK) {
   const hold = await first.lock(lockPath).acquire()
   assert.equal((await ephemeralsUnder(lockPath, server)).length, 1)
-  assert.equal(await second.lock(lockPath).acquire({ timeoutMs: 0 }), false, 'held by the first')
+  assert.equal(await second.lock(lockPath).acquire({ timeoutMs: 0 }), null, 'held by the first')
   const waiting = second.lock(lockPath).acquire({ timeoutMs: 10000 })
   await waitFor(async () => (await ephemeralsUnder(lockPath, server)).length === 2, { what: 'the second queued' })
   await hold.release()

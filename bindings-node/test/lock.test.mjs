@@ -53,7 +53,7 @@ test('sibling acquire() calls started by one async function exclude each other',
   const lock = client.lock(path)
   const first = await lock.acquire()
   const second = lock.acquire({ timeoutMs: 300 })
-  assert.equal(await second, false, 'a second acquire() in the same function must not re-enter')
+  assert.equal(await second, null, 'a second acquire() in the same function must not re-enter')
   const third = lock.acquire()
   await nodesBecome(path, 2)
   const firstToken = first.fencingToken
@@ -159,15 +159,15 @@ test('withLock releases when the function throws, and passes the error on', asyn
   assert.equal(await lock.withLock(() => 42), 42)
 })
 
-test('timeout: acquire resolves to false, withLock rejects with ZKLOCK_TIMEOUT, no node is left', async () => {
+test('timeout: acquire resolves to null, withLock rejects with ZKLOCK_TIMEOUT, no node is left', async () => {
   const path = uniquePath('timeout')
   const holderLock = client.lock(path)
   const hold = await holderLock.acquire()
   const waiter = client.lock(path)
   const started = Date.now()
-  assert.equal(await waiter.acquire({ timeoutMs: 200 }), false)
+  assert.equal(await waiter.acquire({ timeoutMs: 200 }), null)
   assert.ok(Date.now() - started >= 190, 'waited for the timeout')
-  assert.equal(await waiter.acquire({ timeoutMs: 0 }), false, 'timeoutMs 0 only tries')
+  assert.equal(await waiter.acquire({ timeoutMs: 0 }), null, 'timeoutMs 0 only tries')
   await assert.rejects(waiter.withLock(() => assert.fail('must not run'), { timeoutMs: 100 }), {
     code: codes.TIMEOUT,
     path,

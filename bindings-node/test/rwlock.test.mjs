@@ -54,7 +54,7 @@ test('readers share; a writer excludes readers and writers; participants carry t
 
   const writing = rwOther.write.acquire()
   await nodesBecome(path, 4)
-  assert.equal(await rw.write.acquire({ timeoutMs: 0 }), false, 'a writer is refused while readers hold')
+  assert.equal(await rw.write.acquire({ timeoutMs: 0 }), null, 'a writer is refused while readers hold')
   const queue = await rw.contenders()
   assert.deepEqual(queue.map((p) => p.mode), ['read', 'read', 'read', 'write'])
   assert.equal((await rw.write.holder()).node, queue[0].node, 'the holder is the first reader')
@@ -68,8 +68,8 @@ test('readers share; a writer excludes readers and writers; participants carry t
   assert.equal(rwOther.write.isHeld, true)
   assert.equal(rw.read.isHeld, false)
 
-  assert.equal(await rw.read.acquire({ timeoutMs: 200 }), false, 'a reader waits while a writer holds')
-  assert.equal(await rw.write.acquire({ timeoutMs: 200 }), false, 'so does another writer')
+  assert.equal(await rw.read.acquire({ timeoutMs: 200 }), null, 'a reader waits while a writer holds')
+  assert.equal(await rw.write.acquire({ timeoutMs: 200 }), null, 'so does another writer')
   assert.equal((await ephemeralsUnder(path)).length, 1, 'the timed-out attempts left no node')
   await writer.release()
   await nodesBecome(path, 0)
@@ -229,7 +229,7 @@ test('upgrade is refused at once with ZKLOCK_DEADLOCK, with no ZooKeeper traffic
     assert.equal(read.state, 'held', 'the read hold is untouched')
     assert.equal((await ephemeralsUnder(path)).length, 1, 'no write node was created')
     // Outside the reader's flow, a write acquisition is another owner: it queues.
-    assert.equal(await rw.write.acquire({ timeoutMs: 0 }), false)
+    assert.equal(await rw.write.acquire({ timeoutMs: 0 }), null)
     await read.release()
     await nodesBecome(path, 0)
   } finally {
@@ -247,8 +247,8 @@ test('timeouts, tries and aborted signals leave no node, on either side', async 
     [rwOther.read, rw.write],
   ]) {
     const held = await blocker.acquire()
-    assert.equal(await side.acquire({ timeoutMs: 150 }), false, `${side.mode} timed out`)
-    assert.equal(await side.acquire({ timeoutMs: 0 }), false, `${side.mode} tried`)
+    assert.equal(await side.acquire({ timeoutMs: 150 }), null, `${side.mode} timed out`)
+    assert.equal(await side.acquire({ timeoutMs: 0 }), null, `${side.mode} tried`)
     await assert.rejects(side.withLock(async () => {}, { timeoutMs: 100 }), { code: codes.TIMEOUT, path })
     const controller = new AbortController()
     const aborted = side.acquire({ signal: controller.signal })

@@ -63,7 +63,7 @@ test('withLease holds leases with fencing tokens and releases them; participants
   // Max 1: Curator's InterProcessSemaphoreMutex. The same flow asking again waits like anyone.
   const mutex = client.semaphore(uniquePath('sem-mutex'), { maxLeases: 1 })
   const held = await mutex.acquire()
-  assert.equal(await mutex.acquire({ timeoutMs: 0 }), false, 'not reentrant')
+  assert.equal(await mutex.acquire({ timeoutMs: 0 }), null, 'not reentrant')
   const leases = await held.release().then(() => mutex.acquire({ timeoutMs: 5000 }))
   await assert.rejects(held.release(), { code: codes.NOT_OWNER })
   // Released leases' tokens must not pass for a holder's.
@@ -144,10 +144,10 @@ test('n leases are all or nothing: a timeout, a try and an abort leave no lease 
   const two = await mine.acquire({ leases: 2 })
 
   const started = Date.now()
-  assert.equal(await theirs.acquire({ leases: 2, timeoutMs: 400 }), false)
+  assert.equal(await theirs.acquire({ leases: 2, timeoutMs: 400 }), null)
   assert.ok(Date.now() - started < 3000, 'one deadline for the mutex and both leases')
   assert.deepEqual(await parts(semPath), [2, 0], 'only the holder’s leases')
-  assert.equal(await theirs.acquire({ leases: 2, timeoutMs: 0 }), false)
+  assert.equal(await theirs.acquire({ leases: 2, timeoutMs: 0 }), null)
   assert.deepEqual(await parts(semPath), [2, 0])
   await assert.rejects(theirs.withLease(() => {}, { leases: 2, timeoutMs: 200 }), { code: codes.TIMEOUT, path: semPath })
   assert.deepEqual(await parts(semPath), [2, 0])
@@ -326,7 +326,7 @@ test('withLocks: canonical order, nested member locks re-enter, leases are membe
     assert.equal((await ephemeralsUnder(y)).length, 1)
     // Someone else waits, and a multi-lock of theirs over one member times out leaving nothing.
     const theirs = observer.multiLock([observer.lock(x)])
-    assert.equal(await theirs.acquire({ timeoutMs: 300 }), false)
+    assert.equal(await theirs.acquire({ timeoutMs: 300 }), null)
     await assert.rejects(theirs.withLocks(() => {}, { timeoutMs: 0 }), { code: codes.TIMEOUT, path: x })
     // The timeout names the member it waited for, not the first one, which it had.
     const first = `${x.slice(0, x.lastIndexOf('/'))}/0-first`

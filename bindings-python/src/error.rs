@@ -115,3 +115,47 @@ impl<T> IntoPyResult<T> for zklock::Result<T> {
         self.map_err(|err| to_py(py, &err))
     }
 }
+
+/// A `str` argument (a path, an identifier, a label) as Rust text. Python's `str` may hold a lone
+/// surrogate (U+D800..U+DFFF, as `os.fsdecode` makes of undecodable bytes), which no UTF-8 text,
+/// and so no ZooKeeper node, can hold: that is bad input, an `InvalidArgumentError` (a
+/// `ValueError`) like any other, not the `UnicodeEncodeError` of pyo3's own conversion. Anything
+/// but a `str` is the `TypeError` pyo3 gives.
+pub(crate) struct Text(pub(crate) String);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+    type Error = PyErr;
+
+    fn extract(object: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        use pyo3::types::PyString;
+        let text = object.cast::<PyString>().map_err(PyErr::from)?;
+        match text.to_cow() {
+            Ok(text) => Ok(Text(text.into_owned())),
+            Err(_) => {
+                let py = object.py();
+                // The text as Python would show it (each surrogate escaped), and where the first is.
+                let ord = py.import("builtins")?.getattr("ord")?;
+                let (mut shown, mut first) = (String::new(), None);
+                for (i, c) in text.try_iter()?.enumerate() {
+                    let code: u32 = ord.call1((c?,))?.extract()?;
+                    match char::from_u32(code) {
+                        Some(c) => shown.push(c),
+                        None => {
+                            shown.push_str(&format!("\\u{code:04x}"));
+                            first.get_or_insert((i, code));
+                        }
+                    }
+                }
+                let (index, unit) = first.unwrap_or((0, 0xD800));
+                Err(invalid_argument(
+                    py,
+                    &shown,
+                    format!(
+                        "the text has a lone surrogate (U+{unit:04X}) at index {index}: it is not valid Unicode, \
+                         and ZooKeeper takes only valid Unicode"
+                    ),
+                ))
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@ use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
-use crate::error::{invalid_argument, to_py, IntoPyResult};
+use crate::error::{invalid_argument, to_py, IntoPyResult, Text};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
 use crate::rwlock::ReadWriteLock;
@@ -27,6 +27,11 @@ thread_local! {
 /// shares, so no two owners of the process ever have the same id.
 fn new_owner(label: String) -> zklock::Owner {
     zklock::Owner::unique_labelled(|_| label)
+}
+
+/// The calling thread's owner label (`thread:<name>`).
+pub(crate) fn thread_label(py: Python<'_>) -> String {
+    THREAD_OWNER.with(|cell| init_thread_owner(py, cell).1.clone())
 }
 
 /// `f` of the calling thread's owner, borrowed: the reentrant path skips a clone's atomic count.
@@ -65,7 +70,8 @@ impl Owner {
 impl Owner {
     /// A new owner, distinct from every other owner of this process.
     #[new]
-    fn new(label: String) -> Self {
+    fn new(label: Text) -> Self {
+        let label = label.0;
         Owner { inner: new_owner(label.clone()), label }
     }
 
@@ -231,11 +237,12 @@ impl Lock {
     fn new(
         py: Python<'_>,
         client: &Bound<'_, Client>,
-        path: &str,
-        identifier: Option<String>,
+        path: Text,
+        identifier: Option<Text>,
         acl: Option<&Bound<'_, PyAny>>,
         _side: Option<(Bound<'_, ReadWriteLock>, String)>,
     ) -> PyResult<Self> {
+        let (path, identifier) = (path.0.as_str(), identifier.map(|text| text.0));
         let lock = match _side {
             None => {
                 let options =

@@ -45,10 +45,11 @@ impl ReadWriteLock {
     fn new(
         py: Python<'_>,
         client: &Bound<'_, Client>,
-        path: &str,
-        identifier: Option<String>,
+        path: crate::error::Text,
+        identifier: Option<crate::error::Text>,
         acl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let (path, identifier) = (path.0.as_str(), identifier.map(|text| text.0));
         let options = LockOptions { identifier, acl: crate::acl::from_py(py, path, acl)?, ..LockOptions::default() };
         let pair = client.get().core(py)?.read_write_lock_with(path, options).py(py)?;
         Ok(ReadWriteLock { inner: ForkSafe::new(pair), client: client.clone().unbind(), path: path.to_owned() })

@@ -10,7 +10,7 @@ use zklock::{Hold, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
-use crate::error::{invalid_argument, not_owner, IntoPyResult};
+use crate::error::{invalid_argument, not_owner, IntoPyResult, Text};
 use crate::lock::{participants, rlock_wait, wait_for, Participant, Truthy};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
@@ -23,9 +23,23 @@ pub(crate) struct Semaphore {
     path: String,
     max_leases: Option<u32>,
     shared_count_path: Option<String>,
+    /// The `label=` given: then every acquisition's nodes carry it.
+    label: Option<String>,
 }
 
 impl Semaphore {
+    /// The core semaphore for one acquisition: its nodes labelled with `label=`, or else after
+    /// the caller (`thread:<name>`, or the asyncio task's `task:<name>` in `caller`), as a lock's
+    /// nodes are labelled after their owner (`zklock status` showed a bare id).
+    fn labelled(&self, py: Python<'_>, caller: Option<String>) -> PyResult<zklock::Semaphore> {
+        let semaphore = self.core(py)?;
+        if self.label.is_some() {
+            return Ok(semaphore.clone());
+        }
+        let caller = caller.unwrap_or_else(|| crate::lock::thread_label(py));
+        semaphore.labelled(&caller).py(py)
+    }
+
     pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Semaphore> {
         self.inner.get(py, &self.path)
     }
@@ -58,20 +72,25 @@ impl Semaphore {
 
     /// A counting semaphore on `path`: at most `max_leases` at once, or as many as the shared
     /// count at `shared_count_path` says (made with `seed` if missing); `acl` on every node it
-    /// makes, as a lock's. Sends nothing.
+    /// makes, as a lock's; `label` the owner label of its nodes (by default the acquiring
+    /// thread's or task's). Sends nothing.
     #[new]
-    #[pyo3(signature = (client, path, max_leases = None, *, shared_count_path = None, seed = None, identifier = None, acl = None))]
+    #[pyo3(signature = (client, path, max_leases = None, *, shared_count_path = None, seed = None, identifier = None, acl = None, label = None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn new(
         py: Python<'_>,
         client: &Bound<'_, Client>,
-        path: &str,
+        path: Text,
         max_leases: Option<i64>,
-        shared_count_path: Option<String>,
+        shared_count_path: Option<Text>,
         seed: Option<i64>,
-        identifier: Option<String>,
+        identifier: Option<Text>,
         acl: Option<&Bound<'_, PyAny>>,
+        label: Option<Text>,
     ) -> PyResult<Self> {
+        let path = path.0.as_str();
+        let (shared_count_path, identifier) = (shared_count_path.map(|text| text.0), identifier.map(|text| text.0));
+        let label = label.map(|text| text.0);
         let max = match (max_leases, &shared_count_path, seed) {
             (Some(max), None, None) => {
                 MaxLeases::Fixed(count(py, path, max, || format!("max_leases must be at least 1, not {max}"))?)
@@ -99,6 +118,9 @@ impl Semaphore {
         if let Some(identifier) = identifier {
             options = options.identifier(identifier);
         }
+        if let Some(label) = &label {
+            options = options.label(label.clone());
+        }
         let semaphore = client.get().core(py)?.semaphore_with(path, options).py(py)?;
         Ok(Semaphore {
             inner: ForkSafe::new(semaphore),
@@ -106,6 +128,7 @@ impl Semaphore {
             path: path.to_owned(),
             max_leases: max_leases.map(|max| max as u32),
             shared_count_path,
+            label,
         })
     }
 
@@ -144,7 +167,7 @@ impl Semaphore {
     #[pyo3(signature = (n = 1, timeout = None, blocking = Truthy(true)), text_signature = "(self, /, n=1, timeout=None, blocking=True)")]
     fn acquire(&self, py: Python<'_>, n: i64, timeout: Option<f64>, blocking: Truthy) -> PyResult<Option<Leases>> {
         let n = lease_count(py, &self.path, n)?;
-        let semaphore = self.core(py)?;
+        let semaphore = &self.labelled(py, None)?;
         let client = self.core_client(py)?;
         let leases = if blocking.0 {
             match wait_for(py, &self.path, timeout)? {
@@ -162,10 +185,18 @@ impl Semaphore {
     /// called on a runtime thread with the GIL (`LockTimeout` once `timeout` passes; None waits
     /// forever, 0 only tries). The returned operation's `cancel()` drops the acquisition, which
     /// removes its nodes.
-    fn _acquire_async(&self, py: Python<'_>, n: i64, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<AsyncOp> {
+    #[pyo3(signature = (n, timeout, done, caller = None))]
+    fn _acquire_async(
+        &self,
+        py: Python<'_>,
+        n: i64,
+        timeout: Option<f64>,
+        done: Py<PyAny>,
+        caller: Option<String>,
+    ) -> PyResult<AsyncOp> {
         let n = lease_count(py, &self.path, n)?;
         let wait = wait_for(py, &self.path, timeout)?;
-        let (semaphore, client, path) = (self.core(py)?.clone(), self.core_client(py)?, self.path.clone());
+        let (semaphore, client, path) = (self.labelled(py, caller)?, self.core_client(py)?, self.path.clone());
         let acquire = async move {
             match wait {
                 None => semaphore.acquire(n).await,

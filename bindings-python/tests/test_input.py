@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -124,3 +125,57 @@ def test_a_closed_client_refuses_new_work(zk_connect, path):
         lock.acquire()
     with pytest.raises(zklock.ClosedError, match=path):
         lock.holder()
+
+
+def test_input_over_zklocks_limits_is_refused_naming_the_limit(client, kazoo, path):
+    """The limits that keep one client from harming a shared server (a 300,000-deep path once
+    had the client create parents until the server died): refused at once, before any traffic."""
+    started = time.monotonic()
+    with pytest.raises(zklock.InvalidArgumentError, match="300000 segments deep, over zklock's limit of 64 segments"):
+        client.lock("/a" * 300_000)
+    assert time.monotonic() - started < 1.0
+    over = path + "/a" * 63  # path is 2 deep
+    with pytest.raises(zklock.InvalidArgumentError, match="65 segments deep"):
+        client.lock(over)
+    with pytest.raises(zklock.InvalidArgumentError, match="65 segments deep"):
+        client.semaphore(over, 2)
+    with pytest.raises(zklock.InvalidArgumentError, match="identifier of 1025 bytes, over zklock's limit of 1024"):
+        client.lock(path, identifier="i" * 1025)
+    with pytest.raises(zklock.InvalidArgumentError, match="owner label of 1025 bytes, over zklock's limit"):
+        client.semaphore(path, 2, label="l" * 1025)
+    # An asyncio task's owner label is "task:<name>": 5 + 1,020 bytes.
+    with pytest.raises(zklock.InvalidArgumentError, match="owner label of 1025 bytes, over zklock's limit"):
+        _acquire_in_task(client.lock(path), "l" * 1020)
+    with pytest.raises(zklock.InvalidArgumentError, match="1025 leases asked for at once, over zklock's limit"):
+        client.semaphore(path, 2**31 - 1).acquire(1025)
+    assert kazoo.exists(path) is None, "nothing was made"
+    # At the limit: taken.
+    at = path + "/a" * 62
+    with client.lock(at):
+        assert len(children(kazoo, at)) == 1
+
+
+def _acquire_in_task(lock: zklock.Lock, name: str) -> None:
+    async def main() -> None:
+        await lock.acquire_async()
+
+    async def named() -> None:
+        await asyncio.create_task(main(), name=name)
+
+    asyncio.run(named())
+
+
+def test_a_lone_surrogate_is_an_invalid_argument(client, path):
+    """Python's str may hold a lone surrogate (os.fsdecode makes them of undecodable bytes); no
+    ZooKeeper node can: a clear InvalidArgumentError (a ValueError), not a UnicodeEncodeError."""
+    for make in (
+        lambda: client.lock(path + "/bad\udc80"),
+        lambda: client.read_write_lock(path + "/bad\udc80"),
+        lambda: client.semaphore(path + "/bad\udc80", 2),
+        lambda: client.semaphore(path, 2, label="bad\udc80"),
+        lambda: client.lock(path, identifier="bad\ud800"),
+        lambda: zklock._native.Owner("bad\udc80"),
+    ):
+        with pytest.raises(zklock.InvalidArgumentError, match=r"bad\\ud(c80|800): the text has a lone surrogate \(U\+D(C80|800)\) at index \d+") as raised:
+            make()
+        assert not isinstance(raised.value, UnicodeError)

@@ -308,3 +308,40 @@ def test_a_cut_connection_suspends_leases_and_a_multi_guard_until_it_comes_back(
             wait_until(lambda: (leases.state, guard.state) == ("held", "held"), "both held again", timeout=10)
         assert lost == []
     assert leases_of(kazoo, path) == [] and children(kazoo, f"{path}-lock") == []
+
+
+def test_leases_are_labelled_after_their_acquirer_or_the_label_given(client, path):
+    """`zklock status` showed a Python semaphore's leases owned by a bare id
+    (9223372036854775809): they carry the acquiring thread's or task's label, as a lock's nodes
+    do, or the semaphore's `label=`."""
+    semaphore = client.semaphore(path, max_leases=5)
+
+    def owners() -> list[str]:
+        return [lease.identity["owner"] for lease in semaphore.participants().holders]
+
+    with semaphore.acquire(1):
+        assert owners() == [f"thread:{threading.current_thread().name}"]
+
+    seen: list[list[str]] = []
+
+    def in_thread() -> None:
+        with semaphore.acquire(1):
+            seen.append(owners())
+
+    worker = threading.Thread(target=in_thread, name="worker-7")
+    worker.start()
+    worker.join(timeout=30)
+    assert seen == [["thread:worker-7"]]
+
+    async def in_task() -> None:
+        async with semaphore.hold(2):
+            assert owners() == ["task:nightly", "task:nightly"]
+
+    async def main() -> None:
+        await asyncio.create_task(in_task(), name="nightly")
+
+    asyncio.run(main())
+    labelled = client.semaphore(path, max_leases=5, label="billing-job")
+    with labelled.acquire(1):
+        assert owners() == ["billing-job"]
+    assert owners() == []

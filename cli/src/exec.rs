@@ -71,6 +71,9 @@ Exit status:
   {signalled}  COMMAND was killed by signal N (also zklock's own, stopped by signal N while waiting)
   {conflict}    the lock was not had: held with -n, or not within -w SECS (-E sets another code)
   {usage}   bad usage: an unknown option, a missing or invalid argument, an invalid PATH
+       (also one over zklock's limits, which keep one client from harming a shared server:
+       PATH and COUNT at most {depth} segments deep, their parents at most {parent_bytes} bytes of
+       path in all; --label at most {label} bytes)
   {unavailable}   ZooKeeper could not be reached, or no session could be established
   {software}   any other failure of zklock itself
   {lost}   the lock was lost while COMMAND ran (or, with --on-suspend term, the connection
@@ -96,6 +99,9 @@ Examples:
         lost = codes::LOCK_LOST,
         cannot_run = codes::CANNOT_RUN,
         not_found = codes::NOT_FOUND,
+        depth = zklock::MAX_PATH_DEPTH,
+        parent_bytes = zklock::MAX_NEW_PARENT_BYTES,
+        label = zklock::MAX_LABEL_BYTES,
     )
 }
 
@@ -274,6 +280,9 @@ fn start(args: Args) -> Result<Exit, Exit> {
     zklock::check_lock_path(&args.path).map_err(|err| Exit::fail(codes::USAGE, format!("PATH: {err}")))?;
     if let Some(count) = &args.taking.max_from {
         zklock::check_lock_path(count).map_err(|err| Exit::fail(codes::USAGE, format!("--max-from: {err}")))?;
+    }
+    if let Some(label) = &args.label {
+        zklock::check_label(label).map_err(|err| Exit::fail(codes::USAGE, format!("--label: {err}")))?;
     }
     options.language = "cli".into();
     if let Some(wait) = args.taking.wait.filter(|wait| !wait.is_zero()) {

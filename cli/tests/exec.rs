@@ -582,6 +582,41 @@ fn bad_arguments_exit_64_naming_the_argument() {
     }
 }
 
+/// A path deeper than zklock's limit (the field's 300,000 segments once killed the server with
+/// the parents it made), a --max-from count as deep, and a label over the limit: bad usage, told
+/// at once, naming the limit, with no server to reach (so before any traffic).
+#[test]
+fn input_over_zklocks_limits_is_bad_usage_before_connecting() {
+    // As deep as one argument may be (Linux takes at most 128 KiB in one).
+    let deep = "/a".repeat(60_000);
+    let just_over = format!("/zklock-cli-test{}", "/a".repeat(64));
+    let long_label = "l".repeat(1025);
+    let cases = [
+        (vec!["exec", "--zk", "127.0.0.1:1", &deep, "--", "true"], "PATH: ", "60000 segments deep"),
+        (vec!["exec", "--zk", "127.0.0.1:1", &just_over, "--", "true"], "PATH: ", "65 segments deep"),
+        (
+            vec!["exec", "--zk", "127.0.0.1:1", "--max-from", &just_over, "/s", "--", "true"],
+            "--max-from: ",
+            "65 segments",
+        ),
+        (vec!["exec", "--zk", "127.0.0.1:1", "--label", &long_label, "/l", "--", "true"], "--label: ", "1025 bytes"),
+        (vec!["hold", "--zk", "127.0.0.1:1", "--label", &long_label, "/l"], "--label: ", "1025 bytes"),
+        (vec!["status", "--zk", "127.0.0.1:1", &just_over], "PATH: ", "65 segments deep"),
+    ];
+    for (args, option, named) in cases {
+        let mut command = zklock();
+        command.args(&args).stderr(Stdio::piped());
+        let started = Instant::now();
+        let (status, stderr) = run(command);
+        let shown = &args[..args.len().min(4)];
+        assert_eq!(status.code(), Some(USAGE), "{shown:?}: {stderr}");
+        assert!(stderr.contains(option) && stderr.contains(named), "{shown:?} names {named}: {stderr}");
+        assert!(stderr.contains("over zklock's limit of"), "{shown:?} names the limit: {stderr}");
+        assert!(stderr.len() < 10_000, "the path is not quoted whole: {} bytes", stderr.len());
+        assert!(started.elapsed() < Duration::from_secs(5), "{shown:?}: told at once");
+    }
+}
+
 #[test]
 fn an_unreachable_zookeeper_exits_69() {
     let scratch = Scratch::new("unreachable");

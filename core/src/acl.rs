@@ -213,6 +213,7 @@ impl Acl {
         if entries.is_empty() {
             return Err(Error::invalid("the lock's ACL is empty: it needs at least one entry"));
         }
+        crate::validate::acl_size(&entries)?;
         for entry in &entries {
             let refuse = |why: &str| Err(Error::invalid(format!("the lock's ACL entry {entry} {why}")));
             if entry.perms.bits() == 0 {

@@ -407,6 +407,13 @@ impl Client {
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a valid ZooKeeper path, is the root, or
     ///   lies under `/zookeeper`; with [`LockOptions::acl`], for an invalid ACL or one that names
     ///   the authenticated creator on a client without digest auth.
+    /// * [`ErrorKind::InvalidArgument`], naming the limit, for input over the limits that keep
+    ///   one client from harming a shared server: a path more than [`crate::MAX_PATH_DEPTH`] (64)
+    ///   segments deep or whose parents have more than [`crate::MAX_NEW_PARENT_BYTES`] (64 KiB) of
+    ///   path, an identifier over [`crate::MAX_IDENTIFIER_BYTES`] (1,024 bytes), an ACL of more
+    ///   than [`crate::MAX_ACL_ENTRIES`] (32) entries or with a scheme or id over
+    ///   [`crate::MAX_ACL_ID_BYTES`] (1,024 bytes). (An owner label over
+    ///   [`crate::MAX_LABEL_BYTES`] is refused at acquire.)
     pub fn lock(&self, path: &str) -> Result<Lock> {
         self.lock_with(path, LockOptions::default())
     }
@@ -434,7 +441,11 @@ impl Client {
     /// [`Client::lock`]; sends nothing. With max 1 it is Curator's InterProcessSemaphoreMutex.
     ///
     /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`] if `max_leases` is 0, or `path` is not a lock path.
+    /// * [`ErrorKind::InvalidArgument`] if `max_leases` is 0, or `path` is not a lock path (within
+    ///   the limits [`Client::lock`] names; with its parts `<path>/locks` and `<path>/leases` and
+    ///   a shared count, its parents within [`crate::MAX_NEW_PARENTS`] and
+    ///   [`crate::MAX_NEW_PARENT_BYTES`]), or a label over [`crate::MAX_LABEL_BYTES`]. An
+    ///   acquisition of more than [`crate::MAX_LEASES_PER_ACQUISITION`] (1,024) leases is refused.
     pub fn semaphore(&self, path: &str, max_leases: u32) -> Result<crate::Semaphore> {
         self.semaphore_with(path, crate::SemaphoreOptions::new(crate::MaxLeases::Fixed(max_leases)))
     }
@@ -451,8 +462,10 @@ impl Client {
     /// order (by path, then kind), under one deadline, all or nothing. Sends nothing.
     ///
     /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`] for no member, two members on one path, 0 leases or more
-    ///   leases than a fixed max.
+    /// * [`ErrorKind::InvalidArgument`] for no member, more than [`crate::MAX_MULTI_LOCK_MEMBERS`]
+    ///   (256), two members on one path, 0 leases, more leases than a fixed max or than
+    ///   [`crate::MAX_LEASES_PER_ACQUISITION`], or members whose parents together are over
+    ///   [`crate::MAX_NEW_PARENTS`] (1,024) or [`crate::MAX_NEW_PARENT_BYTES`].
     pub fn multi_lock(&self, members: impl IntoIterator<Item = crate::Member>) -> Result<crate::MultiLock> {
         crate::MultiLock::new(members)
     }

@@ -114,4 +114,8 @@ pub use crate::sasl::{GssapiOptions, SaslOptions};
 pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
 pub use crate::session::LostReason;
 pub use crate::tls::TlsOptions;
-pub use crate::validate::{check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER};
+pub use crate::validate::{
+    check_label, check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER, MAX_ACL_ENTRIES, MAX_ACL_ID_BYTES,
+    MAX_IDENTIFIER_BYTES, MAX_LABEL_BYTES, MAX_LEASES_PER_ACQUISITION, MAX_MULTI_LOCK_MEMBERS, MAX_NEW_PARENTS,
+    MAX_NEW_PARENT_BYTES, MAX_PATH_DEPTH,
+};

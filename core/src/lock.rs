@@ -19,7 +19,8 @@ use crate::policy::Mode;
 /// Options for [`crate::Client::lock_with`].
 #[derive(Clone, Default)]
 pub struct LockOptions {
-    /// Recorded in each lock node's identity, like kazoo's `identifier`.
+    /// Recorded in each lock node's identity, like kazoo's `identifier`: at most
+    /// [`crate::MAX_IDENTIFIER_BYTES`] (1,024) bytes.
     pub identifier: Option<String>,
     /// Who may queue for, delete in and read the lock: [`Acl::Open`] (to anyone) by default.
     /// The lock path and every lock node get it; see [`Acl`] for what is protected, and how.

@@ -121,12 +121,15 @@ pub struct MultiLock {
 impl MultiLock {
     /// The members in canonical order. Refuses, before any traffic and with
     /// [`ErrorKind::InvalidArgument`]: no member, two members on one path (the same lock twice,
-    /// or both sides of one read/write lock), 0 leases, or more leases than a fixed max.
+    /// or both sides of one read/write lock), 0 leases, or more leases than a fixed max; more
+    /// than [`crate::MAX_MULTI_LOCK_MEMBERS`] members, or members whose parents together are over
+    /// [`crate::MAX_NEW_PARENTS`] or [`crate::MAX_NEW_PARENT_BYTES`].
     pub fn new(members: impl IntoIterator<Item = Member>) -> Result<MultiLock> {
         let mut members: Vec<Member> = members.into_iter().collect();
         let Some(first) = members.first() else {
             return Err(Error::invalid("a multi-lock needs at least one member, got none"));
         };
+        crate::validate::multi_lock_members(members.len())?;
         let runtime = first.client().inner.runtime.clone();
         // The order is the paths' and kinds', never the caller's.
         members.sort_by_cached_key(|member| (member.server_path(), member.kind()));
@@ -145,6 +148,17 @@ impl MultiLock {
                 semaphore.check_lease_count(*n)?;
             }
         }
+        // The parents of every member together: each is within the limits alone, but not
+        // necessarily all of them. (Members on several clients may have several chroots: their
+        // paths count as given.)
+        let queues: Vec<String> = members
+            .iter()
+            .flat_map(|member| match member {
+                Member::Lock(lock) => vec![lock.path().to_owned()],
+                Member::Leases(semaphore, _) => semaphore.queue_paths(),
+            })
+            .collect();
+        crate::validate::new_parents(queues.iter().map(String::as_str))?;
         Ok(MultiLock { members, runtime })
     }
 

@@ -31,7 +31,8 @@ impl Owner {
         Owner { id, label: None }
     }
 
-    /// An owner with the given id, labelled in the node data (e.g. `"thread:worker-3"`).
+    /// An owner with the given id, labelled in the node data (e.g. `"thread:worker-3"`). A label
+    /// over [`crate::MAX_LABEL_BYTES`] bytes is refused at acquire, before any traffic.
     pub fn with_label(id: u64, label: impl Into<Arc<str>>) -> Owner {
         Owner { id, label: Some(label.into()) }
     }
@@ -57,6 +58,11 @@ impl Owner {
     /// The owner's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The label given, if any.
+    pub(crate) fn given_label(&self) -> Option<&str> {
+        self.label.as_deref()
     }
 
     /// How messages and lock nodes name this owner: its label, or else its id.

@@ -115,6 +115,8 @@ impl SemaphoreOptions {
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,
+    /// The owner label of its acquisitions' nodes (see [`Semaphore::labelled`]).
+    label: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -127,7 +129,6 @@ struct Inner {
     leases: Arc<Recipe>,
     /// Whether the path was seen to hold no lock nodes.
     checked: AtomicBool,
-    label: Option<String>,
 }
 
 impl Semaphore {
@@ -144,6 +145,9 @@ impl Semaphore {
                 }
             }
         }
+        validate::label(options.label.as_deref()).map_err(|err| err.with_path(&path))?;
+        validate::new_parents(Semaphore::queues(&path, &options.max_leases).iter().map(String::as_str))
+            .map_err(|err| err.with_path(&path))?;
         // Checked here to name the semaphore's path: each part's recipe checks it again.
         options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let lock_options = LockOptions { identifier: options.identifier, acl: options.acl, ..LockOptions::default() };
@@ -192,9 +196,36 @@ impl Semaphore {
                 mutex,
                 leases,
                 checked: AtomicBool::new(false),
-                label: options.label,
             }),
+            label: options.label.map(Arc::from),
         })
+    }
+
+    /// The paths under which an acquisition makes nodes, whose missing parents it creates: the
+    /// internal mutex, the lease parent and the shared count (if any).
+    fn queues(path: &str, max: &MaxLeases) -> Vec<String> {
+        let mut queues =
+            vec![format!("{path}/{}", policy::SEMAPHORE_MUTEX), format!("{path}/{}", policy::SEMAPHORE_LEASES)];
+        if let MaxLeases::SharedCount { path: count, .. } = max {
+            queues.push(count.clone());
+        }
+        queues
+    }
+
+    /// [`Semaphore::queues`] of this semaphore.
+    pub(crate) fn queue_paths(&self) -> Vec<String> {
+        Semaphore::queues(&self.inner.path, &self.inner.max)
+    }
+
+    /// This semaphore, its acquisitions' nodes labelled `label` (as [`SemaphoreOptions::label`]):
+    /// the same semaphore (its path, max and state), for a binding that labels each acquisition
+    /// after its caller (a thread, a task), as a lock's nodes are labelled after their owner.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] for a label over [`crate::MAX_LABEL_BYTES`].
+    pub fn labelled(&self, label: &str) -> Result<Semaphore> {
+        validate::label(Some(label)).map_err(|err| err.with_path(&self.inner.path))?;
+        Ok(Semaphore { inner: self.inner.clone(), label: Some(Arc::from(label)) })
     }
 
     /// The semaphore's path, relative to the client's chroot.
@@ -248,8 +279,8 @@ impl Semaphore {
     /// Acquires `n` leases, all or nothing, waiting as long as it takes.
     ///
     /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`], before any traffic, if `n` is 0 or more than a fixed max;
-    ///   before any node is made, if `n` is more than the shared count, or its node is not a
+    /// * [`ErrorKind::InvalidArgument`], before any traffic, if `n` is 0, more than a fixed max or
+    ///   more than [`crate::MAX_LEASES_PER_ACQUISITION`] (1,024); before any node is made, if `n` is more than the shared count, or its node is not a
     ///   4-byte count, or the path holds lock nodes (or a lock's queue is at `<path>/leases`):
     ///   then [`Error::is_recipe_conflict`] says so.
     /// * [`ErrorKind::Closed`] if the client is or gets closed.
@@ -308,6 +339,7 @@ impl Semaphore {
         if n == 0 {
             return Err(self.error(ErrorKind::InvalidArgument, "at least 1 lease must be asked for, not 0"));
         }
+        validate::lease_count(n).map_err(|err| err.with_path(&self.inner.path))?;
         if let MaxLeases::Fixed(max) = self.inner.max {
             if n > max {
                 return Err(self.error(
@@ -351,8 +383,8 @@ impl Semaphore {
         let inner = &self.inner;
         // A fresh owner each time: the mutex is not reentrant here; its nodes' identity carries
         // the label if one was given.
-        let owner = match &inner.label {
-            Some(label) => Owner::unique_labelled(|_| label.clone()),
+        let owner = match &self.label {
+            Some(label) => Owner::with_label(Owner::unique().id(), label.clone()),
             None => Owner::unique(),
         };
         let Some(mutex) = Box::pin(inner.mutex.guard_within(&owner, wait.clone())).await? else { return Ok(None) };

@@ -42,22 +42,188 @@ fn is_reserved(path: &str) -> bool {
     path == "/zookeeper" || path.starts_with("/zookeeper/")
 }
 
-/// A lock path, relative to the client's chroot.
+// What one client's input may cost a shared server. Each input below multiplies into requests
+// the server must take and nodes it must keep: a lock path's depth into the parents an
+// acquisition creates (whose paths, each a prefix of the next, grow with the square of the
+// depth: a 300,000-deep path once made the server run out of memory), an identifier and a label
+// into the data of every node, an ACL into every create, `n` into lease nodes, and a multi-lock's
+// members into all of these. Each is refused, as an invalid argument naming the limit, before any
+// network traffic, in every language and the command alike.
+
+/// The deepest lock path (and shared count path) zklock takes, in segments: `/a/b/c` is 3 deep.
+pub const MAX_PATH_DEPTH: usize = 64;
+
+/// The most parents one acquisition may create: the missing ancestors of its lock path (of
+/// every member of a multi-lock, and of a semaphore's parts and shared count), each counted once.
+/// A lock path is at most [`MAX_PATH_DEPTH`] deep, so a single lock stays well within it.
+pub const MAX_NEW_PARENTS: usize = 1024;
+
+/// The most bytes of path, in all, of the parents one acquisition may create (see
+/// [`MAX_NEW_PARENTS`]): each parent's path is a prefix of the lock path, so a deep path of long
+/// segments would otherwise have the server store the square of its length.
+pub const MAX_NEW_PARENT_BYTES: usize = 64 * 1024;
+
+/// The longest identifier ([`crate::LockOptions::identifier`], [`crate::SemaphoreOptions::identifier`]),
+/// in bytes of UTF-8: it is written into every node the lock makes.
+pub const MAX_IDENTIFIER_BYTES: usize = 1024;
+
+/// The longest owner label ([`crate::Owner::with_label`], [`crate::SemaphoreOptions::label`]), in
+/// bytes of UTF-8: it is written into every node its owner's acquisitions make.
+pub const MAX_LABEL_BYTES: usize = 1024;
+
+/// The most entries in a custom ACL: every node a lock makes carries them all.
+pub const MAX_ACL_ENTRIES: usize = 32;
+
+/// The longest scheme or id of an ACL entry, in bytes (an x509 distinguished name is the longest
+/// kind in use, a few hundred bytes).
+pub const MAX_ACL_ID_BYTES: usize = 1024;
+
+/// The most leases one semaphore acquisition may ask for: each is a node (and a request) of its
+/// own.
+pub const MAX_LEASES_PER_ACQUISITION: u32 = 1024;
+
+/// The most members of one multi-lock: each is an acquisition of its own.
+pub const MAX_MULTI_LOCK_MEMBERS: usize = 256;
+
+/// The refusal of an input over one of the limits above: what it is, and the limit.
+fn over_limit(what: String, limit: String) -> Error {
+    Error::invalid(format!(
+        "{what}, over zklock's limit of {limit}, which keeps one client's input from costing a shared ZooKeeper \
+         server too much"
+    ))
+}
+
+/// Refuses a path (a lock path, a shared count path) deeper than [`MAX_PATH_DEPTH`].
+fn path_depth(path: &str, what: &str) -> Result<()> {
+    // Counted up to one past the limit: a huge path is not walked whole.
+    let depth = path.bytes().filter(|&b| b == b'/').take(MAX_PATH_DEPTH + 1).count();
+    if depth > MAX_PATH_DEPTH {
+        let depth = path.bytes().filter(|&b| b == b'/').count();
+        return Err(over_limit(format!("{what} is {depth} segments deep"), format!("{MAX_PATH_DEPTH} segments"))
+            .with_path(path));
+    }
+    Ok(())
+}
+
+/// Refuses an acquisition whose queue paths (`queues`: lock paths, a semaphore's mutex and lease
+/// parent and shared count) may make it create more parents than [`MAX_NEW_PARENTS`], or more
+/// than [`MAX_NEW_PARENT_BYTES`] of them.
+pub(crate) fn new_parents<'a>(queues: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    let mut parents = std::collections::BTreeSet::new();
+    for queue in queues {
+        // Every proper prefix ending before a '/', but the root.
+        parents.extend(queue.match_indices('/').map(|(i, _)| &queue[..i]).filter(|parent| !parent.is_empty()));
+    }
+    if parents.len() > MAX_NEW_PARENTS {
+        return Err(over_limit(
+            format!("an acquisition here may have to create {} parent nodes", parents.len()),
+            format!("{MAX_NEW_PARENTS} parents"),
+        ));
+    }
+    let bytes: usize = parents.iter().map(|parent| parent.len()).sum();
+    if bytes > MAX_NEW_PARENT_BYTES {
+        return Err(over_limit(
+            format!(
+                "the {} parent nodes an acquisition here may have to create have {bytes} bytes of path",
+                parents.len()
+            ),
+            format!("{MAX_NEW_PARENT_BYTES} bytes of parents' paths"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses an identifier longer than [`MAX_IDENTIFIER_BYTES`].
+pub(crate) fn identifier(identifier: Option<&str>) -> Result<()> {
+    match identifier {
+        Some(identifier) if identifier.len() > MAX_IDENTIFIER_BYTES => Err(over_limit(
+            format!("identifier of {} bytes", identifier.len()),
+            format!("{MAX_IDENTIFIER_BYTES} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses an owner label longer than [`MAX_LABEL_BYTES`].
+pub(crate) fn label(label: Option<&str>) -> Result<()> {
+    match label {
+        Some(label) if label.len() > MAX_LABEL_BYTES => {
+            Err(over_limit(format!("owner label of {} bytes", label.len()), format!("{MAX_LABEL_BYTES} bytes")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses an ACL of more than [`MAX_ACL_ENTRIES`] entries, or an entry's scheme or id longer
+/// than [`MAX_ACL_ID_BYTES`].
+pub(crate) fn acl_size(entries: &[crate::AclEntry]) -> Result<()> {
+    if entries.len() > MAX_ACL_ENTRIES {
+        return Err(over_limit(
+            format!("the lock's ACL has {} entries", entries.len()),
+            format!("{MAX_ACL_ENTRIES} entries"),
+        ));
+    }
+    for entry in entries {
+        let longest = entry.scheme.len().max(entry.id.len());
+        if longest > MAX_ACL_ID_BYTES {
+            return Err(over_limit(
+                format!("an entry of the lock's ACL has a scheme or id of {longest} bytes"),
+                format!("{MAX_ACL_ID_BYTES} bytes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses more leases in one acquisition than [`MAX_LEASES_PER_ACQUISITION`].
+pub(crate) fn lease_count(n: u32) -> Result<()> {
+    if n > MAX_LEASES_PER_ACQUISITION {
+        return Err(over_limit(
+            format!("{n} leases asked for at once"),
+            format!("{MAX_LEASES_PER_ACQUISITION} leases"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a multi-lock of more than [`MAX_MULTI_LOCK_MEMBERS`] members.
+pub(crate) fn multi_lock_members(count: usize) -> Result<()> {
+    if count > MAX_MULTI_LOCK_MEMBERS {
+        return Err(over_limit(
+            format!("a multi-lock of {count} members"),
+            format!("{MAX_MULTI_LOCK_MEMBERS} members"),
+        ));
+    }
+    Ok(())
+}
+
+/// A lock path, relative to the client's chroot: valid for ZooKeeper, not reserved, and within
+/// [`MAX_PATH_DEPTH`] and the parents' limits ([`MAX_NEW_PARENTS`], [`MAX_NEW_PARENT_BYTES`]).
 pub(crate) fn lock_path(path: &str, chroot: &str) -> Result<()> {
+    // The depth first: it is cheap, and the other checks would walk a huge path whole.
+    path_depth(path, "lock path")?;
     check_znode_path(path, "lock path")?;
     if is_reserved(&format!("{chroot}{path}")) {
         return Err(Error::invalid(format!(
             "lock path {path:?} is under /zookeeper, which the server reserves for itself"
         )));
     }
-    Ok(())
+    new_parents([path]).map_err(|err| err.with_path(path))
 }
 
 /// Checks a lock path's form before anything is sent: absolute, no empty, `.` or `..` segments,
-/// no control characters, not the root and not under `/zookeeper`. A client checks it again with
+/// no control characters, not the root and not under `/zookeeper`, at most [`MAX_PATH_DEPTH`]
+/// segments deep, and its parents within [`MAX_NEW_PARENT_BYTES`]. A client checks it again with
 /// its chroot. For tools that take a path before they connect (the `zklock` command).
 pub fn check_lock_path(path: &str) -> Result<()> {
     lock_path(path, "")
+}
+
+/// Checks an owner label against [`MAX_LABEL_BYTES`] before anything is sent, for tools that take
+/// a label before they connect (the `zklock` command). An acquisition checks its owner's label
+/// itself.
+pub fn check_label(owner_label: &str) -> Result<()> {
+    label(Some(owner_label))
 }
 
 /// Checks a path to look for locks under ([`crate::Client::locks_under`]): a ZooKeeper path as
@@ -266,6 +432,25 @@ mod tests {
         let err = lock_path("/quota", "/zookeeper").unwrap_err();
         assert!(err.message().contains("under /zookeeper"));
         lock_path("/zookeeper", "/app").unwrap();
+    }
+
+    #[test]
+    fn depth_and_parents() {
+        let deep = |depth: usize| "/a".repeat(depth);
+        lock_path(&deep(MAX_PATH_DEPTH), "").unwrap();
+        let err = lock_path(&deep(MAX_PATH_DEPTH + 1), "").unwrap_err();
+        assert!(err.message().contains("65 segments deep, over zklock's limit of 64 segments"), "{err}");
+        // Counted once: shared parents, and not the root or the queues themselves.
+        new_parents(["/a/b/c", "/a/b/d", "/x"]).unwrap();
+        let many: Vec<String> = (0..=MAX_NEW_PARENTS).map(|i| format!("/p{i}/q")).collect();
+        let err = new_parents(many.iter().map(String::as_str)).unwrap_err();
+        assert!(err.message().contains("1025 parent nodes"), "{err}");
+        new_parents(many[1..].iter().map(String::as_str)).unwrap();
+        let segment = "s".repeat(MAX_NEW_PARENT_BYTES / 2);
+        new_parents([format!("/{segment}/q").as_str()]).unwrap();
+        let err = new_parents([format!("/{segment}/{segment}/q").as_str()]).unwrap_err();
+        assert!(err.message().contains("bytes of path"), "{err}");
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
     }
 
     #[test]

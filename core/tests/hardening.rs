@@ -55,16 +55,15 @@ async fn the_packet_limit_is_configurable() {
     let connect = connect_string();
     let options = ClientOptions { jute_maxbuffer: 64 * 1024, ..Default::default() };
     let small = Client::connect_with(&connect, options).await.unwrap();
-    let path = unique_path("limit");
-    let identifier = Some("i".repeat(100_000));
-    let err = small.lock_with(&path, LockOptions { identifier: identifier.clone(), ..Default::default() }).unwrap_err();
+    let path = format!("{}/{}", unique_path("limit"), "p".repeat(100_000));
+    let err = small.lock(&path).unwrap_err();
     assert_invalid(&err, "packet limit of 65536 bytes");
 
-    // The default limit lets the same identifier through to a default server.
+    // The default limit lets the same path through to a default server.
     let client = client_at(&connect).await;
-    let lock = client.lock_with(&path, LockOptions { identifier, ..Default::default() }).unwrap();
+    let lock = client.lock(&path).unwrap();
     let guard = lock.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap();
-    assert_eq!(lock.holder().await.unwrap().unwrap().identity.unwrap().identifier.unwrap().len(), 100_000);
+    assert!(lock.holder().await.unwrap().is_some());
     guard.release().await.unwrap();
 
     let err = Client::connect_with(&connect, ClientOptions { jute_maxbuffer: 10, ..Default::default() }).await;
@@ -82,8 +81,7 @@ async fn a_request_the_server_keeps_refusing_ends_in_an_error() {
     let connect = cluster.connect_string();
     let client = client_at(&connect).await;
     let path = unique_path("refused");
-    let options = LockOptions { identifier: Some("i".repeat(100_000)), ..Default::default() };
-    let big = client.lock_with(&path, options).unwrap();
+    let big = client.lock(&format!("{path}/{}", "p".repeat(100_000))).unwrap();
     let started = Instant::now();
     let err = big.acquire_timeout(&Owner::unique(), Duration::from_secs(60)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ConnectionLoss, "{err}");
@@ -91,7 +89,7 @@ async fn a_request_the_server_keeps_refusing_ends_in_an_error() {
     assert!(started.elapsed() < Duration::from_secs(30), "gave up after {:?}", started.elapsed());
 
     let observer = observer_at(&connect).await;
-    assert!(children(&observer, &path).await.is_empty());
+    assert!(observer.check_stat(&path).await.unwrap().is_none(), "no node made");
     let small = client.lock(&unique_path("refused-other")).unwrap();
     let guard = small.acquire_timeout(&Owner::unique(), Duration::from_secs(10)).await.unwrap();
     assert_eq!(guard.hold().state(), zklock::HoldState::Held);

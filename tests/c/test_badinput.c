@@ -85,6 +85,67 @@ static void bad_paths(zkl_client *client) {
   }
 }
 
+/* Input over the limits that keep one client from harming a shared server (a 300,000-deep path
+ * once had the client create every parent until the server died): refused at once, naming the
+ * limit, with nothing sent (the lock's node count at the end of main). */
+static void over_the_limits(zkl_client *client, const char *base) {
+  size_t deep_len = 2 * 300000 + 1;
+  char *deep = malloc(deep_len);
+  h_require(deep != NULL, "allocate a deep path");
+  for (size_t i = 0; i < 300000; i++) memcpy(deep + 2 * i, "/a", 2);
+  deep[deep_len - 1] = '\0';
+  zkl_lock *lock = NULL;
+  int64_t start = h_now_ms();
+  CHECK_ERR(zkl_lock_new(client, deep, &lock), ZKL_INVALID_ARGUMENT,
+            "300000 segments deep, over zklock's limit of 64 segments", "limits: a 300,000-deep path");
+  CHECK(h_now_ms() - start < 1000, "limits: the deep path is refused at once");
+  CHECK(lock == NULL, "limits: no lock made");
+  /* base is 2 deep: 62 more segments make it ZKL_MAX_PATH_DEPTH, 63 one over. */
+  char at[512], over[512];
+  snprintf(at, sizeof at, "%s", base);
+  for (int i = 0; i < ZKL_MAX_PATH_DEPTH - 2; i++) strcat(at, "/a");
+  strcpy(over, at);
+  strcat(over, "/a");
+  CHECK_ERR(zkl_lock_new(client, over, &lock), ZKL_INVALID_ARGUMENT, "65 segments deep", "limits: one segment over");
+  CHECK_RC(zkl_lock_new(client, at, &lock), ZKL_OK, "limits: a path at the limit is taken");
+  zkl_lock_free(lock);
+  lock = NULL;
+
+  char identifier[ZKL_MAX_IDENTIFIER_BYTES + 2];
+  memset(identifier, 'i', sizeof identifier - 1);
+  identifier[sizeof identifier - 1] = '\0';
+  zkl_semaphore *semaphore = NULL;
+  zkl_semaphore_options sopts;
+  zkl_semaphore_options_init(&sopts);
+  sopts.max_leases = 2;
+  sopts.identifier = identifier;
+  CHECK_ERR(zkl_semaphore_new_with(client, base, &sopts, &semaphore), ZKL_INVALID_ARGUMENT,
+            "identifier of 1025 bytes, over zklock's limit of 1024 bytes", "limits: a long identifier");
+  CHECK(semaphore == NULL, "limits: no semaphore made");
+
+  zkl_acl_entry entries[ZKL_MAX_ACL_ENTRIES + 1];
+  for (size_t i = 0; i < ZKL_MAX_ACL_ENTRIES + 1; i++) {
+    entries[i].perms = ZKL_PERM_ALL;
+    entries[i].scheme = "world";
+    entries[i].id = "anyone";
+  }
+  zkl_lock_options opts;
+  zkl_lock_options_init(&opts);
+  opts.acl = ZKL_ACL_CUSTOM;
+  opts.acl_entries = entries;
+  opts.acl_entry_count = ZKL_MAX_ACL_ENTRIES + 1;
+  CHECK_ERR(zkl_lock_new_with(client, base, &opts, &lock), ZKL_INVALID_ARGUMENT,
+            "ACL has 33 entries, over zklock's limit of 32 entries", "limits: a long ACL");
+
+  zkl_leases *leases = NULL;
+  h_require(zkl_semaphore_new(client, base, INT32_MAX, &semaphore) == ZKL_OK, "make a semaphore");
+  CHECK_ERR(zkl_semaphore_acquire(semaphore, ZKL_MAX_LEASES_PER_ACQUISITION + 1, 0, &leases), ZKL_INVALID_ARGUMENT,
+            "1025 leases asked for at once, over zklock's limit of 1024 leases", "limits: too many leases at once");
+  CHECK(leases == NULL, "limits: no leases");
+  zkl_semaphore_free(semaphore);
+  free(deep);
+}
+
 static void bad_connect(void) {
   static const struct {
     const char *hosts, *why;
@@ -330,6 +391,7 @@ int main(void) {
   h_require(zkl_lock_new(client, path, &lock) == ZKL_OK, "make a lock");
   null_arguments(client, lock);
   bad_paths(client);
+  over_the_limits(client, path);
   bad_connect();
   CHECK_ERR(zkl_lock_acquire(lock, -7), ZKL_INVALID_ARGUMENT, "timeout_ms is -7", "timeout: below -1");
   CHECK_ERR(zkl_lock_acquire_as(lock, UINT64_MAX, 0), ZKL_INVALID_ARGUMENT, "neither an explicit id", "owner: a bad id");

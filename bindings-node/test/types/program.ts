@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   const stop: () => void = client.onStateChange((state) => console.log(state.toUpperCase()))
   const lock: Lock = client.lock('/locks/report', { identifier: 'job' })
   const controller = new AbortController()
-  const hold: Hold | false = await lock.acquire({ timeoutMs: 5000, signal: controller.signal })
+  const hold: Hold | null = await lock.acquire({ timeoutMs: 5000, signal: controller.signal })
   if (hold) {
     const token: bigint = hold.fencingToken
     hold.signal.addEventListener('abort', () => {
@@ -56,6 +56,11 @@ async function main(): Promise<void> {
     // With no timeout, acquire resolves to a Hold: `await using` needs no check (the README's example).
     await using scoped = await lock.acquire()
     console.log(scoped.state)
+  }
+  {
+    // With a timeout too (null on a timeout, which `await using` takes): TS2851 while it was false.
+    await using timed = await lock.acquire({ timeoutMs: 1000 })
+    console.log(timed?.state)
   }
   const surely: Hold = await lock.acquire({ signal: controller.signal })
   await surely.release()
@@ -104,7 +109,7 @@ async function main(): Promise<void> {
   const semaphore: Semaphore = client.semaphore('/jobs/nightly', { maxLeases: 3, identifier: 'job' })
   const shared: Semaphore = client.semaphore('/jobs/shared', { sharedCount: { path: '/jobs/shared-max', seed: 3 } })
   const max: number = await shared.currentMaxLeases()
-  const leases: Leases | false = await semaphore.acquire({ leases: 2, timeoutMs: 5000, signal: controller.signal })
+  const leases: Leases | null = await semaphore.acquire({ leases: 2, timeoutMs: 5000, signal: controller.signal })
   if (leases) {
     const tokens: bigint[] = leases.fencingTokens
     console.log(leases.count, leases.nodes[0], leases.state, leases.signal.aborted, tokens[0])
@@ -113,13 +118,17 @@ async function main(): Promise<void> {
   {
     await using one = await semaphore.acquire()
     console.log(one.count)
+    await using tried = await semaphore.acquire({ timeoutMs: 0 })
+    console.log(tried?.count)
+    await using all = await client.multiLock([lock]).acquire({ timeoutMs: 0 })
+    console.log(all?.signal.aborted)
   }
   const counted: number = await semaphore.withLease(async (held) => held.count, { leases: 1, timeoutMs: 1000 })
   const seen: SemaphoreParticipants = await semaphore.participants()
   console.log(max, counted, seen.holders.length, seen.waiting.length, seen.queue[0]?.sessionId, seen.maxLeases)
   const multi: MultiLock = client.multiLock([lock, rw.write, { semaphore, leases: 1 }, { semaphore: shared }])
   const kinds: MemberKind[] = multi.members.map((member) => member.kind)
-  const multiHold: MultiHold | false = await multi.acquire({ timeoutMs: 1000 })
+  const multiHold: MultiHold | null = await multi.acquire({ timeoutMs: 1000 })
   if (multiHold) {
     multiHold.signal.addEventListener('abort', () => {
       const reason = multiHold.signal.reason as MemberLostError

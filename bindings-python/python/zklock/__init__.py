@@ -341,6 +341,7 @@ class Client(_native.Client):
         seed: Optional[int] = None,
         identifier: Optional[str] = None,
         acl: Optional[Acl] = None,
+        label: Optional[str] = None,
     ) -> "Semaphore":
         """A counting semaphore on ``path`` (Curator's InterProcessSemaphoreV2, node for node):
         at most ``max_leases`` leases at once; or as many as the shared count at
@@ -351,9 +352,20 @@ class Client(_native.Client):
         ``acl`` as for ``lock``: by default open, as Curator makes the nodes (anyone may delete
         a lease or change the count); otherwise every node the semaphore makes (its path, its
         internal mutex and lease parent, the leases, the shared count) gets it, and an existing
-        one whose ACL grants others more is refused with ``PermissionDeniedError``."""
+        one whose ACL grants others more is refused with ``PermissionDeniedError``.
+
+        ``label`` is the owner label of its nodes, which ``zklock status`` shows (at most 1,024
+        bytes); by default each acquisition's are labelled after the acquiring thread
+        (``thread:<name>``) or asyncio task (``task:<name>``), as a lock's are."""
         return Semaphore(
-            self, path, max_leases, shared_count_path=shared_count_path, seed=seed, identifier=identifier, acl=acl
+            self,
+            path,
+            max_leases,
+            shared_count_path=shared_count_path,
+            seed=seed,
+            identifier=identifier,
+            acl=acl,
+            label=label,
         )
 
     def multi_lock(self, members: "Sequence[MultiLockMember]") -> "MultiLock":
@@ -807,6 +819,10 @@ class Semaphore(_native.Semaphore):
     non-reentrant mutex releasable from anywhere.
 
     ``with sem.acquire(2) as leases:`` (blocking) or ``async with sem.hold(2) as leases:``.
+
+    ``label`` is the owner label of its nodes (``zklock status`` shows it); by default each
+    acquisition's nodes are labelled after the acquiring thread (``thread:<name>``) or asyncio
+    task (``task:<name>``), as a lock's are.
     """
 
     @overload  # type: ignore[override]
@@ -826,7 +842,8 @@ class Semaphore(_native.Semaphore):
         are kazoo's ``Semaphore.acquire(blocking, timeout)`` rules, giving the leases for True
         (a lock's ``acquire`` gives False on a timeout; ``hold`` raises, as here).
 
-        ``InvalidArgumentError`` before any traffic for n below 1 or above a fixed max; before
+        ``InvalidArgumentError`` before any traffic for n below 1, above a fixed max or above
+        1,024 (zklock's limit on leases in one acquisition); before
         any node is made for n above the shared count, or a path holding lock nodes."""
         native = super().acquire(n, timeout, blocking)
         return None if native is None else Leases(native)
@@ -835,7 +852,9 @@ class Semaphore(_native.Semaphore):
         """As ``acquire``, without blocking the event loop: ``LockTimeout`` once ``timeout``
         passes (None waits forever, through outages and new sessions). Cancelling the task removes every node the attempt made
         (and gives back leases acquired just as it was cancelled)."""
-        return Leases(await _acquire_async(lambda done: self._acquire_async(n, timeout, done)))
+        owner = _task_owner()
+        caller = None if owner is None else owner.label
+        return Leases(await _acquire_async(lambda done: self._acquire_async(n, timeout, done, caller)))
 
     def hold(self, n: int = 1, timeout: Optional[float] = None) -> "_Acquiring[Leases]":
         """A context manager (``with`` or ``async with``) that acquires ``n`` leases on entry

@@ -60,7 +60,7 @@ impl Recipe {
 
     /// One acquisition attempt, with its node removed on every way out but success.
     async fn attempt(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
-        self.check_fits(self.node_data_len(owner), || format!("owner label of {} bytes", owner.label().len()))?;
+        self.check_owner(owner)?;
         // In a block: what took the turns is gone before the wait (a waiter's future keeps no room
         // for it).
         let (send_turn, create_slot, session) = {

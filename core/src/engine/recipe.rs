@@ -79,6 +79,7 @@ impl Recipe {
         read_write: bool,
         options: crate::LockOptions,
     ) -> Result<Recipe> {
+        validate::identifier(options.identifier.as_deref()).map_err(|err| err.with_path(&path))?;
         options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
         let recipe = Recipe {
@@ -214,6 +215,13 @@ impl Recipe {
         path.push('/');
         path.push_str(name);
         path
+    }
+
+    /// Refuses, before sending, an owner whose label is over [`validate::MAX_LABEL_BYTES`], or
+    /// whose node would not fit the packet limit.
+    pub(crate) fn check_owner(&self, owner: &Owner) -> Result<()> {
+        validate::label(owner.given_label()).map_err(|err| err.with_path(&self.path))?;
+        self.check_fits(self.node_data_len(owner), || format!("owner label of {} bytes", owner.label().len()))
     }
 
     /// Refuses, before sending, a create the server would refuse by dropping the connection.

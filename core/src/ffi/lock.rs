@@ -143,7 +143,9 @@ impl LockHandle {
 /// Concurrency: any thread, including inside callbacks.
 /// Errors: ZKL_INVALID_ARGUMENT for NULL arguments, a closed client, or an invalid path
 /// (relative, the root, ending in '/', empty segments, '.' or '..', control characters, or under
-/// /zookeeper).
+/// /zookeeper), or one over the limits that keep one client from harming a shared server: more
+/// than ZKL_MAX_PATH_DEPTH segments deep, or parents with more than ZKL_MAX_NEW_PARENT_BYTES
+/// bytes of path in all; the message names the limit.
 #[no_mangle]
 pub extern "C" fn zkl_lock_new(
     client: *mut super::zkl_client,
@@ -176,6 +178,44 @@ pub extern "C" fn zkl_rwlock_new(
 ) -> zkl_result {
     ffi_result!("zkl_rwlock_new", { new_rwlock(client, path, std::ptr::null(), read, write) })
 }
+
+/// The deepest lock path (and shared count path) zklock takes, in segments ("/a/b/c" is 3 deep):
+/// a deeper one is refused with ZKL_INVALID_ARGUMENT before any traffic. Each of the ZKL_MAX_*
+/// limits bounds what one client's input may cost a shared server (a 300,000-deep path once
+/// had the client create every parent until the server ran out of memory).
+pub const ZKL_MAX_PATH_DEPTH: u32 = 64;
+/// The most parents one acquisition may create: the missing ancestors of its lock path (of every
+/// member of a multi-lock, and of a semaphore's parts and shared count), each counted once.
+pub const ZKL_MAX_NEW_PARENTS: u32 = 1024;
+/// The most bytes of path, in all, of the parents one acquisition may create.
+pub const ZKL_MAX_NEW_PARENT_BYTES: u32 = 65536;
+/// The longest identifier (zkl_lock_options.identifier, zkl_semaphore_options.identifier), in
+/// bytes.
+pub const ZKL_MAX_IDENTIFIER_BYTES: u32 = 1024;
+/// The longest owner label, in bytes, in any language (a C owner is labelled after its thread,
+/// well within it).
+pub const ZKL_MAX_LABEL_BYTES: u32 = 1024;
+/// The most entries of a custom ACL (zkl_lock_options.acl_entries_len).
+pub const ZKL_MAX_ACL_ENTRIES: u32 = 32;
+/// The longest scheme or id of an ACL entry, in bytes.
+pub const ZKL_MAX_ACL_ID_BYTES: u32 = 1024;
+/// The most leases one semaphore acquisition may ask for.
+pub const ZKL_MAX_LEASES_PER_ACQUISITION: u32 = 1024;
+/// The most members of one multi-lock.
+pub const ZKL_MAX_MULTI_LOCK_MEMBERS: u32 = 256;
+
+// The C names of the core's limits, written out for cbindgen: they must agree.
+const _: () = {
+    assert!(ZKL_MAX_PATH_DEPTH as usize == crate::MAX_PATH_DEPTH);
+    assert!(ZKL_MAX_NEW_PARENTS as usize == crate::MAX_NEW_PARENTS);
+    assert!(ZKL_MAX_NEW_PARENT_BYTES as usize == crate::MAX_NEW_PARENT_BYTES);
+    assert!(ZKL_MAX_IDENTIFIER_BYTES as usize == crate::MAX_IDENTIFIER_BYTES);
+    assert!(ZKL_MAX_LABEL_BYTES as usize == crate::MAX_LABEL_BYTES);
+    assert!(ZKL_MAX_ACL_ENTRIES as usize == crate::MAX_ACL_ENTRIES);
+    assert!(ZKL_MAX_ACL_ID_BYTES as usize == crate::MAX_ACL_ID_BYTES);
+    assert!(ZKL_MAX_LEASES_PER_ACQUISITION == crate::MAX_LEASES_PER_ACQUISITION);
+    assert!(ZKL_MAX_MULTI_LOCK_MEMBERS as usize == crate::MAX_MULTI_LOCK_MEMBERS);
+};
 
 /// zkl_lock_options.acl: anyone may do anything with the lock's nodes, so any client can delete
 /// a holder's node and take the lock (the default, and what zkl_lock_new does).

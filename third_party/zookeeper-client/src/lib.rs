@@ -57,14 +57,6 @@ pub use self::error::Error;
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use self::tls::{TlsCa, TlsCerts, TlsCertsBuilder, TlsCertsOptions, TlsDynamicCerts, TlsIdentity, TlsOptions};
 pub use crate::client::*;
-#[doc(hidden)]
-pub use crate::session::decode_server_bytes;
-#[doc(hidden)]
-pub use crate::session::resend_watches_frames;
-pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
-#[cfg(feature = "tokio")]
-#[doc(hidden)]
-pub use crate::session::{set_resolver, Resolver};
 #[cfg(feature = "sasl-digest-md5")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::DigestMd5SaslOptions;
@@ -74,6 +66,14 @@ pub use crate::sasl::GssapiSaslOptions;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl", feature = "sasl-gssapi", feature = "sasl-digest-md5"))))]
 pub use crate::sasl::SaslOptions;
+#[doc(hidden)]
+pub use crate::session::decode_server_bytes;
+#[doc(hidden)]
+pub use crate::session::resend_watches_frames;
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub use crate::session::{set_resolver, Resolver};
+pub use crate::session::{ConnectObserver, DEFAULT_REPLY_LIMIT};
 
 /// Present only in zklock's patched copy (see ZKLOCK.md): zklock refers to it, so that a build
 /// against the published crate, without the patch, fails to compile instead of running with

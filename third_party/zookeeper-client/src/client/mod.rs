@@ -17,33 +17,15 @@ use tracing::instrument;
 
 pub use self::watcher::{OneshotWatcher, PersistentWatcher, StateWatcher};
 use super::session::{Depot, MarshalledRequest, Request, Session, SessionOperation, WatchReceiver};
-use crate::answered::AnsweredSends;
 use crate::acl::{Acl, Acls, AuthUser};
+use crate::answered::AnsweredSends;
 use crate::chroot::{Chroot, ChrootPath, OwnedChroot};
 use crate::endpoint::{self, IterableEndpoints};
 use crate::error::Error;
 use crate::proto::{
-    self,
-    AuthPacket,
-    CheckVersionRequest,
-    CreateRequest,
-    DeleteRequest,
-    ExistsRequest,
-    GetAclResponse,
-    GetChildren2Response,
-    GetChildrenRequest,
-    GetRequest,
-    MultiHeader,
-    MultiReadResponse,
-    MultiWriteResponse,
-    OpCode,
-    PersistentWatchRequest,
-    ReconfigRequest,
-    RequestBuffer,
-    RequestHeader,
-    SetAclRequest,
-    SetDataRequest,
-    SyncRequest,
+    self, AuthPacket, CheckVersionRequest, CreateRequest, DeleteRequest, ExistsRequest, GetAclResponse,
+    GetChildren2Response, GetChildrenRequest, GetRequest, MultiHeader, MultiReadResponse, MultiWriteResponse, OpCode,
+    PersistentWatchRequest, ReconfigRequest, RequestBuffer, RequestHeader, SetAclRequest, SetDataRequest, SyncRequest,
 };
 pub use crate::proto::{EnsembleUpdate, Stat};
 use crate::record::{self, Record, StaticRecord};
@@ -337,7 +319,8 @@ impl Client {
 
     async fn wait<T, E, F>(result: std::result::Result<F, E>) -> std::result::Result<T, E>
     where
-        F: Future<Output = std::result::Result<T, E>>, {
+        F: Future<Output = std::result::Result<T, E>>,
+    {
         match result {
             Err(err) => Err(err),
             Ok(future) => future.await,
@@ -346,7 +329,8 @@ impl Client {
 
     async fn resolve<T, E, F>(result: std::result::Result<Either<F, T>, E>) -> std::result::Result<T, E>
     where
-        F: Future<Output = std::result::Result<T, E>>, {
+        F: Future<Output = std::result::Result<T, E>>,
+    {
         match result {
             Err(err) => Err(err),
             Ok(Right(r)) => Ok(r),
@@ -357,7 +341,8 @@ impl Client {
     async fn map_wait<T, U, Fu, Fn>(result: Result<Fu>, f: Fn) -> Result<U>
     where
         Fu: Future<Output = Result<T>>,
-        Fn: FnOnce(T) -> U, {
+        Fn: FnOnce(T) -> U,
+    {
         match result {
             Err(err) => Err(err),
             Ok(future) => match future.await {
@@ -369,7 +354,8 @@ impl Client {
 
     async fn retry_on_connection_loss<T, F>(operation: impl Fn() -> F) -> Result<T>
     where
-        F: Future<Output = Result<T>>, {
+        F: Future<Output = Result<T>>,
+    {
         loop {
             let future = operation();
             return match future.await {
@@ -1826,8 +1812,15 @@ impl Connector {
         asyncs::spawn(async move {
             session.serve(endpoints, conn, buf, depot, receiver).await;
         });
-        let client =
-            Client::new(chroot.to_owned(), self.server_version, session_info, session_timeout, sender, state_watcher, answered);
+        let client = Client::new(
+            chroot.to_owned(),
+            self.server_version,
+            session_info,
+            session_timeout,
+            sender,
+            state_watcher,
+            answered,
+        );
         Ok(client)
     }
 

@@ -2,13 +2,7 @@ use bytes::BufMut;
 use derive_where::derive_where;
 
 use crate::record::{
-    DeserializableRecord,
-    DeserializeError,
-    DynamicRecord,
-    ReadingBuf,
-    SerializableRecord,
-    StaticRecord,
-    UnsafeBuf,
+    DeserializableRecord, DeserializeError, DynamicRecord, ReadingBuf, SerializableRecord, StaticRecord, UnsafeBuf,
 };
 
 #[derive_where(Debug)]

@@ -21,17 +21,8 @@ pub use self::check::CheckVersionRequest;
 pub use self::connect::{ConnectRequest, ConnectResponse};
 pub use self::consts::{AddWatchMode, PredefinedXid};
 pub use self::data::{
-    CreateRequest,
-    DeleteRequest,
-    ExistsRequest,
-    GetChildren2Response,
-    GetChildrenRequest,
-    GetRequest,
-    PersistentWatchRequest,
-    RemoveWatchesRequest,
-    SetDataRequest,
-    SetWatchesRequest,
-    SyncRequest,
+    CreateRequest, DeleteRequest, ExistsRequest, GetChildren2Response, GetChildrenRequest, GetRequest,
+    PersistentWatchRequest, RemoveWatchesRequest, SetDataRequest, SetWatchesRequest, SyncRequest,
 };
 pub use self::error_code::ErrorCode;
 pub use self::multi::{MultiHeader, MultiReadResponse, MultiWriteResponse};

@@ -144,7 +144,10 @@ impl SaslSession {
             if challenge.is_empty() {
                 return Ok(None);
             }
-            return Err(SaslFailure::new(format!("SASL {}: the server sent more after the exchange ended", self.name())));
+            return Err(SaslFailure::new(format!(
+                "SASL {}: the server sent more after the exchange ended",
+                self.name()
+            )));
         }
         self.output.clear();
         let finished = match &mut self.mechanism {

@@ -213,7 +213,8 @@ impl AsyncWrite for NoSignalStream {
 pub trait AsyncReadToBuf: AsyncReadExt {
     async fn read_to_buf(&mut self, buf: &mut impl BufMut) -> Result<usize>
     where
-        Self: Unpin, {
+        Self: Unpin,
+    {
         let chunk = buf.chunk_mut();
         let read_to =
             unsafe { std::mem::transmute::<&mut [std::mem::MaybeUninit<u8>], &mut [u8]>(chunk.as_uninit_slice_mut()) };

@@ -18,20 +18,14 @@ use ignore_result::Ignore;
 use tracing::field::display;
 use tracing::{debug, info, instrument, warn, Span};
 
-use self::connection::{AsyncReadToBuf, Connection, Connector};
 #[cfg(feature = "tokio")]
 #[doc(hidden)]
 pub use self::connection::{set_resolver, Resolver};
+use self::connection::{AsyncReadToBuf, Connection, Connector};
 pub use self::depot::Depot;
 use self::event::WatcherEvent;
 pub use self::request::{
-    ConnectOperation,
-    MarshalledRequest,
-    OpStat,
-    Operation,
-    Request,
-    SessionOperation,
-    StateReceiver,
+    ConnectOperation, MarshalledRequest, OpStat, Operation, Request, SessionOperation, StateReceiver,
 };
 pub use self::types::{EventType, SessionId, SessionInfo, SessionState, WatchedEvent};
 use self::watch::WatchManager;
@@ -588,7 +582,8 @@ impl Session {
     /// Refuses a frame whose length, once read, is negative or over the reply limit: before its
     /// body is waited for, so the receive buffer never grows past the limit.
     fn check_frame(&self, reading: &[u8]) -> Result<(), Error> {
-        let Some(length) = reading.get(..4).map(|length| i32::from_be_bytes([length[0], length[1], length[2], length[3]]))
+        let Some(length) =
+            reading.get(..4).map(|length| i32::from_be_bytes([length[0], length[1], length[2], length[3]]))
         else {
             return Ok(());
         };
@@ -939,4 +934,3 @@ pub fn decode_server_bytes(bytes: &[u8]) {
     all::<Option<&[u8]>>(bytes);
     all::<&str>(bytes);
 }
-

@@ -12,7 +12,10 @@ use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{AlertDescription, CertificateError, ClientConfig, SignatureScheme};
 use tracing::warn;
 
-use super::{NoCertificateVerification, NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
+use super::{
+    NoCertificateVerification, NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts,
+    TlsInnerCerts,
+};
 use crate::client::Result;
 use crate::error::Error;
 
@@ -235,7 +238,9 @@ fn describe_rustls(err: &rustls::Error, has_client_cert: bool) -> String {
         // Over TLS 1.3 the client's handshake ends before the server checks its (empty)
         // certificate: the server's alert then comes with the first read.
         E::AlertReceived(
-            AlertDescription::BadCertificate | AlertDescription::CertificateUnknown | AlertDescription::HandshakeFailure,
+            AlertDescription::BadCertificate
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::HandshakeFailure,
         ) if !has_client_cert => CLIENT_CERT_WANTED.to_owned(),
         E::AlertReceived(
             alert @ (AlertDescription::BadCertificate
@@ -399,16 +404,8 @@ mod tests {
     use futures_rustls::{TlsAcceptor, TlsStream};
     use notify::{Event, RecursiveMode, Watcher};
     use rcgen::{
-        Certificate,
-        CertificateParams,
-        CertificateRevocationList,
-        CertificateRevocationListParams,
-        CertifiedKey,
-        Issuer,
-        KeyIdMethod,
-        KeyPair,
-        RevokedCertParams,
-        SerialNumber,
+        Certificate, CertificateParams, CertificateRevocationList, CertificateRevocationListParams, CertifiedKey,
+        Issuer, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
     };
     use rustls::server::{ServerConfig, WebPkiClientVerifier};
     use rustls::RootCertStore;

@@ -79,7 +79,9 @@ impl TlsIdentity {
         // And a certificate whose key is known not to be this one. (One this check cannot parse,
         // as an X.509 v1 certificate, is presented as given: the server judges it.)
         let certified = rustls::sign::CertifiedKey::new(cert.clone(), signing_key);
-        if let Err(err @ rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) = certified.keys_match() {
+        if let Err(err @ rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) =
+            certified.keys_match()
+        {
             return Err(Error::with_other("the client certificate does not match the client private key", err));
         }
         Ok(Self { cert, key })
@@ -316,9 +318,8 @@ impl TlsOptions {
     /// The name to send as SNI and verify the server's certificate against, instead of the host
     /// of each endpoint (a zklock patch). Fails if it is no valid DNS name or IP address.
     pub fn with_server_name(mut self, name: &str) -> Result<Self> {
-        let name = ServerName::try_from(name)
-            .map_err(|err| Error::with_other("invalid tls server name", err))?
-            .to_owned();
+        let name =
+            ServerName::try_from(name).map_err(|err| Error::with_other("invalid tls server name", err))?.to_owned();
         self.server_name = Some(name);
         Ok(self)
     }

@@ -4,21 +4,11 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, ServerName, UnixTime};
 use rustls::{
-    CertRevocationListError,
-    CertificateError,
-    DigitallySignedStruct,
-    Error as TlsError,
-    ExtendedKeyPurpose,
-    OtherError,
-    RootCertStore,
-    SignatureScheme,
+    CertRevocationListError, CertificateError, DigitallySignedStruct, Error as TlsError, ExtendedKeyPurpose,
+    OtherError, RootCertStore, SignatureScheme,
 };
 use webpki::{
-    BorrowedCertRevocationList,
-    CertRevocationList,
-    EndEntityCert,
-    InvalidNameContext,
-    KeyUsage,
+    BorrowedCertRevocationList, CertRevocationList, EndEntityCert, InvalidNameContext, KeyUsage,
     RevocationOptionsBuilder,
 };
 
