@@ -20,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use zklock_testkit::chaos::census::Census;
-use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX};
+use zklock_testkit::chaos::{
+    contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SASL_CONTENDER, SASL_OPERATOR, SEMAPHORE_MAX,
+};
 use zklock_testkit::{txnlog, Cluster, ProxiedCluster};
 
 const LANGS: [&str; 7] = ["rust", "c", "python", "node", "curator", "curator57", "kazoo"];
@@ -51,7 +53,7 @@ const PIN_MARGIN: Duration = Duration::from_millis(500);
 fn usage() -> &'static str {
     "usage: chaos [--minutes M] [--handoffs N] [--seed S] [--json FILE] [--contenders-per-lang K]\n\
      \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator,curator57,kazoo] [--pace normal|fast]\n\
-     \x20            [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
+     \x20            [--sasl required|off] [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
 }
 
 fn fail_usage(msg: &str) -> ! {
@@ -82,6 +84,10 @@ struct Options {
     /// `--pace fast`: contenders sleep [0, 3] ms after an operation and [0, 5] ms between
     /// iterations instead of [0, 30] and [0, 50], for more handoffs per second.
     fast: bool,
+    /// `--sasl required` (the default): the servers require SASL (`enforce.auth.enabled`, schemes
+    /// sasl) and every client authenticates with DIGEST-MD5: contenders, census and operator.
+    /// `--sasl off`: no SASL at all.
+    sasl_required: bool,
 }
 
 fn parse_options() -> Options {
@@ -104,6 +110,7 @@ fn parse_options() -> Options {
         bin_dir,
         run_dir: None,
         fast: false,
+        sasl_required: true,
     };
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -151,6 +158,13 @@ fn parse_options() -> Options {
             }
             "--bin-dir" => o.bin_dir = PathBuf::from(value),
             "--dir" => o.run_dir = Some(PathBuf::from(value)),
+            "--sasl" => {
+                o.sasl_required = match value.as_str() {
+                    "required" => true,
+                    "off" => false,
+                    _ => fail_usage(&format!("--sasl wants required or off, got {value:?}")),
+                }
+            }
             "--pace" => {
                 o.fast = match value.as_str() {
                     "normal" => false,
@@ -474,6 +488,11 @@ impl Slot {
         // answers (issue 44: every address of a name is tried, happy-eyeballs style).
         if self.lang == "rust" && self.n == 0 {
             cmd.arg("--unanswered-first-address");
+        }
+        // Servers that require SASL: every contender authenticates (issue 44: every reconnect
+        // under the faults must do SASL before anything else, or the servers end the session).
+        if o.sasl_required {
+            cmd.arg("--sasl-digest").arg(format!("{}:{}", SASL_CONTENDER.0, SASL_CONTENDER.1));
         }
         if o.fast {
             cmd.args(["--op-sleep-ms", "3", "--idle-ms", "5"]);
@@ -1000,6 +1019,9 @@ fn main() {
         if o.fast {
             r += " --pace fast";
         }
+        if !o.sasl_required {
+            r += " --sasl off";
+        }
         r += &format!(
             " --langs {} --contenders-per-lang {} --session-timeout-ms {}",
             o.langs.join(","),
@@ -1011,12 +1033,13 @@ fn main() {
     let planned = plan(o.seed, run, session);
     println!("chaos: seed {} (replay: {replay})", o.seed);
     println!(
-        "chaos: {} min{}, languages {} x {}, session timeout {} ms, {} faults planned; logs in {}",
+        "chaos: {} min{}, languages {} x {}, session timeout {} ms, {}, {} faults planned; logs in {}",
         o.minutes,
         o.handoffs.map_or(String::new(), |n| format!(" or {n} handoffs")),
         o.langs.join(","),
         o.per_lang,
         session.as_millis(),
+        if o.sasl_required { "servers require SASL (DIGEST-MD5 for every client)" } else { "no SASL" },
         planned.len(),
         run_dir.display()
     );
@@ -1030,7 +1053,11 @@ fn main() {
 
     let t_setup = Instant::now();
     // The default tick (200 ms) allows session timeouts from 400 ms.
-    let cluster = Arc::new(Cluster::ensemble(3));
+    let cluster = Arc::new(match o.sasl_required {
+        true => Cluster::builder().servers(3).sasl_digest(&[SASL_CONTENDER, SASL_OPERATOR]).sasl_required().start(),
+        false => Cluster::ensemble(3),
+    });
+    let operator_sasl = o.sasl_required.then_some(SASL_OPERATOR);
     let resource = Resource::start(&o.bin_dir, &run_dir.join("resource-events.log"));
     let mut slots = Vec::new();
     for lang in &o.langs {
@@ -1053,7 +1080,7 @@ fn main() {
         }
     }
     let fault_log = File::create(run_dir.join("faults.log")).expect("faults.log");
-    let operator = Census::connect(&cluster.connect_string()).unwrap_or_else(|e| fatal(&e));
+    let operator = Census::connect_as(&cluster.connect_string(), operator_sasl).unwrap_or_else(|e| fatal(&e));
     let mut soak = Soak {
         o,
         run_dir: run_dir.clone(),
@@ -1147,7 +1174,7 @@ fn main() {
     if let Some(wait) = pins_end.map(|end| end.saturating_duration_since(Instant::now())) {
         thread::sleep(wait + PIN_MARGIN);
     }
-    let census = Census::connect(&soak.cluster.connect_string()).unwrap_or_else(|e| fatal(&e));
+    let census = Census::connect_as(&soak.cluster.connect_string(), operator_sasl).unwrap_or_else(|e| fatal(&e));
     let orphan_window = session + Duration::from_secs(4);
     println!("chaos: looking for orphaned lock nodes over {:.0}s", orphan_window.as_secs_f64());
     // A census that could not look fails the run: "no orphans" must mean it looked and saw none.
@@ -1292,6 +1319,7 @@ fn main() {
     let floors_json: Vec<Value> =
         floors.iter().map(|f| json!({"what": f.what, "seen": f.seen, "floor": f.floor})).collect();
     summary["floors"] = Value::Array(floors_json);
+    summary["sasl_required"] = Value::Bool(soak.o.sasl_required);
     let more = json!({
         "wait_ms": report["wait_ms"],
         "recovery_ms_after_leader_kill": recoveries,
@@ -1413,8 +1441,12 @@ fn print_table(s: &Value) {
     println!();
     println!("==================== zklock chaos soak: figures ====================");
     println!(
-        "seed {}   {}s of faults   session timeout {} ms   {} contenders per language",
-        s["seed"], s["soak_seconds"], s["session_timeout_ms"], s["contenders_per_lang"]
+        "seed {}   {}s of faults   session timeout {} ms   {} contenders per language   {}",
+        s["seed"],
+        s["soak_seconds"],
+        s["session_timeout_ms"],
+        s["contenders_per_lang"],
+        if s["sasl_required"].as_bool() == Some(true) { "SASL required" } else { "no SASL" }
     );
     println!("handoffs (holds begun)          {}   [{}]", n(&s["handoffs_total"]), map_line(&s["handoffs"]));
     println!(
