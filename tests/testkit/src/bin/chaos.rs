@@ -991,6 +991,27 @@ fn long_pinned_not_lost(pinned: &Value, peer: Option<&str>) -> u64 {
         .sum()
 }
 
+/// By language, the errors, wait outcomes and lost-hold reasons the contenders reported that say
+/// the servers refused their authentication (`AuthFailed`, `ZKL_AUTH_FAILED`, `AuthFailedError`,
+/// `auth_failed`, `connect:AuthFailed`...). Every client has the right credentials, so each one is
+/// a session the client ended wrongly: under required SASL, a reconnect that sent a request
+/// before SASL had completed (issue 44).
+fn auth_failures(report: &Value) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for section in ["errors", "outcomes", "lost"] {
+        for (lang, counts) in report[section].as_object().into_iter().flatten() {
+            for (what, n) in counts.as_object().into_iter().flatten() {
+                let squashed: String =
+                    what.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_lowercase()).collect();
+                if squashed.contains("authfailed") {
+                    *out.entry(lang.clone()).or_default() += n.as_u64().unwrap_or(0);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn get_u64(v: &Value, path: &[&str]) -> u64 {
     path.iter().try_fold(v, |v, k| v.get(k)).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -1207,6 +1228,10 @@ fn main() {
     // Figures.
     let mut failures = census_failures;
     let zk = &report["violations"]["zklock"];
+    // A report from a client whose language is not known yet (an ERROR before its first BEGIN)
+    // counts as zklock's: this fails closed.
+    let auth_failed = auth_failures(&report);
+    let auth_failed_zklock: u64 = auth_failed.iter().filter(|(l, _)| !is_peer(l)).map(|(_, n)| n).sum();
     let must_be_zero = [
         ("overlaps", get_u64(zk, &["overlaps"])),
         ("stale_writes_accepted", get_u64(zk, &["stale_writes_accepted"])),
@@ -1218,6 +1243,7 @@ fn main() {
         ("orphaned_nodes", orphans_zklock.len() as u64),
         ("zombie_writes_accepted_superseded", get_u64(&report, &["zombie_writes_accepted_superseded"])),
         ("protocol_errors", get_u64(&report, &["protocol_errors"])),
+        ("auth_failures", auth_failed_zklock),
         ("unjudged_with_zklock", get_u64(&report, &["unjudged", "with_zklock"])),
         ("contender_crashes", soak.crashes.iter().filter(|(l, _)| !is_peer(l)).map(|(_, v)| v.len() as u64).sum()),
     ];
@@ -1258,6 +1284,7 @@ fn main() {
                 "unsignalled_losses": get_u64(peer, &["unsignalled_losses"]),
                 "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], Some(lang)),
                 "contender_crashes": soak.crashes.get(lang).map_or(0, Vec::len),
+                "auth_failures": auth_failed.get(lang).copied().unwrap_or(0),
                 "orphaned_nodes": orphans.len(),
                 "orphaned_nodes_detail": orphans,
             }),
@@ -1320,6 +1347,8 @@ fn main() {
         floors.iter().map(|f| json!({"what": f.what, "seen": f.seen, "floor": f.floor})).collect();
     summary["floors"] = Value::Array(floors_json);
     summary["sasl_required"] = Value::Bool(soak.o.sasl_required);
+    summary["auth_failures"] = json!(auth_failed_zklock);
+    summary["auth_failures_by_lang"] = json!(auth_failed);
     let more = json!({
         "wait_ms": report["wait_ms"],
         "recovery_ms_after_leader_kill": recoveries,
@@ -1489,6 +1518,7 @@ fn print_table(s: &Value) {
         "nodes_left",
         "orphaned_nodes",
         "protocol_errors",
+        "auth_failures",
     ] {
         println!("  {:<30}{}", key.replace('_', " "), n(&s[key]));
     }
@@ -1512,6 +1542,7 @@ fn print_table(s: &Value) {
             "long_pinned_not_lost",
             "orphaned_nodes",
             "contender_crashes",
+            "auth_failures",
         ] {
             let row: String = peers.values().map(|p| format!("{:>10}", n(&p[key]))).collect();
             println!("  {:<38}{row}", key.replace('_', " "));
@@ -1681,6 +1712,28 @@ mod tests {
         // Ten minutes: a zombie write refused is owed too.
         assert!(below(&exercise_floors(10.0, &langs(), &report, &BTreeMap::new(), &skipped))
             .contains(&"zombie writes refused"));
+    }
+
+    #[test]
+    fn auth_failures_are_found_in_every_language_s_words() {
+        let report = json!({
+            "errors": {"rust": {"connect:AuthFailed": 1, "release:ConnectionLoss": 4}, "c": {"ZKL_AUTH_FAILED": 2},
+                       "unknown": {"connect:AuthFailedError": 1}},
+            "outcomes": {"node": {"error:ZKLOCK_AUTH_FAILED": 3, "held": 100}, "python": {"held": 9}},
+            "lost": {"python": {"auth_failed": 1, "DisconnectedTooLong": 2}, "kazoo": {"LOST": 1}},
+        });
+        let found = auth_failures(&report);
+        assert_eq!(
+            found,
+            BTreeMap::from([
+                ("c".to_string(), 2),
+                ("node".to_string(), 3),
+                ("python".to_string(), 1),
+                ("rust".to_string(), 1),
+                ("unknown".to_string(), 1)
+            ])
+        );
+        assert!(auth_failures(&json!({"errors": {"rust": {"ConnectionLoss": 1}}})).is_empty());
     }
 
     #[test]
