@@ -573,6 +573,9 @@ struct Soak {
     started: Instant,
     faults: BTreeMap<&'static str, u64>,
     skipped: BTreeMap<&'static str, u64>,
+    /// Pinned faults the plan put too late to run their course before the end: not owed by the
+    /// floors (a short run may have none of a kind but that one).
+    too_late: BTreeMap<&'static str, u64>,
     crashes: BTreeMap<String, Vec<String>>,
     fault_log: File,
     /// A plain client straight to the ensemble, for operator deletes.
@@ -1112,6 +1115,7 @@ fn main() {
         started: Instant::now(),
         faults: BTreeMap::new(),
         skipped: BTreeMap::new(),
+        too_late: BTreeMap::new(),
         crashes: BTreeMap::new(),
         fault_log,
         operator,
@@ -1167,7 +1171,7 @@ fn main() {
             // A pinned fault must run its course before the end heals everything: one that
             // could not is skipped, not judged (its hold would be healed before it is lost).
             if f.kind.is_pinned() && elapsed + PIN_WAIT + f.duration + session + PIN_MARGIN > run {
-                *soak.skipped.entry(f.key(session)).or_default() += 1;
+                *soak.too_late.entry(f.key(session)).or_default() += 1;
                 return false;
             }
             if soak.inject(f) {
@@ -1347,6 +1351,7 @@ fn main() {
         floors.iter().map(|f| json!({"what": f.what, "seen": f.seen, "floor": f.floor})).collect();
     summary["floors"] = Value::Array(floors_json);
     summary["sasl_required"] = Value::Bool(soak.o.sasl_required);
+    summary["faults_too_late"] = json!(soak.too_late);
     summary["auth_failures"] = json!(auth_failed_zklock);
     summary["auth_failures_by_lang"] = json!(auth_failed);
     let more = json!({
@@ -1487,6 +1492,9 @@ fn print_table(s: &Value) {
     println!("faults injected                 {faults}   [{}]", map_line(&s["faults"]));
     if s["faults_skipped"].as_object().is_some_and(|m| !m.is_empty()) {
         println!("  planned but not applicable    [{}]", map_line(&s["faults_skipped"]));
+    }
+    if s["faults_too_late"].as_object().is_some_and(|m| !m.is_empty()) {
+        println!("  planned too late to finish    [{}]", map_line(&s["faults_too_late"]));
     }
     let record = &s["server_record"];
     let record = match (record["events"].as_u64(), record["error"].as_str()) {

@@ -60,7 +60,8 @@ impl Census {
             loop {
                 let mut connector = zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(30));
                 if let Some((user, password)) = sasl {
-                    connector = connector.with_sasl(zookeeper_client::SaslOptions::digest_md5(user.to_owned(), password.to_owned()));
+                    connector = connector
+                        .with_sasl(zookeeper_client::SaslOptions::digest_md5(user.to_owned(), password.to_owned()));
                 }
                 match connector.connect(connect).await {
                     Ok(zk) => return Ok(zk),
