@@ -6,7 +6,12 @@
 //
 //   java -cp <curator classpath>:<dir of CuratorChaos.class> CuratorChaos \
 //       --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS [--curator-mutex-only]
-//       [--lang LANG] [--downgrade] [--op-sleep-ms N] [--idle-ms N]
+//       [--lang LANG] [--downgrade] [--op-sleep-ms N] [--idle-ms N] [--sasl-digest USER:PASSWORD]
+//
+// --sasl-digest (the soak's servers require SASL): the ZooKeeper client authenticates every
+// connection with SASL DIGEST-MD5 as USER, through the JAAS section "Client" (a DigestLoginModule
+// with the username and password), as a Java user configures it; the configuration is set in
+// this process (javax.security.auth.login.Configuration), not written to a file.
 //
 // --downgrade (Curator 5.5+, CURATOR-621): one write hold in 3 that is not pinned, after its
 // writes, acquires the read lock while holding the write lock (a plain read node with the write
@@ -30,6 +35,8 @@ import java.io.OutputStream;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.Collection;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -41,6 +48,9 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.data.Stat;
+
+import javax.security.auth.login.AppConfigurationEntry;
+import javax.security.auth.login.Configuration;
 
 public final class CuratorChaos {
     private static final String MUTEX_PATH = "/chaos/mutex";
@@ -152,6 +162,7 @@ public final class CuratorChaos {
         int sessionMs = 0;
         boolean mutexOnly = false;
         boolean downgrade = false;
+        String saslDigest = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (a.equals("--curator-mutex-only")) {
@@ -175,6 +186,7 @@ public final class CuratorChaos {
                 case "--op-sleep-ms": opSleepMs = Long.parseLong(v); break;
                 case "--idle-ms": idleMs = Long.parseLong(v); break;
                 case "--lang": lang = v; break;
+                case "--sasl-digest": saslDigest = v; break;
                 default: usage("unknown argument " + a);
             }
         }
@@ -183,6 +195,14 @@ public final class CuratorChaos {
         }
         if (opSleepMs < 0 || idleMs < 0) {
             usage("--op-sleep-ms and --idle-ms must be >= 0");
+        }
+
+        if (saslDigest != null) {
+            int at = saslDigest.indexOf(':');
+            if (at < 0) {
+                usage("--sasl-digest wants USER:PASSWORD");
+            }
+            useSaslDigest(saslDigest.substring(0, at), saslDigest.substring(at + 1));
         }
 
         int colon = resource.lastIndexOf(':');
@@ -253,6 +273,27 @@ public final class CuratorChaos {
         if (stop) {
             Thread.sleep(Long.MAX_VALUE); // the shutdown hook halts with status 0
         }
+    }
+
+    /**
+     * The JAAS section "Client", which ZooKeeper's client reads for SASL: DIGEST-MD5 as user with
+     * password. The client authenticates each connection (and defers every other request until
+     * it has) once a section is there.
+     */
+    private static void useSaslDigest(String user, String password) {
+        Map<String, String> options = new HashMap<>();
+        options.put("username", user);
+        options.put("password", password);
+        AppConfigurationEntry[] client = {
+            new AppConfigurationEntry("org.apache.zookeeper.server.auth.DigestLoginModule",
+                    AppConfigurationEntry.LoginModuleControlFlag.REQUIRED, options)
+        };
+        Configuration.setConfiguration(new Configuration() {
+            @Override
+            public AppConfigurationEntry[] getAppConfigurationEntry(String name) {
+                return "Client".equals(name) ? client : null;
+            }
+        });
     }
 
     /** The locks of this contender. */
@@ -521,7 +562,8 @@ public final class CuratorChaos {
 
     private static void usage(String why) {
         System.err.println("CuratorChaos: " + why + "\nusage: CuratorChaos --zk CONNECT --resource HOST:PORT --name NAME "
-                + "--seed N --session-timeout-ms MS [--curator-mutex-only] [--lang LANG] [--downgrade] [--op-sleep-ms N] [--idle-ms N]");
+                + "--seed N --session-timeout-ms MS [--curator-mutex-only] [--lang LANG] [--downgrade] [--op-sleep-ms N] [--idle-ms N]"
+                + " [--sasl-digest USER:PASSWORD]");
         System.exit(2);
     }
 }

@@ -2,7 +2,10 @@
  * orchestrator and the fenced resource.
  *
  *   contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
- *             [--op-sleep-ms N] [--idle-ms N]
+ *             [--op-sleep-ms N] [--idle-ms N] [--sasl-digest USER:PASSWORD]
+ *
+ * --sasl-digest (the soak's servers require SASL): every connection authenticates with SASL
+ * DIGEST-MD5 as USER (zkl_options.sasl_mechanism).
  *
  * One zklock client, one TCP connection to the fenced resource; loops until SIGTERM (then: close
  * the client so its nodes go, exit 0). Exit 3 if the resource connection drops.
@@ -470,7 +473,7 @@ static void iteration(zkl_client *client) {
 }
 
 int main(int argc, char **argv) {
-  const char *zk = NULL, *resource = NULL;
+  const char *zk = NULL, *resource = NULL, *sasl_digest = NULL;
   int64_t session_ms = 0;
   bool have_seed = false;
   for (int i = 1; i < argc; i++) {
@@ -485,11 +488,21 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--session-timeout-ms") == 0) session_ms = strtoll(v, NULL, 10);
     else if (strcmp(a, "--op-sleep-ms") == 0) op_sleep_ms = strtoll(v, NULL, 10);
     else if (strcmp(a, "--idle-ms") == 0) idle_ms = strtoll(v, NULL, 10);
+    else if (strcmp(a, "--sasl-digest") == 0) sasl_digest = v;
     else die("unknown argument %s", a);
   }
   if (!zk || !resource || !have_seed || session_ms <= 0 || op_sleep_ms < 0 || idle_ms < 0)
     die("usage: contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS"
-        " [--op-sleep-ms N] [--idle-ms N] (N >= 0)");
+        " [--op-sleep-ms N] [--idle-ms N] (N >= 0) [--sasl-digest USER:PASSWORD]");
+  char *sasl_user = NULL;
+  const char *sasl_password = NULL;
+  if (sasl_digest) {
+    const char *colon = strchr(sasl_digest, ':');
+    if (!colon) die("--sasl-digest wants USER:PASSWORD");
+    sasl_user = strndup(sasl_digest, (size_t)(colon - sasl_digest));
+    if (!sasl_user) die("out of memory");
+    sasl_password = colon + 1;
+  }
 
   /* Signals go to the signal thread only: block them before any thread (zklock's too) starts. */
   static sigset_t set;
@@ -512,6 +525,11 @@ int main(int argc, char **argv) {
   zkl_options_init(&opts);
   opts.session_timeout_ms = session_ms;
   opts.connect_timeout_ms = session_ms;
+  if (sasl_user) {
+    opts.sasl_mechanism = "DIGEST-MD5";
+    opts.sasl_username = sasl_user;
+    opts.sasl_password = sasl_password;
+  }
   zkl_client *client = NULL;
   while (!stopping()) {
     int rc = zkl_client_connect(zk, &opts, &client);
@@ -523,6 +541,7 @@ int main(int argc, char **argv) {
   while (client && !stopping()) iteration(client);
   /* Ends the session: the server deletes this client's nodes at once. */
   zkl_client_close(client);
+  free(sasl_user);
   pthread_mutex_lock(&sock_mu);
   close(sock);
   return 0;

@@ -1,7 +1,10 @@
 // Chaos soak contender in Node (the orchestrator's fixed contender protocol).
 //
 //   node contender.mjs --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
-//                      [--op-sleep-ms N] [--idle-ms N]
+//                      [--op-sleep-ms N] [--idle-ms N] [--sasl-digest USER:PASSWORD]
+//
+// --sasl-digest (the soak's servers require SASL): every connection authenticates with SASL
+// DIGEST-MD5 as USER (the client's `sasl` option).
 //
 // One zklock client, one TCP connection to the fenced resource; loops until SIGTERM (then: close
 // the client so its nodes go, exit 0). Exit 3 if the resource connection drops. Cancel is an
@@ -30,6 +33,7 @@ const { values: args } = parseArgs({
     'curator-mutex-only': { type: 'boolean' },
     'op-sleep-ms': { type: 'string', default: '30' },
     'idle-ms': { type: 'string', default: '50' },
+    'sasl-digest': { type: 'string' },
   },
 })
 for (const key of ['zk', 'resource', 'name', 'seed', 'session-timeout-ms']) {
@@ -39,6 +43,16 @@ for (const key of ['zk', 'resource', 'name', 'seed', 'session-timeout-ms']) {
   }
 }
 const sessionTimeoutMs = Number(args['session-timeout-ms'])
+let sasl
+if (args['sasl-digest'] !== undefined) {
+  const colon = args['sasl-digest'].indexOf(':')
+  if (colon < 0) {
+    console.error('contender-node: --sasl-digest wants USER:PASSWORD')
+    process.exit(2)
+  }
+  const [username, password] = [args['sasl-digest'].slice(0, colon), args['sasl-digest'].slice(colon + 1)]
+  sasl = { mechanism: 'DIGEST-MD5', username, password }
+}
 const opSleepMs = Number(args['op-sleep-ms']) // the sleep after an operation: uniform in [0, opSleepMs]
 const idleMs = Number(args['idle-ms']) // the sleep between iterations: uniform in [0, idleMs]
 for (const [key, value] of [['op-sleep-ms', opSleepMs], ['idle-ms', idleMs]]) {
@@ -303,7 +317,7 @@ async function downgradeHold(rw, write, report, onWriteLost) {
 let client = null
 while (client === null && !stopping) {
   try {
-    client = await Client.connect(args.zk, { sessionTimeoutMs, connectTimeoutMs: sessionTimeoutMs })
+    client = await Client.connect(args.zk, { sessionTimeoutMs, connectTimeoutMs: sessionTimeoutMs, sasl })
   } catch (e) {
     if (e.code === 'ZKLOCK_INVALID_ARGUMENT') throw e
     send(`ERROR ${e.code ?? e.name}`, false)

@@ -2,6 +2,7 @@
 
     python contender.py --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
                         [--client zklock|kazoo] [--op-sleep-ms N] [--idle-ms N]
+                        [--sasl-digest USER:PASSWORD]
 
 One client (zklock's, language "python"; or kazoo 2.11's recipes, language "kazoo", a peer), one
 TCP connection to the fenced resource; loops until SIGTERM (then: close the client so its nodes
@@ -22,6 +23,10 @@ node is still this session's) once acquire returned. A failed or cancelled acqui
 node until that works (kazoo's own clean-up is best effort, and a node left by a live session
 would block the path for good).
 
+--sasl-digest (the soak's servers require SASL): every connection authenticates with SASL
+DIGEST-MD5 as USER, through ``sasl_options`` (zklock's and kazoo's, in the same words; kazoo needs
+pure-sasl).
+
 Zombies (both clients): one write hold in 10 (one pinned write hold in 2) ignores its loss. It
 says LOST as soon as it learns it (that promise is judged as ever), waits out the fault (the rest
 of its pinned time, or a session timeout), then writes anyway with its old token (ZOMBIE-WRITE,
@@ -36,7 +41,7 @@ import os
 import signal
 import sys
 import time
-from typing import Optional
+from typing import Dict, Optional
 
 import zklock
 
@@ -141,11 +146,12 @@ class KazooSession:
     """kazoo's client, and what a careful kazoo user does about losses: a state listener, where
     SUSPENDED or LOST ends every hold."""
 
-    def __init__(self, zk: str, session_s: float) -> None:
+    def __init__(self, zk: str, session_s: float, sasl_options: Optional[Dict[str, str]]) -> None:
         self.session_s = session_s
         self.client = KazooClient(
             hosts=zk,
             timeout=session_s,
+            sasl_options=sasl_options,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1},
             command_retry={"max_tries": 3, "delay": 0.1, "max_delay": 1},
         )
@@ -528,9 +534,16 @@ async def main() -> None:
     parser.add_argument("--client", choices=["zklock", "kazoo"], default="zklock")
     parser.add_argument("--op-sleep-ms", type=int, default=30)
     parser.add_argument("--idle-ms", type=int, default=50)
+    parser.add_argument("--sasl-digest", metavar="USER:PASSWORD")
     args = parser.parse_args()
     if args.op_sleep_ms < 0 or args.idle_ms < 0:
         parser.error("--op-sleep-ms and --idle-ms must be >= 0")
+    sasl_options: Optional[Dict[str, str]] = None
+    if args.sasl_digest is not None:
+        if ":" not in args.sasl_digest:
+            parser.error("--sasl-digest wants USER:PASSWORD")
+        username, password = args.sasl_digest.split(":", 1)
+        sasl_options = {"mechanism": "DIGEST-MD5", "username": username, "password": password}
 
     loop = asyncio.get_running_loop()
     stopped = asyncio.Event()
@@ -547,7 +560,7 @@ async def main() -> None:
 
     session = args.session_timeout_ms / 1000
     if args.client == "kazoo":
-        await run_kazoo(args, resource, stopped, session)
+        await run_kazoo(args, resource, stopped, session, sasl_options)
         writer.close()
         return
     client: Optional[zklock.Client] = None
@@ -555,7 +568,10 @@ async def main() -> None:
         try:
             # The constructor blocks (GIL released): off the loop, so SIGTERM is still handled.
             client = await loop.run_in_executor(
-                None, lambda: zklock.Client(args.zk, session_timeout=session, connect_timeout=session)
+                None,
+                lambda: zklock.Client(
+                    args.zk, session_timeout=session, connect_timeout=session, sasl_options=sasl_options
+                ),
             )
         except zklock.InvalidArgumentError:
             raise
@@ -574,12 +590,18 @@ async def main() -> None:
     writer.close()
 
 
-async def run_kazoo(args: argparse.Namespace, resource: Resource, stopped: asyncio.Event, session: float) -> None:
+async def run_kazoo(
+    args: argparse.Namespace,
+    resource: Resource,
+    stopped: asyncio.Event,
+    session: float,
+    sasl_options: Optional[Dict[str, str]],
+) -> None:
     if KazooClient is None:
         print("contender-python: --client kazoo needs kazoo (pip install kazoo==2.11.*)", file=sys.stderr)
         sys.exit(2)
     loop = asyncio.get_running_loop()
-    kazoo = KazooSession(args.zk, session)
+    kazoo = KazooSession(args.zk, session, sasl_options)
     started = False
     while not started and not stopped.is_set():
         try:

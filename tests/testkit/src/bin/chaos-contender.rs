@@ -5,6 +5,7 @@
 //!
 //!   chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS
 //!                   [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N] [--unanswered-first-address]
+//!                   [--sasl-digest USER:PASSWORD]
 //!
 //! The protocol (shared by the C, Python, Node and Curator contenders) is described in
 //! `scripts/chaos` and `chaos-resource`. Exit status: 0 after SIGTERM, 2 for bad arguments, 3 if
@@ -30,6 +31,10 @@
 //! never answers a connection (`UnansweredAddress`), then to the server's own address: every
 //! connection, and every reconnect under the faults, must get past the first address.
 //!
+//! `--sasl-digest USER:PASSWORD` (every contender of a soak whose servers require SASL):
+//! authenticate each connection with SASL DIGEST-MD5 as USER, so that every reconnect under the
+//! faults is one the servers refuse unless SASL comes first.
+//!
 //! Leases: one iteration in 5 (not with `--curator-mutex-only`) acquires 1 or 2 leases of the
 //! semaphore, all or nothing, with the same timeouts, cancels and tries. Each lease is a hold of
 //! its own at the resource (mode `l`, its own token), READ in each operation; all of them END
@@ -44,7 +49,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Mutex};
-use zklock::{Client, ClientOptions, ErrorKind, Hold, HoldState, Leases, Lock, LockGuard, Owner, Semaphore};
+use zklock::{
+    Client, ClientOptions, ErrorKind, Hold, HoldState, Leases, Lock, LockGuard, Owner, SaslOptions, Semaphore,
+};
 use zklock_testkit::chaos::{SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX, SEMAPHORE_PATH};
 use zklock_testkit::UnansweredAddress;
 
@@ -58,12 +65,14 @@ struct Args {
     op_sleep_ms: u64,
     idle_ms: u64,
     unanswered_first: bool,
+    /// `--sasl-digest USER:PASSWORD`.
+    sasl: Option<(String, String)>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let (mut zk, mut resource, mut name, mut seed, mut session, mut mutex_only) = (None, None, None, None, None, false);
-    let (mut op_sleep_ms, mut idle_ms, mut unanswered_first) = (30, 50, false);
+    let (mut op_sleep_ms, mut idle_ms, mut unanswered_first, mut sasl) = (30, 50, false, None);
     while let Some(flag) = args.next() {
         if flag == "--curator-mutex-only" {
             mutex_only = true;
@@ -81,6 +90,11 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => seed = Some(value.parse::<u64>().map_err(|e| format!("--seed {value:?}: {e}"))?),
             "--op-sleep-ms" => op_sleep_ms = value.parse().map_err(|e| format!("--op-sleep-ms {value:?}: {e}"))?,
             "--idle-ms" => idle_ms = value.parse().map_err(|e| format!("--idle-ms {value:?}: {e}"))?,
+            "--sasl-digest" => {
+                let (user, password) =
+                    value.split_once(':').ok_or_else(|| "--sasl-digest wants USER:PASSWORD".to_string())?;
+                sasl = Some((user.to_string(), password.to_string()));
+            }
             "--session-timeout-ms" => {
                 session = Some(value.parse::<u64>().map_err(|e| format!("--session-timeout-ms {value:?}: {e}"))?)
             }
@@ -97,6 +111,7 @@ fn parse_args() -> Result<Args, String> {
         op_sleep_ms,
         idle_ms,
         unanswered_first,
+        sasl,
     })
 }
 
@@ -561,7 +576,11 @@ async fn run(args: Args) {
         true => names_with_unanswered_first(&args.zk),
         false => (args.zk.clone(), Vec::new()),
     };
-    let options = ClientOptions { session_timeout: args.session_timeout, ..Default::default() };
+    let options = ClientOptions {
+        session_timeout: args.session_timeout,
+        sasl: args.sasl.as_ref().map(|(user, password)| SaslOptions::digest_md5(user, password)),
+        ..Default::default()
+    };
     // Faults may be under way when this process starts: try until a session is established.
     let client = loop {
         if *stop.borrow() {
@@ -610,7 +629,8 @@ fn main() {
         eprintln!("chaos-contender: {e}");
         eprintln!(
             "usage: chaos-contender --zk CONNECT --resource HOST:PORT --name NAME --seed N --session-timeout-ms MS \
-             [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N] [--unanswered-first-address]"
+             [--curator-mutex-only] [--op-sleep-ms N] [--idle-ms N] [--unanswered-first-address] \
+             [--sasl-digest USER:PASSWORD]"
         );
         std::process::exit(2);
     });

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use zklock_testkit::chaos::census::Census;
-use zklock_testkit::chaos::{contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SEMAPHORE_MAX};
+use zklock_testkit::chaos::{
+    contender_seed, SplitMix64, MUTEX_PATH, RW_PATH, SASL_CONTENDER, SASL_OPERATOR, SEMAPHORE_MAX,
+};
 use zklock_testkit::{txnlog, Cluster, ProxiedCluster};
 
 const LANGS: [&str; 7] = ["rust", "c", "python", "node", "curator", "curator57", "kazoo"];
@@ -51,7 +53,7 @@ const PIN_MARGIN: Duration = Duration::from_millis(500);
 fn usage() -> &'static str {
     "usage: chaos [--minutes M] [--handoffs N] [--seed S] [--json FILE] [--contenders-per-lang K]\n\
      \x20            [--session-timeout-ms MS] [--langs rust,c,python,node,curator,curator57,kazoo] [--pace normal|fast]\n\
-     \x20            [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
+     \x20            [--sasl required|off] [--contender LANG=COMMAND]... [--bin-dir DIR] [--dir RUN_DIR]"
 }
 
 fn fail_usage(msg: &str) -> ! {
@@ -82,6 +84,10 @@ struct Options {
     /// `--pace fast`: contenders sleep [0, 3] ms after an operation and [0, 5] ms between
     /// iterations instead of [0, 30] and [0, 50], for more handoffs per second.
     fast: bool,
+    /// `--sasl required` (the default): the servers require SASL (`enforce.auth.enabled`, schemes
+    /// sasl) and every client authenticates with DIGEST-MD5: contenders, census and operator.
+    /// `--sasl off`: no SASL at all.
+    sasl_required: bool,
 }
 
 fn parse_options() -> Options {
@@ -104,6 +110,7 @@ fn parse_options() -> Options {
         bin_dir,
         run_dir: None,
         fast: false,
+        sasl_required: true,
     };
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -151,6 +158,13 @@ fn parse_options() -> Options {
             }
             "--bin-dir" => o.bin_dir = PathBuf::from(value),
             "--dir" => o.run_dir = Some(PathBuf::from(value)),
+            "--sasl" => {
+                o.sasl_required = match value.as_str() {
+                    "required" => true,
+                    "off" => false,
+                    _ => fail_usage(&format!("--sasl wants required or off, got {value:?}")),
+                }
+            }
             "--pace" => {
                 o.fast = match value.as_str() {
                     "normal" => false,
@@ -475,6 +489,11 @@ impl Slot {
         if self.lang == "rust" && self.n == 0 {
             cmd.arg("--unanswered-first-address");
         }
+        // Servers that require SASL: every contender authenticates (issue 44: every reconnect
+        // under the faults must do SASL before anything else, or the servers end the session).
+        if o.sasl_required {
+            cmd.arg("--sasl-digest").arg(format!("{}:{}", SASL_CONTENDER.0, SASL_CONTENDER.1));
+        }
         if o.fast {
             cmd.args(["--op-sleep-ms", "3", "--idle-ms", "5"]);
         }
@@ -554,6 +573,9 @@ struct Soak {
     started: Instant,
     faults: BTreeMap<&'static str, u64>,
     skipped: BTreeMap<&'static str, u64>,
+    /// Pinned faults the plan put too late to run their course before the end: not owed by the
+    /// floors (a short run may have none of a kind but that one).
+    too_late: BTreeMap<&'static str, u64>,
     crashes: BTreeMap<String, Vec<String>>,
     fault_log: File,
     /// A plain client straight to the ensemble, for operator deletes.
@@ -972,6 +994,27 @@ fn long_pinned_not_lost(pinned: &Value, peer: Option<&str>) -> u64 {
         .sum()
 }
 
+/// By language, the errors, wait outcomes and lost-hold reasons the contenders reported that say
+/// the servers refused their authentication (`AuthFailed`, `ZKL_AUTH_FAILED`, `AuthFailedError`,
+/// `auth_failed`, `connect:AuthFailed`...). Every client has the right credentials, so each one is
+/// a session the client ended wrongly: under required SASL, a reconnect that sent a request
+/// before SASL had completed (issue 44).
+fn auth_failures(report: &Value) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for section in ["errors", "outcomes", "lost"] {
+        for (lang, counts) in report[section].as_object().into_iter().flatten() {
+            for (what, n) in counts.as_object().into_iter().flatten() {
+                let squashed: String =
+                    what.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_lowercase()).collect();
+                if squashed.contains("authfailed") {
+                    *out.entry(lang.clone()).or_default() += n.as_u64().unwrap_or(0);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn get_u64(v: &Value, path: &[&str]) -> u64 {
     path.iter().try_fold(v, |v, k| v.get(k)).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -1000,6 +1043,9 @@ fn main() {
         if o.fast {
             r += " --pace fast";
         }
+        if !o.sasl_required {
+            r += " --sasl off";
+        }
         r += &format!(
             " --langs {} --contenders-per-lang {} --session-timeout-ms {}",
             o.langs.join(","),
@@ -1011,12 +1057,13 @@ fn main() {
     let planned = plan(o.seed, run, session);
     println!("chaos: seed {} (replay: {replay})", o.seed);
     println!(
-        "chaos: {} min{}, languages {} x {}, session timeout {} ms, {} faults planned; logs in {}",
+        "chaos: {} min{}, languages {} x {}, session timeout {} ms, {}, {} faults planned; logs in {}",
         o.minutes,
         o.handoffs.map_or(String::new(), |n| format!(" or {n} handoffs")),
         o.langs.join(","),
         o.per_lang,
         session.as_millis(),
+        if o.sasl_required { "servers require SASL (DIGEST-MD5 for every client)" } else { "no SASL" },
         planned.len(),
         run_dir.display()
     );
@@ -1030,7 +1077,11 @@ fn main() {
 
     let t_setup = Instant::now();
     // The default tick (200 ms) allows session timeouts from 400 ms.
-    let cluster = Arc::new(Cluster::ensemble(3));
+    let cluster = Arc::new(match o.sasl_required {
+        true => Cluster::builder().servers(3).sasl_digest(&[SASL_CONTENDER, SASL_OPERATOR]).sasl_required().start(),
+        false => Cluster::ensemble(3),
+    });
+    let operator_sasl = o.sasl_required.then_some(SASL_OPERATOR);
     let resource = Resource::start(&o.bin_dir, &run_dir.join("resource-events.log"));
     let mut slots = Vec::new();
     for lang in &o.langs {
@@ -1053,7 +1104,7 @@ fn main() {
         }
     }
     let fault_log = File::create(run_dir.join("faults.log")).expect("faults.log");
-    let operator = Census::connect(&cluster.connect_string()).unwrap_or_else(|e| fatal(&e));
+    let operator = Census::connect_as(&cluster.connect_string(), operator_sasl).unwrap_or_else(|e| fatal(&e));
     let mut soak = Soak {
         o,
         run_dir: run_dir.clone(),
@@ -1064,6 +1115,7 @@ fn main() {
         started: Instant::now(),
         faults: BTreeMap::new(),
         skipped: BTreeMap::new(),
+        too_late: BTreeMap::new(),
         crashes: BTreeMap::new(),
         fault_log,
         operator,
@@ -1119,7 +1171,7 @@ fn main() {
             // A pinned fault must run its course before the end heals everything: one that
             // could not is skipped, not judged (its hold would be healed before it is lost).
             if f.kind.is_pinned() && elapsed + PIN_WAIT + f.duration + session + PIN_MARGIN > run {
-                *soak.skipped.entry(f.key(session)).or_default() += 1;
+                *soak.too_late.entry(f.key(session)).or_default() += 1;
                 return false;
             }
             if soak.inject(f) {
@@ -1147,7 +1199,7 @@ fn main() {
     if let Some(wait) = pins_end.map(|end| end.saturating_duration_since(Instant::now())) {
         thread::sleep(wait + PIN_MARGIN);
     }
-    let census = Census::connect(&soak.cluster.connect_string()).unwrap_or_else(|e| fatal(&e));
+    let census = Census::connect_as(&soak.cluster.connect_string(), operator_sasl).unwrap_or_else(|e| fatal(&e));
     let orphan_window = session + Duration::from_secs(4);
     println!("chaos: looking for orphaned lock nodes over {:.0}s", orphan_window.as_secs_f64());
     // A census that could not look fails the run: "no orphans" must mean it looked and saw none.
@@ -1180,6 +1232,10 @@ fn main() {
     // Figures.
     let mut failures = census_failures;
     let zk = &report["violations"]["zklock"];
+    // A report from a client whose language is not known yet (an ERROR before its first BEGIN)
+    // counts as zklock's: this fails closed.
+    let auth_failed = auth_failures(&report);
+    let auth_failed_zklock: u64 = auth_failed.iter().filter(|(l, _)| !is_peer(l)).map(|(_, n)| n).sum();
     let must_be_zero = [
         ("overlaps", get_u64(zk, &["overlaps"])),
         ("stale_writes_accepted", get_u64(zk, &["stale_writes_accepted"])),
@@ -1191,6 +1247,7 @@ fn main() {
         ("orphaned_nodes", orphans_zklock.len() as u64),
         ("zombie_writes_accepted_superseded", get_u64(&report, &["zombie_writes_accepted_superseded"])),
         ("protocol_errors", get_u64(&report, &["protocol_errors"])),
+        ("auth_failures", auth_failed_zklock),
         ("unjudged_with_zklock", get_u64(&report, &["unjudged", "with_zklock"])),
         ("contender_crashes", soak.crashes.iter().filter(|(l, _)| !is_peer(l)).map(|(_, v)| v.len() as u64).sum()),
     ];
@@ -1231,6 +1288,7 @@ fn main() {
                 "unsignalled_losses": get_u64(peer, &["unsignalled_losses"]),
                 "long_pinned_not_lost": long_pinned_not_lost(&report["pinned"], Some(lang)),
                 "contender_crashes": soak.crashes.get(lang).map_or(0, Vec::len),
+                "auth_failures": auth_failed.get(lang).copied().unwrap_or(0),
                 "orphaned_nodes": orphans.len(),
                 "orphaned_nodes_detail": orphans,
             }),
@@ -1292,6 +1350,10 @@ fn main() {
     let floors_json: Vec<Value> =
         floors.iter().map(|f| json!({"what": f.what, "seen": f.seen, "floor": f.floor})).collect();
     summary["floors"] = Value::Array(floors_json);
+    summary["sasl_required"] = Value::Bool(soak.o.sasl_required);
+    summary["faults_too_late"] = json!(soak.too_late);
+    summary["auth_failures"] = json!(auth_failed_zklock);
+    summary["auth_failures_by_lang"] = json!(auth_failed);
     let more = json!({
         "wait_ms": report["wait_ms"],
         "recovery_ms_after_leader_kill": recoveries,
@@ -1413,8 +1475,12 @@ fn print_table(s: &Value) {
     println!();
     println!("==================== zklock chaos soak: figures ====================");
     println!(
-        "seed {}   {}s of faults   session timeout {} ms   {} contenders per language",
-        s["seed"], s["soak_seconds"], s["session_timeout_ms"], s["contenders_per_lang"]
+        "seed {}   {}s of faults   session timeout {} ms   {} contenders per language   {}",
+        s["seed"],
+        s["soak_seconds"],
+        s["session_timeout_ms"],
+        s["contenders_per_lang"],
+        if s["sasl_required"].as_bool() == Some(true) { "SASL required" } else { "no SASL" }
     );
     println!("handoffs (holds begun)          {}   [{}]", n(&s["handoffs_total"]), map_line(&s["handoffs"]));
     println!(
@@ -1426,6 +1492,9 @@ fn print_table(s: &Value) {
     println!("faults injected                 {faults}   [{}]", map_line(&s["faults"]));
     if s["faults_skipped"].as_object().is_some_and(|m| !m.is_empty()) {
         println!("  planned but not applicable    [{}]", map_line(&s["faults_skipped"]));
+    }
+    if s["faults_too_late"].as_object().is_some_and(|m| !m.is_empty()) {
+        println!("  planned too late to finish    [{}]", map_line(&s["faults_too_late"]));
     }
     let record = &s["server_record"];
     let record = match (record["events"].as_u64(), record["error"].as_str()) {
@@ -1457,6 +1526,7 @@ fn print_table(s: &Value) {
         "nodes_left",
         "orphaned_nodes",
         "protocol_errors",
+        "auth_failures",
     ] {
         println!("  {:<30}{}", key.replace('_', " "), n(&s[key]));
     }
@@ -1480,6 +1550,7 @@ fn print_table(s: &Value) {
             "long_pinned_not_lost",
             "orphaned_nodes",
             "contender_crashes",
+            "auth_failures",
         ] {
             let row: String = peers.values().map(|p| format!("{:>10}", n(&p[key]))).collect();
             println!("  {:<38}{row}", key.replace('_', " "));
@@ -1649,6 +1720,28 @@ mod tests {
         // Ten minutes: a zombie write refused is owed too.
         assert!(below(&exercise_floors(10.0, &langs(), &report, &BTreeMap::new(), &skipped))
             .contains(&"zombie writes refused"));
+    }
+
+    #[test]
+    fn auth_failures_are_found_in_every_language_s_words() {
+        let report = json!({
+            "errors": {"rust": {"connect:AuthFailed": 1, "release:ConnectionLoss": 4}, "c": {"ZKL_AUTH_FAILED": 2},
+                       "unknown": {"connect:AuthFailedError": 1}},
+            "outcomes": {"node": {"error:ZKLOCK_AUTH_FAILED": 3, "held": 100}, "python": {"held": 9}},
+            "lost": {"python": {"auth_failed": 1, "DisconnectedTooLong": 2}, "kazoo": {"LOST": 1}},
+        });
+        let found = auth_failures(&report);
+        assert_eq!(
+            found,
+            BTreeMap::from([
+                ("c".to_string(), 2),
+                ("node".to_string(), 3),
+                ("python".to_string(), 1),
+                ("rust".to_string(), 1),
+                ("unknown".to_string(), 1)
+            ])
+        );
+        assert!(auth_failures(&json!({"errors": {"rust": {"ConnectionLoss": 1}}})).is_empty());
     }
 
     #[test]

@@ -44,6 +44,12 @@ pub struct Census {
 impl Census {
     /// Connects, trying for up to 30 s.
     pub fn connect(connect: &str) -> Result<Census, String> {
+        Census::connect_as(connect, None)
+    }
+
+    /// Connects, authenticated with SASL DIGEST-MD5 as `sasl` (user, password) if given (the
+    /// soak's servers require it), trying for up to 30 s.
+    pub fn connect_as(connect: &str, sasl: Option<(&str, &str)>) -> Result<Census, String> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -52,7 +58,11 @@ impl Census {
         let deadline = Instant::now() + Duration::from_secs(30);
         let zk = runtime.block_on(async {
             loop {
-                let connector = zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(30));
+                let mut connector = zookeeper_client::Client::connector().with_session_timeout(Duration::from_secs(30));
+                if let Some((user, password)) = sasl {
+                    connector = connector
+                        .with_sasl(zookeeper_client::SaslOptions::digest_md5(user.to_owned(), password.to_owned()));
+                }
                 match connector.connect(connect).await {
                     Ok(zk) => return Ok(zk),
                     Err(e) if Instant::now() < deadline => {

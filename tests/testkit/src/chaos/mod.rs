@@ -15,6 +15,12 @@ pub const RW_PATH: &str = "/chaos/rw";
 pub const SEMAPHORE_PATH: &str = "/chaos/semaphore";
 pub const SEMAPHORE_MAX: u32 = 3;
 
+/// The soak's ensemble requires SASL (unless `--sasl off`): the DIGEST-MD5 user every contender
+/// authenticates as (`--sasl-digest USER:PASSWORD`), whatever its language or client.
+pub const SASL_CONTENDER: (&str, &str) = ("contender", "contender-sasl-pw");
+/// ... and the one of the soak's own plain client (the census and the operator's deletes).
+pub const SASL_OPERATOR: (&str, &str) = ("operator", "operator-sasl-pw");
+
 /// splitmix64: tiny, fast, and good enough to drive choices; the same seed gives the same sequence.
 #[derive(Clone, Debug)]
 pub struct SplitMix64(u64);
