@@ -292,7 +292,7 @@ impl Client {
     /// background either way (and the exit hook waits for it, a second at most). Idempotent;
     /// does nothing in a child process forked after the client was made (the session is the
     /// parent's).
-    #[pyo3(signature = (timeout = Some(CLOSE_WAIT.as_secs_f64())))]
+    #[pyo3(signature = (timeout = Some(CLOSE_WAIT.as_secs_f64())), text_signature = "(self, /, timeout=2.0)")]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let bound = match timeout {
             None => None,

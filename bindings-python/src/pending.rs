@@ -39,7 +39,16 @@ enum Grant<F> {
 #[pymethods]
 impl AsyncOp {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        self.done.traverse(&visit)
+        // Only once the runtime let go of it: until then the completion is the runtime's to
+        // call, and what it reaches (the future, the waiting task) must not look like garbage.
+        // Visited while the runtime held it, a task waiting on an acquisition made a cycle the
+        // collector cleared (its function's globals among the rest) just before a callback
+        // thread called it: a crash. (A count read as 2 while the runtime drops its share only
+        // defers the collection.)
+        if Arc::strong_count(&self.done) == 1 {
+            self.done.traverse(&visit)?;
+        }
+        Ok(())
     }
 
     fn __clear__(&self) {
@@ -61,6 +70,16 @@ impl AsyncOp {
     /// by `cancel()`, or not acquired). Only a claimed grant is the task's to release.
     fn _claim(&self) -> bool {
         self.claim.as_ref().and_then(ForkSafe::get_here).is_some_and(|claim| claim())
+    }
+}
+
+/// Collected (nobody can await the acquisition any more): dropped, or a grant nobody received
+/// given back, as by `cancel()`, rather than held for good.
+impl Drop for AsyncOp {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.cancel.get_here() {
+            cancel();
+        }
     }
 }
 

@@ -23,7 +23,7 @@ import warnings
 
 import zklock
 
-PATIENCE = 20.0
+PATIENCE = 10.0
 
 zk_connect, path, forks = sys.argv[1], sys.argv[2], int(sys.argv[3])
 warnings.simplefilter("ignore", DeprecationWarning)  # "use of fork() may lead to deadlocks": the point

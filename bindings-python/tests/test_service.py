@@ -26,7 +26,7 @@ from conftest import Proxy, python_child, wait_children, wait_until
 
 HERE = Path(__file__).parent
 PYTHONS = [sys.executable] + os.environ.get("ZKLOCK_OTHER_PYTHONS", "").split()
-FORKS = int(os.environ.get("ZKLOCK_PY_FORKS", "300"))
+FORKS = int(os.environ.get("ZKLOCK_PY_FORKS", "2000"))
 
 
 # ----------------------------------------------------------------------------------- item 2
@@ -34,7 +34,7 @@ FORKS = int(os.environ.get("ZKLOCK_PY_FORKS", "300"))
 
 @pytest.mark.timeout(600)
 def test_forks_under_load_never_leave_a_child_stuck(zk_connect: str, path: str) -> None:
-    """FORKS forks (default 300) while asyncio completions and user callbacks flow on the
+    """FORKS forks (default 2000, about 10 s) while asyncio completions and user callbacks flow on the
     callback threads: every child reaches its first line and exits. Before the fix (a thread
     state made for a runtime thread at each completion, under CPython's HEAD lock) 2 of 800
     children stuck in PyOS_AfterFork_Child."""
@@ -101,10 +101,11 @@ def test_release_during_an_outage_is_bounded(zk_connect: str, kazoo: Any, path: 
         wait_children(kazoo, path, 1)
         proxy.command("stall")
         started = time.monotonic()
-        with pytest.raises(zklock.ConnectionLossError, match="within 2 s"):
+        with pytest.raises(zklock.ConnectionLossError) as raised:
             lock.release()
         took = time.monotonic() - started
         assert took < 3.0, f"release() took {took:.1f} s in an outage"
+        assert "within 2 s" in str(raised.value)
         assert not lock.is_held and lock.state is None
         proxy.command("pass")
         wait_children(kazoo, path, 0, timeout=OUTAGE_SESSION - (time.monotonic() - started) - 2.0)
@@ -359,3 +360,49 @@ def test_waiting_threads_stay_asleep(client: zklock.Client, zk_connect: str, pat
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert cpu / took < 0.03, f"200 waiting threads used {100 * cpu / took:.1f} % of a core"
     assert not any(waiter.is_alive() for waiter in waiters)
+
+
+RACING = """
+import asyncio, gc, os, sys, time, zklock
+client = zklock.Client(os.environ["ZK_CONNECT"])
+lock = client.lock(os.environ["LOCK_PATH"])
+stats = {"timeouts": 0, "held": 0, "acquired": 0}
+async def worker(i):
+    end = time.monotonic() + 4.0
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+        try:
+            async with asyncio.timeout(0.002 + (n % 10) * 0.002):
+                await lock.acquire_async()
+        except TimeoutError:
+            stats["timeouts"] += 1
+            if lock.is_held or lock.state is not None:
+                stats["held"] += 1
+            continue
+        stats["acquired"] += 1
+        await asyncio.sleep(0.001)
+        await lock.release_async()
+        if n % 50 == 0:
+            gc.collect()
+async def main():
+    await asyncio.gather(*(worker(i) for i in range(10)))
+asyncio.run(main())
+client.close()
+print(stats["timeouts"], stats["held"], stats["acquired"])
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout")
+def test_timeouts_racing_grants_with_the_collector_running(zk_connect: str, path: str) -> None:
+    """Ten tasks of one client take one lock under timeouts of 2 to 20 ms for 4 s, collecting
+    garbage as they go: no timed-out task reads held, and the process lives. (A task waiting on
+    an acquisition is reachable only through the runtime's completion: an earlier build of this
+    fix let the collector clear that cycle while a callback thread was about to call it, and
+    crashed one run in three.)"""
+    for run in range(2):
+        child = python_child(RACING, env={"LOCK_PATH": f"{path}/{run}"}, cwd="/")
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err[-2000:]
+        timeouts, held, acquired = map(int, out.split())
+        assert timeouts > 0 and acquired > 0 and held == 0, out
