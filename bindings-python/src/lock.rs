@@ -173,6 +173,9 @@ enum Started {
     Running(AsyncOp),
 }
 
+/// The `on_lost` registrations of a `Lock`, by key: the subscription and its callable.
+type LostCallbacks = std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>;
+
 #[pyclass(subclass, frozen, module = "zklock._native")]
 pub(crate) struct Lock {
     inner: ForkSafe<zklock::Lock>,
@@ -184,7 +187,7 @@ pub(crate) struct Lock {
     mode: &'static str,
     /// The `on_lost` subscriptions and their callables, by the key `_on_lost` returned (removed
     /// when cancelled) and the next key.
-    lost: Mutex<(std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>, usize)>,
+    lost: Mutex<(LostCallbacks, usize)>,
 }
 
 impl Lock {
