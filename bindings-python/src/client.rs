@@ -40,7 +40,10 @@ impl Drop for Client {
     }
 }
 
-/// Closes begun by a collected client, which the exit hook waits for.
+/// How long `close()` waits for the server by default: the session ends in the background after.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Closes begun by a collected client (or given up by `close()`), which the exit hook waits for.
 static CLOSING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
 
 fn closing(task: tokio::task::JoinHandle<()>) {
@@ -283,12 +286,42 @@ impl Client {
         self.core(py).map_or(true, |client| client.is_closed())
     }
 
-    /// Ends the session: the server deletes its lock nodes at once. Idempotent; does nothing in
-    /// a child process forked after the client was made (the session is the parent's).
-    fn close(&self, py: Python<'_>) {
-        if let Ok(client) = self.core(py) {
-            runtime::block_on_uninterrupted(py, client.close());
+    /// Ends the session: the server deletes its lock nodes at once. Waits at most `timeout`
+    /// seconds (default 2; None: until the close is over, at most the session timeout) for the
+    /// server to acknowledge, and Ctrl-C interrupts the wait; the close goes on in the
+    /// background either way (and the exit hook waits for it, a second at most). Idempotent;
+    /// does nothing in a child process forked after the client was made (the session is the
+    /// parent's).
+    #[pyo3(signature = (timeout = Some(CLOSE_WAIT.as_secs_f64())), text_signature = "(self, /, timeout=2.0)")]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let bound = match timeout {
+            None => None,
+            Some(seconds) if seconds >= 0.0 => Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)),
+            Some(seconds) => {
+                return Err(invalid_argument(
+                    py,
+                    &self.hosts,
+                    format!("timeout must be a non-negative number of seconds, or None; got {seconds}"),
+                ))
+            }
+        };
+        let Ok(client) = self.core(py) else { return Ok(()) };
+        let client = client.clone();
+        let mut task = runtime::handle().spawn(async move { client.close().await });
+        // (The timer is made in the runtime's context, at the first poll.)
+        let waited = runtime::block_on(py, async {
+            match bound {
+                Some(bound) => tokio::time::timeout(bound, &mut task).await.is_ok(),
+                None => {
+                    let _ = (&mut task).await;
+                    true
+                }
+            }
+        });
+        if !task.is_finished() {
+            closing(task);
         }
+        waited.map(drop)
     }
 
     /// Calls `callback(state)` on each session state change, on the client's callback thread
@@ -347,8 +380,8 @@ impl Client {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) {
-        self.close(py);
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.close(py, Some(CLOSE_WAIT.as_secs_f64()))
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

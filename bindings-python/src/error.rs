@@ -89,6 +89,12 @@ pub(crate) fn not_owner(py: Python<'_>, subject: &str, what: impl std::fmt::Disp
     instance(not_owner_class(py), (message, subject))
 }
 
+/// A wait given up on the server's answer (a release past its bound), worded as core words its own.
+pub(crate) fn connection_loss(py: Python<'_>, subject: &str, what: impl std::fmt::Display) -> PyErr {
+    let message = format!("connection loss on {subject}: {what}");
+    instance(connection_loss_class(py), (message, subject))
+}
+
 /// A client used in a process other than the one that made it (after `fork()`).
 pub(crate) fn forked(py: Python<'_>, subject: &str) -> PyErr {
     let message = format!(

@@ -63,49 +63,58 @@ fn _command(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
     runtime::detach(py, || zklock_cli::main(argv))
 }
 
+/// Refuses a subinterpreter: the native module's state is the process's (one runtime, one set of
+/// classes and cached exception classes, callbacks that run in the interpreter that registered
+/// them), so it works in the main interpreter only, as pyo3 recommends for its modules. Checked
+/// before anything of the module is made, so that a subinterpreter importing first leaves
+/// nothing behind for the main one.
+fn refuse_subinterpreter() -> PyResult<()> {
+    // SAFETY: reads the calling thread's interpreter, which holds the GIL (module init).
+    let id = unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) };
+    // The main interpreter's id is 0 (-1: the lookup failed, and an exception is set).
+    if id == 0 {
+        return Ok(());
+    }
+    Err(pyo3::exceptions::PyImportError::new_err(
+        "zklock cannot be imported in a subinterpreter: its native module keeps one state for the \
+         whole process (its runtime, classes and callbacks), so it runs in the main interpreter only",
+    ))
+}
+
 #[pymodule(gil_used = true)]
-mod _native {
-    #[pymodule_export]
-    use super::_at_exit;
-    #[pymodule_export]
-    use super::_command;
-    #[pymodule_export]
-    use super::callbacks::{_callback_pipe, _take_callback, _unraisable, Finished};
-    #[pymodule_export]
-    use super::client::Client;
-    #[pymodule_export]
-    use super::lock::{Lock, Owner, Participant};
-    #[pymodule_export]
-    use super::multi_lock::{MultiGuard, MultiLock};
-    #[pymodule_export]
-    use super::pending::AsyncOp;
-    #[pymodule_export]
-    use super::rwlock::ReadWriteLock;
-    #[pymodule_export]
-    use super::semaphore::{Leases, Semaphore, SemaphoreParticipants};
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    refuse_subinterpreter()?;
+    m.add_function(wrap_pyfunction!(_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(_command, m)?)?;
+    m.add_function(wrap_pyfunction!(callbacks::_callback_pipe, m)?)?;
+    m.add_function(wrap_pyfunction!(callbacks::_take_callback, m)?)?;
+    m.add_function(wrap_pyfunction!(callbacks::_unraisable, m)?)?;
+    m.add_class::<callbacks::Finished>()?;
+    m.add_class::<client::Client>()?;
+    m.add_class::<lock::Lock>()?;
+    m.add_class::<lock::Owner>()?;
+    m.add_class::<lock::Participant>()?;
+    m.add_class::<multi_lock::MultiGuard>()?;
+    m.add_class::<multi_lock::MultiLock>()?;
+    m.add_class::<pending::AsyncOp>()?;
+    m.add_class::<rwlock::ReadWriteLock>()?;
+    m.add_class::<semaphore::Leases>()?;
+    m.add_class::<semaphore::Semaphore>()?;
+    m.add_class::<semaphore::SemaphoreParticipants>()?;
 
     // Permission bits of custom ACL entries (ZooKeeper's, as the core numbers them).
-    #[pymodule_export]
-    const PERM_READ: u32 = zklock::Perms::READ.bits();
-    #[pymodule_export]
-    const PERM_WRITE: u32 = zklock::Perms::WRITE.bits();
-    #[pymodule_export]
-    const PERM_CREATE: u32 = zklock::Perms::CREATE.bits();
-    #[pymodule_export]
-    const PERM_DELETE: u32 = zklock::Perms::DELETE.bits();
-    #[pymodule_export]
-    const PERM_ADMIN: u32 = zklock::Perms::ADMIN.bits();
-    #[pymodule_export]
-    const PERM_ALL: u32 = zklock::Perms::ALL.bits();
+    m.add("PERM_READ", zklock::Perms::READ.bits())?;
+    m.add("PERM_WRITE", zklock::Perms::WRITE.bits())?;
+    m.add("PERM_CREATE", zklock::Perms::CREATE.bits())?;
+    m.add("PERM_DELETE", zklock::Perms::DELETE.bits())?;
+    m.add("PERM_ADMIN", zklock::Perms::ADMIN.bits())?;
+    m.add("PERM_ALL", zklock::Perms::ALL.bits())?;
 
     // The core's defaults of the client's options, in seconds (Python's unit for them).
-    #[pymodule_export]
-    const DEFAULT_SESSION_TIMEOUT: f64 = zklock::DEFAULT_SESSION_TIMEOUT.as_secs_f64();
-    #[pymodule_export]
-    const DEFAULT_CONNECT_TIMEOUT: f64 = zklock::DEFAULT_CONNECT_TIMEOUT.as_secs_f64();
+    m.add("DEFAULT_SESSION_TIMEOUT", zklock::DEFAULT_SESSION_TIMEOUT.as_secs_f64())?;
+    m.add("DEFAULT_CONNECT_TIMEOUT", zklock::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())?;
 
-    /// The version of zklock, the same for the crate, the wheel and the npm package.
-    #[pymodule_export]
-    #[allow(non_upper_case_globals)] // Python's own name for it
-    const __version__: &str = env!("CARGO_PKG_VERSION");
+    // The version of zklock, the same for the crate, the wheel and the npm package.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
@@ -156,6 +156,21 @@ fn report(done: Callback, result: zklock::Result<bool>) {
     });
 }
 
+/// Releases the last level of `owner`'s hold: counted down before this returns (so no view says
+/// held any more), the delete going on on the runtime; `done`, if given, hears how it ended.
+fn release_begun(lock: zklock::Lock, owner: zklock::Owner, done: Option<Callback>) {
+    runtime::spawn_begun(async move {
+        let result = lock.release(&owner).await.map(|()| true);
+        if let Some(done) = done {
+            report(done, result);
+        }
+    });
+}
+
+/// How long `release()` waits for the server to confirm the delete before it raises
+/// `ConnectionLossError` (the delete then goes on in the background).
+pub(crate) const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
 /// What `_acquire_async` gives: the outcome when it was known at once (a re-entry), else the
 /// operation running on the runtime.
 #[derive(IntoPyObject)]
@@ -163,6 +178,9 @@ enum Started {
     Done(bool),
     Running(AsyncOp),
 }
+
+/// The `on_lost` registrations of a `Lock`, by key: the subscription and its callable.
+type LostCallbacks = std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>;
 
 #[pyclass(subclass, frozen, module = "zklock._native")]
 pub(crate) struct Lock {
@@ -175,11 +193,8 @@ pub(crate) struct Lock {
     mode: &'static str,
     /// The `on_lost` subscriptions and their callables, by the key `_on_lost` returned (removed
     /// when cancelled) and the next key.
-    lost: Mutex<LostSubscriptions>,
+    lost: Mutex<(LostCallbacks, usize)>,
 }
-
-/// A lock's `on_lost` subscriptions with their callables, by key, and the next key.
-type LostSubscriptions = (std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>, usize);
 
 impl Lock {
     pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::Lock> {
@@ -213,7 +228,22 @@ impl Lock {
         if let Some(nested) = lock.release_nested(owner) {
             return nested.py(py);
         }
-        runtime::block_on_uninterrupted(py, lock.release(owner)).py(py)
+        // Bounded and interruptible: the level is counted down at the first step, and a release
+        // given up after it (the bound passed, Ctrl-C) deletes the node in the background (core's
+        // rule), as after a connection loss.
+        // (The timer is made in the runtime's context, at the first poll.)
+        match runtime::block_on(py, async { tokio::time::timeout(RELEASE_WAIT, lock.release(owner)).await })? {
+            Ok(released) => released.py(py),
+            Err(_elapsed) => Err(crate::error::connection_loss(
+                py,
+                &self.path,
+                format!(
+                    "the server did not confirm the release within {} s; the lock node is deleted in the \
+                     background (once reconnected), or goes with the session",
+                    RELEASE_WAIT.as_secs()
+                ),
+            )),
+        }
     }
 
     /// `owner`'s hold, if it has one; `LockLostError` if that hold was lost (a lost hold is not
@@ -402,10 +432,10 @@ impl Lock {
         }
         let acquire = async move { begun.await.map(|acquired| acquired.is_acquired()) };
         // `cancel()` drops it there and then: the owner may acquire again at once
-        // (asyncio.timeout cancels the very task that acquires next).
-        Ok(Started::Running(pending::spawn(acquire, done, |py, acquired| {
-            Ok(PyBool::new(py, acquired).to_owned().into_any().unbind())
-        })))
+        // (asyncio.timeout cancels the very task that acquires next). A grant the task never
+        // claimed is given back by `cancel()` before it returns.
+        let (lock, owner) = (self.core(py)?.clone(), owner.inner.clone());
+        Ok(Started::Running(pending::spawn_lock(acquire, done, move || release_begun(lock, owner, None))))
     }
 
     /// Releases one level for `owner` without blocking. An inner level is counted down here, by
@@ -423,13 +453,7 @@ impl Lock {
                 None => Ok(true),
             };
         }
-        let done = done.map(callbacks::callback);
-        runtime::handle().spawn(async move {
-            let result = lock.release(&owner).await.map(|()| true);
-            if let Some(done) = done {
-                report(done, result);
-            }
-        });
+        release_begun(lock, owner, done.map(callbacks::callback));
         Ok(false)
     }
 

@@ -175,6 +175,10 @@ where
 /// which cancels it (core removes an acquisition attempt's node when its future is dropped).
 /// Calls that never wait (a re-entry, an inner release) do not come here: core answers them
 /// synchronously (`Lock::begin_acquire`, `Lock::release_nested`), with the GIL held.
+///
+/// Only the main thread receives signals: any other thread waits in one piece, never taking the
+/// GIL back until the future is over (200 waiting threads that each woke up every 50 ms cost a
+/// tenth of a core, and slowed a CPU-bound main thread by a third).
 pub(crate) fn block_on<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
 where
     F: Future + Send,
@@ -182,6 +186,9 @@ where
 {
     let mut future = pin!(future);
     let handle = handle();
+    if !receives_signals(py) {
+        return Ok(detach(py, || handle.block_on(future)));
+    }
     loop {
         // The timer is made inside block_on: it needs the runtime's context.
         let slice = detach(py, || {
@@ -191,5 +198,47 @@ where
             Ok(output) => return Ok(output),
             Err(_elapsed) => py.check_signals()?,
         }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is the main thread (the one Python runs signal handlers on), and the
+    /// fork generation that was true in: a forked child's main thread is the one that forked.
+    static MAIN_THREAD: std::cell::Cell<Option<(u64, bool)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether Python delivers signals to the calling thread: only the main thread (of the main
+/// interpreter, the only one zklock runs in) has its handlers run and can see KeyboardInterrupt.
+fn receives_signals(py: Python<'_>) -> bool {
+    let generation = GENERATION.load(Ordering::Acquire);
+    if let Some((known, main)) = MAIN_THREAD.with(std::cell::Cell::get) {
+        if known == generation {
+            return main;
+        }
+    }
+    let main = py
+        .import("threading")
+        .and_then(|threading| Ok(threading.call_method0("current_thread")?.is(&threading.call_method0("main_thread")?)))
+        // Not known: look for signals, as before.
+        .unwrap_or(true);
+    MAIN_THREAD.with(|cell| cell.set(Some((generation, main))));
+    main
+}
+
+/// Starts `future` here and now, on the calling thread, and lets the runtime finish it: for a
+/// release whose first step (core counts the level down, and the hold is gone from this process)
+/// must be over when the call returns, so that no view says held once a caller was told it was
+/// not, while the delete goes on in the background.
+pub(crate) fn spawn_begun<F>(future: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let handle = handle();
+    let mut future = Box::pin(future);
+    let _runtime = handle.enter();
+    let waker = futures::task::noop_waker();
+    if future.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending() {
+        // Polled again there with the runtime's waker.
+        handle.spawn(future);
     }
 }

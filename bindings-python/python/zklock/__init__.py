@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
-import sys
 import threading
 import weakref
 from types import TracebackType
@@ -64,6 +63,7 @@ from ._errors import (
     ZooKeeperError,
     attach_release_error,
 )
+from ._identity import ParticipantIdentity
 from ._native import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
@@ -90,6 +90,7 @@ __all__ = [
     "MemberLost",
     "MultiLockMember",
     "Participant",
+    "ParticipantIdentity",
     "ZkLockError",
     "InvalidArgumentError",
     "LockTimeout",
@@ -431,6 +432,53 @@ def _abandoned(
         pass
 
 
+#: A grant given back because it came while the task's event loop was stopped: queue again.
+_RETRY: Any = object()
+
+
+class _LockAttempt:
+    """One ``Lock.acquire_async``: its native acquisitions (a second one if the first was granted
+    while the loop was stopped), each with its future."""
+
+    __slots__ = ("lock", "owner", "loop", "deadline", "future", "operation")
+
+    def __init__(
+        self, lock: "Lock", owner: _native.Owner, loop: asyncio.AbstractEventLoop, timeout: Optional[float]
+    ) -> None:
+        self.lock, self.owner, self.loop = lock, owner, loop
+        forever = timeout is None or timeout == -1 or not timeout >= 0
+        self.deadline: Optional[float] = None if forever else loop.time() + float(timeout or 0.0)
+        self.future: "asyncio.Future[Any]" = loop.create_future()
+        self.operation: Optional[_native.AsyncOp] = None
+
+    def remaining(self) -> Optional[float]:
+        return None if self.deadline is None else max(0.0, self.deadline - self.loop.time())
+
+    def begin(self, timeout: Optional[float]) -> Union[bool, _native.AsyncOp]:
+        future = self.future = self.loop.create_future()
+        loop: asyncio.AbstractEventLoop = self.loop
+        begun: "list[_native.AsyncOp]" = []
+
+        def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
+            operation = begun[0] if begun else None
+            if ok and value is True and operation is not None and not loop.is_running():
+                # Nobody can receive it now (a loop stopped, maybe for good): give it back.
+                operation.cancel()
+                value = _RETRY
+            try:
+                # (On the loop, after begin() returned: the operation is known there.)
+                loop.call_soon_threadsafe(_settle_acquire, future, ok, value, begun)
+            except RuntimeError:  # the loop is closed: nobody will use the lock, give it back
+                if operation is not None:
+                    operation.cancel()
+
+        operation = self.lock._acquire_async(self.owner, timeout, done)
+        if not isinstance(operation, bool):
+            begun.append(operation)
+            self.operation = operation
+        return operation
+
+
 class Lock(_native.Lock):
     """A fair, reentrant distributed mutex that behaves like ``threading.RLock``.
 
@@ -459,44 +507,49 @@ class Lock(_native.Lock):
         False if not acquired in time.
 
         The acquisition begins at the call: the creates of one client's acquisitions reach the
-        server in the order the calls were made."""
+        server in the order the calls were made. A task cancelled (or timed out by
+        ``asyncio.timeout``) is never left holding: once the CancelledError (or TimeoutError)
+        reaches it, ``is_held`` and ``state`` say so. The lock granted while the task's event
+        loop is stopped is given back at once (nobody could receive it, and a loop stopped for
+        good would keep it forever); if the loop runs again, the task queues again, for what
+        is left of ``timeout``."""
         owner = _task_owner()
         assert owner is not None
-        loop = asyncio.get_running_loop()
-        future: "asyncio.Future[bool]" = loop.create_future()
-
-        def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
-            try:
-                loop.call_soon_threadsafe(_settle_acquire, future, ok, value, self, owner)
-            except RuntimeError:  # the loop is closed: nobody will use the lock, give it back
-                if ok and value:
-                    self._release_async(owner)
-
-        operation = self._acquire_async(owner, timeout, done)
+        attempt = _LockAttempt(self, owner, asyncio.get_running_loop(), timeout)
+        operation = attempt.begin(timeout)
         started = [False]
         if isinstance(operation, bool):
             # Decided at once (a re-entry, or a try the core answered already): no thread hop.
             # Still a coroutine, so that asyncio.create_task() takes it whichever way it went.
             coroutine = _decided(operation, started)
         else:
-            coroutine = self._finish_acquire(future, operation, owner, started)
+            coroutine = self._finish_acquire(attempt, started)
         # Dropped without ever being awaited: the acquisition is given up (its node removed), or
         # the level it got given back, rather than held until the client closes.
-        finalizer = weakref.finalize(coroutine, _abandoned, started, self, owner, operation, future, loop)
+        finalizer = weakref.finalize(coroutine, _abandoned, started, self, owner, operation, attempt.future, attempt.loop)
         setattr(finalizer, "atexit", False)  # not at interpreter exit (typeshed lacks the attribute)
         return coroutine
 
-    async def _finish_acquire(
-        self, future: "asyncio.Future[bool]", operation: _native.AsyncOp, owner: _native.Owner, started: "list[bool]"
-    ) -> bool:
+    async def _finish_acquire(self, attempt: "_LockAttempt", started: "list[bool]") -> bool:
         started[0] = True
-        try:
-            return await future
-        except asyncio.CancelledError:
-            operation.cancel()  # drops the acquisition in the runtime: core removes its node
-            if future.done() and not future.cancelled() and future.exception() is None and future.result():
-                self._release_async(owner)  # acquired just before the cancel arrived
-            raise
+        while True:
+            future, operation = attempt.future, attempt.operation
+            assert operation is not None
+            try:
+                acquired = await future
+            except asyncio.CancelledError:
+                # Drops the acquisition in the runtime (core removes its node), or gives back, here
+                # and now, a grant that had not reached the task.
+                operation.cancel()
+                if future.done() and not future.cancelled() and future.exception() is None and future.result() is True:
+                    self._release_async(attempt.owner)  # received just before the cancel: given back now
+                raise
+            if acquired is not _RETRY:
+                return bool(acquired)
+            # Granted while the loop was stopped, and given back: queue again.
+            again = attempt.begin(attempt.remaining())
+            if isinstance(again, bool):
+                return again
 
     async def release_async(self) -> None:
         """Releases one level of the current task's hold (``NotOwnerError`` if it holds none)."""
@@ -609,6 +662,14 @@ class Lock(_native.Lock):
 
     # ------------------------------------------- threading.Condition(lock), as with RLock
 
+    def condition(self) -> threading.Condition:
+        """``threading.Condition(lock)``, typed: a condition variable over this lock for threads.
+        ``wait()`` releases every level of the calling thread's hold and restores them after.
+        (Type checkers take only the standard library's own locks for ``threading.Condition``'s
+        argument, as typeshed declares it, so ``threading.Condition(lock)`` itself needs a cast
+        there; this does not.)"""
+        return threading.Condition(self)  # type: ignore[arg-type]  # an RLock in all but name
+
     def _is_owned(self) -> bool:
         return self._hold_of(_native.Owner.current_thread()) is not None
 
@@ -663,7 +724,7 @@ class ReadWriteLock(_native.ReadWriteLock):
     write side gets ``DeadlockError`` at once (release the read side first).
     """
 
-    def __init__(
+    def __init__(  # pyright: ignore[reportInconsistentConstructor]  # the same signature, _native's alias
         self, client: Client, path: str, *, identifier: Optional[str] = None, acl: Optional[Acl] = None
     ) -> None:
         # The native constructor made the pair; its two sides share one table of owners.
@@ -832,7 +893,9 @@ class Semaphore(_native.Semaphore):
     @overload
     def acquire(self, n: int, timeout: Optional[float], blocking: bool) -> Optional[Leases]: ...
 
-    def acquire(self, n: int = 1, timeout: Optional[float] = None, blocking: bool = True) -> Optional[Leases]:
+    def acquire(  # pyright: ignore[reportIncompatibleMethodOverride]  # (mypy: on the overloads)
+        self, n: int = 1, timeout: Optional[float] = None, blocking: bool = True
+    ) -> Optional[Leases]:
         """Acquires ``n`` leases, all or nothing, and returns them (a context manager). Blocks
         with the GIL released; Ctrl-C raises KeyboardInterrupt and removes every node the
         attempt made. ``timeout`` in seconds (None or -1: forever, through ZooKeeper outages and
@@ -945,7 +1008,10 @@ class MultiGuard(_Releasable):
         lost (as ``Lock.on_lost``). Returns a function that unregisters it."""
         if not callable(callback):
             raise InvalidArgumentError("invalid argument on multi_lock: on_lost needs a callable", "multi_lock")
-        subscription = _Subscription(lambda path, kind, reason: callback(MemberLost(path, kind, reason)))
+        def lost(path: str, kind: _MemberKind, reason: str) -> None:
+            callback(MemberLost(path, kind, reason))
+
+        subscription = _Subscription(lost)
         self._native._watch(subscription)
         return subscription.cancel
 
@@ -973,7 +1039,9 @@ class MultiLock(_native.MultiLock):
     @overload
     def acquire(self, timeout: Optional[float], blocking: bool) -> Optional[MultiGuard]: ...
 
-    def acquire(self, timeout: Optional[float] = None, blocking: bool = True) -> Optional[MultiGuard]:
+    def acquire(  # pyright: ignore[reportIncompatibleMethodOverride]  # (mypy: on the overloads)
+        self, timeout: Optional[float] = None, blocking: bool = True
+    ) -> Optional[MultiGuard]:
         """Takes every member for the calling thread and returns the guard (a context manager).
         Blocks with the GIL released; Ctrl-C raises KeyboardInterrupt and releases what was
         taken. ``timeout`` in seconds (None or -1: forever, through ZooKeeper outages and new
@@ -1039,7 +1107,7 @@ def _settle_held(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
     """``_settle`` for what an acquisition gives (native leases or guard): given back if the task
     was cancelled while it was acquired."""
     if future.cancelled():
-        if ok:
+        if ok and value is not _RETRY:
             value._release_async(_ignore)
         return
     _settle(future, ok, value)
@@ -1049,23 +1117,32 @@ async def _acquire_async(start: Callable[[Callable[[bool, Any], None]], _native.
     """Runs a native acquisition (a semaphore's, a multi-lock's) for the event loop: ``start(done)``
     begins it; a cancel drops it (core removes its nodes) and gives back what arrived meanwhile."""
     loop = asyncio.get_running_loop()
-    future: "asyncio.Future[Any]" = loop.create_future()
+    while True:
+        future: "asyncio.Future[Any]" = loop.create_future()
 
-    def done(ok: bool, value: Any) -> None:  # on a callback thread, holding the GIL
-        try:
-            loop.call_soon_threadsafe(_settle_held, future, ok, value)
-        except RuntimeError:  # the loop is closed: nobody will use it, give it back
-            if ok:
+        def done(ok: bool, value: Any, future: "asyncio.Future[Any]" = future) -> None:  # on a callback thread
+            if ok and not loop.is_running():
+                # Nobody can receive it now (a loop stopped, maybe for good): give it back, and
+                # queue again if the loop runs again.
                 value._release_async(_ignore)
+                ok, value = True, _RETRY
+            try:
+                loop.call_soon_threadsafe(_settle_held, future, ok, value)
+            except RuntimeError:  # the loop is closed: nobody will use it, give it back
+                if ok and value is not _RETRY:
+                    value._release_async(_ignore)
 
-    operation = start(done)
-    try:
-        return await future
-    except asyncio.CancelledError:
-        operation.cancel()
-        if future.done() and not future.cancelled() and future.exception() is None:
-            future.result()._release_async(_ignore)
-        raise
+        operation = start(done)
+        try:
+            held = await future
+        except asyncio.CancelledError:
+            operation.cancel()
+            if future.done() and not future.cancelled() and future.exception() is None:
+                if future.result() is not _RETRY:
+                    future.result()._release_async(_ignore)
+            raise
+        if held is not _RETRY:
+            return held
 
 
 async def _run_async(start: Callable[[Callable[[bool, Any], None]], None]) -> None:
@@ -1092,11 +1169,14 @@ def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-def _settle_acquire(future: "asyncio.Future[Any]", ok: bool, value: Any, lock: Lock, owner: _native.Owner) -> None:
+def _settle_acquire(future: "asyncio.Future[Any]", ok: bool, value: Any, begun: "list[_native.AsyncOp]") -> None:
+    """On the loop: hands a lock's acquisition to its task, which takes the grant (``_claim``)."""
+    operation = begun[0]
     if future.cancelled():
-        if ok and value:
-            lock._release_async(owner)  # the task was cancelled while the lock became its own
+        operation.cancel()  # the task was cancelled meanwhile: a grant nobody received goes back
         return
+    if ok and value is True and not operation._claim():
+        value = _RETRY  # given back while the loop was stopped
     _settle(future, ok, value)
 
 

@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from zklock import _native
+from zklock import _native  # pyright: ignore[reportPrivateUsage]  # the package's own
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> int:

@@ -7,7 +7,7 @@ re-exports them all (its ``__all__`` is the one list of public names).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, cast
 
 
 class ZkLockError(Exception):
@@ -100,14 +100,14 @@ def attach_release_error(body: BaseException, failed: BaseException) -> None:
     if hasattr(body, "add_note"):
         body.add_note(note)
     else:  # Python < 3.11: the same attribute, which traceback shows from 3.11 on
-        notes = getattr(body, "__notes__", None)
+        notes: object = getattr(body, "__notes__", None)
         if not isinstance(notes, list):
-            notes = []
+            notes = cast("list[str]", [])
             try:
                 setattr(body, "__notes__", notes)
             except AttributeError:
                 return
-        notes.append(note)
+        cast("list[str]", notes).append(note)
     try:
         setattr(body, "__zklock_release_error__", failed)
     except AttributeError:

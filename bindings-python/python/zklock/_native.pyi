@@ -4,6 +4,8 @@ from typing import Any, Callable, Dict, Final, Literal, Optional, Sequence, Tupl
 
 from typing_extensions import Self, disjoint_base
 
+from ._identity import ParticipantIdentity
+
 _SessionState = Literal["connected", "disconnected", "expired", "auth_failed", "closed"]
 _HoldState = Literal["held", "suspended", "lost", "released"]
 _Mode = Literal["exclusive", "read", "write"]
@@ -47,7 +49,7 @@ PERM_ALL: Final = 31
 DEFAULT_SESSION_TIMEOUT: Final[float]
 DEFAULT_CONNECT_TIMEOUT: Final[float]
 
-_Acl = Union[str, Sequence[Tuple[int, str, str]]]
+_Acl = Union[Literal["open", "creator_all_world_read", "creator_all"], Sequence[Tuple[int, str, str]]]
 
 _Done = Callable[[bool, Any], object]
 
@@ -81,7 +83,7 @@ class Client:
     def session_timeout(self) -> float: ...
     @property
     def closed(self) -> bool: ...
-    def close(self) -> None: ...
+    def close(self, timeout: Optional[float] = 2.0) -> None: ...
     def on_state_change(self, callback: Callable[[str], object]) -> Any: ...
     def _cancel_state_change(self, key: int) -> None: ...
     def __enter__(self) -> Self: ...
@@ -100,6 +102,7 @@ class Owner:
 @final
 class AsyncOp:
     def cancel(self) -> None: ...
+    def _claim(self) -> bool: ...
 
 @final
 class Participant:
@@ -114,7 +117,7 @@ class Participant:
     @property
     def session_id(self) -> int: ...
     @property
-    def identity(self) -> Optional[dict[str, Any]]: ...
+    def identity(self) -> Optional[ParticipantIdentity]: ...
     @property
     def data(self) -> bytes: ...
 
