@@ -554,17 +554,14 @@ function ownerIn(table) {
 // that holds nothing there (a hold's run() after its release) is not recorded as running: no
 // release will come to take it out (the storage stays enabled until the next owner that ran is
 // done).
-//
-// `hold`, for hold.run: the flow keeps it reachable (it is given back if collected unreleased).
-function runOwning(lock, nativeLock, table, owner, fn, args, holding = true, hold = undefined) {
+function runOwning(lock, nativeLock, table, owner, fn, args, holding = true) {
   if (holding) {
     let natives = running.get(owner)
     if (natives === undefined) running.set(owner, (natives = new Set()))
     natives.add(nativeLock)
   }
   const up = flows.getStore()
-  const link =
-    hold === undefined && up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up, lock, hold }
+  const link = up !== undefined && up.table === table && up.owner === owner ? up : { table, owner, up, lock }
   return flows.run(link, fn, ...args)
 }
 
@@ -609,8 +606,8 @@ class Lock {
   static {
     // Runs fn(...args) as `owner`: it and everything it starts re-enter this lock.
     runAs = (lock, owner, fn, ...args) => runOwning(lock, lock.#native, lock.#table, owner, fn, args)
-    runAsIfHolding = (lock, owner, fn, hold) =>
-      runOwning(lock, lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner), hold)
+    runAsIfHolding = (lock, owner, fn) =>
+      runOwning(lock, lock.#native, lock.#table, owner, fn, [], lock.#native.holdsEitherSide(owner))
     releaseOwner = (lock, owner, caller) => lock.#releaseOwner(owner, caller)
     // Where a hold's signal registers, so that close() can deliver the loss at once.
     signalsOfClient = (lock) => lock.#signals
@@ -863,9 +860,7 @@ class Lock {
       // Only this flow, which has not seen the hold yet, could have released it.
       throw zklockError(codes.NOT_OWNER, 'the hold just acquired is no longer recorded for its flow', this.#path)
     }
-    const hold = new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
-    abandoned.register(hold, { lock: this, owner }, hold)
-    return hold
+    return new Hold(CONSTRUCT, this, owner, this.#remember(owner, nativeHold))
   }
 
   // What a native acquisition settles with (see NativeLock.acquire) made a Hold (null: not had),
@@ -1026,14 +1021,6 @@ function lostSignal(source, errorOf, signals) {
   return { controller, entry }
 }
 
-// A hold its acquirer can no longer reach (an acquire() raced against a timer and dropped, whose
-// grant came later) is given back when collected: nobody could ever release it, and it would
-// keep the lock until close(). Registered at acquisition (not at re-entry: a nested level is
-// within a flow that holds), unregistered at release.
-const abandoned = new FinalizationRegistry(({ lock, owner }) => {
-  releaseOwner(lock, owner, Hold.prototype.release).catch(() => {})
-})
-
 /** One level of a held lock, from `lock.acquire()` or given to `withLock`'s function. */
 class Hold {
   #lock
@@ -1090,7 +1077,6 @@ class Hold {
       return Promise.reject(zklockError(codes.NOT_OWNER, 'this hold was already released', this.#lock.path))
     }
     this.#released = true
-    abandoned.unregister(this)
     if (this.#signalEntry !== null) signalsOfClient(this.#lock).delete(this.#signalEntry)
     return releaseOwner(this.#lock, this.#owner, this.release)
   }
@@ -1101,7 +1087,7 @@ class Hold {
    */
   run(fn) {
     if (typeof fn !== 'function') throw invalid(`hold.run needs a function, got ${describe(fn)}`)
-    return runAsIfHolding(this.#lock, this.#owner, fn, this)
+    return runAsIfHolding(this.#lock, this.#owner, fn)
   }
 
   /** `await using hold = await lock.acquire()` releases at the end of the block. */
