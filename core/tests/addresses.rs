@@ -173,3 +173,29 @@ async fn over_tls_the_certificate_is_verified_against_the_name_whichever_address
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
     assert!(err.to_string().contains("localhost"), "the cause names the certificate's name: {err}");
 }
+
+/// A name with two addresses that accept and never answer (two servers of a five-server
+/// ensemble on the wrong side of a partition, hung JVMs) before a healthy one: each attempt's
+/// race is won at once by a silent address, so the attempts must go to each address in turn
+/// (the least recently used first), as the Java client's endpoints do. (With one address
+/// remembered, they alternated between the two silent ones and never reached the third.)
+#[tokio::test]
+async fn two_addresses_that_accept_and_never_answer_give_way_to_a_third() {
+    let cluster = Cluster::standalone();
+    let port = cluster.client_port(0);
+    let first = Silent::start("127.0.0.2", port);
+    let second = Silent::start("127.0.0.4", port);
+    resolves("two-silent.zklock.test", port, &["127.0.0.2", "127.0.0.4", "127.0.0.1"]);
+    let started = Instant::now();
+    let connected = Client::connect_with(&format!("two-silent.zklock.test:{port}"), options()).await;
+    eprintln!(
+        "after {:?}: {}; the silent addresses accepted {} and {} connection(s)",
+        started.elapsed(),
+        connected.as_ref().map_or_else(|err| err.to_string(), |_| "connected".to_owned()),
+        first.accepted(),
+        second.accepted()
+    );
+    let client = connected.expect("a session through the name's third address within the 10 s connect timeout");
+    works(&client, "two-silent").await;
+    client.close().await;
+}

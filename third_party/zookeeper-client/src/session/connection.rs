@@ -145,42 +145,52 @@ async fn connect_any(addresses: Vec<SocketAddr>) -> Result<(tokio::net::TcpStrea
     }
 }
 
-/// The address of each host name that the latest connection to it went to, in the process (a
-/// zklock patch): the next connection to that host tries the name's other addresses first. The
-/// session handshake may then fail on an address that accepts connections and never answers (a
-/// hung server, a half-dead proxy in front of it), which racing connections cannot tell: the
-/// next attempt goes to another address, as the next attempt after a server fails goes to
-/// another server (`IterableEndpoints::reset`). For the process rather than a client: zklock
-/// makes a new client for each round of its connect timeout and for each new session.
+/// The addresses of each host name that connections to it went to, in the process, in the order
+/// of their latest use (a zklock patch): the next connection to that host tries the name's
+/// addresses never used first, then the others from the least recently used. The session
+/// handshake may fail on an address that accepts connections and never answers (a hung server,
+/// a half-dead proxy in front of it), which racing connections cannot tell: the next attempts go
+/// to each other address in turn, however many are silent, as the Java client tries each
+/// resolved address as an endpoint of its own. Process-wide, since zklock makes a new client
+/// for each connect round and each new session.
 #[cfg(feature = "tokio")]
-static RECENT: std::sync::Mutex<Vec<(String, u16, SocketAddr)>> = std::sync::Mutex::new(Vec::new());
+static RECENT: std::sync::Mutex<Vec<(String, u16, Vec<SocketAddr>)>> = std::sync::Mutex::new(Vec::new());
 
-/// Host names remembered in [`RECENT`] at most, the oldest forgotten first.
+/// Host names remembered in [`RECENT`] at most, the oldest forgotten first; and addresses per name.
 #[cfg(feature = "tokio")]
 const RECENT_HOSTS: usize = 64;
+#[cfg(feature = "tokio")]
+const RECENT_ADDRESSES: usize = 32;
 
 #[cfg(feature = "tokio")]
 struct RecentAddresses;
 
 #[cfg(feature = "tokio")]
 impl RecentAddresses {
-    /// Moves the address `host:port` last connected to, if among `addresses`, to their end.
+    /// Orders `addresses`: those `host:port` never went to first (as resolved), then the others
+    /// from the least recently used to the most.
     fn last(host: &str, port: u16, addresses: &mut Vec<SocketAddr>) {
         let recent = RECENT.lock().unwrap_or_else(|err| err.into_inner());
-        let Some((_, _, address)) = recent.iter().find(|(h, p, _)| h == host && *p == port) else { return };
-        if let Some(i) = addresses.iter().position(|a| a == address) {
-            let address = addresses.remove(i);
-            addresses.push(address);
-        }
+        let Some((_, _, used)) = recent.iter().find(|(h, p, _)| h == host && *p == port) else { return };
+        // A stable sort: never used (None) before used, the used by the order of their last use.
+        addresses.sort_by_key(|a| used.iter().position(|u| u == a));
     }
 
     fn remember(host: &str, port: u16, address: SocketAddr) {
         let mut recent = RECENT.lock().unwrap_or_else(|err| err.into_inner());
-        recent.retain(|(h, p, _)| !(h == host && *p == port));
+        let mut used = match recent.iter().position(|(h, p, _)| h == host && *p == port) {
+            Some(i) => recent.remove(i).2,
+            None => Vec::new(),
+        };
+        used.retain(|a| *a != address);
+        if used.len() >= RECENT_ADDRESSES {
+            used.remove(0);
+        }
+        used.push(address);
         if recent.len() >= RECENT_HOSTS {
             recent.remove(0);
         }
-        recent.push((host.to_owned(), port, address));
+        recent.push((host.to_owned(), port, used));
     }
 }
 
