@@ -199,14 +199,28 @@ impl Tls {
 impl Connection {
     /// Client options from the command line; an error names the bad value.
     pub fn options(&self) -> Result<zklock::ClientOptions, String> {
+        // ZooKeeper takes the session timeout as a signed 32-bit count of milliseconds.
+        let most_session = Duration::from_millis(i32::MAX as u64);
         let session_timeout = Duration::try_from_secs_f64(self.session_timeout)
             .ok()
-            .filter(|timeout| !timeout.is_zero())
-            .ok_or_else(|| format!("--session-timeout {}: a positive number of seconds", self.session_timeout))?;
+            .filter(|timeout| !timeout.is_zero() && *timeout <= most_session)
+            .ok_or_else(|| {
+                format!(
+                    "--session-timeout {}: a positive number of seconds, at most {} (ZooKeeper's limit)",
+                    self.session_timeout,
+                    most_session.as_secs_f64()
+                )
+            })?;
         let connect_timeout = Duration::try_from_secs_f64(self.connect_timeout)
             .ok()
-            .filter(|timeout| !timeout.is_zero())
-            .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
+            .filter(|timeout| !timeout.is_zero() && timeout.as_secs_f64() <= crate::exec::MAX_SECONDS)
+            .ok_or_else(|| {
+                format!(
+                    "--connect-timeout {}: a positive number of seconds, at most {:e}",
+                    self.connect_timeout,
+                    crate::exec::MAX_SECONDS
+                )
+            })?;
         let sasl = self.sasl.options()?;
         let tls = self.tls.options()?;
         Ok(zklock::ClientOptions { session_timeout, connect_timeout, sasl, tls, ..Default::default() })

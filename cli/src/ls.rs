@@ -220,6 +220,6 @@ fn table(prefix: &str, listed: &[Listed]) -> String {
 
 fn fail(code: i32, message: &str) -> i32 {
     // The core's messages name paths as the server has them.
-    eprintln!("zklock ls: {}", crate::human::printable(message));
+    crate::say!("zklock ls: {}", crate::human::printable(message));
     code
 }

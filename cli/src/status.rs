@@ -137,7 +137,7 @@ pub(crate) fn failure_of(err: &zklock::Error) -> (i32, String) {
 
 fn fail(code: i32, message: &str) -> i32 {
     // The core's messages name paths and nodes as the server has them.
-    eprintln!("zklock status: {}", printable(message));
+    crate::say!("zklock status: {}", printable(message));
     code
 }
 
