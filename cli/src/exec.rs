@@ -45,6 +45,8 @@ const OVERDUE_PER_SESSION: u32 = 2;
 /// long a -n try may take.
 const WAIT_MARGIN: Duration = Duration::from_millis(250);
 const TRY_BOUND: Duration = Duration::from_secs(2);
+/// How long zklock waits for its session's close before it exits anyway.
+const CLOSE_BOUND: Duration = Duration::from_millis(500);
 
 /// When the core refuses a recipe because the path holds the other's nodes (a race to an empty
 /// path, or a contender that just left), exec looks at the path again after 50 ms, then 100 ms,
@@ -498,8 +500,11 @@ impl Exec {
             None => self.grace = most_grace,
         }
         let exit = self.hold_and_run(&client, granted).await;
-        // Ends the session: whatever this process still had at PATH goes with it at once.
-        client.close().await;
+        // Ends the session: whatever this process still had at PATH goes with it at once. Bounded:
+        // with the server unreachable the close cannot be told, and the session expires anyway.
+        if client.state() == SessionState::Connected {
+            let _ = tokio::time::timeout(CLOSE_BOUND, client.close()).await;
+        }
         exit
     }
 

@@ -1147,7 +1147,8 @@ fn bash_on_terminal(script: &str, scratch: &Scratch, connect: &str) -> (fs::File
         .env("C", connect)
         .env_remove("ZK_CONNECT")
         .stdout(slave.try_clone().unwrap())
-        .stderr(Stdio::piped());
+        // A non-interactive bash with `set -m` manages the terminal on its stderr.
+        .stderr(slave.try_clone().unwrap());
     // SAFETY: signal() is async-signal-safe.
     unsafe {
         command.pre_exec(|| {
