@@ -89,7 +89,7 @@ enum Listed {
 #[derive(serde::Serialize)]
 struct Unreadable {
     path: String,
-    /// Always "unreadable" (a lock's document has no `kind`, a semaphore's is "semaphore").
+    /// Always "unreadable" (a lock's document has kind "lock", a semaphore's "semaphore").
     kind: &'static str,
     error: ErrorDocument,
 }
