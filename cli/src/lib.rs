@@ -84,13 +84,31 @@ fn software_on_panic(run: impl FnOnce() -> i32) -> i32 {
 }
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command().try_get_matches_from(args).and_then(|matches| {
+        let cli = Cli::from_arg_matches(&matches)?;
+        Ok((cli, matches))
+    });
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(err) => {
             let _ = err.print();
             return if err.use_stderr() { codes::USAGE } else { 0 };
         }
     };
+    // Which options the environment gave: flags override it, never conflict with it.
+    if let Some((_, sub)) = matches.subcommand() {
+        let from_env: Vec<&'static str> = connection::ENV_IDS
+            .into_iter()
+            .filter(|id| sub.value_source(id) == Some(clap::parser::ValueSource::EnvVariable))
+            .collect();
+        match &mut cli.command {
+            Command::Exec(args) => args.connection.from_env = from_env,
+            Command::Hold(args) => args.connection.from_env = from_env,
+            Command::Status(args) => args.connection.from_env = from_env,
+            Command::Ls(args) => args.connection.from_env = from_env,
+        }
+    }
     let code = match cli.command {
         // A panic ends zklock (the watchdog then ends the job) with a documented code.
         Command::Exec(args) => software_on_panic(|| exec::run(args)),

@@ -1233,3 +1233,52 @@ fg"#;
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert_eq!(scratch.read("read"), "again\n");
 }
+
+/// Variables in the environment are defaults that flags override, never a conflict: a stray
+/// ZKLOCK_SASL_USER (no mechanism), or a client certificate with no key and no TLS, is left
+/// alone; the same as flags is still bad usage.
+#[test]
+fn stray_environment_variables_are_no_usage_error() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("stray-env");
+    for (name, value) in [("ZKLOCK_SASL_USER", "alice"), ("ZKLOCK_TLS_CERT", "/nonexistent/cert.pem")] {
+        let mut command = exec(&connect, &[], &scratch.path, &scratch.dir, "true");
+        command.env(name, value);
+        let (status, stderr) = run(command);
+        assert_eq!(status.code(), Some(0), "{name}={value}: {stderr}");
+    }
+    for flag in ["--sasl-user", "--tls-cert"] {
+        let (status, stderr) = run(exec(&connect, &[flag, "x"], &scratch.path, &scratch.dir, "true"));
+        assert_eq!(status.code(), Some(USAGE), "{flag} alone: {stderr}");
+        assert!(stderr.contains(flag), "{stderr}");
+    }
+}
+
+/// -c runs its string with $SHELL or /bin/sh, as flock(1) does, never a `sh` found through PATH.
+#[test]
+fn dash_c_does_not_look_for_sh_in_path() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("dash-c-path");
+    let mut command = zklock();
+    command
+        .args(["exec", "--zk", &connect, &scratch.path, "-c", r#"echo ran > "$D/ran""#])
+        .env("D", &scratch.dir)
+        .env("PATH", "/nonexistent")
+        .env_remove("SHELL")
+        .stderr(Stdio::piped());
+    let (status, stderr) = run(command);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("ran"), "ran\n");
+}
+
+#[test]
+fn hold_help_lists_its_exit_codes() {
+    let mut command = zklock();
+    command.args(["hold", "--help"]).stdout(Stdio::piped());
+    let output = command.output().unwrap();
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(help.contains("Exit status"), "{help}");
+    for code in ["128+N", "  1 ", "  64 ", "  69 ", "  75 "] {
+        assert!(help.contains(code), "{code:?} in:\n{help}");
+    }
+}
