@@ -207,10 +207,7 @@ impl Tls {
         }
         // A certificate needs its key, and a key its certificate: from flags, an error; from
         // the environment alone, left alone.
-        for (id, name, other) in [
-            ("tls_cert", "--tls-cert", "--tls-key"),
-            ("tls_key", "--tls-key", "--tls-cert"),
-        ] {
+        for (id, name, other) in [("tls_cert", "--tls-cert", "--tls-key"), ("tls_key", "--tls-key", "--tls-cert")] {
             let (given, partner) = match id {
                 "tls_cert" => (tls.tls_cert.is_some(), tls.tls_key.is_some()),
                 _ => (tls.tls_key.is_some(), tls.tls_cert.is_some()),

@@ -19,8 +19,8 @@ use zklock::{
 };
 
 use crate::child::{
-    die_by, forward, forwarded_signals, give_terminal, signal_group, status_code, stop_with_command,
-    terminal_is_with, Placement, Signal,
+    die_by, forward, forwarded_signals, give_terminal, signal_group, status_code, stop_with_command, terminal_is_with,
+    Placement, Signal,
 };
 use crate::codes;
 use crate::status_line::{clear_status, show_semaphore_status, show_status};
@@ -363,7 +363,7 @@ impl Exit {
 
 pub fn run(mut args: Args) -> i32 {
     if let Some(shell_command) = args.shell_command.take() {
-        args.command = vec![shell().into(), "-c".into(), shell_command];
+        args.command = vec![shell(), "-c".into(), shell_command];
     }
     let name = if args.hold.is_some() { "zklock hold" } else { "zklock exec" };
     let exit = start(args).unwrap_or_else(|exit| exit);
@@ -553,8 +553,11 @@ impl Exec {
                     );
                 }
                 if !self.args.quiet {
-                    let what =
-                        if self.args.taking.max_leases().is_some() { "has no lease free" } else { "is held by another" };
+                    let what = if self.args.taking.max_leases().is_some() {
+                        "has no lease free"
+                    } else {
+                        "is held by another"
+                    };
                     let how = match self.args.taking.wait {
                         Some(wait) => format!("not acquired within -w {} s", wait.as_secs_f64()),
                         None => "not acquired (-n)".to_owned(),
@@ -822,7 +825,7 @@ impl Exec {
                 },
                 Some(signal) = self.signals.recv() => {
                     // The terminal's signals reach a COMMAND in zklock's group by themselves.
-                    if !(signal.from_terminal && !placement.own_group()) && status.is_none() {
+                    if (placement.own_group() || !signal.from_terminal) && status.is_none() {
                         forward(command, self.watchdog.pid(), signal.number, placement);
                     }
                 }

@@ -135,7 +135,11 @@ impl Watchdog {
                 // SAFETY: ends the child without running the parent's exit handlers.
                 unsafe { libc::_exit(code) }
             }
-            pid => Ok(Watchdog { pid, control: Mutex::new(File::from(control_write)), reports: Some(File::from(report_read)) }),
+            pid => Ok(Watchdog {
+                pid,
+                control: Mutex::new(File::from(control_write)),
+                reports: Some(File::from(report_read)),
+            }),
         }
     }
 
@@ -366,7 +370,11 @@ fn watchdog_main(mut control: File, report: File, command: Vec<OsString>) -> i32
             }
         }
         let now = Instant::now();
-        if job.kill_at.is_none() && job.running() && !job.stopped && !job.zklock_gone && now >= job.last_beat + job.overdue
+        if job.kill_at.is_none()
+            && job.running()
+            && !job.stopped
+            && !job.zklock_gone
+            && now >= job.last_beat + job.overdue
         {
             let late = now.duration_since(job.last_beat).as_millis().min(i32::MAX as u128) as i32;
             job.report(Report::Overdue(late));

@@ -1007,7 +1007,11 @@ fn durations_out_of_range_are_refused_naming_the_option() {
     let scratch = Scratch::new("durations");
     for (options, named) in cases {
         let mut command = zklock();
-        command.args(["exec", "--zk", &connect]).args(&options).args([&scratch.path, "--", "true"]).stderr(Stdio::piped());
+        command
+            .args(["exec", "--zk", &connect])
+            .args(&options)
+            .args([&scratch.path, "--", "true"])
+            .stderr(Stdio::piped());
         let (status, stderr) = run(command);
         assert_eq!(status.code(), Some(USAGE), "{options:?}: {stderr}");
         assert!(stderr.contains(named), "{options:?} names {named}: {stderr}");
@@ -1071,7 +1075,8 @@ fn every_catchable_signal_is_forwarded() {
 echo started >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.05; done"#;
     let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
     scratch.wait_for_line("log", "started");
-    for (signal, name) in [(libc::SIGQUIT, "QUIT"), (libc::SIGUSR1, "USR1"), (libc::SIGUSR2, "USR2"), (libc::SIGALRM, "ALRM")]
+    for (signal, name) in
+        [(libc::SIGQUIT, "QUIT"), (libc::SIGUSR1, "USR1"), (libc::SIGUSR2, "USR2"), (libc::SIGALRM, "ALRM")]
     {
         running.signal(signal);
         scratch.wait_for_line("log", &format!("got-{name}"));
@@ -1113,10 +1118,19 @@ fn hold_tells_its_holder_when_the_hold_is_lost() {
     let scratch = Scratch::new("hold-lost");
     let mut script = Command::new("sleep").arg("60").spawn().unwrap();
     let mut hold = zklock();
-    hold.args(["hold", "--zk", &proxied, "--session-timeout", "2", "--notify", &script.id().to_string(), &scratch.path])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    hold.args([
+        "hold",
+        "--zk",
+        &proxied,
+        "--session-timeout",
+        "2",
+        "--notify",
+        &script.id().to_string(),
+        &scratch.path,
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = hold.spawn().expect("run zklock hold");
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
