@@ -1296,3 +1296,53 @@ fn hold_help_lists_its_exit_codes() {
         assert!(help.contains(code), "{code:?} in:\n{help}");
     }
 }
+
+/// The lock covers the whole job: COMMAND's background children, in its process group or in a
+/// session of their own, keep it until they exit (as flock(1)'s children keep its descriptor).
+#[test]
+fn background_children_keep_the_lock_until_they_exit() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("bg-children");
+    let script = r#"(sh -c 'while [ ! -e "$D/go" ]; do sleep 0.05; done; echo child >> "$D/log"' &)
+(setsid sh -c 'while [ ! -e "$D/go" ]; do sleep 0.05; done; sleep 0.2; echo daemon >> "$D/log"' &)
+echo command-done >> "$D/log""#;
+    let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+    scratch.wait_for_line("log", "command-done");
+    // COMMAND is done; its children run on, and the lock is still held.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(observer.contenders(&scratch.path).len(), 1, "released while COMMAND's children ran");
+    scratch.touch("go");
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let log = scratch.read("log");
+    assert!(log.contains("child") && log.contains("daemon"), "zklock exited before the children: {log}");
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+/// A zklock waiting in the background draws no status line over the shell's prompt.
+#[test]
+fn a_background_waiter_draws_no_status_line() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("bg-status");
+    let holder = observer.hold(&scratch.path, "holder");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- true &
+while [ ! -e "$D/go" ]; do sleep 0.05; done
+kill %1; wait"#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    observer.wait_contenders(&scratch.path, 2);
+    // The status line would be drawn after 250 ms, and again every second.
+    std::thread::sleep(Duration::from_millis(1500));
+    scratch.touch("go");
+    let (status, _) = bash.finish();
+    assert_eq!(status.code(), Some(0));
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut seen = Vec::new();
+    let _ = master.read_to_end(&mut seen);
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(!seen.contains("waiting for"), "drawn from the background: {seen:?}");
+    observer.release(holder);
+}
