@@ -31,10 +31,13 @@ use crate::watchdog::{Report, Watchdog};
 pub(crate) const MAX_SECONDS: f64 = 1e9;
 
 /// The grace (SIGTERM to SIGKILL) is at most this fraction of the session timeout. The core gives
-/// up a hold 17/20 of the session timeout after the server last heard from it, and the server
-/// cannot let the next holder in sooner than a whole timeout after that: SIGKILL after a tenth
-/// lands with a twentieth to spare.
+/// up a hold 17/20 of the session timeout after the send of the last request the server
+/// answered, and the server cannot let the next holder in sooner than a whole timeout after that
+/// send: SIGKILL after a tenth lands with a twentieth to spare.
 const GRACE_PER_SESSION: u32 = 10;
+/// The default grace: a twentieth of the session timeout, so that SIGKILL lands with a tenth to
+/// spare (signal delivery and a loaded machine).
+const DEFAULT_GRACE_PER_SESSION: u32 = 20;
 
 /// How long zklock may go without running (stopped, wedged) while COMMAND runs before the
 /// watchdog ends the job: half the session timeout, so that, with the grace, the job is gone
@@ -87,7 +90,7 @@ started by COMMAND keeps the lock while it runs.
 When the lock is lost (session expired, node deleted, disconnected too long), every process of
 the job gets SIGTERM (and SIGCONT) at once and SIGKILL after --grace, before the server can let
 the next holder in: the core gives the hold up 17/20 of the session timeout after the server last
-heard from it, and --grace is at most a tenth of the session timeout (its default). The watchdog
+heard from it, and --grace is at most a tenth of the session timeout (a twentieth by default). The watchdog
 does the same when zklock itself is killed (SIGKILL, the OOM killer: at once) or does not run
 (SIGSTOP, a wedged process: after half the session timeout), so the job is gone well within the
 session timeout in every case but the watchdog itself being killed (then COMMAND gets SIGKILL, its
@@ -155,8 +158,8 @@ pub struct Args {
     #[command(flatten)]
     pub taking: Taking,
     /// After the lock is lost and the job got SIGTERM, SIGKILL it after SECS: at most a tenth of
-    /// --session-timeout (the default), so that it lands before the server can let the next
-    /// holder in
+    /// --session-timeout (default: a twentieth), so that it lands before the server can let the
+    /// next holder in
     #[arg(long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
     pub grace: Option<Duration>,
     /// What to do when the connection drops while COMMAND runs (the lock may still be ours)
@@ -497,7 +500,7 @@ impl Exec {
                 self.grace = most_grace;
             }
             Some(_) => {}
-            None => self.grace = most_grace,
+            None => self.grace = granted / DEFAULT_GRACE_PER_SESSION,
         }
         let exit = self.hold_and_run(&client, granted).await;
         // Ends the session: whatever this process still had at PATH goes with it at once. Bounded:

@@ -330,9 +330,9 @@ fn a_held_lock_gives_the_conflict_code_with_nonblock_and_wait() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(started.elapsed() >= Duration::from_millis(500), "waited the whole -w");
     assert!(stderr.contains("not acquired within -w 0.5 s"), "{stderr}");
-    let (status, _) =
+    let (status, stderr) =
         run(exec(&connect, &["--wait", "0.2", "--conflict-exit-code", "3"], &scratch.path, &scratch.dir, ran));
-    assert_eq!(status.code(), Some(3));
+    assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(!scratch.file("ran").exists(), "COMMAND never ran without the lock");
     assert_eq!(observer.contenders(&scratch.path).len(), 1, "no attempt left a node");
 
@@ -883,9 +883,19 @@ const WRAPPER: &str = r#"sh -c 'trap "" TERM; echo $$ >> "$D/pids"; while :; do 
 setsid sh -c 'trap "" TERM; echo $$ >> "$D/pids"; while :; do sleep 0.1; done' &
 wait"#;
 
-/// The pids the WRAPPER's children wrote, once both did.
-fn wrapper_children(scratch: &Scratch) -> Vec<i32> {
-    wait_until("both children of the wrapper run", || scratch.read("pids").lines().count() == 2);
+/// The pids the WRAPPER's children wrote, once both did (panics with zklock's stderr if it
+/// exited first).
+fn wrapper_children(scratch: &Scratch, running: &mut Running) -> Vec<i32> {
+    wait_until("both children of the wrapper run", || {
+        if let Ok(Some(status)) = running.child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = running.child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            panic!("zklock exited ({status:?}) before COMMAND's children ran: {stderr}");
+        }
+        scratch.read("pids").lines().count() == 2
+    });
     scratch.read("pids").lines().map(|pid| pid.parse().unwrap()).collect()
 }
 
@@ -910,23 +920,43 @@ fn the_job_ends_before_the_next_holder(test: &str, options: &[&str], disrupt: im
     let (proxy, proxied) = through_proxy();
     let scratch = Scratch::new(test);
     let options = [&["--session-timeout", "2"], options].concat();
-    let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, WRAPPER));
-    let pids = wrapper_children(&scratch);
+    let mut running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, WRAPPER));
+    let pids = wrapper_children(&scratch, &mut running);
     let _reap = Reap(pids.clone());
+    let pids_clone = pids.clone();
     let (sender, acquired) = std::sync::mpsc::channel();
     let (path, next_connect) = (scratch.path.clone(), connect.clone());
+    let holding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held = holding.clone();
     std::thread::spawn(move || {
         let next = Observer::new(&next_connect);
         let guard = next.hold(&path, "next-holder");
+        held.store(true, Ordering::SeqCst);
         // At once: which of the job's processes still run as the next holder starts.
         let alive: Vec<i32> = pids.iter().copied().filter(|&pid| process_exists(pid)).collect();
         let _ = sender.send(alive);
         next.release(guard);
     });
-    observer.wait_contenders(&scratch.path, 2);
+    // The next holder queues (or, if zklock lost the lock on its own meanwhile, holds).
+    wait_until("the next holder queued", || {
+        holding.load(Ordering::SeqCst) || observer.contenders(&scratch.path).len() == 2
+    });
+    let disrupted = Instant::now();
+    let watched = pids_clone;
+    let gone = std::thread::spawn(move || {
+        while watched.iter().any(|&pid| process_exists(pid)) && disrupted.elapsed() < WAIT {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        disrupted.elapsed()
+    });
     disrupt(&running, &proxy);
     let alive = acquired.recv_timeout(WAIT).expect("the next holder gets the lock");
+    let next_in = disrupted.elapsed();
     assert!(alive.is_empty(), "the job's processes {alive:?} still ran when the next holder got the lock");
+    eprintln!(
+        "{test}: the job was gone {:?} after the disruption, the next holder in after {next_in:?}",
+        gone.join().unwrap()
+    );
     // SAFETY: SIGCONT for a stopped zklock, so that it can be killed and reaped.
     unsafe { libc::kill(running.pid(), libc::SIGCONT) };
 }
