@@ -200,10 +200,12 @@ pub struct Taking {
     /// Take the write side of the read/write lock at PATH (alone, excluding --shared holders)
     #[arg(short = 'x', long)]
     pub write: bool,
-    /// Do not wait: if the lock is held, exit at once with the conflict code
+    /// Do not wait: if the lock is held, exit at once with the conflict code (an answer within
+    /// 2 s; a server that cannot be reached meanwhile exits 69)
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
-    /// Wait at most SECS (connecting included), then exit with the conflict code
+    /// Wait at most SECS (connecting included), then exit with the conflict code (69 if the
+    /// server could not be reached); zklock exits within SECS + 0.25 s whatever the server does
     #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// The exit code when the lock was not had with -n or -w

@@ -131,7 +131,11 @@ impl Watchdog {
             0 => {
                 drop(control_write);
                 drop(report_read);
-                let code = watchdog_main(File::from(control_read), File::from(report_write), command);
+                // A panic must never unwind out of here into the parent's code, in this child.
+                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    watchdog_main(File::from(control_read), File::from(report_write), command)
+                }))
+                .unwrap_or(70);
                 // SAFETY: ends the child without running the parent's exit handlers.
                 unsafe { libc::_exit(code) }
             }
