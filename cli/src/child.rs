@@ -161,7 +161,8 @@ pub(crate) fn is_stopped(pid: libc::pid_t) -> bool {
 /// continues, and COMMAND with it. With COMMAND in zklock's group the shell stops and continues
 /// both; zklock only follows a stop that came to COMMAND alone.
 pub(crate) fn stop_with_command(command: libc::pid_t, signal: libc::c_int, placement: Placement) {
-    if !matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGSTOP) {
+    // Job control's stops; a SIGSTOP sent to COMMAND alone (a debugger, say) is not followed.
+    if !matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
         return;
     }
     // Continued already (the whole group was, with zklock): nothing to follow.
@@ -180,7 +181,7 @@ pub(crate) fn stop_with_command(command: libc::pid_t, signal: libc::c_int, place
         // back to SIGSTOP.
         let mut current = std::mem::zeroed::<libc::sigaction>();
         libc::sigaction(signal, std::ptr::null(), &mut current);
-        let stop = if signal == libc::SIGSTOP || current.sa_sigaction == libc::SIG_IGN || !parent_does_job_control() {
+        let stop = if current.sa_sigaction == libc::SIG_IGN || !parent_does_job_control() {
             libc::SIGSTOP
         } else {
             signal

@@ -1376,3 +1376,25 @@ kill %1; wait"#;
     assert!(!seen.contains("waiting for"), "drawn from the background: {seen:?}");
     observer.release(holder);
 }
+
+/// A signal forwarded to a stopped COMMAND is followed by SIGCONT, as a shell's `kill` does: the
+/// COMMAND acts on it rather than stay stopped holding the lock.
+#[test]
+fn a_signal_forwarded_to_a_stopped_command_is_followed_by_sigcont() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("forward-stopped");
+    let script = r#"trap 'echo got-TERM >> "$D/log"; exit 0' TERM; echo $$ > "$D/pid"; kill -STOP $$; while :; do sleep 0.1; done"#;
+    let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+    wait_until("COMMAND wrote its pid", || scratch.read("pid").ends_with('\n'));
+    let pid: i32 = scratch.read("pid").trim().parse().unwrap();
+    wait_until("COMMAND is stopped", || {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    });
+    running.signal(libc::SIGTERM);
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(scratch.read("log").contains("got-TERM"));
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
