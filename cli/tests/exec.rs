@@ -1398,3 +1398,24 @@ fn a_signal_forwarded_to_a_stopped_command_is_followed_by_sigcont() {
     assert!(scratch.read("log").contains("got-TERM"));
     assert!(observer.contenders(&scratch.path).is_empty());
 }
+
+/// Stopped with Ctrl-Z and sent on with `bg`, an exec never takes the terminal back from the
+/// interactive shell that has it when its COMMAND ends.
+#[test]
+fn an_exec_sent_to_the_background_leaves_the_terminal_with_the_shell() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("bg-terminal");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- sh -c 'echo > "$D/ready"; sleep 1'
+bg
+wait
+ps -o tpgid=,pgid= -p $$ > "$D/tty""#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    wait_until("COMMAND runs", || scratch.file("ready").exists());
+    master.write_all(b"\x1a").unwrap();
+    let (status, _) = bash.finish();
+    assert_eq!(status.code(), Some(0));
+    let ids: Vec<String> = scratch.read("tty").split_whitespace().map(str::to_owned).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], ids[1], "the terminal's foreground (first) is no longer the shell's group");
+}
