@@ -181,11 +181,8 @@ pub(crate) fn stop_with_command(command: libc::pid_t, signal: libc::c_int, place
         // back to SIGSTOP.
         let mut current = std::mem::zeroed::<libc::sigaction>();
         libc::sigaction(signal, std::ptr::null(), &mut current);
-        let stop = if current.sa_sigaction == libc::SIG_IGN || !parent_does_job_control() {
-            libc::SIGSTOP
-        } else {
-            signal
-        };
+        let stop =
+            if current.sa_sigaction == libc::SIG_IGN || !parent_does_job_control() { libc::SIGSTOP } else { signal };
         libc::kill(libc::getpid(), stop);
         if placement.own_group() {
             // `fg` gave zklock the terminal (COMMAND gets it, unless zklock shares its group
