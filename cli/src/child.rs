@@ -251,6 +251,11 @@ pub(crate) fn status_code(status: ExitStatus) -> i32 {
     }
 }
 
+/// Whether zklock dies of `signal` when COMMAND did: a signal sent from outside to end the job.
+pub(crate) fn reraised(signal: libc::c_int) -> bool {
+    TERMINATING_SIGNALS.contains(&signal) || signal == libc::SIGPIPE
+}
+
 /// Ends zklock by `signal`'s default action (after its cleanup), so that its parent sees it
 /// killed by the signal, as it would see COMMAND (a shell stops a loop on a job killed by
 /// SIGINT, not on one that exited 130). Without a core dump. Returns 128+N if the signal does

@@ -100,9 +100,10 @@ loses the lock if stopped longer than --session-timeout.
 Signals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM sent to zklock are forwarded
 to COMMAND (followed by SIGCONT if it is stopped); ones the caller ignored (nohup, `&` in a
 script) stay ignored, in zklock and in COMMAND. While waiting, such a signal ends zklock, which
-removes its place in the queue and then dies of that signal. COMMAND killed by a signal: zklock
-dies of the same signal once the lock is released, so a calling shell sees the job interrupted
-(a loop stops on Ctrl-C) as it would see COMMAND.
+removes its place in the queue and then dies of that signal. COMMAND killed by one of these signals
+(or SIGPIPE): zklock dies of the same signal once the lock is released, so a calling shell sees
+the job interrupted (a loop stops on Ctrl-C) as it would see COMMAND; killed by another (a crash,
+SIGKILL), zklock exits 128+N.
 
 The terminal: run by a shell as a job of its own (zklock leads its process group), COMMAND runs in
 a process group of its own and, when zklock is in the foreground and not part of a pipeline, gets
@@ -850,9 +851,11 @@ impl Exec {
             );
         }
         match status {
+            // Killed by a signal from outside (Ctrl-C, kill, a closed pipe): zklock dies of it
+            // too; a crash (SIGSEGV), SIGKILL and the rest give 128+N, as flock(1) does.
             Some(status) => match std::os::unix::process::ExitStatusExt::signal(&status) {
-                Some(signal) => Exit::signalled(signal),
-                None => Exit::quiet(status_code(status)),
+                Some(signal) if crate::child::reraised(signal) => Exit::signalled(signal),
+                _ => Exit::quiet(status_code(status)),
             },
             None => Exit::fail(codes::SOFTWARE, "COMMAND's exit status was not reported"),
         }
