@@ -89,28 +89,34 @@ started by COMMAND keeps the lock while it runs.
 
 When the lock is lost (session expired, node deleted, disconnected too long), every process of
 the job gets SIGTERM (and SIGCONT) at once and SIGKILL after --grace, before the server can let
-the next holder in: the core gives the hold up 17/20 of the session timeout after the server last
-heard from it, and --grace is at most a tenth of the session timeout (a twentieth by default). The watchdog
-does the same when zklock itself is killed (SIGKILL, the OOM killer: at once) or does not run
-(SIGSTOP, a wedged process: after half the session timeout), so the job is gone well within the
-session timeout in every case but the watchdog itself being killed (then COMMAND gets SIGKILL, its
-children on their own). A zklock stopped with its COMMAND (Ctrl-Z) keeps the job stopped, and
-loses the lock if stopped longer than --session-timeout.
+the next holder in: the core gives the hold up 17/20 of the session timeout after the send of the
+last request the server answered, and --grace is at most a tenth of the session timeout (a
+twentieth by default). The watchdog does the same when zklock itself is killed (SIGKILL, the OOM
+killer: at once) or does not run (SIGSTOP, a wedged process: after half the session timeout), so
+the job is gone before the server can let the next holder in, in every case but the watchdog
+itself being killed (then COMMAND gets SIGKILL, its children are on their own). A zklock stopped
+with its COMMAND (Ctrl-Z) keeps the job stopped, and loses the lock if stopped longer than
+--session-timeout. No cgroup is used: a process of the job that makes itself a subreaper of its
+own, or moves out of the process tree, escapes.
 
-Signals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM sent to zklock are forwarded
-to COMMAND (followed by SIGCONT if it is stopped); ones the caller ignored (nohup, `&` in a
-script) stay ignored, in zklock and in COMMAND. While waiting, such a signal ends zklock, which
-removes its place in the queue and then dies of that signal. COMMAND killed by one of these signals
-(or SIGPIPE): zklock dies of the same signal once the lock is released, so a calling shell sees
-the job interrupted (a loop stops on Ctrl-C) as it would see COMMAND; killed by another (a crash,
-SIGKILL), zklock exits 128+N.
+Signals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM sent to zklock are
+forwarded to COMMAND's process group (followed by SIGCONT if COMMAND is stopped); ones the caller
+ignored (nohup, `&` in a script) stay ignored, in zklock and in COMMAND. While waiting, such a
+signal ends zklock, which removes its place in the queue and then dies of that signal. COMMAND
+killed by one of these signals (or SIGPIPE): zklock dies of the same signal once the lock is
+released, so a calling shell sees the job interrupted (a loop stops on Ctrl-C) as it would see
+COMMAND; killed by another (a crash, SIGKILL), zklock exits 128+N.
 
-The terminal: run by a shell as a job of its own (zklock leads its process group), COMMAND runs in
-a process group of its own and, when zklock is in the foreground and not part of a pipeline, gets
-the terminal as a shell gives it to a job: it can read it, Ctrl-C reaches it, and Ctrl-Z stops it
-and zklock; a COMMAND stopped for reading the terminal in the background stops zklock too, and
-`fg` continues both. Run within a script's or a pipeline's process group, COMMAND runs in that
-group, and the terminal and job control are the shell's, as with flock(1).
+The terminal and process groups: run by a shell as a job of its own (zklock leads its process
+group), COMMAND runs in a process group of its own and, when zklock is in the foreground and alone
+in its group, gets the terminal as a shell gives it to a job: it can read it, Ctrl-C reaches it,
+and Ctrl-Z stops it and zklock; a COMMAND stopped for reading the terminal in the background stops
+zklock too (the shell says so), and `fg` continues both. As the first member of a pipeline
+(`zklock exec ... | less`), COMMAND never gets the terminal: the pipeline keeps it. Run within
+another's process group (a script's; a later member of a pipeline), COMMAND runs in zklock's
+group, the terminal's signals reach it directly (zklock does not send them again), job control is
+the shell's, as with flock(1), and signals sent to zklock alone are forwarded to the job's
+processes in that group.
 
 While waiting, in the foreground of a terminal, one line on stderr says how many are ahead and who
 holds the lock. Not had with -n or -w, zklock says so on stderr (not with -q).
