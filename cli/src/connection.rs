@@ -24,7 +24,29 @@ pub struct Connection {
     pub sasl: Sasl,
     #[command(flatten)]
     pub tls: Tls,
+    /// The options whose value came from the environment rather than a flag (clap ids): a flag
+    /// overrides the environment and never conflicts with it, and a stray variable alone is no
+    /// error.
+    #[arg(skip)]
+    pub from_env: Vec<&'static str>,
 }
+
+/// The ids of the options that an environment variable may give (see `Connection::from_env`).
+pub const ENV_IDS: [&str; 13] = [
+    "connect",
+    "sasl_mechanism",
+    "sasl_user",
+    "sasl_principal",
+    "sasl_keytab",
+    "sasl_credential_cache",
+    "sasl_service",
+    "sasl_host",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_key_password_file",
+    "tls_server_name",
+];
 
 /// SASL authentication. The password is never an argument (`ps` shows arguments to every user):
 /// it comes from `--sasl-password-file` or the environment.
@@ -63,9 +85,13 @@ pub const SASL_PASSWORD_ENV: &str = "ZKLOCK_SASL_PASSWORD";
 
 impl Sasl {
     /// The core's SASL options; an error names the flag, never the password.
-    fn options(&self) -> Result<Option<zklock::SaslOptions>, String> {
+    fn options(&self, from_env: &[&str]) -> Result<Option<zklock::SaslOptions>, String> {
+        let flag = |id: &str, given: bool| given && !from_env.contains(&id);
         let Some(mechanism) = &self.sasl_mechanism else {
-            let given = self.sasl_user.is_some() || self.sasl_password_file.is_some() || self.sasl_principal.is_some();
+            // Variables with no mechanism are left alone; flags are an error.
+            let given = flag("sasl_user", self.sasl_user.is_some())
+                || self.sasl_password_file.is_some()
+                || flag("sasl_principal", self.sasl_principal.is_some());
             return match given {
                 true => Err("--sasl-user, --sasl-password-file and --sasl-principal need --sasl-mechanism".into()),
                 false => Ok(None),
@@ -135,11 +161,11 @@ pub struct Tls {
     #[arg(long, env = "ZKLOCK_TLS_CA", value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
     /// The client's certificate chain (PEM), for mutual TLS and x509 auth
-    #[arg(long, env = "ZKLOCK_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    #[arg(long, env = "ZKLOCK_TLS_CERT", value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
     /// The client certificate's private key (PEM; encrypted PKCS#8 needs its password, from
     /// --tls-key-password-file or the environment variable ZKLOCK_TLS_KEY_PASSWORD)
-    #[arg(long, env = "ZKLOCK_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, env = "ZKLOCK_TLS_KEY", value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
     /// A file whose first line is the password of an encrypted --tls-key, readable by its owner
     /// alone
@@ -152,7 +178,7 @@ pub struct Tls {
     #[arg(long)]
     pub tls_no_verify_hostname: bool,
     /// TLS without verifying the servers' certificates at all: for tests only
-    #[arg(long, conflicts_with_all = ["tls_ca", "tls_no_verify_hostname", "tls_server_name"])]
+    #[arg(long)]
     pub tls_insecure: bool,
 }
 
@@ -162,14 +188,50 @@ pub const KEY_PASSWORD_ENV: &str = "ZKLOCK_TLS_KEY_PASSWORD";
 impl Tls {
     /// The core's TLS options (files read, checked), `None` for plaintext; an error names the
     /// flag and never quotes a key or a password.
-    fn options(&self) -> Result<Option<zklock::TlsOptions>, String> {
+    fn options(&self, from_env: &[&str]) -> Result<Option<zklock::TlsOptions>, String> {
+        let flag = |id: &str, given: bool| given && !from_env.contains(&id);
+        let mut tls = self.clone();
+        if tls.tls_insecure {
+            // --tls-insecure overrides the environment's CA and server name; flags conflict.
+            for (id, name, given) in [
+                ("tls_ca", "--tls-ca", tls.tls_ca.is_some()),
+                ("tls_server_name", "--tls-server-name", tls.tls_server_name.is_some()),
+                ("tls_no_verify_hostname", "--tls-no-verify-hostname", tls.tls_no_verify_hostname),
+            ] {
+                if flag(id, given) {
+                    return Err(format!("--tls-insecure conflicts with {name}"));
+                }
+            }
+            tls.tls_ca = None;
+            tls.tls_server_name = None;
+        }
+        // A certificate needs its key, and a key its certificate: from flags, an error; from
+        // the environment alone, left alone.
+        for (id, name, other) in [("tls_cert", "--tls-cert", "--tls-key"), ("tls_key", "--tls-key", "--tls-cert")] {
+            let (given, partner) = match id {
+                "tls_cert" => (tls.tls_cert.is_some(), tls.tls_key.is_some()),
+                _ => (tls.tls_key.is_some(), tls.tls_cert.is_some()),
+            };
+            if given && !partner {
+                if flag(id, true) {
+                    return Err(format!("{name} needs {other}"));
+                }
+                tls.tls_cert = None;
+                tls.tls_key = None;
+            }
+        }
+        tls.checked_options(from_env)
+    }
+
+    fn checked_options(&self, from_env: &[&str]) -> Result<Option<zklock::TlsOptions>, String> {
+        let flag = |id: &str, given: bool| given && !from_env.contains(&id);
         let tls_given = self.tls_ca.is_some() || self.tls_insecure;
         if !tls_given {
             let given = [
-                ("--tls-cert", self.tls_cert.is_some()),
-                ("--tls-key", self.tls_key.is_some()),
-                ("--tls-key-password-file", self.tls_key_password_file.is_some()),
-                ("--tls-server-name", self.tls_server_name.is_some()),
+                ("--tls-cert", flag("tls_cert", self.tls_cert.is_some())),
+                ("--tls-key", flag("tls_key", self.tls_key.is_some())),
+                ("--tls-key-password-file", flag("tls_key_password_file", self.tls_key_password_file.is_some())),
+                ("--tls-server-name", flag("tls_server_name", self.tls_server_name.is_some())),
                 ("--tls-no-verify-hostname", self.tls_no_verify_hostname),
             ];
             return match given.iter().find(|(_, given)| *given) {
@@ -199,16 +261,30 @@ impl Tls {
 impl Connection {
     /// Client options from the command line; an error names the bad value.
     pub fn options(&self) -> Result<zklock::ClientOptions, String> {
+        // ZooKeeper takes the session timeout as a signed 32-bit count of milliseconds.
+        let most_session = Duration::from_millis(i32::MAX as u64);
         let session_timeout = Duration::try_from_secs_f64(self.session_timeout)
             .ok()
-            .filter(|timeout| !timeout.is_zero())
-            .ok_or_else(|| format!("--session-timeout {}: a positive number of seconds", self.session_timeout))?;
+            .filter(|timeout| !timeout.is_zero() && *timeout <= most_session)
+            .ok_or_else(|| {
+                format!(
+                    "--session-timeout {}: a positive number of seconds, at most {} (ZooKeeper's limit)",
+                    self.session_timeout,
+                    most_session.as_secs_f64()
+                )
+            })?;
         let connect_timeout = Duration::try_from_secs_f64(self.connect_timeout)
             .ok()
-            .filter(|timeout| !timeout.is_zero())
-            .ok_or_else(|| format!("--connect-timeout {}: a positive number of seconds", self.connect_timeout))?;
-        let sasl = self.sasl.options()?;
-        let tls = self.tls.options()?;
+            .filter(|timeout| !timeout.is_zero() && timeout.as_secs_f64() <= crate::exec::MAX_SECONDS)
+            .ok_or_else(|| {
+                format!(
+                    "--connect-timeout {}: a positive number of seconds, at most {:e}",
+                    self.connect_timeout,
+                    crate::exec::MAX_SECONDS
+                )
+            })?;
+        let sasl = self.sasl.options(&self.from_env)?;
+        let tls = self.tls.options(&self.from_env)?;
         Ok(zklock::ClientOptions { session_timeout, connect_timeout, sasl, tls, ..Default::default() })
     }
 

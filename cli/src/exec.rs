@@ -8,20 +8,48 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use zklock::{
     Client, ErrorKind, Hold, HoldState, HoldStateChanges, Leases, Lock, MaxLeases, Mode, Owner, PathRecipe,
-    SemaphoreOptions,
+    SemaphoreOptions, SessionState,
 };
 
 use crate::child::{
-    foreground_terminal, forwarded_signals, give_terminal, group_alive, signal_group, spawn, status_code,
-    stop_with_command, wait_in_thread, ChildEvent,
+    die_by, forward, forwarded_signals, give_terminal, signal_group, status_code, stop_with_command, terminal_is_with,
+    Placement, Signal,
 };
 use crate::codes;
-use crate::status_line::{show_semaphore_status, show_status};
+use crate::status_line::{clear_status, show_semaphore_status, show_status};
+use crate::watchdog::{Report, Watchdog};
+
+/// The longest time any option takes, in seconds (about 31 years): a deadline further away
+/// cannot be told from none, and would overflow the clock.
+pub(crate) const MAX_SECONDS: f64 = 1e9;
+
+/// The grace (SIGTERM to SIGKILL) is at most this fraction of the session timeout. The core gives
+/// up a hold 9/10 of the session timeout after the send of the last request the server
+/// answered, and the server cannot let the next holder in sooner than a whole timeout after that
+/// send: SIGKILL after a twentieth lands with a twentieth to spare.
+const GRACE_PER_SESSION: u32 = 20;
+/// The default grace: a fortieth of the session timeout (250 ms of the default 10 s), so that
+/// SIGKILL lands with three fortieths to spare (signal delivery and a loaded machine).
+const DEFAULT_GRACE_PER_SESSION: u32 = 40;
+
+/// How long zklock may go without running (stopped, wedged) while COMMAND runs before the
+/// watchdog ends the job: half the session timeout, so that, with the grace, the job is gone
+/// by 6/10 of it, before the server can expire the session.
+const OVERDUE_PER_SESSION: u32 = 2;
+
+/// How long past -w zklock waits for the core's answer before it decides by itself; and how
+/// long a -n try may take.
+const WAIT_MARGIN: Duration = Duration::from_millis(250);
+const TRY_BOUND: Duration = Duration::from_secs(2);
+/// How long zklock waits for its session's close before it exits anyway.
+const CLOSE_BOUND: Duration = Duration::from_millis(500);
 
 /// When the core refuses a recipe because the path holds the other's nodes (a race to an empty
 /// path, or a contender that just left), exec looks at the path again after 50 ms, then 100 ms,
@@ -49,22 +77,54 @@ COMMAND gets in its environment:
                         writer whose token is lower than one it has seen (with --max, it rises
                         with each lease)
   ZKLOCK_SESSION_ID     the ZooKeeper session holding the lock (0x...)
-zklock's passwords (ZKLOCK_SASL_PASSWORD, ZKLOCK_TLS_KEY_PASSWORD) are taken out of it, but COMMAND,
-as the same user, can read zklock's own environment in /proc: password files are safer.
+zklock's secret-bearing variables (ZKLOCK_SASL_PASSWORD, ZKLOCK_TLS_KEY_PASSWORD) are taken out
+of it, but COMMAND, as the same user, can read zklock's own environment in /proc: password files
+are safer.
 
-COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP to zklock are forwarded to that
-group; the lock is released once COMMAND has exited. If the lock is lost (session expired, node
-deleted, disconnected too long), the group gets SIGTERM at once and SIGKILL after --grace. If
-zklock itself dies, COMMAND gets SIGTERM: the lock lasts up to --session-timeout longer. Run from
-a terminal, COMMAND gets the terminal, as a shell gives it to a job: it can read it, Ctrl-C
-reaches it, and Ctrl-Z stops it and zklock.
+The job: COMMAND and every process it starts, in its process group or not (setsid, daemons).
+COMMAND is started by a small watchdog process of zklock's, a child subreaper, so that every
+process of the job stays its descendant. The lock is released once every process of the job has
+exited (as flock(1) holds its lock while COMMAND's children hold its descriptor): a daemon
+started by COMMAND keeps the lock while it runs.
 
 Without -w or -n, exec waits for the lock as long as it takes, also through ZooKeeper outages of
 any length: when its session ends meanwhile it tries for a new one again after each
 --connect-timeout and queues again on it, never giving up. Only starting is bounded: no session
 within --connect-timeout at start exits {unavailable}.
 
-While waiting on a terminal, one line on stderr says how many are ahead and who holds the lock.
+When the lock is lost (session expired, node deleted, disconnected too long), every process of
+the job gets SIGTERM (and SIGCONT) at once and SIGKILL after --grace, before the server can let
+the next holder in: the core gives the hold up 9/10 of the session timeout after the send of the
+last request the server answered, and --grace is at most a twentieth of the session timeout (a
+fortieth by default). The watchdog does the same when zklock itself is killed (SIGKILL, the OOM
+killer: at once) or does not run (SIGSTOP, a wedged process: after half the session timeout), so
+the job is gone before the server can let the next holder in, in every case but the watchdog
+itself being killed (then COMMAND gets SIGKILL, its children are on their own). A zklock stopped
+with its COMMAND (Ctrl-Z) keeps the job stopped, and loses the lock if stopped longer than
+--session-timeout. No cgroup is used: a process of the job that makes itself a subreaper of its
+own, or moves out of the process tree, escapes.
+
+Signals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM sent to zklock are
+forwarded to COMMAND's process group (followed by SIGCONT if COMMAND is stopped); ones the caller
+ignored (nohup, `&` in a script) stay ignored, in zklock and in COMMAND. While waiting, such a
+signal ends zklock, which removes its place in the queue and then dies of that signal. COMMAND
+killed by one of these signals (or SIGPIPE): zklock dies of the same signal once the lock is
+released, so a calling shell sees the job interrupted (a loop stops on Ctrl-C) as it would see
+COMMAND; killed by another (a crash, SIGKILL), zklock exits 128+N.
+
+The terminal and process groups: run by a shell as a job of its own (zklock leads its process
+group), COMMAND runs in a process group of its own and, when zklock is in the foreground and alone
+in its group, gets the terminal as a shell gives it to a job: it can read it, Ctrl-C reaches it,
+and Ctrl-Z stops it and zklock; a COMMAND stopped for reading the terminal in the background stops
+zklock too (the shell says so), and `fg` continues both. As the first member of a pipeline
+(`zklock exec ... | less`), COMMAND never gets the terminal: the pipeline keeps it. Run within
+another's process group (a script's; a later member of a pipeline), COMMAND runs in zklock's
+group, the terminal's signals reach it directly (zklock does not send them again), job control is
+the shell's, as with flock(1), and signals sent to zklock alone are forwarded to the job's
+processes in that group.
+
+While waiting, in the foreground of a terminal, one line on stderr says how many are ahead and who
+holds the lock. Not had with -n or -w, zklock says so on stderr (not with -q).
 
 Exit status:
   N    COMMAND's own exit status, when it ran while the lock was held
@@ -74,10 +134,12 @@ Exit status:
        (also one over zklock's limits, which keep one client from harming a shared server:
        PATH and COUNT at most {depth} segments deep, their parents at most {parent_bytes} bytes of
        path in all; --label at most {label} bytes)
-  {unavailable}   ZooKeeper could not be reached, or no session could be established
+  {unavailable}   ZooKeeper could not be reached, or no session could be established (also when the
+       server was unreachable as -n or -w ran out: not the conflict code)
   {software}   any other failure of zklock itself
   {lost}   the lock was lost while COMMAND ran (or, with --on-suspend term, the connection
-       dropped): COMMAND got SIGTERM, and SIGKILL after --grace; never COMMAND's status
+       dropped; or zklock did not run for half the session timeout): the job got SIGTERM, and
+       SIGKILL after --grace; never COMMAND's status
   {cannot_run}  COMMAND could not be run (not executable)
   {not_found}  COMMAND was not found
 
@@ -113,9 +175,11 @@ pub struct Args {
     pub connection: crate::connection::Connection,
     #[command(flatten)]
     pub taking: Taking,
-    /// After the lock is lost and COMMAND got SIGTERM, SIGKILL it after SECS
-    #[arg(long, value_name = "SECS", default_value = "5", value_parser = seconds, allow_negative_numbers = true)]
-    pub grace: Duration,
+    /// After the lock is lost and the job got SIGTERM, SIGKILL it after SECS: at most a twentieth
+    /// of --session-timeout (default: a fortieth), so that it lands before the server can let the
+    /// next holder in
+    #[arg(long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
+    pub grace: Option<Duration>,
     /// What to do when the connection drops while COMMAND runs (the lock may still be ours)
     #[arg(long, value_enum, value_name = "ACTION", default_value_t = OnSuspend::Continue)]
     pub on_suspend: OnSuspend,
@@ -133,6 +197,16 @@ pub struct Args {
     /// The command to run, after `--`
     #[arg(last = true, required_unless_present = "shell_command", value_name = "COMMAND")]
     pub command: Vec<OsString>,
+    /// `zklock hold`'s own: its name in messages, and whom to signal when the hold is lost.
+    #[arg(skip)]
+    pub hold: Option<HoldRole>,
+}
+
+/// What `zklock hold` adds to an exec.
+#[derive(Debug, Clone)]
+pub struct HoldRole {
+    /// The process to send SIGTERM when the hold is lost.
+    pub notify: Option<libc::pid_t>,
 }
 
 /// How exec and hold take the lock: which side, and how long to wait.
@@ -144,11 +218,13 @@ pub struct Taking {
     /// Take the write side of the read/write lock at PATH (alone, excluding --shared holders)
     #[arg(short = 'x', long)]
     pub write: bool,
-    /// Do not wait: if the lock is held, exit at once with the conflict code
+    /// Do not wait: if the lock is held, exit at once with the conflict code (an answer within
+    /// 2 s; a server that cannot be reached meanwhile exits 69)
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
-    /// Wait at most SECS (connecting included), then exit with the conflict code; without it,
-    /// wait as long as it takes, through outages and new sessions
+    /// Wait at most SECS (connecting included), then exit with the conflict code (69 if the
+    /// server could not be reached); zklock exits within SECS + 0.25 s whatever the server does.
+    /// Without it, wait as long as it takes, through outages and new sessions
     #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// The exit code when the lock was not had with -n or -w
@@ -197,8 +273,44 @@ pub struct HoldArgs {
     /// No status line while waiting
     #[arg(short, long)]
     pub quiet: bool,
+    /// When the hold is lost, send SIGTERM to PID (the script that took it: --notify $$); the
+    /// line "lost REASON" goes to stdout in any case
+    #[arg(long, value_name = "PID", value_parser = notify_pid)]
+    pub notify: Option<i32>,
     /// The lock path (relative to the chroot of --zk, if any)
     pub path: String,
+}
+
+fn notify_pid(text: &str) -> Result<i32, String> {
+    match text.trim().parse::<i32>() {
+        Ok(pid) if pid > 1 => Ok(pid),
+        _ => Err("a process id (greater than 1)".to_owned()),
+    }
+}
+
+pub(crate) fn hold_after_help() -> String {
+    format!(
+        "\
+Prints NODE TOKEN on stdout once the lock is held, and holds it until stdin closes (or a signal
+ends zklock). When the hold is lost, zklock prints \"lost REASON\" on stdout (the line a coproc's
+reader gets after NODE TOKEN), says why on stderr, sends SIGTERM to --notify's process if given,
+and exits {lost}: a script that took the hold must stop its locked work then.
+
+Exit status:
+  0    stdin closed: released
+  {signalled}  ended by signal N (zklock dies of it)
+  {conflict}    the lock was not had: held with -n, or not within -w SECS (-E sets another code)
+  {usage}   bad usage: an unknown option, a missing or invalid argument, an invalid PATH
+  {unavailable}   ZooKeeper could not be reached, or no session could be established
+  {software}   any other failure of zklock itself
+  {lost}   the hold was lost",
+        signalled = "128+N",
+        conflict = codes::CONFLICT,
+        usage = codes::USAGE,
+        unavailable = codes::UNAVAILABLE,
+        software = codes::SOFTWARE,
+        lost = codes::LOCK_LOST,
+    )
 }
 
 /// Takes the lock, prints its node and fencing token (one line: NODE TOKEN), and holds it until
@@ -208,13 +320,14 @@ pub fn hold(args: HoldArgs) -> i32 {
     run(Args {
         connection: args.connection,
         taking: args.taking,
-        grace: Duration::from_secs(5),
+        grace: None,
         on_suspend: OnSuspend::Continue,
         label: Some(args.label),
         quiet: args.quiet,
         path: args.path,
         shell_command: Some(r#"printf '%s %s\n' "$ZKLOCK_NODE" "$ZKLOCK_FENCING_TOKEN"; exec cat >/dev/null"#.into()),
         command: Vec::new(),
+        hold: Some(HoldRole { notify: args.notify }),
     })
 }
 
@@ -234,9 +347,12 @@ impl OnSuspend {
     }
 }
 
-/// A number of seconds, zero or more.
-fn seconds(text: &str) -> Result<Duration, String> {
+/// A number of seconds, zero or more (at most [`MAX_SECONDS`]).
+pub(crate) fn seconds(text: &str) -> Result<Duration, String> {
     let secs: f64 = text.trim().parse().map_err(|_| "not a number of seconds".to_owned())?;
+    if secs > MAX_SECONDS {
+        return Err(format!("at most {MAX_SECONDS:e} seconds"));
+    }
     Duration::try_from_secs_f64(secs).map_err(|_| "must be a number of seconds, zero or more".to_owned())
 }
 
@@ -250,27 +366,47 @@ enum Taken {
 struct Exit {
     code: i32,
     message: Option<String>,
+    /// Die of this signal rather than exit with `code` (128+N), after the cleanup.
+    signal: Option<libc::c_int>,
 }
 
 impl Exit {
     fn fail(code: i32, message: impl Into<String>) -> Exit {
-        Exit { code, message: Some(message.into()) }
+        Exit { code, message: Some(message.into()), signal: None }
     }
 
     fn quiet(code: i32) -> Exit {
-        Exit { code, message: None }
+        Exit { code, message: None, signal: None }
+    }
+
+    /// Ended by `signal`: zklock dies of it once it has cleaned up.
+    fn signalled(signal: libc::c_int) -> Exit {
+        Exit { code: codes::killed_by(signal), message: None, signal: Some(signal) }
     }
 }
 
 pub fn run(mut args: Args) -> i32 {
     if let Some(shell_command) = args.shell_command.take() {
-        args.command = vec!["sh".into(), "-c".into(), shell_command];
+        args.command = vec![shell(), "-c".into(), shell_command];
     }
+    let name = if args.hold.is_some() { "zklock hold" } else { "zklock exec" };
     let exit = start(args).unwrap_or_else(|exit| exit);
     if let Some(message) = exit.message {
-        eprintln!("zklock exec: {message}");
+        say!("{name}: {message}");
     }
-    exit.code
+    match exit.signal {
+        Some(signal) => die_by(signal),
+        None => exit.code,
+    }
+}
+
+/// The shell for -c and `hold`: $SHELL if it is an absolute path, else /bin/sh (as flock(1);
+/// never one found through PATH).
+fn shell() -> OsString {
+    match std::env::var_os("SHELL") {
+        Some(shell) if std::path::Path::new(&shell).is_absolute() => shell,
+        _ => "/bin/sh".into(),
+    }
 }
 
 fn start(args: Args) -> Result<Exit, Exit> {
@@ -284,22 +420,35 @@ fn start(args: Args) -> Result<Exit, Exit> {
     if let Some(label) = &args.label {
         zklock::check_label(label).map_err(|err| Exit::fail(codes::USAGE, format!("--label: {err}")))?;
     }
+    let most_grace = options.session_timeout / GRACE_PER_SESSION;
+    if let Some(grace) = args.grace.filter(|grace| *grace > most_grace) {
+        return Err(Exit::fail(
+            codes::USAGE,
+            format!(
+                "--grace {}: more than a twentieth of the session timeout ({} s): SIGKILL must land before the server \
+                 can expire the session and let the next holder in; give at most {} s, or a longer --session-timeout",
+                grace.as_secs_f64(),
+                options.session_timeout.as_secs_f64(),
+                most_grace.as_secs_f64()
+            ),
+        ));
+    }
     options.language = "cli".into();
     if let Some(wait) = args.taking.wait.filter(|wait| !wait.is_zero()) {
         // One budget for connecting and waiting: -w 2 gives up after 2 s, whatever the cause.
         options.connect_timeout = options.connect_timeout.min(wait);
     }
-    // Blocked before any other thread exists, so that every thread inherits the mask and only
-    // the one that waits for them sees these signals.
+    // Forked before any other thread exists; then the signals blocked, so that every thread
+    // inherits the mask and only the one that waits for them sees these signals.
+    let watchdog = Watchdog::start(args.command.clone())
+        .map_err(|err| Exit::fail(codes::SOFTWARE, format!("cannot start the watchdog: {err}")))?;
     let signals = forwarded_signals().map_err(|err| Exit::fail(codes::SOFTWARE, format!("signals: {err}")))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .map_err(|err| Exit::fail(codes::SOFTWARE, format!("cannot start the async runtime: {err}")))?;
-    // The future runs on this (the main) thread, which spawns COMMAND: the parent-death signal
-    // fires when the spawning thread ends, and this one ends only with the process.
-    let exit = runtime.block_on(Exec::new(args, started, signals).run(options));
+    let exit = runtime.block_on(Exec::new(args, started, signals, watchdog).and_then_run(options));
     runtime.shutdown_background();
     Ok(exit)
 }
@@ -307,20 +456,50 @@ fn start(args: Args) -> Result<Exit, Exit> {
 struct Exec {
     args: Args,
     started: Instant,
-    signals: UnboundedReceiver<libc::c_int>,
-    /// Whether to draw the status line: stderr is a terminal and -q was not given.
+    signals: UnboundedReceiver<Signal>,
+    watchdog: Arc<Watchdog>,
+    reports: Option<UnboundedReceiver<Report>>,
+    /// Whether to draw the status line: stderr is a terminal and -q was not given (drawn only
+    /// while zklock is in its foreground).
     status_line: bool,
+    grace: Duration,
 }
 
 impl Exec {
-    fn new(args: Args, started: Instant, signals: UnboundedReceiver<libc::c_int>) -> Exec {
+    fn new(args: Args, started: Instant, signals: UnboundedReceiver<Signal>, mut watchdog: Watchdog) -> Exec {
         // SAFETY: isatty only inspects the descriptor.
         let status_line = !args.quiet && unsafe { libc::isatty(2) } == 1;
-        Exec { args, started, signals, status_line }
+        let reports = watchdog.reports().ok();
+        let grace = args.grace.unwrap_or_default();
+        Exec { args, started, signals, watchdog: Arc::new(watchdog), reports, status_line, grace }
+    }
+
+    async fn and_then_run(self, options: zklock::ClientOptions) -> Exit {
+        // Heartbeats to the watchdog, from the runtime itself: they stop when zklock cannot run.
+        let beat = (options.session_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+        let watchdog = self.watchdog.clone();
+        let beating = tokio::spawn(async move {
+            loop {
+                watchdog.beat();
+                tokio::time::sleep(beat).await;
+            }
+        });
+        let exit = self.run(options).await;
+        beating.abort();
+        exit
+    }
+
+    fn name(&self) -> &'static str {
+        if self.args.hold.is_some() {
+            "zklock hold"
+        } else {
+            "zklock exec"
+        }
     }
 
     async fn run(mut self, options: zklock::ClientOptions) -> Exit {
         let connect = self.args.connection.connect.clone();
+        let requested = options.session_timeout;
         let client = tokio::select! {
             connected = Client::connect_with(&connect, options) => match connected {
                 Ok(client) => client,
@@ -329,37 +508,94 @@ impl Exec {
                     return Exit::fail(code, message);
                 }
             },
-            Some(signal) = self.signals.recv() => return Exit::quiet(codes::killed_by(signal)),
+            Some(signal) = self.signals.recv() => return Exit::signalled(signal.number),
         };
-        let exit = self.hold_and_run(&client).await;
-        // Ends the session: whatever this process still had at PATH goes with it at once.
-        client.close().await;
+        // The server may grant a shorter session than asked: the grace shrinks with it.
+        let granted = client.session_timeout().min(requested);
+        let most_grace = granted / GRACE_PER_SESSION;
+        match self.args.grace {
+            Some(grace) if grace > most_grace => {
+                say!(
+                    "{}: the server granted a session timeout of {} s: --grace cut to {} s",
+                    self.name(),
+                    granted.as_secs_f64(),
+                    most_grace.as_secs_f64()
+                );
+                self.grace = most_grace;
+            }
+            Some(_) => {}
+            None => self.grace = granted / DEFAULT_GRACE_PER_SESSION,
+        }
+        let exit = self.hold_and_run(&client, granted).await;
+        // Ends the session: whatever this process still had at PATH goes with it at once. Bounded:
+        // with the server unreachable the close cannot be told, and the session expires anyway.
+        if client.state() == SessionState::Connected {
+            let _ = tokio::time::timeout(CLOSE_BOUND, client.close()).await;
+        }
         exit
     }
 
-    async fn hold_and_run(&mut self, client: &Client) -> Exit {
+    async fn hold_and_run(&mut self, client: &Client, session_timeout: Duration) -> Exit {
         let label = self.args.label.clone().unwrap_or_else(|| default_label(&self.args.command));
         let owner = Owner::unique_labelled(|_| label.clone());
-        let acquired = match self.args.taking.max_leases() {
-            Some(max) => self.acquire_lease(client, max, label).await,
-            None => self.acquire(client, &owner).await.map(|held| held.map(|(lock, hold)| (Taken::Lock(lock), hold))),
+        // The wait's bound holds whatever the core does while the server is unreachable.
+        let bound = match self.args.taking.wait {
+            Some(wait) => Some(self.started + wait + WAIT_MARGIN),
+            None if self.args.taking.nonblock => Some(Instant::now() + TRY_BOUND),
+            None => None,
         };
+        let acquiring = async {
+            match self.args.taking.max_leases() {
+                Some(max) => self.acquire_lease(client, max, label).await,
+                None => {
+                    self.acquire(client, &owner).await.map(|held| held.map(|(lock, hold)| (Taken::Lock(lock), hold)))
+                }
+            }
+        };
+        let acquired = match bound {
+            Some(bound) => {
+                let bounded = tokio::time::timeout_at(bound.into(), acquiring).await;
+                bounded.unwrap_or(Ok(None))
+            }
+            None => acquiring.await,
+        };
+        if self.status_line {
+            clear_status();
+        }
         let (taken, hold) = match acquired {
             Ok(Some(held)) => held,
             Ok(None) => {
-                if self.status_line {
+                // Not had: because someone holds it, or because the server could not be reached?
+                if client.state() != SessionState::Connected {
+                    let within = match self.args.taking.wait {
+                        Some(wait) => format!("within -w {} s", wait.as_secs_f64()),
+                        None => format!("within {} s (-n)", TRY_BOUND.as_secs_f64()),
+                    };
+                    return Exit::fail(
+                        codes::UNAVAILABLE,
+                        format!(
+                            "cannot reach ZooKeeper: the connection was down ({}) and the lock was not had {within}",
+                            client.state().as_str()
+                        ),
+                    );
+                }
+                if !self.args.quiet {
                     let what = if self.args.taking.max_leases().is_some() {
                         "has no lease free"
                     } else {
                         "is held by another"
                     };
-                    eprintln!("zklock exec: {} {what}: not acquired", self.args.path);
+                    let how = match self.args.taking.wait {
+                        Some(wait) => format!("not acquired within -w {} s", wait.as_secs_f64()),
+                        None => "not acquired (-n)".to_owned(),
+                    };
+                    say!("{}: {} {what}: {how}", self.name(), self.args.path);
                 }
                 return Exit::quiet(i32::from(self.args.taking.conflict_exit_code));
             }
             Err(exit) => return exit,
         };
-        let exit = self.run_command(client, &hold).await;
+        let exit = self.run_command(client, &hold, session_timeout).await;
         let released = match taken {
             Taken::Lock(lock) => lock.release(&owner).await,
             Taken::Leases(leases) => leases.release().await,
@@ -398,13 +634,10 @@ impl Exec {
         tokio::pin!(acquiring, status);
         let acquired = tokio::select! {
             acquired = &mut acquiring => acquired,
-            () = &mut status => unreachable!("the status line is drawn until the acquisition ends"),
+            () = &mut status => return Err(Exit::fail(codes::SOFTWARE, "the status line ended")),
             // Dropping the acquisition removes its nodes (closing the session makes sure of it).
-            Some(signal) = self.signals.recv() => return Err(Exit::quiet(codes::killed_by(signal))),
+            Some(signal) = self.signals.recv() => return Err(Exit::signalled(signal.number)),
         };
-        if self.status_line {
-            eprint!("\r\x1b[K");
-        }
         match acquired {
             Ok(Some(leases)) => {
                 let hold = leases.leases()[0].hold().clone();
@@ -456,7 +689,7 @@ impl Exec {
                 Err(err) => return Err(failure(&err)),
             }
         }
-        let err = refused.expect("only a refusal looks again");
+        let Some(err) = refused else { return Err(Exit::fail(codes::SOFTWARE, "no refusal to report")) };
         let (argument, hint) = match mode {
             Mode::Read => ("--shared: ", " (the exclusive users of a path shared with --shared need --write)"),
             Mode::Write if self.args.taking.write => ("--write: ", ""),
@@ -483,22 +716,18 @@ impl Exec {
         let acquiring = async { lock.acquire_for(owner, timeout).await.map(|acquired| acquired.new_hold().cloned()) };
         let status = show_status(lock, client, self.status_line);
         tokio::pin!(acquiring, status);
-        let acquired = tokio::select! {
+        tokio::select! {
             acquired = &mut acquiring => Ok(acquired),
-            () = &mut status => unreachable!("the status line is drawn until the acquisition ends"),
-            Some(signal) = self.signals.recv() => Err(Exit::quiet(codes::killed_by(signal))),
-        };
-        if self.status_line {
-            eprint!("\r\x1b[K");
+            () = &mut status => Err(Exit::fail(codes::SOFTWARE, "the status line ended")),
+            Some(signal) = self.signals.recv() => Err(Exit::signalled(signal.number)),
         }
-        acquired
     }
 
     /// Sleeps, unless a signal stops zklock first.
     async fn pause(&mut self, pause: Duration) -> Result<(), Exit> {
         tokio::select! {
             () = tokio::time::sleep(pause) => Ok(()),
-            Some(signal) = self.signals.recv() => Err(Exit::quiet(codes::killed_by(signal))),
+            Some(signal) = self.signals.recv() => Err(Exit::signalled(signal.number)),
         }
     }
 
@@ -519,7 +748,7 @@ impl Exec {
     async fn path_recipe(&mut self, client: &Client) -> Result<PathRecipe, Exit> {
         let recipe = tokio::select! {
             recipe = client.path_recipe(&self.args.path) => recipe,
-            Some(signal) = self.signals.recv() => return Err(Exit::quiet(codes::killed_by(signal))),
+            Some(signal) = self.signals.recv() => return Err(Exit::signalled(signal.number)),
         };
         recipe.map_err(|err| match err.kind() {
             ErrorKind::InvalidArgument => Exit::fail(codes::USAGE, format!("PATH: {err}")),
@@ -527,105 +756,145 @@ impl Exec {
         })
     }
 
-    /// Runs COMMAND under `hold`, until it exits; terminates it if the hold is lost.
-    async fn run_command(&mut self, client: &Client, hold: &Hold) -> Exit {
+    /// Runs COMMAND under `hold`, until every process of the job has exited; ends the job if the
+    /// hold is lost.
+    async fn run_command(&mut self, client: &Client, hold: &Hold, session_timeout: Duration) -> Exit {
         // Taken before the look at the state, so that no change falls between the two.
         let states = hold.state_changes();
         if self.args.on_suspend.terminates(hold.state()) {
             return Exit::fail(codes::LOCK_LOST, format!("lost the lock on {} before COMMAND started", self.args.path));
         }
+        let Some(mut reports) = self.reports.take() else {
+            return Exit::fail(codes::SOFTWARE, "the watchdog's reports are gone");
+        };
         let session_id = client.session_id().unwrap_or_default();
-        let terminal = foreground_terminal();
-        let child = spawn(&self.args.command, &self.args.path, hold, session_id, terminal);
-        let exit = match child {
-            Ok(child) => self.supervise(child, hold, states, terminal).await,
-            Err(err) => {
-                let code = if err.kind() == io::ErrorKind::NotFound { codes::NOT_FOUND } else { codes::CANNOT_RUN };
-                Exit::fail(code, format!("cannot run {}: {err}", self.args.command[0].to_string_lossy()))
+        let placement = Placement::choose();
+        let env = [
+            ("ZKLOCK_PATH", self.args.path.clone()),
+            ("ZKLOCK_NODE", hold.node_path().to_owned()),
+            ("ZKLOCK_FENCING_TOKEN", hold.fencing_token().to_string()),
+            ("ZKLOCK_SESSION_ID", format!("0x{session_id:x}")),
+        ];
+        self.watchdog.spawn(&env, placement, self.grace, session_timeout / OVERDUE_PER_SESSION);
+        let command = loop {
+            match reports.recv().await {
+                Some(Report::Spawned(pid)) => break pid,
+                Some(Report::SpawnFailed(errno)) => {
+                    let err = io::Error::from_raw_os_error(errno);
+                    let code = if err.kind() == io::ErrorKind::NotFound { codes::NOT_FOUND } else { codes::CANNOT_RUN };
+                    let program = self.args.command[0].to_string_lossy().into_owned();
+                    return Exit::fail(code, format!("cannot run {program}: {err}"));
+                }
+                Some(_) => {}
+                None => return Exit::fail(codes::SOFTWARE, "the watchdog is gone: COMMAND was not started"),
             }
         };
-        if terminal {
-            // SAFETY: getpgrp only reads.
-            give_terminal(unsafe { libc::getpgrp() });
+        let exit = self.supervise(command, hold, states, reports, placement).await;
+        // SAFETY: getpgrp only reads.
+        let own = unsafe { libc::getpgrp() };
+        // Taken back only from COMMAND's group: never from a shell that has it now.
+        if placement.own_group() && terminal_is_with(command) {
+            give_terminal(own);
         }
         exit
     }
 
-    /// Waits for COMMAND to exit, forwarding signals, and terminates it if the hold is lost.
+    /// Waits until every process of the job has exited, forwarding signals and following
+    /// COMMAND's stops; has the watchdog end the job if the hold is lost.
     async fn supervise(
         &mut self,
-        child: std::process::Child,
+        command: libc::pid_t,
         hold: &Hold,
         mut states: HoldStateChanges,
-        terminal: bool,
+        mut reports: UnboundedReceiver<Report>,
+        placement: Placement,
     ) -> Exit {
-        let group = child.id() as libc::pid_t;
-        let mut events = wait_in_thread(child);
         let mut lost = false;
-        let mut kill_at: Option<tokio::time::Instant> = None;
+        let mut status = None;
+        let mut overdue = None;
         let mut states_ended = false;
-        let status = loop {
-            let grace_over = async {
-                match kill_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+        loop {
             tokio::select! {
-                event = events.recv() => match event {
-                    Some(ChildEvent::Exited(status)) => break status,
-                    Some(ChildEvent::Stopped(signal)) if terminal => stop_with_command(group, signal),
-                    Some(ChildEvent::Stopped(_)) => {}
-                    None => break Err(io::Error::other("the thread that waits for COMMAND is gone")),
+                report = reports.recv() => match report {
+                    Some(Report::Exited(raw)) => status = Some(std::process::ExitStatus::from_raw(raw)),
+                    Some(Report::AllGone) => break,
+                    Some(Report::Stopped(signal)) if status.is_none() => stop_with_command(command, signal, placement),
+                    Some(Report::Overdue(ms)) => overdue = Some(ms),
+                    Some(_) => {}
+                    None => {
+                        // The watchdog was killed: COMMAND got SIGKILL with it (its parent-death
+                        // signal); the rest of its group goes too.
+                        if placement.own_group() {
+                            signal_group(command, libc::SIGKILL);
+                        }
+                        return Exit::fail(codes::SOFTWARE, "the watchdog was killed: COMMAND was killed");
+                    }
                 },
                 state = states.next(), if !states_ended => match state {
                     Some(state) if !lost && self.args.on_suspend.terminates(state) => {
+                        // The signals first: no message may stand before them.
+                        self.watchdog.end_job();
+                        lost = true;
                         let why = match hold.lost_reason() {
                             Some(reason) => reason.describe(),
                             None => "the connection to ZooKeeper dropped (--on-suspend term)",
                         };
-                        eprintln!(
-                            "zklock exec: lost the lock on {}: {why}; sending SIGTERM to COMMAND (process group {group})",
-                            self.args.path
+                        self.tell_holder_lost(why);
+                        say!(
+                            "{}: lost the lock on {}: {why}; sent SIGTERM to every process of the job, SIGKILL after {} s",
+                            self.name(),
+                            self.args.path,
+                            self.grace.as_secs_f64()
                         );
-                        signal_group(group, libc::SIGTERM);
-                        // A stopped COMMAND (Ctrl-Z) must run to act on it.
-                        signal_group(group, libc::SIGCONT);
-                        lost = true;
-                        kill_at = Some(tokio::time::Instant::now() + self.args.grace);
                     }
                     Some(_) => {}
                     None => states_ended = true,
                 },
-                Some(signal) = self.signals.recv() => signal_group(group, signal),
-                () = grace_over => {
-                    eprintln!(
-                        "zklock exec: COMMAND still runs {:?} after SIGTERM: sending SIGKILL to process group {group}",
-                        self.args.grace
-                    );
-                    signal_group(group, libc::SIGKILL);
-                    kill_at = None;
+                Some(signal) = self.signals.recv() => {
+                    // The terminal's signals reach a COMMAND in zklock's group by themselves.
+                    if (placement.own_group() || !signal.from_terminal) && status.is_none() {
+                        forward(command, self.watchdog.pid(), signal.number, placement);
+                    }
                 }
             }
-        };
-        let status = match status {
-            Ok(status) => status,
-            Err(err) => return Exit::fail(codes::SOFTWARE, format!("waiting for COMMAND: {err}")),
-        };
+        }
         if lost {
-            // COMMAND is gone, but what it started in its group runs unlocked: give it the rest
-            // of the grace, then kill it.
-            if let Some(at) = kill_at {
-                while group_alive(group) && tokio::time::Instant::now() < at {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                if group_alive(group) {
-                    signal_group(group, libc::SIGKILL);
-                }
-            }
             return Exit::quiet(codes::LOCK_LOST);
         }
-        Exit::quiet(status_code(status))
+        if let Some(ms) = overdue {
+            return Exit::fail(
+                codes::LOCK_LOST,
+                format!(
+                    "zklock did not run for {} s (stopped?) while COMMAND ran: the lock could be lost meanwhile, so the \
+                     watchdog ended the job",
+                    f64::from(ms) / 1000.0
+                ),
+            );
+        }
+        match status {
+            // Killed by a signal from outside (Ctrl-C, kill, a closed pipe): zklock dies of it
+            // too; a crash (SIGSEGV), SIGKILL and the rest give 128+N, as flock(1) does.
+            Some(status) => match std::os::unix::process::ExitStatusExt::signal(&status) {
+                Some(signal) if crate::child::reraised(signal) => Exit::signalled(signal),
+                _ => Exit::quiet(status_code(status)),
+            },
+            None => Exit::fail(codes::SOFTWARE, "COMMAND's exit status was not reported"),
+        }
+    }
+
+    /// `zklock hold`'s holder is told the hold is lost: a line on stdout, SIGTERM to --notify.
+    fn tell_holder_lost(&self, why: &str) {
+        let Some(role) = &self.args.hold else { return };
+        {
+            use std::io::Write;
+            let mut stdout = io::stdout();
+            let _ = writeln!(stdout, "lost {why}");
+            let _ = stdout.flush();
+        }
+        if let Some(pid) = role.notify {
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
     }
 }
 

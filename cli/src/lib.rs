@@ -6,6 +6,16 @@
 //! `zklock` binary (`make install`) and the Python package's `zklock` console script (the wheel's
 //! native module links this crate) both run [`main`].
 
+/// Writes a line to stderr. A failed write (a full disk, a closed pipe) is ignored: no message
+/// may stand between zklock and what it must do next, and the command never panics over one.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 mod child;
 mod codes;
 mod connection;
@@ -14,6 +24,7 @@ mod human;
 mod ls;
 mod status;
 mod status_line;
+mod watchdog;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -54,6 +65,7 @@ struct Cli {
 enum Command {
     Exec(exec::Args),
     /// Take the lock, print its node and fencing token, and hold it until stdin closes
+    #[command(after_help = exec::hold_after_help())]
     Hold(exec::HoldArgs),
     Status(status::Args),
     Ls(ls::Args),
@@ -72,16 +84,35 @@ fn software_on_panic(run: impl FnOnce() -> i32) -> i32 {
 }
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command().try_get_matches_from(args).and_then(|matches| {
+        let cli = Cli::from_arg_matches(&matches)?;
+        Ok((cli, matches))
+    });
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(err) => {
             let _ = err.print();
             return if err.use_stderr() { codes::USAGE } else { 0 };
         }
     };
+    // Which options the environment gave: flags override it, never conflict with it.
+    if let Some((_, sub)) = matches.subcommand() {
+        let from_env: Vec<&'static str> = connection::ENV_IDS
+            .into_iter()
+            .filter(|id| sub.value_source(id) == Some(clap::parser::ValueSource::EnvVariable))
+            .collect();
+        match &mut cli.command {
+            Command::Exec(args) => args.connection.from_env = from_env,
+            Command::Hold(args) => args.connection.from_env = from_env,
+            Command::Status(args) => args.connection.from_env = from_env,
+            Command::Ls(args) => args.connection.from_env = from_env,
+        }
+    }
     let code = match cli.command {
-        Command::Exec(args) => exec::run(args),
-        Command::Hold(args) => exec::hold(args),
+        // A panic ends zklock (the watchdog then ends the job) with a documented code.
+        Command::Exec(args) => software_on_panic(|| exec::run(args)),
+        Command::Hold(args) => software_on_panic(|| exec::hold(args)),
         // Never a code a script could read as "free" (3) or "held" (0), whatever went wrong.
         Command::Status(args) => software_on_panic(|| status::run(args)),
         Command::Ls(args) => software_on_panic(|| ls::run(args)),

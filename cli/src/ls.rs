@@ -89,7 +89,7 @@ enum Listed {
 #[derive(serde::Serialize)]
 struct Unreadable {
     path: String,
-    /// Always "unreadable" (a lock's document has no `kind`, a semaphore's is "semaphore").
+    /// Always "unreadable" (a lock's document has kind "lock", a semaphore's "semaphore").
     kind: &'static str,
     error: ErrorDocument,
 }
@@ -220,6 +220,6 @@ fn table(prefix: &str, listed: &[Listed]) -> String {
 
 fn fail(code: i32, message: &str) -> i32 {
     // The core's messages name paths as the server has them.
-    eprintln!("zklock ls: {}", crate::human::printable(message));
+    crate::say!("zklock ls: {}", crate::human::printable(message));
     code
 }

@@ -39,7 +39,7 @@ Examples:
 pub struct Args {
     #[command(flatten)]
     pub connection: crate::connection::Connection,
-    /// Print one JSON document {path, held, holders, queue} instead of a table
+    /// Print one JSON document {path, kind, held, holders, queue} instead of a table
     #[arg(long)]
     pub json: bool,
     /// Show it again every SECS (default 2) until interrupted, on a terminal in place (with
@@ -77,7 +77,17 @@ pub fn run(args: Args) -> i32 {
 /// the process); the exit code of the last one shown.
 async fn show_until_done(args: &Args, lock: &zklock::Lock, interval: Option<Duration>) -> Result<i32, (i32, String)> {
     loop {
-        let (contenders, holders) = snapshot(lock).await.map_err(|err| failure_of(&err))?;
+        let (contenders, holders) = match snapshot(lock).await {
+            Ok(snapshot) => snapshot,
+            // Watching: a lost connection or session is told, and looked through again (the core
+            // makes a new session), as `watch` would go on.
+            Err(err) if interval.is_some() && passing(&err) => {
+                crate::say!("zklock status: {}; trying again", printable(&failure_of(&err).1));
+                tokio::time::sleep(interval.unwrap_or_default()).await;
+                continue;
+            }
+            Err(err) => return Err(failure_of(&err)),
+        };
         let (text, code) = if zklock::PathRecipe::of(&contenders) == zklock::PathRecipe::Semaphore {
             let status = semaphore_status(&lock.client(), &args.path).await?;
             (render(args, interval, &status, || status.table()), if status.held { 0 } else { codes::FREE })
@@ -129,6 +139,12 @@ fn status_code(status: &Status) -> i32 {
     }
 }
 
+/// An error that a later look may not meet: the connection or the session, not the path.
+fn passing(err: &zklock::Error) -> bool {
+    use zklock::ErrorKind::*;
+    matches!(err.kind(), ConnectionLoss | SessionExpired | Timeout)
+}
+
 pub(crate) fn failure_of(err: &zklock::Error) -> (i32, String) {
     let code = codes::of_error(err);
     let cannot_reach = if code == codes::UNAVAILABLE { "cannot reach ZooKeeper: " } else { "" };
@@ -137,7 +153,7 @@ pub(crate) fn failure_of(err: &zklock::Error) -> (i32, String) {
 
 fn fail(code: i32, message: &str) -> i32 {
     // The core's messages name paths and nodes as the server has them.
-    eprintln!("zklock status: {}", printable(message));
+    crate::say!("zklock status: {}", printable(message));
     code
 }
 
@@ -163,7 +179,7 @@ pub(crate) async fn semaphore_status(client: &zklock::Client, path: &str) -> Res
 #[derive(Serialize, Debug)]
 pub(crate) struct SemaphoreStatus {
     pub(crate) path: String,
-    /// Always "semaphore" (a lock's document has no `kind`).
+    /// Always "semaphore" (a lock's is "lock").
     kind: &'static str,
     /// Whether any lease is held.
     pub(crate) held: bool,
@@ -212,6 +228,8 @@ impl SemaphoreStatus {
 #[derive(Serialize, Debug)]
 pub(crate) struct Status {
     pub(crate) path: String,
+    /// Always "lock" (a semaphore's is "semaphore"), whichever lock recipe.
+    kind: &'static str,
     pub(crate) held: bool,
     pub(crate) holders: Vec<Entry>,
     pub(crate) queue: Vec<Entry>,
@@ -324,6 +342,7 @@ impl Status {
         let (held_now, waiting): (Vec<Participant>, Vec<Participant>) = contenders.into_iter().partition(holding);
         Status {
             path: path.to_owned(),
+            kind: "lock",
             held: !held_now.is_empty(),
             holders: held_now.into_iter().map(|p| Entry::new(p, now_ms)).collect(),
             queue: waiting.into_iter().map(|p| Entry::new(p, now_ms)).collect(),

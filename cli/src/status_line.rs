@@ -23,8 +23,7 @@ pub(crate) async fn show_status(lock: &Lock, client: &Client, enabled: bool) {
     loop {
         if let (Ok(queue), Ok(holders)) = (lock.contenders().await, lock.holders().await) {
             let line = queue_line.describe(lock.path(), client.session_id(), &queue, &holders, now_ms());
-            eprint!("\r\x1b[K{}", fit_terminal(&line));
-            let _ = io::stderr().flush();
+            draw(&line);
         }
         tokio::time::sleep(STATUS_LINE_INTERVAL).await;
     }
@@ -51,10 +50,28 @@ pub(crate) async fn show_semaphore_status(semaphore: &Semaphore, client: &Client
                 line +=
                     &format!(", the oldest by {} for {}", who(oldest), duration((now_ms() - oldest.created_ms).max(0)));
             }
-            eprint!("\r\x1b[K{}", fit_terminal(&line));
-            let _ = io::stderr().flush();
+            draw(&line);
         }
         tokio::time::sleep(STATUS_LINE_INTERVAL).await;
+    }
+}
+
+/// Draws the line in place, only while zklock is in the foreground of the terminal (a background
+/// zklock does not draw over the prompt); a failed write is ignored.
+fn draw(line: &str) {
+    if crate::child::foreground_on_stderr() {
+        let mut stderr = io::stderr();
+        let _ = write!(stderr, "\r\x1b[K{}", fit_terminal(line));
+        let _ = stderr.flush();
+    }
+}
+
+/// Clears the status line, if zklock is in the foreground (where it was drawn).
+pub(crate) fn clear_status() {
+    if crate::child::foreground_on_stderr() {
+        let mut stderr = io::stderr();
+        let _ = write!(stderr, "\r\x1b[K");
+        let _ = stderr.flush();
     }
 }
 

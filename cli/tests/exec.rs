@@ -219,6 +219,11 @@ impl Observer {
     }
 }
 
+/// The code a shell gives for a status: the exit code, or 128+N for death by signal N.
+fn shell_code(status: ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 fn process_exists(pid: i32) -> bool {
     // SAFETY: signal 0 only checks.
     unsafe { libc::kill(pid, 0) == 0 }
@@ -231,8 +236,11 @@ fn exits_with_the_commands_code_or_128_plus_its_signal() {
     let scratch = Scratch::new("codes");
     for (script, code) in [("true", 0), ("exit 7", 7), ("exit 255", 255), ("kill -USR1 $$", 128 + libc::SIGUSR1)] {
         let (status, stderr) = run(exec(&connect, &[], &scratch.path, &scratch.dir, script));
-        assert_eq!(status.code(), Some(code), "{script}: {stderr}");
+        assert_eq!(shell_code(status), code, "{script}: {stderr}");
     }
+    // COMMAND killed by a signal: zklock dies of the same signal (a shell sees 128+N either way).
+    let (status, _) = run(exec(&connect, &[], &scratch.path, &scratch.dir, "kill -USR1 $$"));
+    assert_eq!(status.signal(), Some(libc::SIGUSR1), "{status:?}");
     let mut missing = zklock();
     missing.args(["exec", "--zk", &connect, &scratch.path, "--", "/nonexistent/command"]).stderr(Stdio::piped());
     let (status, stderr) = run(missing);
@@ -317,17 +325,19 @@ fn a_held_lock_gives_the_conflict_code_with_nonblock_and_wait() {
     let ran = r#"touch "$D/ran""#;
     let (status, stderr) = run(exec(&connect, &["-n"], &scratch.path, &scratch.dir, ran));
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert_eq!(stderr, "", "nothing on stderr when it is not a terminal");
+    assert!(stderr.contains("is held by another: not acquired (-n)"), "said on stderr, terminal or not: {stderr}");
+    let (status, stderr) = run(exec(&connect, &["-n", "-q"], &scratch.path, &scratch.dir, ran));
+    assert_eq!((status.code(), stderr.as_str()), (Some(1), ""), "quiet with -q");
     let (status, _) = run(exec(&connect, &["--nonblock", "-E", "42"], &scratch.path, &scratch.dir, ran));
     assert_eq!(status.code(), Some(42));
     let started = Instant::now();
     let (status, stderr) = run(exec(&connect, &["-w", "0.5"], &scratch.path, &scratch.dir, ran));
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(started.elapsed() >= Duration::from_millis(500), "waited the whole -w");
-    assert_eq!(stderr, "");
-    let (status, _) =
+    assert!(stderr.contains("not acquired within -w 0.5 s"), "{stderr}");
+    let (status, stderr) =
         run(exec(&connect, &["--wait", "0.2", "--conflict-exit-code", "3"], &scratch.path, &scratch.dir, ran));
-    assert_eq!(status.code(), Some(3));
+    assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(!scratch.file("ran").exists(), "COMMAND never ran without the lock");
     assert_eq!(observer.contenders(&scratch.path).len(), 1, "no attempt left a node");
 
@@ -375,7 +385,7 @@ fn a_signal_while_waiting_stops_zklock_and_leaves_no_node() {
     observer.wait_contenders(&scratch.path, 2);
     waiting.signal(libc::SIGTERM);
     let (status, stderr) = waiting.finish();
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "zklock dies of the signal: {stderr}");
     assert_eq!(observer.contenders(&scratch.path).len(), 1, "the waiter's node is gone");
     assert!(!scratch.file("ran").exists());
     observer.release(holder);
@@ -456,14 +466,14 @@ fn a_command_that_ignores_sigterm_gets_sigkill_after_the_grace() {
     let (proxy, proxied) = through_proxy();
     let scratch = Scratch::new("grace");
     let script = r#"trap '' TERM; echo $$ > "$D/pid"; while :; do sleep 0.1; done"#;
-    let options = ["--session-timeout", "2", "--grace", "1"];
+    let options = ["--session-timeout", "2", "--grace", "0.1"];
     let running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, script));
     wait_until("COMMAND wrote its pid", || scratch.read("pid").ends_with('\n'));
     let pid: i32 = scratch.read("pid").trim().parse().unwrap();
     let stalled = Instant::now();
     proxy.stall();
     let (status, stderr) = running.finish();
-    assert!(stalled.elapsed() >= Duration::from_secs(1), "the grace passed before SIGKILL");
+    assert!(stalled.elapsed() >= Duration::from_millis(200), "the grace passed before SIGKILL");
     assert_eq!(status.code(), Some(LOCK_LOST), "{stderr}");
     let term_at = stderr.find("SIGTERM").expect("SIGTERM first");
     let kill_at = stderr.find("SIGKILL").expect("then SIGKILL");
@@ -852,7 +862,7 @@ fn a_semaphore_runs_at_most_max_commands_at_once() {
     observer.wait_semaphore_parts(&scratch.path, 3, 1);
     stopped.signal(libc::SIGTERM);
     let (status, stderr) = stopped.finish();
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "zklock dies of the signal: {stderr}");
     observer.wait_semaphore_parts(&scratch.path, 2, 0);
     let third = Running::start(exec(&connect, &["--max", "2"], &scratch.path, &scratch.dir, script));
     observer.wait_semaphore_parts(&scratch.path, 3, 1);
@@ -968,4 +978,553 @@ fn an_exec_without_w_outlasts_an_outage_longer_than_the_connect_timeout_and_the_
     assert_ne!(session, session_before, "the mutex's exec held on a new session");
     observer.wait_contenders(&scratch.path, 0);
     observer.wait_semaphore_parts(&semaphore_path, 0, 0);
+}
+
+/// A COMMAND whose own children ignore SIGTERM: one in COMMAND's process group, one in a session
+/// of its own (setsid); each appends its pid to "$D/pids". The wrapper itself dies of SIGTERM,
+/// so that its children are re-parented.
+const WRAPPER: &str = r#"sh -c 'trap "" TERM; echo $$ >> "$D/pids"; while :; do sleep 0.1; done' &
+setsid sh -c 'trap "" TERM; echo $$ >> "$D/pids"; while :; do sleep 0.1; done' &
+wait"#;
+
+/// The pids the WRAPPER's children wrote, once both did (panics with zklock's stderr if it
+/// exited first).
+fn wrapper_children(scratch: &Scratch, running: &mut Running) -> Vec<i32> {
+    wait_until("both children of the wrapper run", || {
+        if let Ok(Some(status)) = running.child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = running.child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            panic!("zklock exited ({status:?}) before COMMAND's children ran: {stderr}");
+        }
+        scratch.read("pids").lines().count() == 2
+    });
+    scratch.read("pids").lines().map(|pid| pid.parse().unwrap()).collect()
+}
+
+/// Kills what a test left running (ignoring SIGTERM, as the wrapper's children do).
+struct Reap(Vec<i32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Runs the WRAPPER under an exec with a 2 s session through a proxy, disrupts it with
+/// `disrupt`, and checks that when the next holder (a client of the test's, queued meanwhile)
+/// gets the lock, no process of the job is left: the job ended before the lock passed on.
+fn the_job_ends_before_the_next_holder(test: &str, options: &[&str], disrupt: impl FnOnce(&Running, &Proxy)) {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new(test);
+    let options = [&["--session-timeout", "2"], options].concat();
+    let mut running = Running::start(exec(&proxied, &options, &scratch.path, &scratch.dir, WRAPPER));
+    let pids = wrapper_children(&scratch, &mut running);
+    let _reap = Reap(pids.clone());
+    let pids_clone = pids.clone();
+    let (sender, acquired) = std::sync::mpsc::channel();
+    let (path, next_connect) = (scratch.path.clone(), connect.clone());
+    let holding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held = holding.clone();
+    std::thread::spawn(move || {
+        let next = Observer::new(&next_connect);
+        let guard = next.hold(&path, "next-holder");
+        held.store(true, Ordering::SeqCst);
+        // At once: which of the job's processes still run as the next holder starts.
+        let alive: Vec<i32> = pids.iter().copied().filter(|&pid| process_exists(pid)).collect();
+        let _ = sender.send(alive);
+        next.release(guard);
+    });
+    // The next holder queues (or, if zklock lost the lock on its own meanwhile, holds).
+    wait_until("the next holder queued", || {
+        holding.load(Ordering::SeqCst) || observer.contenders(&scratch.path).len() == 2
+    });
+    let disrupted = Instant::now();
+    let watched = pids_clone;
+    let gone = std::thread::spawn(move || {
+        while watched.iter().any(|&pid| process_exists(pid)) && disrupted.elapsed() < WAIT {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        disrupted.elapsed()
+    });
+    disrupt(&running, &proxy);
+    let alive = acquired.recv_timeout(WAIT).expect("the next holder gets the lock");
+    let next_in = disrupted.elapsed();
+    assert!(alive.is_empty(), "the job's processes {alive:?} still ran when the next holder got the lock");
+    eprintln!(
+        "{test}: the job was gone {:?} after the disruption, the next holder in after {next_in:?}",
+        gone.join().unwrap()
+    );
+    // SAFETY: SIGCONT for a stopped zklock, so that it can be killed and reaped.
+    unsafe { libc::kill(running.pid(), libc::SIGCONT) };
+}
+
+/// The lock lost to a cut-off connection, with the default grace (derived from the session
+/// timeout): SIGKILL lands before the server can let the next holder in.
+#[test]
+fn a_lost_lock_ends_the_whole_job_before_the_next_holder() {
+    the_job_ends_before_the_next_holder("job-lost", &[], |_, proxy| proxy.stall());
+}
+
+/// zklock killed outright: the watchdog ends every process of the job, in COMMAND's group and
+/// out of it, before the server expires the session.
+#[test]
+fn a_killed_zklock_ends_the_whole_job_before_the_next_holder() {
+    the_job_ends_before_the_next_holder("job-sigkill", &[], |running, _| running.signal(libc::SIGKILL));
+}
+
+/// zklock stopped (kill -STOP): it cannot watch its hold, so the watchdog ends the job after
+/// half the session timeout.
+#[test]
+fn a_stopped_zklock_ends_the_whole_job_before_the_next_holder() {
+    the_job_ends_before_the_next_holder("job-sigstop", &[], |running, _| running.signal(libc::SIGSTOP));
+}
+
+/// A lost lock with stderr unwritable (a full disk; a dead reader of a pipe): no message stands
+/// between the loss and the signals, and zklock exits with the lost code, not a panic's.
+#[test]
+fn an_unwritable_stderr_never_stands_between_a_loss_and_the_signals() {
+    for target in ["full", "closed-pipe"] {
+        let connect = shared_connect_string();
+        let observer = Observer::new(&connect);
+        let (proxy, proxied) = through_proxy();
+        let scratch = Scratch::new("stderr-full");
+        let script = r#"trap '' TERM; echo $$ > "$D/pid"; while :; do sleep 0.1; done"#;
+        let mut command = exec(&proxied, &["--session-timeout", "2"], &scratch.path, &scratch.dir, script);
+        let mut reader = None;
+        match target {
+            "full" => {
+                command.stderr(fs::OpenOptions::new().write(true).open("/dev/full").unwrap());
+            }
+            _ => {
+                let mut fds = [0; 2];
+                // SAFETY: pipe writes two descriptors, which we then own.
+                assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+                let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+                command.stderr(write);
+                reader = Some(read);
+            }
+        }
+        let running = Running::start(command);
+        wait_until("COMMAND wrote its pid", || scratch.read("pid").ends_with('\n'));
+        let pid: i32 = scratch.read("pid").trim().parse().unwrap();
+        let _reap = Reap(vec![pid]);
+        drop(reader); // the pipe's reader dies
+        proxy.stall();
+        let (status, _) = running.finish();
+        assert_eq!(status.code(), Some(LOCK_LOST), "{target}: {status:?}");
+        assert!(!process_exists(pid), "{target}: COMMAND got SIGKILL after the grace");
+        observer.wait_contenders(&scratch.path, 0);
+    }
+}
+
+/// Durations too long for any clock, or a grace longer than zklock's head start on the server's
+/// expiry, are bad usage named as such (not a panic).
+#[test]
+fn durations_out_of_range_are_refused_naming_the_option() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["-w", "1e19"], "--wait"),
+        (vec!["--grace", "1e19"], "--grace"),
+        (vec!["--connect-timeout", "1e19"], "--connect-timeout"),
+        (vec!["--session-timeout", "1e7"], "--session-timeout"),
+        (vec!["--session-timeout", "2", "--grace", "3"], "--grace"),
+        (vec!["--grace", "1.5"], "--grace"),
+    ];
+    // A reachable server: the old overflow came after connecting.
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("durations");
+    for (options, named) in cases {
+        let mut command = zklock();
+        command
+            .args(["exec", "--zk", &connect])
+            .args(&options)
+            .args([&scratch.path, "--", "true"])
+            .stderr(Stdio::piped());
+        let (status, stderr) = run(command);
+        assert_eq!(status.code(), Some(USAGE), "{options:?}: {stderr}");
+        assert!(stderr.contains(named), "{options:?} names {named}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{options:?}: {stderr}");
+    }
+}
+
+/// zklock's secret-bearing variables never reach COMMAND, each tested on its own.
+#[test]
+fn secret_variables_never_reach_the_command() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("secrets");
+    for secret in ["ZKLOCK_SASL_PASSWORD", "ZKLOCK_TLS_KEY_PASSWORD"] {
+        let mut command = exec(&connect, &[], &scratch.path, &scratch.dir, r#"env > "$D/env""#);
+        command.env(secret, "s3cret");
+        let (status, stderr) = run(command);
+        assert_eq!(status.code(), Some(0), "{stderr}");
+        let env = scratch.read("env");
+        assert!(env.contains("ZKLOCK_PATH="), "{env}");
+        assert!(!env.contains(secret) && !env.contains("s3cret"), "{secret} reached COMMAND");
+    }
+}
+
+/// A signal the caller ignored (nohup) stays ignored: it neither ends a waiting zklock nor is
+/// restored for COMMAND.
+#[test]
+fn a_signal_the_caller_ignored_stays_ignored() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("nohup");
+    let holder = observer.hold(&scratch.path, "holder");
+    let mut command = exec(&connect, &[], &scratch.path, &scratch.dir, r#"grep SigIgn /proc/$$/status > "$D/ignored""#);
+    // SAFETY: signal() is async-signal-safe; run after zklock()'s own pre_exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let waiting = Running::start(command);
+    observer.wait_contenders(&scratch.path, 2);
+    waiting.signal(libc::SIGHUP);
+    // Still queued: the waiter's node is there until its turn.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(observer.contenders(&scratch.path).len(), 2, "SIGHUP, ignored by the caller, ended the waiter");
+    observer.release(holder);
+    let (status, stderr) = waiting.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let line = scratch.read("ignored");
+    let mask = u64::from_str_radix(line.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_ne!(mask & (1 << (libc::SIGHUP - 1)), 0, "COMMAND inherits the ignored SIGHUP: {line}");
+}
+
+/// SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM to zklock reach COMMAND, and zklock lives on.
+#[test]
+fn every_catchable_signal_is_forwarded() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("forward-all");
+    let script = r#"for s in QUIT USR1 USR2 ALRM; do trap "echo got-$s >> \"\$D/log\"" $s; done
+echo started >> "$D/log"; while [ ! -e "$D/go" ]; do sleep 0.05; done"#;
+    let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+    scratch.wait_for_line("log", "started");
+    for (signal, name) in
+        [(libc::SIGQUIT, "QUIT"), (libc::SIGUSR1, "USR1"), (libc::SIGUSR2, "USR2"), (libc::SIGALRM, "ALRM")]
+    {
+        running.signal(signal);
+        scratch.wait_for_line("log", &format!("got-{name}"));
+    }
+    scratch.touch("go");
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+/// -w holds while the server is unreachable, and the outage gets its own code and message
+/// rather than the conflict code.
+#[test]
+fn wait_is_honoured_and_told_apart_while_the_server_is_unreachable() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new("wait-cut");
+    let holder = observer.hold(&scratch.path, "holder");
+    let started = Instant::now();
+    let running = Running::start(exec(&proxied, &["-w", "3"], &scratch.path, &scratch.dir, r#"touch "$D/ran""#));
+    observer.wait_contenders(&scratch.path, 2);
+    proxy.cut();
+    let (status, stderr) = running.finish();
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(3600), "-w 3 took {took:?}");
+    assert_eq!(status.code(), Some(UNAVAILABLE), "{stderr}");
+    assert!(stderr.contains("cannot reach ZooKeeper"), "{stderr}");
+    assert!(!scratch.file("ran").exists());
+    observer.release(holder);
+}
+
+/// `zklock hold` whose hold is lost tells the script that took it: a "lost" line after NODE
+/// TOKEN on stdout, SIGTERM to --notify's process, its own name on stderr, the lost code.
+#[test]
+fn hold_tells_its_holder_when_the_hold_is_lost() {
+    use std::io::BufRead;
+    let (proxy, proxied) = through_proxy();
+    let scratch = Scratch::new("hold-lost");
+    let mut script = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut hold = zklock();
+    hold.args([
+        "hold",
+        "--zk",
+        &proxied,
+        "--session-timeout",
+        "2",
+        "--notify",
+        &script.id().to_string(),
+        &scratch.path,
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = hold.spawn().expect("run zklock hold");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.starts_with(&scratch.path), "{line}");
+    proxy.stall();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.starts_with("lost "), "{line:?}");
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(LOCK_LOST), "{stderr}");
+    assert!(stderr.contains("zklock hold: lost the lock"), "{stderr}");
+    assert_eq!(script.wait().unwrap().signal(), Some(libc::SIGTERM), "--notify's process got SIGTERM");
+}
+
+/// bash running `script` on a new pseudo-terminal, as a login shell's session: zklock's path in
+/// $Z, the scratch directory in $D.
+fn bash_on_terminal(script: &str, scratch: &Scratch, connect: &str) -> (fs::File, Running) {
+    let (master, slave) = pseudo_terminal();
+    let mut command = Command::new("bash");
+    command
+        .args(["--norc", "--noprofile", "-c", script])
+        .env("Z", env!("CARGO_BIN_EXE_zklock"))
+        .env("D", &scratch.dir)
+        .env("P", &scratch.path)
+        .env("C", connect)
+        .env_remove("ZK_CONNECT")
+        .stdout(slave.try_clone().unwrap())
+        // A non-interactive bash with `set -m` manages the terminal on its stderr.
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: signal() is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    (master, on_terminal(command, slave))
+}
+
+/// Ctrl-C in a script's loop of execs stops the loop, as it does a loop of plain commands: the
+/// terminal's SIGINT reaches the shell, and zklock dies of SIGINT as COMMAND did.
+#[test]
+fn ctrl_c_stops_a_calling_scripts_loop() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("ctrl-c-loop");
+    let script = r#"for i in 1 2 3; do "$Z" exec --zk "$C" "$P" -- sh -c 'echo run >> "$D/log"; sleep 5'; done; echo after >> "$D/log""#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    scratch.wait_for_line("log", "run");
+    master.write_all(b"\x03").unwrap();
+    let (status, stderr) = bash.finish();
+    assert_eq!(scratch.read("log"), "run\n", "the loop went on after Ctrl-C: {stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
+    observer.wait_contenders(&scratch.path, 0);
+}
+
+/// A background exec whose COMMAND reads the terminal stops (the shell says so) rather than
+/// hang holding the lock, and `fg` continues it with the terminal.
+#[test]
+fn a_background_exec_reading_the_terminal_stops_until_fg() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("bg-read");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- sh -c 'read x; echo "$x" > "$D/read"' &
+for i in $(seq 200); do jobs -l > "$D/jobs"; grep -q Stopped "$D/jobs" && break; sleep 0.05; done
+grep -q Stopped "$D/jobs" || exit 9
+fg %1"#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    wait_until("the shell saw its job stopped", || scratch.read("jobs").contains("Stopped"));
+    assert!(scratch.read("jobs").contains("tty input"), "stopped for reading the terminal: {}", scratch.read("jobs"));
+    master.write_all(b"hello\n").unwrap();
+    let (status, stderr) = bash.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("read"), "hello\n");
+}
+
+/// In a pipeline (`zklock exec ... | less`), zklock keeps the terminal with its job: the
+/// pipeline's other members read it.
+#[test]
+fn a_pipeline_member_keeps_the_terminal() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("pipeline");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- sh -c 'echo hi; sleep 1' | { read a; read b < /dev/tty; echo "$a $b" > "$D/out"; }"#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    master.write_all(b"there\n").unwrap();
+    let (status, stderr) = bash.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("out"), "hi there\n");
+}
+
+/// Ctrl-Z of an exec run from an interactive shell stops it as any job (SIGTSTP: "Stopped",
+/// 148, not SIGSTOP's 147), and `fg` continues it with the terminal.
+#[test]
+fn ctrl_z_stops_the_job_as_the_shell_expects() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("ctrl-z-148");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- sh -c 'echo > "$D/ready"; read line; echo "$line" > "$D/read"'
+echo "rc=$?" > "$D/rc"
+fg"#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    wait_until("COMMAND runs", || scratch.file("ready").exists());
+    master.write_all(b"\x1a").unwrap();
+    wait_until("the shell saw its job stopped", || scratch.read("rc").ends_with('\n'));
+    assert_eq!(scratch.read("rc"), "rc=148\n");
+    master.write_all(b"again\n").unwrap();
+    let (status, stderr) = bash.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("read"), "again\n");
+}
+
+/// Variables in the environment are defaults that flags override, never a conflict: a stray
+/// ZKLOCK_SASL_USER (no mechanism), or a client certificate with no key and no TLS, is left
+/// alone; the same as flags is still bad usage.
+#[test]
+fn stray_environment_variables_are_no_usage_error() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("stray-env");
+    for (name, value) in [("ZKLOCK_SASL_USER", "alice"), ("ZKLOCK_TLS_CERT", "/nonexistent/cert.pem")] {
+        let mut command = exec(&connect, &[], &scratch.path, &scratch.dir, "true");
+        command.env(name, value);
+        let (status, stderr) = run(command);
+        assert_eq!(status.code(), Some(0), "{name}={value}: {stderr}");
+    }
+    for flag in ["--sasl-user", "--tls-cert"] {
+        let (status, stderr) = run(exec(&connect, &[flag, "x"], &scratch.path, &scratch.dir, "true"));
+        assert_eq!(status.code(), Some(USAGE), "{flag} alone: {stderr}");
+        assert!(stderr.contains(flag), "{stderr}");
+    }
+}
+
+/// -c runs its string with $SHELL or /bin/sh, as flock(1) does, never a `sh` found through PATH.
+#[test]
+fn dash_c_does_not_look_for_sh_in_path() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("dash-c-path");
+    let mut command = zklock();
+    command
+        .args(["exec", "--zk", &connect, &scratch.path, "-c", r#"echo ran > "$D/ran""#])
+        .env("D", &scratch.dir)
+        .env("PATH", "/nonexistent")
+        .env_remove("SHELL")
+        .stderr(Stdio::piped());
+    let (status, stderr) = run(command);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(scratch.read("ran"), "ran\n");
+}
+
+#[test]
+fn hold_help_lists_its_exit_codes() {
+    let mut command = zklock();
+    command.args(["hold", "--help"]).stdout(Stdio::piped());
+    let output = command.output().unwrap();
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(help.contains("Exit status"), "{help}");
+    for code in ["128+N", "  1 ", "  64 ", "  69 ", "  75 "] {
+        assert!(help.contains(code), "{code:?} in:\n{help}");
+    }
+}
+
+/// The lock covers the whole job: COMMAND's background children, in its process group or in a
+/// session of their own, keep it until they exit (as flock(1)'s children keep its descriptor).
+#[test]
+fn background_children_keep_the_lock_until_they_exit() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("bg-children");
+    let script = r#"(sh -c 'while [ ! -e "$D/go" ]; do sleep 0.05; done; echo child >> "$D/log"' &)
+(setsid sh -c 'while [ ! -e "$D/go" ]; do sleep 0.05; done; sleep 0.2; echo daemon >> "$D/log"' &)
+echo command-done >> "$D/log""#;
+    let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+    scratch.wait_for_line("log", "command-done");
+    // COMMAND is done; its children run on, and the lock is still held.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(observer.contenders(&scratch.path).len(), 1, "released while COMMAND's children ran");
+    scratch.touch("go");
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let log = scratch.read("log");
+    assert!(log.contains("child") && log.contains("daemon"), "zklock exited before the children: {log}");
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+/// A zklock waiting in the background draws no status line over the shell's prompt.
+#[test]
+fn a_background_waiter_draws_no_status_line() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("bg-status");
+    let holder = observer.hold(&scratch.path, "holder");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- true &
+while [ ! -e "$D/go" ]; do sleep 0.05; done
+kill %1; wait"#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    observer.wait_contenders(&scratch.path, 2);
+    // The status line would be drawn after 250 ms, and again every second.
+    std::thread::sleep(Duration::from_millis(1500));
+    scratch.touch("go");
+    let (status, _) = bash.finish();
+    assert_eq!(status.code(), Some(0));
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut seen = Vec::new();
+    let _ = master.read_to_end(&mut seen);
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(!seen.contains("waiting for"), "drawn from the background: {seen:?}");
+    observer.release(holder);
+}
+
+/// A signal forwarded to a stopped COMMAND is followed by SIGCONT, as a shell's `kill` does: the
+/// COMMAND acts on it rather than stay stopped holding the lock.
+#[test]
+fn a_signal_forwarded_to_a_stopped_command_is_followed_by_sigcont() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("forward-stopped");
+    let script = r#"trap 'echo got-TERM >> "$D/log"; exit 0' TERM; echo $$ > "$D/pid"; kill -STOP $$; while :; do sleep 0.1; done"#;
+    let running = Running::start(exec(&connect, &[], &scratch.path, &scratch.dir, script));
+    wait_until("COMMAND wrote its pid", || scratch.read("pid").ends_with('\n'));
+    let pid: i32 = scratch.read("pid").trim().parse().unwrap();
+    wait_until("COMMAND is stopped", || {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    });
+    running.signal(libc::SIGTERM);
+    let (status, stderr) = running.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(scratch.read("log").contains("got-TERM"));
+    assert!(observer.contenders(&scratch.path).is_empty());
+}
+
+/// Stopped with Ctrl-Z and sent on with `bg`, an exec never takes the terminal back from the
+/// shell that has it when its COMMAND ends.
+#[test]
+fn an_exec_sent_to_the_background_leaves_the_terminal_with_the_shell() {
+    let connect = shared_connect_string();
+    let scratch = Scratch::new("bg-terminal");
+    let script = r#"set -m
+"$Z" exec --zk "$C" "$P" -- sh -c 'echo > "$D/ready"; sleep 1'
+bg
+while kill -0 %1 2>/dev/null; do :; done
+read -r stat < /proc/$$/stat; echo "$stat" > "$D/tty""#;
+    let (mut master, bash) = bash_on_terminal(script, &scratch, &connect);
+    wait_until("COMMAND runs", || scratch.file("ready").exists());
+    master.write_all(b"\x1a").unwrap();
+    let (status, _) = bash.finish();
+    assert_eq!(status.code(), Some(0));
+    // The shell's own /proc stat, read with builtins (a command would be a foreground job of its
+    // own, and `wait` takes the terminal back): after the name, state ppid pgrp session tty_nr
+    // tpgid.
+    let stat = scratch.read("tty");
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    assert!(fields.len() > 5, "{stat:?}");
+    assert_eq!(fields[5], fields[2], "the terminal's foreground is no longer the shell's group: {stat}");
 }

@@ -174,7 +174,12 @@ fn unreadable_paths_are_reported_and_the_rest_listed() {
     let unreadable = Some("unreadable");
     assert_eq!(
         listed,
-        [(open.as_str(), None), (secret.as_str(), unreadable), (deep.as_str(), None), (sealed.as_str(), unreadable)],
+        [
+            (open.as_str(), Some("lock")),
+            (secret.as_str(), unreadable),
+            (deep.as_str(), Some("lock")),
+            (sealed.as_str(), unreadable)
+        ],
         "in path order, the unreadable paths with their kind:\n{json:#}"
     );
     assert_eq!(json[1]["error"]["kind"], "permission denied", "{json:#}");

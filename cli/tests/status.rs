@@ -107,6 +107,7 @@ fn held_mutex_with_waiters_in_text_and_json() {
     assert_eq!(code, 0);
     assert_eq!(json["path"], path.as_str());
     assert_eq!(json["held"], true);
+    assert_eq!(json["kind"], "lock", "a lock's document says its kind, as a semaphore's does");
     let (holders, queue) = (json["holders"].as_array().unwrap(), json["queue"].as_array().unwrap());
     assert_eq!((holders.len(), queue.len()), (1, 1), "{json:#}");
     let (holder, waiter) = (&holders[0], &queue[0]);
@@ -248,7 +249,7 @@ fn a_free_lock_exits_3() {
     assert_eq!(table, format!("{never}: free; nobody waits\n"));
     let (code, json) = status_json(&never);
     assert_eq!(code, 3);
-    assert_eq!(json, serde_json::json!({"path": never, "held": false, "holders": [], "queue": []}));
+    assert_eq!(json, serde_json::json!({"path": never, "kind": "lock", "held": false, "holders": [], "queue": []}));
 
     // A lock used and released: its node stays (until the server reaps the empty container).
     let rt = runtime();
@@ -450,6 +451,48 @@ fn watch_shows_the_status_again_until_interrupted() {
     watch.wait().unwrap();
     let (code, _, err) = status(&["--watch", "0", &path]);
     assert_eq!(code, 64, "{err}");
+}
+
+/// `--watch` goes on through a lost session: the loss is told on stderr, and the documents come
+/// again once the server is back (a new session), rather than exit 69.
+#[test]
+fn watch_goes_on_through_a_lost_session() {
+    use std::io::BufRead;
+    let rt = runtime();
+    let path = unique("watch-loss");
+    let client = connect(&rt);
+    let held = rt.block_on(client.lock(&path).unwrap().acquire(&Owner::with_label(1, "watched"))).unwrap();
+    let server = shared_connect_string().split(['/', ',']).next().unwrap().to_owned();
+    let proxy = zklock_testkit::Proxy::start(&server);
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["status", "--zk", &proxy.address(), "--session-timeout", "2", "--watch", "0.2", "--json", &path])
+        .env_remove("ZK_CONNECT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run zklock status --watch");
+    let (sender, documents) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if sender.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    documents.recv_timeout(T).expect("a first document");
+    proxy.stall();
+    // Past the session timeout: the session is gone.
+    std::thread::sleep(Duration::from_secs(3));
+    proxy.pass();
+    while documents.try_recv().is_ok() {}
+    let again = documents.recv_timeout(T).expect("documents again after the loss");
+    let json: Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(json["held"], true, "{json:#}");
+    assert_eq!(watch.try_wait().unwrap(), None, "still watching");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    rt.block_on(held.release()).unwrap();
 }
 
 /// A semaphore's path (max 2): the leases held, the lease made by the acquirer at the head of
