@@ -98,7 +98,7 @@ pub use crate::client::{
     Client, ClientOptions, ConnectWarning, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
 };
 pub use crate::dispatch::CallbackDispatcher;
-pub use crate::engine::LocksUnder;
+pub use crate::engine::{LocksUnder, REMOVAL_GRACE, TRY_BOUND};
 pub use crate::error::{printable, Error, ErrorKind, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};

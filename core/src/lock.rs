@@ -289,7 +289,12 @@ impl Lock {
     /// Every participant under the lock path, holders first, in queue order, each with its
     /// [`Mode`] and the identity recorded in its node.
     pub async fn contenders(&self) -> Result<Vec<Participant>> {
-        self.recipe.participants(self.mode != Mode::Exclusive).await
+        self.recipe.participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND).await
+    }
+
+    /// [`Lock::contenders`], answered by `deadline`.
+    pub(crate) async fn contenders_by(&self, deadline: tokio::time::Instant) -> Result<Vec<Participant>> {
+        self.recipe.participants(self.mode != Mode::Exclusive, deadline).await
     }
 
     /// The first holder, if any.
@@ -300,7 +305,7 @@ impl Lock {
     /// Every participant that holds the lock now, in queue order: the one holder of a mutex or
     /// of the write side, or the readers that hold together.
     pub async fn holders(&self) -> Result<Vec<Participant>> {
-        Ok(holding(self.recipe.participants(self.mode != Mode::Exclusive).await?))
+        Ok(holding(self.recipe.participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND).await?))
     }
 
     /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such

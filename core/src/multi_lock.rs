@@ -271,16 +271,16 @@ impl MultiLock {
                 // A release's own error (a lost member, or a delete that goes on in the
                 // background after a connection loss) leaves no node either way.
                 Ok(Ok(None)) => {
-                    let _ = taken.release().await;
+                    taken.release_by(wait.give_back_by()).await;
                     return Ok(Taking::NotInTime(index));
                 }
                 Ok(Err(err)) => {
-                    let _ = taken.release().await;
+                    taken.release_by(wait.give_back_by()).await;
                     return Err(err);
                 }
             };
             if let Some(lost) = lost {
-                let _ = taken.release().await;
+                taken.release_by(wait.give_back_by()).await;
                 return Ok(Taking::Lost(lost));
             }
         }
@@ -337,6 +337,14 @@ struct Taken {
 impl Taken {
     async fn release(&mut self) -> Result<()> {
         release_in_reverse(&mut self.parts).await
+    }
+
+    /// Releases every part (a release's own error, a lost member or a delete that goes on in the
+    /// background after a connection loss, leaves no node either way), waiting for the server
+    /// until `by` at most: what is left then is released in the background, in reverse order
+    /// (the parts not popped yet, by the drop; a delete in flight, by its own).
+    async fn release_by(&mut self, by: tokio::time::Instant) {
+        let _ = tokio::time::timeout_at(by, self.release()).await;
     }
 
     /// The first member (in canonical order) found lost, if any.

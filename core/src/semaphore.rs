@@ -220,9 +220,13 @@ impl Semaphore {
     /// * [`ErrorKind::PermissionDenied`] if its ACL denies this client, or (with
     ///   [`SemaphoreOptions::acl`]) grants others more than asked.
     pub async fn current_max_leases(&self) -> Result<i64> {
+        self.max_leases_by(tokio::time::Instant::now() + crate::TRY_BOUND).await
+    }
+
+    async fn max_leases_by(&self, deadline: tokio::time::Instant) -> Result<i64> {
         match &self.inner.max_node {
             SemaphoreMax::Fixed(max) => Ok(i64::from(*max)),
-            SemaphoreMax::Count { node, seed } => Ok(i64::from(node.shared_count(*seed).await?)),
+            SemaphoreMax::Count { node, seed } => Ok(i64::from(node.shared_count(*seed, deadline).await?)),
         }
     }
 
@@ -324,7 +328,7 @@ impl Semaphore {
         if self.inner.mutex.client().is_closed() {
             return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }
-        let leases = again_on_new_session(&wait, |wait| self.attempt(n, wait)).await?;
+        let leases = again_on_new_session(&wait, &self.inner.path, |wait| self.attempt(n, wait)).await?;
         Ok(leases.map(|leases| Leases { leases }))
     }
 
@@ -372,8 +376,9 @@ impl Semaphore {
             })
         });
         // Held, or the lease nodes are gone already: now the mutex, before this returns (as
-        // Curator's does), so that nothing of this acquisition is left in the queue.
-        let _ = mutex.release().await;
+        // Curator's does), so that nothing of this acquisition is left in the queue. Its delete
+        // goes on in the background past the call's deadline (and its grace): the future dropped.
+        let _ = tokio::time::timeout_at(wait.give_back_by(), mutex.release()).await;
         leases
     }
 
@@ -381,9 +386,11 @@ impl Semaphore {
     /// zklock's JSON, or for Curator the raw data, the client's address by default) and the
     /// acquirers queued at the internal mutex.
     pub async fn participants(&self) -> Result<SemaphoreParticipants> {
-        let max = self.current_max_leases().await?;
-        let mut leases = self.inner.leases.participants(false).await?;
-        let queue = self.inner.mutex.contenders().await?;
+        // One bound for the three listings (see [`crate::TRY_BOUND`]).
+        let deadline = tokio::time::Instant::now() + crate::TRY_BOUND;
+        let max = self.max_leases_by(deadline).await?;
+        let mut leases = self.inner.leases.participants(false, deadline).await?;
+        let queue = self.inner.mutex.contenders_by(deadline).await?;
         for lease in &mut leases {
             lease.sequence = lease.node.rsplit(policy::LEASE_MARKER).next().and_then(|digits| digits.parse().ok());
         }
