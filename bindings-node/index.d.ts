@@ -192,8 +192,11 @@ export interface LockOptions {
 
 export interface AcquireOptions {
   /**
-   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `false`,
-   * `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes.
+   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `false`
+   * within 100 ms of the deadline, the server reachable or not; `withLock` rejects with
+   * ZKLOCK_TIMEOUT. `0` only tries, answering within 2 s: held, `false` (someone else holds), or
+   * a rejection with ZKLOCK_CONNECTION_LOSS (ZooKeeper could not be reached). Left out, `null` or
+   * `Infinity`: wait as long as it takes. Negative values, -1 included, are refused.
    */
   timeoutMs?: number
   /** Aborting rejects with an AbortError once the attempt's node is removed (as a timeout resolves). */

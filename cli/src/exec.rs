@@ -133,10 +133,12 @@ pub struct Taking {
     /// Take the write side of the read/write lock at PATH (alone, excluding --shared holders)
     #[arg(short = 'x', long)]
     pub write: bool,
-    /// Do not wait: if the lock is held, exit at once with the conflict code
+    /// Do not wait: if the lock is held, exit at once with the conflict code; within 2 s in any
+    /// case (ZooKeeper not answering by then: code 69, "cannot reach ZooKeeper")
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
-    /// Wait at most SECS (connecting included), then exit with the conflict code
+    /// Wait at most SECS (connecting included; kept within 0.1 s, ZooKeeper reachable or not),
+    /// then exit with the conflict code
     #[arg(short = 'w', long, value_name = "SECS", value_parser = seconds, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// The exit code when the lock was not had with -n or -w
@@ -374,7 +376,7 @@ impl Exec {
             .semaphore_with(&self.args.path, SemaphoreOptions::new(max).label(label))
             .map_err(|err| Exit::fail(codes::USAGE, format!("{argument}: {err}")))?;
         let timeout = match self.args.taking.wait {
-            Some(wait) => Some((self.started + wait).saturating_duration_since(Instant::now())),
+            Some(wait) => Some(left(self.started + wait, wait)),
             None if self.args.taking.nonblock => Some(Duration::ZERO),
             None => None,
         };
@@ -460,7 +462,7 @@ impl Exec {
         deadline: Option<Instant>,
     ) -> Result<zklock::Result<Option<Hold>>, Exit> {
         let timeout = match deadline {
-            Some(deadline) => Some(deadline.saturating_duration_since(Instant::now())),
+            Some(deadline) => Some(left(deadline, self.args.taking.wait.unwrap_or_default())),
             None if self.args.taking.nonblock => Some(Duration::ZERO),
             None => None,
         };
@@ -645,5 +647,15 @@ mod tests {
         assert!(seconds("-1").is_err());
         assert!(seconds("soon").is_err());
         assert!(seconds("inf").is_err());
+    }
+}
+
+/// What is left of a wait of `wait` until `deadline`: zero only for `-w 0` (a try). A wait whose
+/// deadline passed (connecting took it) ends at once, as a wait, not as a try (which may take up
+/// to `zklock::TRY_BOUND` more and say the server could not be reached).
+fn left(deadline: Instant, wait: Duration) -> Duration {
+    match wait.is_zero() {
+        true => Duration::ZERO,
+        false => deadline.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1)),
     }
 }

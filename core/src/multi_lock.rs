@@ -171,7 +171,9 @@ impl MultiLock {
 
     /// As [`MultiLock::acquire`], giving up with [`ErrorKind::Timeout`] (naming the member it
     /// waited for) after `timeout`: one deadline for all the members. Every node taken is
-    /// removed before this returns. A zero timeout tries each member once.
+    /// removed (before this returns if the server confirms within [`crate::REMOVAL_GRACE`] of the
+    /// deadline, else in the background). A zero timeout tries each member once, within
+    /// [`crate::TRY_BOUND`] for all of them ([`ErrorKind::ConnectionLoss`] past it).
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<MultiGuard> {
         self.acquire_within(owner, Wait::from_timeout(Some(timeout)))
             .await?

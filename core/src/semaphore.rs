@@ -270,8 +270,10 @@ impl Semaphore {
     }
 
     /// As [`Semaphore::acquire`], giving up with [`ErrorKind::Timeout`] after `timeout`: one
-    /// deadline for the mutex and all `n` leases, retries included. Every node it made is
-    /// removed before this returns. A zero timeout only tries, as [`Semaphore::try_acquire`].
+    /// deadline for the mutex and all `n` leases, retries included, kept within
+    /// [`crate::REMOVAL_GRACE`]. Every node it made is removed, before this returns if the server
+    /// confirms in time, else in the background. A zero timeout only tries, as
+    /// [`Semaphore::try_acquire`].
     pub async fn acquire_timeout(&self, n: u32, timeout: Duration) -> Result<Leases> {
         match self.acquire_within(n, Wait::from_timeout(Some(timeout))).await? {
             Some(leases) => Ok(leases),
@@ -290,7 +292,9 @@ impl Semaphore {
     }
 
     /// Acquires `n` leases only if they fit now and no other acquirer holds the mutex: one try;
-    /// `Ok(None)` otherwise, with every node it made removed before this returns.
+    /// `Ok(None)` otherwise, with every node it made removed (in the background if the server
+    /// does not confirm in time). Answers within [`crate::TRY_BOUND`]: past it,
+    /// [`ErrorKind::ConnectionLoss`] (ZooKeeper could not be reached), never `Ok(None)`.
     pub async fn try_acquire(&self, n: u32) -> Result<Option<Leases>> {
         self.acquire_within(n, Wait::from_timeout(Some(Duration::ZERO))).await
     }
@@ -384,7 +388,8 @@ impl Semaphore {
 
     /// Who holds leases and who waits: the lease nodes (each with the identity in its node:
     /// zklock's JSON, or for Curator the raw data, the client's address by default) and the
-    /// acquirers queued at the internal mutex.
+    /// acquirers queued at the internal mutex. Answered within [`crate::TRY_BOUND`] (all three
+    /// listings), or [`ErrorKind::ConnectionLoss`]: ZooKeeper could not be reached.
     pub async fn participants(&self) -> Result<SemaphoreParticipants> {
         // One bound for the three listings (see [`crate::TRY_BOUND`]).
         let deadline = tokio::time::Instant::now() + crate::TRY_BOUND;

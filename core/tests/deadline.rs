@@ -166,6 +166,14 @@ async fn outage(fault: Fault) {
     // The default connect timeout (10 s), which a try must not wait out.
     let options = ClientOptions { session_timeout: SESSION, ..ClientOptions::default() };
     let client = Client::connect_with(&proxy.address(), options).await.unwrap();
+    // Handles kept throughout: the calls' handles share their recipes, which know the paths are
+    // made, so each call sends its create at once (not queued behind the first one's answer), and
+    // gives up with a create in flight.
+    let _kept = (
+        [&paths.lock, &paths.busy, &paths.multi].map(|path| client.lock(path).unwrap()),
+        client.read_write_lock(&paths.rw).unwrap(),
+        client.semaphore(&paths.semaphore, 2).unwrap(),
+    );
     // Healthy: a try answers busy, or holds; the paths are made.
     for (what, _, result) in futures::future::join_all(tries(&client, &paths, 0)).await {
         let result = result.unwrap_or_else(|err| panic!("{what} with the server up: {err}"));

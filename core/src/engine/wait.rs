@@ -11,6 +11,7 @@ use crate::session::LostReason;
 /// How long a call that does not wait gets for ZooKeeper's answers: a try (a zero timeout) of
 /// any recipe, and a listing (contenders, holders, a semaphore's participants, a path's recipe,
 /// the locks under a path, a shared count). By then it has answered (held or busy; the listing),
+/// the removal of a try's node included (it waits for the server for [`REMOVAL_GRACE`] of it),
 /// or it fails with [`ErrorKind::ConnectionLoss`], saying the server could not be reached: a
 /// stalled or cut connection, no server up, a session that cannot be re-established. One round
 /// trip takes milliseconds; the bound leaves room for a reconnection to another server.
@@ -45,7 +46,8 @@ impl Wait {
         match timeout {
             None => Wait { deadline: None, only_try: false, abort: None },
             Some(timeout) if timeout.is_zero() => {
-                Wait { deadline: Instant::now().checked_add(TRY_BOUND), only_try: true, abort: None }
+                // Its removals' grace within the bound (see `give_back_by`).
+                Wait { deadline: Instant::now().checked_add(TRY_BOUND - REMOVAL_GRACE), only_try: true, abort: None }
             }
             // Past what an Instant holds is forever, for all practical purposes.
             Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false, abort: None },
