@@ -16,7 +16,8 @@ from conftest import Proxy, wait_children, wait_until
 
 import zklock
 
-# Longer than the first outage, so its removals are seen to finish on the same session.
+# Short, so the second outage gives the session up soon (the first one's calls, in turn, take
+# about 8 s: it may end there too; core/tests/deadline.rs checks the removals on one session).
 SESSION = 6.0
 # A try's bound (2 s), and room for a loaded machine.
 TRY_LIMIT = 3.5
@@ -71,7 +72,6 @@ def test_tries_listings_and_timed_calls_keep_their_deadlines_with_the_server_unr
         leases = semaphore.acquire(1, timeout=0)
         assert leases is not None
         leases.release()
-        session = client.session_id
 
         proxy.command(fault)
         unreachable(fault, lock, busy, semaphore, multi, timed_too=True)
@@ -79,7 +79,6 @@ def test_tries_listings_and_timed_calls_keep_their_deadlines_with_the_server_unr
         wait_children(kazoo, path, 0)
         wait_children(kazoo, multi_path, 0)
         wait_children(kazoo, f"{semaphore_path}/leases", 0)
-        assert client.session_id == session, f"{fault}: the session outlived the first outage"
 
         # The session given up: a try still answers within its bound.
         proxy.command(fault)
