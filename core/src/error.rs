@@ -29,7 +29,9 @@ pub enum ErrorKind {
     /// also a try or a listing that got no answer within [`crate::TRY_BOUND`]: ZooKeeper could
     /// not be reached (see the crate docs' "Timeouts and deadlines").
     ConnectionLoss,
-    /// ZooKeeper rejected the client's credentials.
+    /// ZooKeeper rejected the client's credentials; or, connecting over TLS, every server's
+    /// handshake failed for the same certificate reason (a CA bundle that does not sign the
+    /// servers' certificates, an expired one, a client certificate missing or refused).
     AuthFailed,
     /// The client was closed.
     Closed,
