@@ -238,7 +238,8 @@ export declare class Client {
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`; the chroot must exist) and
    * establishes a session. Bad arguments reject with ZKLOCK_INVALID_ARGUMENT before any network
    * traffic; no session in time rejects with ZKLOCK_TIMEOUT, whose message names the last cause
-   * seen for each host and whose `path` is `hosts`.
+   * seen for each host and whose `path` is `hosts`; every server refusing the TLS handshake for
+   * the same certificate reason (a wrong CA bundle, say) rejects at once with ZKLOCK_AUTH_FAILED.
    */
   static connect(hosts: string, options?: ConnectOptions): Promise<Client>
   /** The session state now. After an expiry it is `'expired'` until the next acquisition makes a new session. */

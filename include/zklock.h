@@ -730,10 +730,10 @@ zkl_result zkl_options_init(zkl_options *opts);
  * cannot be read or holds no usable PEM, a certificate without its key, an encrypted key without
  * its password or with a wrong one (the message names the file, never the password) (all before
  * any network traffic); ZKL_TIMEOUT if no session was established in time (the message names
- * each host's cause, e.g. a TLS handshake refused: unknown CA, expired certificate, name
- * mismatch, client certificate required); ZKL_AUTH_FAILED if the servers rejected the
- * credentials (a wrong SASL password or principal, at once; the message says why, never the
- * password).
+ * each host's cause); ZKL_AUTH_FAILED if the servers rejected the credentials (a wrong SASL
+ * password or principal, at once; the message says why, never the password), or, at once, if
+ * every server refused the TLS handshake for the same certificate reason (unknown CA: a wrong
+ * CA bundle; expired certificate; name mismatch; client certificate required or refused).
  */
 zkl_result zkl_client_connect(const char *hosts, const zkl_options *opts, zkl_client **out);
 
