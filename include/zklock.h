@@ -920,7 +920,7 @@ zkl_result zkl_lock_free(zkl_lock *lock);
  * takes, 0 only tries, else at most that many ms:
  *
  *   timeout_ms   waits                   C      Python (s)          Node (timeoutMs)        zklock
- *   forever      as long as it takes     -1     None or -1          left out or Infinity    (neither)
+ *   forever      as long as it takes     -1     None, -1 or inf     left out or Infinity    (neither)
  *   try          not at all              0      0 / blocking=False  0                       -n
  *   bounded      at most that long       N ms   N s (a float)       N ms (up to 2^31-1)     -w SECS
  *

@@ -8,6 +8,7 @@ the server is back, nothing of theirs is left."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
@@ -87,3 +88,15 @@ def test_tries_listings_and_timed_calls_keep_their_deadlines_with_the_server_unr
         proxy.command("pass")
         wait_until(lambda: busy.acquire(blocking=False) is False, "a try answers once the server is back")
         held.release()
+
+
+def test_the_timeout_table_none_minus_one_and_inf_wait_forever_other_negatives_are_refused(
+    client: zklock.Client, path: str
+) -> None:
+    lock = client.lock(path)
+    for forever in (None, -1, math.inf):
+        assert lock.acquire(timeout=forever), forever
+        lock.release()
+    for refused in (-2, -0.5, -math.inf, math.nan):
+        with pytest.raises(zklock.InvalidArgumentError, match="None or -1 to wait forever"):
+            lock.acquire(timeout=refused)

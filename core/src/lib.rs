@@ -51,7 +51,7 @@
 //!
 //! | waits | Rust | C (`timeout_ms`) | Python (`timeout`, seconds) | Node (`timeoutMs`) | `zklock` |
 //! |---|---|---|---|---|---|
-//! | as long as it takes | `acquire`; `None` | `-1` | `None` or `-1` (as `threading`'s) | left out, `null` or `Infinity` | neither `-n` nor `-w` |
+//! | as long as it takes | `acquire`; `None` | `-1` | `None`, `-1` (as `threading`'s) or `math.inf` | left out, `null` or `Infinity` | neither `-n` nor `-w` |
 //! | not at all: only tries | `try_acquire`; `Some(ZERO)` | `0` | `0`, or `blocking=False` | `0` | `-n` |
 //! | at most a while | `acquire_timeout(d)`; `Some(d)` | ms, up to 2^63-1 | seconds (a float) | ms, an integer up to 2^31-1 | `-w SECS` |
 //!
