@@ -636,6 +636,16 @@ fn default_label(command: &[OsString]) -> String {
     program.file_name().unwrap_or(program.as_os_str()).to_string_lossy().into_owned()
 }
 
+/// What is left of a wait of `wait` until `deadline`: zero only for `-w 0` (a try). A wait whose
+/// deadline passed (connecting took it) ends at once, as a wait, not as a try (which may take up
+/// to `zklock::TRY_BOUND` more and say the server could not be reached).
+fn left(deadline: Instant, wait: Duration) -> Duration {
+    match wait.is_zero() {
+        true => Duration::ZERO,
+        false => deadline.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -647,15 +657,5 @@ mod tests {
         assert!(seconds("-1").is_err());
         assert!(seconds("soon").is_err());
         assert!(seconds("inf").is_err());
-    }
-}
-
-/// What is left of a wait of `wait` until `deadline`: zero only for `-w 0` (a try). A wait whose
-/// deadline passed (connecting took it) ends at once, as a wait, not as a try (which may take up
-/// to `zklock::TRY_BOUND` more and say the server could not be reached).
-fn left(deadline: Instant, wait: Duration) -> Duration {
-    match wait.is_zero() {
-        true => Duration::ZERO,
-        false => deadline.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1)),
     }
 }

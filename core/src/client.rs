@@ -949,7 +949,11 @@ impl ClientInner {
     /// causes, as [`ClientInner::connect_causes`] says them. A wrong CA bundle then fails at once,
     /// as refused credentials do, instead of being tried for the whole connect timeout. Pending
     /// otherwise (without TLS, always): a host that failed otherwise, or not yet, may connect.
-    async fn certificates_refused(&self, failures: &parking_lot::Mutex<Vec<(String, String)>>, seen: &tokio::sync::Notify) -> String {
+    async fn certificates_refused(
+        &self,
+        failures: &parking_lot::Mutex<Vec<(String, String)>>,
+        seen: &tokio::sync::Notify,
+    ) -> String {
         const REASONS: [&str; 7] = [
             "not signed by a trusted CA",
             "certificate has expired",

@@ -312,7 +312,11 @@ impl Lock {
     /// Every participant that holds the lock now, in queue order: the one holder of a mutex or
     /// of the write side, or the readers that hold together.
     pub async fn holders(&self) -> Result<Vec<Participant>> {
-        Ok(holding(self.recipe.participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND).await?))
+        Ok(holding(
+            self.recipe
+                .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND)
+                .await?,
+        ))
     }
 
     /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such

@@ -25,6 +25,9 @@ const TRY_LIMIT: Duration = Duration::from_millis(TRY_BOUND.as_millis() as u64 +
 /// room for a loaded machine (before: 2 s, the foreground removal; or a whole connect timeout).
 const OVERSHOOT_LIMIT: Duration = Duration::from_millis(REMOVAL_GRACE.as_millis() as u64 + 400);
 
+/// A timed call: its timeout, how long it took, and its result.
+type TimedCall = Pin<Box<dyn Future<Output = (Duration, Duration, Result<bool, zklock::Error>)> + Send>>;
+
 type Call = Pin<Box<dyn Future<Output = (String, Duration, Result<bool, zklock::Error>)> + Send>>;
 
 #[derive(Clone, Copy, Debug)]
@@ -105,7 +108,7 @@ fn tries(client: &Client, paths: &Paths, round: u64) -> Vec<Call> {
 }
 
 /// A timed call of one of the recipes (by `i`), with its timeout: its overshoot and result.
-fn timed_call(client: &Client, paths: &Paths, i: u64) -> (Duration, Pin<Box<dyn Future<Output = (Duration, Duration, Result<bool, zklock::Error>)> + Send>>) {
+fn timed_call(client: &Client, paths: &Paths, i: u64) -> (Duration, TimedCall) {
     // Deadlines spread over the outage: 200 ms to 1.2 s.
     let timeout = Duration::from_millis(200 + (i * 10) % 1000);
     let owner = Owner::new(20_000 + i);

@@ -62,9 +62,10 @@ impl Recipe {
 
     /// The children of the path (none if it does not exist), `doing` what the errors say.
     async fn children(&self, requests: &Requests<'_>, doing: &str) -> Result<Vec<String>> {
-        let listed = requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(|stop| {
-            self.stopped(requests.session, stop, || unreachable(&self.path, doing))
-        })?;
+        let listed = requests
+            .retry(|| requests.zk().list_children(&self.path))
+            .await
+            .map_err(|stop| self.stopped(requests.session, stop, || unreachable(&self.path, doing)))?;
         match listed {
             Ok(names) => Ok(names),
             Err(zk::Error::NoNode) => Ok(Vec::new()),

@@ -494,9 +494,9 @@ impl Recipe {
         match self.read_count(&requests, seed, false).await {
             Ok((count, _)) => Ok(count),
             Err(Failed::Error(err)) => Err(err),
-            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                unreachable(&self.path, "reading the shared count")
-            })),
+            Err(Failed::Stopped(stop)) => {
+                Err(self.stopped(&session, stop, || unreachable(&self.path, "reading the shared count")))
+            }
         }
     }
 
@@ -518,9 +518,9 @@ impl Recipe {
         match set.await {
             Ok(()) => Ok(()),
             Err(Failed::Error(err)) => Err(err),
-            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                unreachable(&self.path, "setting the shared count")
-            })),
+            Err(Failed::Stopped(stop)) => {
+                Err(self.stopped(&session, stop, || unreachable(&self.path, "setting the shared count")))
+            }
         }
     }
 }
