@@ -192,11 +192,15 @@ export interface LockOptions {
 
 export interface AcquireOptions {
   /**
-   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `null` (so
-   * `await using hold = await lock.acquire({ timeoutMs })` compiles and works), `withLock` rejects with ZKLOCK_TIMEOUT. `0` only tries. Default: wait as long as it takes,
-   * also through ZooKeeper outages of any length: when the session ends meanwhile, the
-   * acquisition tries for a new one again after each `connectTimeoutMs` and queues again on it,
-   * and never rejects with ZKLOCK_TIMEOUT (only `signal` or `client.close()` ends it early).
+   * Give up after this many ms (an integer up to 2^31-1): `acquire` then resolves to `null`
+   * within 100 ms of the deadline, the server reachable or not (so `await using hold = await
+   * lock.acquire({ timeoutMs })` compiles and works); `withLock` rejects with ZKLOCK_TIMEOUT.
+   * `0` only tries, answering within 2 s: held, `null` (someone else holds), or a rejection with
+   * ZKLOCK_CONNECTION_LOSS (ZooKeeper could not be reached). Left out, `null` or `Infinity`: wait
+   * as long as it takes, also through ZooKeeper outages of any length (when the session ends
+   * meanwhile, the acquisition tries for a new one again after each `connectTimeoutMs` and queues
+   * again on it; only `signal` or `client.close()` ends it early). Negative values, -1 included,
+   * are refused.
    */
   timeoutMs?: number
   /** Aborting rejects with an AbortError once the attempt's node is removed (as a timeout resolves). */
@@ -238,7 +242,8 @@ export declare class Client {
    * Connects to `hosts` (`host:port[,host:port...][/chroot]`; the chroot must exist) and
    * establishes a session. Bad arguments reject with ZKLOCK_INVALID_ARGUMENT before any network
    * traffic; no session in time rejects with ZKLOCK_TIMEOUT, whose message names the last cause
-   * seen for each host and whose `path` is `hosts`.
+   * seen for each host and whose `path` is `hosts`; every server refusing the TLS handshake for
+   * the same certificate reason (a wrong CA bundle, say) rejects at once with ZKLOCK_AUTH_FAILED.
    */
   static connect(hosts: string, options?: ConnectOptions): Promise<Client>
   /** The session state now. After an expiry it is `'expired'` until the next acquisition makes a new session. */

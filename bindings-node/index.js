@@ -192,6 +192,20 @@ function checkMs(value, name, { min, fallback }) {
   return value
 }
 
+// How long an acquisition may wait: left out (undefined or null) or Infinity waits as long as it
+// takes (undefined to the native side), 0 only tries, else that many milliseconds. Negative values
+// are refused, -1 included (C's and Python's spelling of forever): a remaining time computed in
+// milliseconds reaches -1 when it is 1 ms late, and must not turn into a wait for ever.
+function checkWaitMs(value, name) {
+  if (value === undefined || value === null || value === Infinity) return undefined
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMEOUT_MS) {
+    throw invalid(
+      `${name} must be an integer number of milliseconds from 0 (only try) to ${MAX_TIMEOUT_MS}, or Infinity (or left out) to wait as long as it takes, got ${describe(value)}`,
+    )
+  }
+  return value
+}
+
 // The servers' packet limit (jute.maxbuffer): what a lock request needs, up to 32 bits.
 function checkBytes(value, name) {
   if (value === undefined || value === null) return undefined
@@ -705,7 +719,7 @@ class Lock {
     let timeoutMs, signal
     try {
       const opts = checkOptions(options, ACQUIRE_OPTIONS, 'lock.acquire')
-      timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
+      timeoutMs = checkWaitMs(opts.timeoutMs, 'timeoutMs')
       signal = checkSignal(opts.signal)
       if (signal?.aborted) throw abortError(signal)
       const nested = this.#reenter()
@@ -737,7 +751,7 @@ class Lock {
     try {
       if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`)
       const opts = checkOptions(options, ACQUIRE_OPTIONS, 'lock.withLock')
-      timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
+      timeoutMs = checkWaitMs(opts.timeoutMs, 'timeoutMs')
       signal = checkSignal(opts.signal)
       if (signal?.aborted) throw abortError(signal)
       hold = this.#reenter()
@@ -1138,7 +1152,7 @@ async function acquireAbortably(target, start, signal) {
 // semaphore, the number of leases.
 function acquisitionOptions(options, allowed, what) {
   const opts = checkOptions(options, allowed, what)
-  const timeoutMs = checkMs(opts.timeoutMs, 'timeoutMs', { min: 0, fallback: undefined })
+  const timeoutMs = checkWaitMs(opts.timeoutMs, 'timeoutMs')
   const signal = checkSignal(opts.signal)
   if (signal?.aborted) throw abortError(signal)
   return { timeoutMs, signal, leases: checkCount(opts.leases, 'leases', { fallback: 1 }) }

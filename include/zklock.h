@@ -267,6 +267,7 @@ typedef enum {
    * The lock was not obtained in time (including a try, timeout 0, that found it held), or
    * no session could be established within the connect timeout (by zkl_client_connect, or by
    * an acquisition with a timeout; one with -1 tries again instead, as long as it takes).
+   * Never for a try that got no answer: that is ZKL_CONNECTION_LOSS.
    */
   ZKL_TIMEOUT = 1,
   /**
@@ -284,8 +285,9 @@ typedef enum {
    */
   ZKL_LOCK_LOST = 4,
   /**
-   * The connection was lost and the operation could not complete in time. A release that
-   * reports it goes on deleting the node in the background.
+   * The connection was lost and the operation could not complete in time; also a try
+   * (timeout 0) or a listing that got no answer within 2 s: ZooKeeper could not be reached.
+   * A release that reports it goes on deleting the node in the background.
    */
   ZKL_CONNECTION_LOSS = 5,
   /**
@@ -782,10 +784,10 @@ zkl_result zkl_options_init(zkl_options *opts);
  * cannot be read or holds no usable PEM, a certificate without its key, an encrypted key without
  * its password or with a wrong one (the message names the file, never the password) (all before
  * any network traffic); ZKL_TIMEOUT if no session was established in time (the message names
- * each host's cause, e.g. a TLS handshake refused: unknown CA, expired certificate, name
- * mismatch, client certificate required); ZKL_AUTH_FAILED if the servers rejected the
- * credentials (a wrong SASL password or principal, at once; the message says why, never the
- * password).
+ * each host's cause); ZKL_AUTH_FAILED if the servers rejected the credentials (a wrong SASL
+ * password or principal, at once; the message says why, never the password), or, at once, if
+ * every server refused the TLS handshake for the same certificate reason (unknown CA: a wrong
+ * CA bundle; expired certificate; name mismatch; client certificate required or refused).
  */
 zkl_result zkl_client_connect(const char *hosts, const zkl_options *opts, zkl_client **out);
 
@@ -971,7 +973,18 @@ zkl_result zkl_lock_free(zkl_lock *lock);
 
 /**
  * Acquires the lock for the calling thread, waiting at most timeout_ms: -1 waits as long as it
- * takes, 0 only tries (one round trip, no waiting). Fair: first come, first served, across
+ * takes, 0 only tries, else at most that many ms:
+ *
+ *   timeout_ms   waits                   C      Python (s)          Node (timeoutMs)        zklock
+ *   forever      as long as it takes     -1     None, -1 or inf     left out or Infinity    (neither)
+ *   try          not at all              0      0 / blocking=False  0                       -n
+ *   bounded      at most that long       N ms   N s (a float)       N ms (up to 2^31-1)     -w SECS
+ *
+ * A try answers within 2 s (one round trip when the server answers): ZKL_OK, ZKL_TIMEOUT (held
+ * by someone else), or ZKL_CONNECTION_LOSS if ZooKeeper could not be reached in that time (never
+ * ZKL_TIMEOUT or ZKL_SESSION_EXPIRED for a server that did not answer). A bounded wait returns
+ * within 100 ms of its deadline, reachable server or not; a node it made whose removal the server
+ * has not confirmed by then is removed in the background. Fair: first come, first served, across
  * processes and threads. A thread that holds it already only counts up (release as often), with
  * no ZooKeeper traffic. An attempt that times out or fails leaves no node behind.
  *
@@ -996,7 +1009,7 @@ zkl_result zkl_lock_free(zkl_lock *lock);
  * thread holds would wait for itself; two reads excepted), at once, nothing created;
  * ZKL_CLOSED if the client was closed; ZKL_SESSION_EXPIRED if the session expired while
  * waiting; ZKL_LOCK_LOST if this owner's existing hold was lost (release it first);
- * ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ * ZKL_CONNECTION_LOSS (a try that got no answer within 2 s), ZKL_ZOOKEEPER.
  */
 zkl_result zkl_lock_acquire(zkl_lock *lock, int64_t timeout_ms);
 
@@ -1148,7 +1161,9 @@ zkl_result zkl_multi_lock_member(const zkl_multi_lock *multi, size_t index, cons
 /**
  * Acquires every member for the calling thread, all or nothing, waiting at most timeout_ms for
  * all of them (one deadline): -1 waits as long as it takes (through outages and new sessions,
- * as zkl_lock_acquire's -1), 0 tries each member once. Each
+ * as zkl_lock_acquire's -1), 0 tries each member once (within 2 s for all; ZKL_CONNECTION_LOSS
+ * if ZooKeeper could not be reached), a bounded wait returns within 100 ms of its deadline (see
+ * zkl_lock_acquire). Each
  * member is taken by its own recipe (its lock's queue, its semaphore's mutex and leases), so it
  * stays fair with everyone else on its path. On a timeout, a cancel or an error, what was taken
  * is released in reverse order and the member being acquired removes its own nodes.
@@ -1285,7 +1300,8 @@ uint64_t zkl_thread_owner(void);
  * zkl_participants_free; on failure *out is left unchanged.
  * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
  * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock; ZKL_CLOSED,
- * ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ * ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS (no answer within 2 s: ZooKeeper could not be
+ * reached), ZKL_ZOOKEEPER.
  */
 zkl_result zkl_lock_contenders(zkl_lock *lock, zkl_participants **out);
 
@@ -1323,7 +1339,8 @@ void zkl_participants_free(zkl_participants *list);
  * zkl_semaphore_listing_free; on failure *out is left unchanged.
  * Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
  * Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed semaphore; ZKL_CLOSED,
- * ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+ * ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS (no answer within 2 s: ZooKeeper could not be
+ * reached), ZKL_ZOOKEEPER.
  */
 zkl_result zkl_semaphore_participants(zkl_semaphore *semaphore, zkl_semaphore_listing **out);
 
@@ -1380,7 +1397,9 @@ zkl_result zkl_semaphore_new_with(zkl_client *client, const char *path, const zk
 /**
  * Acquires n leases, all or nothing, waiting at most timeout_ms for all of them (one deadline):
  * -1 waits as long as it takes (through outages and new sessions, as zkl_lock_acquire's -1), 0
- * only tries (they fit now and nobody holds the semaphore's mutex). Fair: acquirers are served in the order they queue at the mutex, across processes
+ * only tries (they fit now and nobody holds the semaphore's mutex), within 2 s
+ * (ZKL_CONNECTION_LOSS if ZooKeeper could not be reached by then); a bounded wait returns within
+ * 100 ms of its deadline (see zkl_lock_acquire). Fair: acquirers are served in the order they queue at the mutex, across processes
  * and languages (a later one that would fit does not pass an earlier one that does not). On a
  * timeout, a cancel or an error no lease node and no mutex node is left. Not reentrant: a
  * thread that holds leases and acquires again takes more.

@@ -82,9 +82,14 @@ def refused_at_once(**arguments: Any) -> zklock.InvalidArgumentError:
 
 
 def handshake_refused(connect: str, cause: str, **arguments: Any) -> None:
-    with pytest.raises(zklock.LockTimeout) as refused:
-        zklock.Client(connect, connect_timeout=2, **arguments)
+    """AuthFailedError naming `cause`, at once: every server refused the handshake for that
+    certificate reason, which the connect timeout (10 s here) would not change (before: a
+    LockTimeout after it)."""
+    started = time.monotonic()
+    with pytest.raises(zklock.AuthFailedError) as refused:
+        zklock.Client(connect, connect_timeout=10, **arguments)
     assert cause in str(refused.value), str(refused.value)
+    assert time.monotonic() - started < 5, "refused at once, not after the connect timeout"
 
 
 def test_kazoos_arguments_connect_kazoo_and_zklock_alike_and_their_locks_exclude_each_other(

@@ -218,8 +218,8 @@ pub struct Taking {
     /// Take the write side of the read/write lock at PATH (alone, excluding --shared holders)
     #[arg(short = 'x', long)]
     pub write: bool,
-    /// Do not wait: if the lock is held, exit at once with the conflict code (an answer within
-    /// 2 s; a server that cannot be reached meanwhile exits 69)
+    /// Do not wait: if the lock is held, exit at once with the conflict code; within 2 s in any
+    /// case (ZooKeeper not answering by then: code 69, "cannot reach ZooKeeper")
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
     /// Wait at most SECS (connecting included), then exit with the conflict code (69 if the
@@ -625,7 +625,7 @@ impl Exec {
             .semaphore_with(&self.args.path, SemaphoreOptions::new(max).label(label))
             .map_err(|err| Exit::fail(codes::USAGE, format!("{argument}: {err}")))?;
         let timeout = match self.args.taking.wait {
-            Some(wait) => Some((self.started + wait).saturating_duration_since(Instant::now())),
+            Some(wait) => Some(left(self.started + wait, wait)),
             None if self.args.taking.nonblock => Some(Duration::ZERO),
             None => None,
         };
@@ -708,7 +708,7 @@ impl Exec {
         deadline: Option<Instant>,
     ) -> Result<zklock::Result<Option<Hold>>, Exit> {
         let timeout = match deadline {
-            Some(deadline) => Some(deadline.saturating_duration_since(Instant::now())),
+            Some(deadline) => Some(left(deadline, self.args.taking.wait.unwrap_or_default())),
             None if self.args.taking.nonblock => Some(Duration::ZERO),
             None => None,
         };
@@ -916,6 +916,16 @@ fn failure(err: &zklock::Error) -> Exit {
 fn default_label(command: &[OsString]) -> String {
     let program = std::path::Path::new(&command[0]);
     program.file_name().unwrap_or(program.as_os_str()).to_string_lossy().into_owned()
+}
+
+/// What is left of a wait of `wait` until `deadline`: zero only for `-w 0` (a try). A wait whose
+/// deadline passed (connecting took it) ends at once, as a wait, not as a try (which may take up
+/// to `zklock::TRY_BOUND` more and say the server could not be reached).
+fn left(deadline: Instant, wait: Duration) -> Duration {
+    match wait.is_zero() {
+        true => Duration::ZERO,
+        false => deadline.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1)),
+    }
 }
 
 #[cfg(test)]

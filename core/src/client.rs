@@ -282,9 +282,13 @@ impl Client {
     ///   certificate or key is not usable PEM (the message never quotes them).
     /// * [`ErrorKind::Timeout`] if no session was established within `connect_timeout`; the
     ///   message names the last cause seen for each host (connection refused, cannot resolve the
-    ///   host name, not a ZooKeeper server; over TLS: the server's certificate is not signed by
-    ///   a trusted CA, has expired, does not name the host, or the server requires a client
-    ///   certificate, ...), and [`Error::path`] is the connect string.
+    ///   host name, not a ZooKeeper server, a TLS handshake refused ...), and [`Error::path`] is
+    ///   the connect string.
+    /// * [`ErrorKind::AuthFailed`], at once, if every server refused the TLS handshake for the
+    ///   same certificate reason (the server's certificate is not signed by a trusted CA: a wrong
+    ///   CA bundle; has expired; does not name the host; the server requires a client
+    ///   certificate, or did not accept it): trying again for the connect timeout would not
+    ///   change it. The message names the cause for each host.
     /// * [`ErrorKind::ZooKeeper`] (code -101, NoNode) if the chroot does not exist.
     /// * [`ErrorKind::InvalidArgument`] for [`ClientOptions::sasl`] with an empty user or
     ///   principal, a keytab that cannot be read, or (Kerberos) on a host without MIT Kerberos's
@@ -867,6 +871,9 @@ impl ClientInner {
         // The last cause seen for each host, in the order the hosts were first tried.
         let failures: Arc<parking_lot::Mutex<Vec<(String, String)>>> = Default::default();
         let observed = failures.clone();
+        // Told of each cause seen, to notice servers that all refused the TLS handshake alike.
+        let seen = Arc::new(tokio::sync::Notify::new());
+        let tell = seen.clone();
         // The connection timeout is left to the ZooKeeper client's default (2/5 of the session
         // timeout), and with it its ping cadence (after 1/20 of the timeout without a send),
         // which keeps a live session's trust deadline (`session::Trust`) well ahead.
@@ -881,6 +888,7 @@ impl ClientInner {
                     Some((_, last)) => *last = cause.to_owned(),
                     None => failures.push((host.to_owned(), cause.to_owned())),
                 }
+                tell.notify_one();
             });
         if let Some(timeout) = self.handshake_timeout() {
             connector = connector.with_handshake_timeout(timeout);
@@ -906,6 +914,12 @@ impl ClientInner {
             let outcome = tokio::select! {
                 result = tokio::time::timeout_at(deadline, connecting) => result,
                 _ = self.closed.cancelled() => return Err(Self::closed_error(path)),
+                causes = self.certificates_refused(&failures, &seen) => {
+                    return Err(Error::from_zk(zk::Error::AuthFailed, path, "connecting").with_message(format!(
+                        "connecting: every server refused the TLS handshake for the same reason, which trying again \
+                         cannot change ({causes})"
+                    )));
+                }
             };
             match outcome {
                 Ok(Ok(zk)) => break zk,
@@ -940,6 +954,41 @@ impl ClientInner {
             self.check_chroot(&zk).await?;
         }
         Ok(Session::start(zk, Arc::downgrade(self), &self.closed.token, &self.runtime))
+    }
+
+    /// Resolves once every host of the connect string has refused the TLS handshake for the same
+    /// certificate reason (the server's certificate not signed by a trusted CA, expired, not valid
+    /// yet, revoked, or not naming the host; the client's certificate missing or refused): the
+    /// causes, as [`ClientInner::connect_causes`] says them. A wrong CA bundle then fails at once,
+    /// as refused credentials do, instead of being tried for the whole connect timeout. Pending
+    /// otherwise (without TLS, always): a host that failed otherwise, or not yet, may connect.
+    async fn certificates_refused(
+        &self,
+        failures: &parking_lot::Mutex<Vec<(String, String)>>,
+        seen: &tokio::sync::Notify,
+    ) -> String {
+        const REASONS: [&str; 7] = [
+            "not signed by a trusted CA",
+            "certificate has expired",
+            "certificate is not valid yet",
+            "certificate is revoked",
+            "certificate does not name",
+            "requires a client certificate",
+            "did not accept the client certificate",
+        ];
+        if self.tls.is_none() {
+            return std::future::pending().await;
+        }
+        loop {
+            seen.notified().await;
+            let failures = failures.lock();
+            let reason = |cause: &str| REASONS.iter().position(|reason| cause.contains(reason));
+            let first = failures.first().and_then(|(_, cause)| reason(cause));
+            let every_host = self.hosts().all(|host| failures.iter().any(|(seen, _)| seen == host));
+            if first.is_some() && every_host && failures.iter().all(|(_, cause)| reason(cause) == first) {
+                return self.connect_causes(&failures);
+            }
+        }
     }
 
     /// The hosts of the connect string (`host:port`), in its order.

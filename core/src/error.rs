@@ -15,7 +15,8 @@ pub enum ErrorKind {
     /// same owner).
     InvalidArgument,
     /// The lock was not obtained in time (including a `try_acquire` that found it held), or the
-    /// client could not connect in time.
+    /// client could not connect in time. Never for a try that got no answer: that is
+    /// [`ErrorKind::ConnectionLoss`].
     Timeout,
     /// A release by an owner that does not hold the lock. Nothing was changed.
     NotOwner,
@@ -24,9 +25,13 @@ pub enum ErrorKind {
     /// The lock node of a holder is gone: the session ended, the client was closed, or someone
     /// else deleted the node.
     LockLost,
-    /// The connection to ZooKeeper was lost and the operation could not be completed in time.
+    /// The connection to ZooKeeper was lost and the operation could not be completed in time;
+    /// also a try or a listing that got no answer within [`crate::TRY_BOUND`]: ZooKeeper could
+    /// not be reached (see the crate docs' "Timeouts and deadlines").
     ConnectionLoss,
-    /// ZooKeeper rejected the client's credentials.
+    /// ZooKeeper rejected the client's credentials; or, connecting over TLS, every server's
+    /// handshake failed for the same certificate reason (a CA bundle that does not sign the
+    /// servers' certificates, an expired one, a client certificate missing or refused).
     AuthFailed,
     /// The client was closed.
     Closed,

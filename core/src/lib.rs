@@ -45,6 +45,38 @@
 //! multi-locks over the same paths cannot deadlock, under one deadline, and all or nothing. See
 //! [`MultiLock`].
 //!
+//! ## Timeouts and deadlines
+//! Every acquisition (a lock, either side of a read/write lock, semaphore leases, a multi-lock)
+//! takes one timeout, spelled in each language as follows:
+//!
+//! | waits | Rust | C (`timeout_ms`) | Python (`timeout`, seconds) | Node (`timeoutMs`) | `zklock` |
+//! |---|---|---|---|---|---|
+//! | as long as it takes | `acquire`; `None` | `-1` | `None`, `-1` (as `threading`'s) or `math.inf` | left out, `null` or `Infinity` | neither `-n` nor `-w` |
+//! | not at all: only tries | `try_acquire`; `Some(ZERO)` | `0` | `0`, or `blocking=False` | `0` | `-n` |
+//! | at most a while | `acquire_timeout(d)`; `Some(d)` | ms, up to 2^63-1 | seconds (a float) | ms, an integer up to 2^31-1 | `-w SECS` |
+//!
+//! Anything else (C: below -1; Python: another negative; Node: any negative, `-1` included, since
+//! a remaining time computed in ms is `-1` when it is 1 ms late, and a non-integer) is refused
+//! with [`ErrorKind::InvalidArgument`] before any traffic.
+//!
+//! What each promises, the server reachable or not:
+//! * **As long as it takes**: it outlasts any outage (queueing again on new sessions), until it
+//!   holds, the client is closed, or it is aborted.
+//! * **A try** answers within [`TRY_BOUND`] (2 s): held, busy (`None`, `false`, `ZKL_TIMEOUT`,
+//!   `null`: someone else holds), or, if ZooKeeper could not be reached in that time (a stalled or
+//!   cut connection, no server up, a session that could not be re-established),
+//!   [`ErrorKind::ConnectionLoss`]: never "busy", nor an expired session, for a server that did
+//!   not answer. So does a listing ([`Lock::contenders`], [`Lock::holder`], [`Lock::holders`],
+//!   [`Semaphore::participants`], [`Client::path_recipe`], the shared count; `zklock status`).
+//! * **At most a while**: answers (not acquired) within [`REMOVAL_GRACE`] (100 ms) of its deadline
+//!   (measured over 100 calls of every recipe during a stalled and a cut connection,
+//!   `core/tests/deadline.rs`: p99 overshoot 102 ms when the calls wait out the grace for their
+//!   nodes' removal, a few ms when they had no create in flight; before, 2 s).
+//!
+//! Whatever the caller gave up on, the nodes it made are removed: before it returns when the
+//! server confirms in time, else in the background, retried until the node or its session is gone.
+//! Nothing is orphaned.
+//!
 //! ## Inside
 //! One contend loop (`engine`) serves every recipe; what differs is a small per-[`Mode`] policy
 //! that, given the queue and our place in it, answers "held" or "wait for that node".
@@ -98,7 +130,7 @@ pub use crate::client::{
     Client, ClientOptions, ConnectWarning, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
 };
 pub use crate::dispatch::CallbackDispatcher;
-pub use crate::engine::LocksUnder;
+pub use crate::engine::{LocksUnder, REMOVAL_GRACE, TRY_BOUND};
 pub use crate::error::{printable, Error, ErrorKind, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
 pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};

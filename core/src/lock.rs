@@ -164,8 +164,10 @@ impl Lock {
     }
 
     /// As [`Lock::acquire`], giving up with [`ErrorKind::Timeout`] after `timeout`: one deadline
-    /// for the whole attempt, retries included. The attempt's node is deleted before this returns.
-    /// A zero timeout only tries, as [`Lock::try_acquire`] does.
+    /// for the whole attempt, retries included, kept within [`crate::REMOVAL_GRACE`] whether or
+    /// not the server answers. The attempt's node is deleted before this returns if the server
+    /// confirms in time, else in the background. A zero timeout only tries, as
+    /// [`Lock::try_acquire`] does. See the crate docs' "Timeouts and deadlines".
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<LockGuard> {
         match self.acquire_hold(owner, Wait::from_timeout(Some(timeout))).await? {
             Some(hold) => Ok(self.guard(owner, hold)),
@@ -184,7 +186,9 @@ impl Lock {
     }
 
     /// Acquires the lock only if no one is ahead in the queue; `Ok(None)` otherwise, with the
-    /// attempt's node deleted before this returns.
+    /// attempt's node deleted (before this returns if the server confirms in time, else in the
+    /// background). Answers within [`crate::TRY_BOUND`]: past it, [`ErrorKind::ConnectionLoss`]
+    /// (ZooKeeper could not be reached), never `Ok(None)`.
     pub async fn try_acquire(&self, owner: &Owner) -> Result<Option<LockGuard>> {
         Ok(self
             .acquire_hold(owner, Wait::from_timeout(Some(Duration::ZERO)))
@@ -194,8 +198,9 @@ impl Lock {
 
     /// The binding-level acquire: `timeout` of `None` waits forever, `Some(ZERO)` only tries.
     /// Returns `Ok(None)` when the lock was held by others until the timeout; any other failure
-    /// is an error, including [`ErrorKind::Timeout`] when no session could be established in
-    /// time or a try got no answer. The hold is released with [`Lock::release`], not by a guard.
+    /// is an error, including [`ErrorKind::ConnectionLoss`] when a try got no answer within
+    /// [`crate::TRY_BOUND`], and [`ErrorKind::Timeout`] when a wait with a longer deadline found
+    /// no session within the connect timeout. The hold is released with [`Lock::release`], not by a guard.
     pub async fn acquire_for(&self, owner: &Owner, timeout: Option<Duration>) -> Result<Acquired> {
         // The reentrant fast path before any state machine is made (see `Lock::entry`).
         if self.recipe.owners.reenter_fast(owner, self.mode).is_some() {
@@ -288,9 +293,16 @@ impl Lock {
     }
 
     /// Every participant under the lock path, holders first, in queue order, each with its
-    /// [`Mode`] and the identity recorded in its node.
+    /// [`Mode`] and the identity recorded in its node. Answered within [`crate::TRY_BOUND`], or
+    /// [`ErrorKind::ConnectionLoss`]: ZooKeeper could not be reached (as [`Lock::holder`] and
+    /// [`Lock::holders`]).
     pub async fn contenders(&self) -> Result<Vec<Participant>> {
-        self.recipe.participants(self.mode != Mode::Exclusive).await
+        self.recipe.participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND).await
+    }
+
+    /// [`Lock::contenders`], answered by `deadline`.
+    pub(crate) async fn contenders_by(&self, deadline: tokio::time::Instant) -> Result<Vec<Participant>> {
+        self.recipe.participants(self.mode != Mode::Exclusive, deadline).await
     }
 
     /// The first holder, if any.
@@ -301,7 +313,11 @@ impl Lock {
     /// Every participant that holds the lock now, in queue order: the one holder of a mutex or
     /// of the write side, or the readers that hold together.
     pub async fn holders(&self) -> Result<Vec<Participant>> {
-        Ok(holding(self.recipe.participants(self.mode != Mode::Exclusive).await?))
+        Ok(holding(
+            self.recipe
+                .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND)
+                .await?,
+        ))
     }
 
     /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such

@@ -185,7 +185,9 @@ impl MultiLock {
 
     /// As [`MultiLock::acquire`], giving up with [`ErrorKind::Timeout`] (naming the member it
     /// waited for) after `timeout`: one deadline for all the members. Every node taken is
-    /// removed before this returns. A zero timeout tries each member once.
+    /// removed (before this returns if the server confirms within [`crate::REMOVAL_GRACE`] of the
+    /// deadline, else in the background). A zero timeout tries each member once, within
+    /// [`crate::TRY_BOUND`] for all of them ([`ErrorKind::ConnectionLoss`] past it).
     pub async fn acquire_timeout(&self, owner: &Owner, timeout: Duration) -> Result<MultiGuard> {
         self.acquire_within(owner, Wait::from_timeout(Some(timeout)))
             .await?
@@ -285,16 +287,16 @@ impl MultiLock {
                 // A release's own error (a lost member, or a delete that goes on in the
                 // background after a connection loss) leaves no node either way.
                 Ok(Ok(None)) => {
-                    let _ = taken.release().await;
+                    taken.release_by(wait.give_back_by()).await;
                     return Ok(Taking::NotInTime(index));
                 }
                 Ok(Err(err)) => {
-                    let _ = taken.release().await;
+                    taken.release_by(wait.give_back_by()).await;
                     return Err(err);
                 }
             };
             if let Some(lost) = lost {
-                let _ = taken.release().await;
+                taken.release_by(wait.give_back_by()).await;
                 return Ok(Taking::Lost(lost));
             }
         }
@@ -351,6 +353,14 @@ struct Taken {
 impl Taken {
     async fn release(&mut self) -> Result<()> {
         release_in_reverse(&mut self.parts).await
+    }
+
+    /// Releases every part (a release's own error, a lost member or a delete that goes on in the
+    /// background after a connection loss, leaves no node either way), waiting for the server
+    /// until `by` at most: what is left then is released in the background, in reverse order
+    /// (the parts not popped yet, by the drop; a delete in flight, by its own).
+    async fn release_by(&mut self, by: tokio::time::Instant) {
+        let _ = tokio::time::timeout_at(by, self.release()).await;
     }
 
     /// The first member (in canonical order) found lost, if any.

@@ -251,9 +251,13 @@ impl Semaphore {
     /// * [`ErrorKind::PermissionDenied`] if its ACL denies this client, or (with
     ///   [`SemaphoreOptions::acl`]) grants others more than asked.
     pub async fn current_max_leases(&self) -> Result<i64> {
+        self.max_leases_by(tokio::time::Instant::now() + crate::TRY_BOUND).await
+    }
+
+    async fn max_leases_by(&self, deadline: tokio::time::Instant) -> Result<i64> {
         match &self.inner.max_node {
             SemaphoreMax::Fixed(max) => Ok(i64::from(*max)),
-            SemaphoreMax::Count { node, seed } => Ok(i64::from(node.shared_count(*seed).await?)),
+            SemaphoreMax::Count { node, seed } => Ok(i64::from(node.shared_count(*seed, deadline).await?)),
         }
     }
 
@@ -297,8 +301,10 @@ impl Semaphore {
     }
 
     /// As [`Semaphore::acquire`], giving up with [`ErrorKind::Timeout`] after `timeout`: one
-    /// deadline for the mutex and all `n` leases, retries included. Every node it made is
-    /// removed before this returns. A zero timeout only tries, as [`Semaphore::try_acquire`].
+    /// deadline for the mutex and all `n` leases, retries included, kept within
+    /// [`crate::REMOVAL_GRACE`]. Every node it made is removed, before this returns if the server
+    /// confirms in time, else in the background. A zero timeout only tries, as
+    /// [`Semaphore::try_acquire`].
     pub async fn acquire_timeout(&self, n: u32, timeout: Duration) -> Result<Leases> {
         match self.acquire_within(n, Wait::from_timeout(Some(timeout))).await? {
             Some(leases) => Ok(leases),
@@ -317,7 +323,9 @@ impl Semaphore {
     }
 
     /// Acquires `n` leases only if they fit now and no other acquirer holds the mutex: one try;
-    /// `Ok(None)` otherwise, with every node it made removed before this returns.
+    /// `Ok(None)` otherwise, with every node it made removed (in the background if the server
+    /// does not confirm in time). Answers within [`crate::TRY_BOUND`]: past it,
+    /// [`ErrorKind::ConnectionLoss`] (ZooKeeper could not be reached), never `Ok(None)`.
     pub async fn try_acquire(&self, n: u32) -> Result<Option<Leases>> {
         self.acquire_within(n, Wait::from_timeout(Some(Duration::ZERO))).await
     }
@@ -356,7 +364,7 @@ impl Semaphore {
         if self.inner.mutex.client().is_closed() {
             return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }
-        let leases = again_on_new_session(&wait, |wait| self.attempt(n, wait)).await?;
+        let leases = again_on_new_session(&wait, &self.inner.path, |wait| self.attempt(n, wait)).await?;
         Ok(leases.map(|leases| Leases { leases }))
     }
 
@@ -404,18 +412,22 @@ impl Semaphore {
             })
         });
         // Held, or the lease nodes are gone already: now the mutex, before this returns (as
-        // Curator's does), so that nothing of this acquisition is left in the queue.
-        let _ = mutex.release().await;
+        // Curator's does), so that nothing of this acquisition is left in the queue. Its delete
+        // goes on in the background past the call's deadline (and its grace): the future dropped.
+        let _ = tokio::time::timeout_at(wait.give_back_by(), mutex.release()).await;
         leases
     }
 
     /// Who holds leases and who waits: the lease nodes (each with the identity in its node:
     /// zklock's JSON, or for Curator the raw data, the client's address by default) and the
-    /// acquirers queued at the internal mutex.
+    /// acquirers queued at the internal mutex. Answered within [`crate::TRY_BOUND`] (all three
+    /// listings), or [`ErrorKind::ConnectionLoss`]: ZooKeeper could not be reached.
     pub async fn participants(&self) -> Result<SemaphoreParticipants> {
-        let max = self.current_max_leases().await?;
-        let mut leases = self.inner.leases.participants(false).await?;
-        let queue = self.inner.mutex.contenders().await?;
+        // One bound for the three listings (see [`crate::TRY_BOUND`]).
+        let deadline = tokio::time::Instant::now() + crate::TRY_BOUND;
+        let max = self.max_leases_by(deadline).await?;
+        let mut leases = self.inner.leases.participants(false, deadline).await?;
+        let queue = self.inner.mutex.contenders_by(deadline).await?;
         for lease in &mut leases {
             lease.sequence = lease.node.rsplit(policy::LEASE_MARKER).next().and_then(|digits| digits.parse().ok());
         }

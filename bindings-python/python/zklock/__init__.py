@@ -490,9 +490,13 @@ class Lock(_native.Lock):
     ``await release_async()``, ``async with lock:``, ``async with lock.hold(timeout=...)``.
     Cancelling the task removes its attempt's node; the event loop never blocks.
 
-    No timeout (None, or -1) waits as long as it takes, also through ZooKeeper outages of any
-    length: when the session ends meanwhile the acquisition tries for a new one again after each
-    connect timeout and queues again on it; it never raises ``LockTimeout``.
+    Timeouts (seconds): None, -1 or ``math.inf`` wait as long as it takes, also through ZooKeeper
+    outages of any length: when the session ends meanwhile the acquisition tries for a new one
+    again after each connect timeout and queues again on it; it never raises ``LockTimeout``. 0
+    (or ``blocking=False``) only tries, answering within 2 s: True, False (someone else holds), or
+    ``ConnectionLossError`` if ZooKeeper could not be reached by then; a positive timeout gives
+    False within 100 ms of it, the server reachable or not. ``contenders()``, ``holder()`` and
+    ``holders()`` answer within 2 s too, or raise ``ConnectionLossError``.
 
     ``mode`` is ``"exclusive"`` for the mutex of ``client.lock``, ``"read"`` or ``"write"`` for
     the sides of a ``ReadWriteLock``, which are Locks in every other respect.
@@ -503,8 +507,9 @@ class Lock(_native.Lock):
     def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, bool]:
         """Acquires for the task that calls this (not the one that awaits the result, such as
         the inner task of ``asyncio.wait_for`` or ``gather``). ``timeout``: None waits forever
-        (through outages and new sessions: see the class), 0 only tries. The awaitable gives
-        False if not acquired in time.
+        (through outages and new sessions: see the class), 0 only tries (within 2 s;
+        ``ConnectionLossError`` if ZooKeeper could not be reached). The awaitable gives False if
+        not acquired in time.
 
         The acquisition begins at the call: the creates of one client's acquisitions reach the
         server in the order the calls were made. A task cancelled (or timed out by

@@ -2,7 +2,6 @@
 //! every way out but success, in the background if need be.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use zookeeper_client as zk;
 
@@ -221,10 +220,6 @@ pub(super) struct Attempt {
     pub(super) armed: bool,
 }
 
-/// How long an attempt that gave up waits for its node's removal before going on and leaving the
-/// removal to the background: long enough for a round trip, and for a brief reconnection.
-pub(super) const FOREGROUND_REMOVAL: Duration = Duration::from_secs(2);
-
 impl Attempt {
     /// Starts removing the node, if armed: a task that retries until it is gone or the session is.
     fn start_removal(&mut self) -> Option<tokio::task::JoinHandle<()>> {
@@ -236,11 +231,12 @@ impl Attempt {
         Some(self.client.runtime.spawn(removal))
     }
 
-    /// Removes the node, waiting a bounded time, so a give-up returns in time even while
-    /// disconnected; the removal itself is never abandoned.
-    pub(super) async fn remove(&mut self) {
+    /// Removes the node, waiting for the server's answer until `by` at most (see
+    /// `Wait::give_back_by`), so a give-up returns in time even while disconnected; the removal
+    /// itself is never abandoned.
+    pub(super) async fn remove(&mut self, by: tokio::time::Instant) {
         if let Some(removal) = self.start_removal() {
-            let _ = tokio::time::timeout(FOREGROUND_REMOVAL.min(self.session.timeout), removal).await;
+            let _ = tokio::time::timeout_at(by, removal).await;
         }
     }
 }

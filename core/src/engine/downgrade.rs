@@ -1,11 +1,10 @@
 //! The downgrade: the write holder's read, a read node in its write node's place.
 
-use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::attempt::{create_while_held, find_mine, Attempt, NodeName, Refused};
-use super::{Recipe, Wait};
-use crate::error::{Error, ErrorKind, Result};
+use super::{unreachable, Recipe, Wait};
+use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::owners::Owner;
 use crate::policy::Mode;
@@ -32,8 +31,7 @@ impl Recipe {
             Some(session) if !write.inner.is_lost() => session,
             _ => return Err(lost()),
         };
-        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
-        let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
+        let requests = Requests::new(&self.client, &session, wait.deadline).with_abort(wait.abort.clone());
         let name = format!("_c_{}-{}{:010}", self.client.attempt_ids.next(), Mode::Read.marker(), write.sequence());
         let mut attempt = Attempt {
             client: self.client.clone(),
@@ -50,19 +48,21 @@ impl Recipe {
                 // The write node is gone (the path too, for NoNode): nothing was made.
                 Ok(Reply::Answered(Ok(Err(Refused::HoldGone | Refused::Error(zk::Error::NoNode))))) => {
                     write.inner.node_gone();
-                    break Err(lost());
+                    break Err(Some(lost()));
                 }
                 Ok(Reply::Answered(Ok(Err(Refused::Error(err))) | Err(err))) => {
-                    break Err(self.zk_error(err, "creating the read node of a downgrade"))
+                    break Err(Some(self.zk_error(err, "creating the read node of a downgrade")))
                 }
                 // Made or not: find it rather than make a second one.
                 Ok(Reply::Reconnected) => match find_mine(&requests, &self.path, attempt.node.prefix()).await {
                     Ok(Ok(Some(_))) => break Ok(()),
                     Ok(Ok(None)) => continue,
-                    Ok(Err(err)) => break Err(self.zk_error(err, "finding the read node of a downgrade")),
-                    Err(stop) => break Err(self.downgrade_stopped(&session, stop, owner)),
+                    Ok(Err(err)) => break Err(Some(self.zk_error(err, "finding the read node of a downgrade"))),
+                    Err(Stop::Deadline) => break Err(None),
+                    Err(stop) => break Err(Some(self.downgrade_stopped(&session, stop, owner))),
                 },
-                Err(stop) => break Err(self.downgrade_stopped(&session, stop, owner)),
+                Err(Stop::Deadline) => break Err(None),
+                Err(stop) => break Err(Some(self.downgrade_stopped(&session, stop, owner))),
             }
         };
         match made {
@@ -82,12 +82,13 @@ impl Recipe {
                 self.client.node_watcher.add(&hold, None);
                 Ok(Some(hold))
             }
-            Err(err) if err.kind() == ErrorKind::Timeout && !wait.only_try => {
-                attempt.remove().await;
-                Ok(None)
+            // The deadline passed: not made in time (a try's: the server could not be reached).
+            Err(None) => {
+                attempt.remove(wait.give_back_by()).await;
+                wait.out_of_time(&self.path)
             }
-            Err(err) => {
-                attempt.remove().await;
+            Err(Some(err)) => {
+                attempt.remove(wait.give_back_by()).await;
                 Err(err)
             }
         }
@@ -98,9 +99,7 @@ impl Recipe {
     pub(super) fn downgrade_stopped(&self, session: &Session, stop: Stop, owner: &Owner) -> Error {
         match stop {
             Stop::SessionOver => crate::owners::write_lost(owner, &self.path, session.lost_reason()),
-            stop => self.stopped(session, stop, || {
-                self.error(ErrorKind::Timeout, "no answer from ZooKeeper making the read node of a downgrade")
-            }),
+            stop => self.stopped(session, stop, || unreachable(&self.path, "making the read node of a downgrade")),
         }
     }
 }

@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -42,7 +41,8 @@ use listing::{in_queue_order, list, Listing, ListingReply};
 pub(crate) use recipe::Recipe;
 pub(crate) use released::ReleasedNodes;
 pub(crate) use semaphore::SemaphoreMax;
-pub(crate) use wait::{again_on_new_session, Wait};
+pub(crate) use wait::{again_on_new_session, unreachable, Wait};
+pub use wait::{REMOVAL_GRACE, TRY_BOUND};
 pub use walk::LocksUnder;
 
 impl Recipe {
@@ -55,7 +55,7 @@ impl Recipe {
     /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
         let _in_progress = crate::memory::InProgress::new(&self.client);
-        again_on_new_session(wait, |wait| self.attempt(mode, owner, wait)).await
+        again_on_new_session(wait, &self.path, |wait| self.attempt(mode, owner, wait)).await
     }
 
     /// One acquisition attempt, with its node removed on every way out but success.
@@ -73,8 +73,8 @@ impl Recipe {
             let session = match live {
                 Some(session) => session,
                 None => match Box::pin(wait.within(self.client.session_waiting(&self.path, wait.forever()))).await {
-                    Some(session) => session?,
-                    None => return Ok(None),
+                    Some(session) => session.map_err(|err| wait.session_error(err, &self.path))?,
+                    None => return wait.out_of_time(&self.path),
                 },
             };
             // Acquisitions begun earlier may still be creating the path.
@@ -85,7 +85,7 @@ impl Recipe {
                 Some(turn) => turn,
                 None => match Box::pin(wait.within(self.client.send_order.lock())).await {
                     Some(turn) => turn,
-                    None => return Ok(None),
+                    None => return wait.out_of_time(&self.path),
                 },
             };
             // A place in the window of creates in flight, taken under the send turn (see
@@ -95,14 +95,13 @@ impl Recipe {
                 Some(slot) => slot,
                 None => match Box::pin(wait.within(self.client.create_slot())).await {
                     Some(slot) => slot,
-                    None => return Ok(None),
+                    None => return wait.out_of_time(&self.path),
                 },
             };
             (send_turn, create_slot, session)
         };
-        // Trying still completes its one round trip, unless the session is stuck.
-        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
-        let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
+        // A try's deadline is its bound (`TRY_BOUND`).
+        let requests = Requests::new(&self.client, &session, wait.deadline).with_abort(wait.abort.clone());
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
@@ -165,8 +164,12 @@ impl Recipe {
             },
         };
         let result = match result {
-            // With a deadline, a stop at it is no error: the lock was not had in time.
-            Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            // With a deadline, a stop at it is no error: the lock was not had in time (a try's,
+            // that the server could not be reached).
+            Err(Failed::Stopped(Stop::Deadline)) => match wait.out_of_time(&self.path) {
+                Ok(none) => Ok(none),
+                Err(err) => Err(Failed::Error(err)),
+            },
             Ok(Some(hold)) => match self.born_lost(&hold) {
                 Some(stop) => Err(Failed::Stopped(stop)),
                 None => Ok(Some(hold)),
@@ -177,13 +180,11 @@ impl Recipe {
             Ok(Some(_)) => attempt.armed = false,
             // The session is gone, and its ephemeral nodes with it.
             Err(Failed::Stopped(Stop::Closed | Stop::SessionOver)) => attempt.armed = false,
-            _ => Box::pin(attempt.remove()).await,
+            _ => Box::pin(attempt.remove(wait.give_back_by())).await,
         }
         result.map_err(|failed| match failed {
             Failed::Error(err) => err,
-            Failed::Stopped(stop) => self.stopped(&session, stop, || {
-                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the lock")
-            }),
+            Failed::Stopped(stop) => self.stopped(&session, stop, || unreachable(&self.path, "trying")),
         })
     }
 

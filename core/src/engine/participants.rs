@@ -4,8 +4,8 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::listing::{read_children, ChildRead};
-use super::Recipe;
-use crate::error::{ErrorKind, Result};
+use super::{unreachable, Recipe};
+use crate::error::Result;
 use crate::lock::Participant;
 use crate::order;
 use crate::policy::{Mode, PathRecipe};
@@ -15,14 +15,13 @@ impl Recipe {
     /// Every child of the path in queue order, with the identity in its node where that is small
     /// (see [`read_children`]). `read_write`: the lock is a read/write lock, so kazoo's `__lock__`
     /// nodes are writers (they are too when the path holds read/write nodes).
-    pub(crate) async fn participants(&self, read_write: bool) -> Result<Vec<Participant>> {
-        let session = &self.client.session(&self.path).await?;
-        let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
-        let stopped = |stop| {
-            self.stopped(session, stop, || {
-                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the contenders")
-            })
-        };
+    ///
+    /// Answered by `deadline` (a listing's is [`super::TRY_BOUND`] from its start), or
+    /// [`crate::ErrorKind::ConnectionLoss`]: the server could not be reached.
+    pub(crate) async fn participants(&self, read_write: bool, deadline: Instant) -> Result<Vec<Participant>> {
+        let session = &self.session_by(deadline, "listing the contenders").await?;
+        let requests = Requests::new(&self.client, session, Some(deadline));
+        let stopped = |stop| self.stopped(session, stop, || unreachable(&self.path, "reading the contenders"));
         let mut names = self.children(&requests, "listing the contenders").await?;
         if names.is_empty() {
             return Ok(Vec::new());
@@ -63,11 +62,10 @@ impl Recipe {
 
     /// The children of the path (none if it does not exist), `doing` what the errors say.
     async fn children(&self, requests: &Requests<'_>, doing: &str) -> Result<Vec<String>> {
-        let listed = requests.retry(|| requests.zk().list_children(&self.path)).await.map_err(|stop| {
-            self.stopped(requests.session, stop, || {
-                self.error(ErrorKind::ConnectionLoss, format!("no answer from ZooKeeper {doing}"))
-            })
-        })?;
+        let listed = requests
+            .retry(|| requests.zk().list_children(&self.path))
+            .await
+            .map_err(|stop| self.stopped(requests.session, stop, || unreachable(&self.path, doing)))?;
         match listed {
             Ok(names) => Ok(names),
             Err(zk::Error::NoNode) => Ok(Vec::new()),
@@ -77,8 +75,9 @@ impl Recipe {
 
     /// Which recipe the children of the path belong to now (see [`PathRecipe`]): one listing.
     pub(crate) async fn path_recipe(&self) -> Result<PathRecipe> {
-        let session = &self.client.session(&self.path).await?;
-        let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
+        let deadline = Instant::now() + super::TRY_BOUND;
+        let session = &self.session_by(deadline, "listing the path's nodes").await?;
+        let requests = Requests::new(&self.client, session, Some(deadline));
         let names = self.children(&requests, "listing the path's nodes").await?;
         Ok(PathRecipe::of_names(names.iter().map(String::as_str)))
     }

@@ -183,6 +183,20 @@ impl Recipe {
         hold.inner.is_lost().then(|| if self.client.is_closed() { Stop::Closed } else { Stop::SessionOver })
     }
 
+    /// The session for a call that does not wait (a listing), by `deadline` (see
+    /// [`super::TRY_BOUND`]): the live one, or one established in time; else the server could not
+    /// be reached, `doing` what the error says.
+    pub(crate) async fn session_by(&self, deadline: tokio::time::Instant, doing: &str) -> Result<Arc<Session>> {
+        match crate::retry::within(Some(deadline), None, self.client.session(&self.path)).await {
+            Some(Ok(session)) => Ok(session),
+            Some(Err(err)) if err.kind() == ErrorKind::Timeout => {
+                Err(super::wait::unreachable_because(&self.path, doing, err.message()))
+            }
+            Some(Err(err)) => Err(err),
+            None => Err(super::unreachable(&self.path, doing)),
+        }
+    }
+
     /// The error for a step stopped before its answer; `deadline` says what a passed deadline
     /// means to the caller.
     pub(super) fn stopped(&self, session: &Session, stop: Stop, deadline: impl FnOnce() -> Error) -> Error {

@@ -15,7 +15,7 @@ use super::attempt::{self, create_while_held, find_mine, Attempt, Made, NodeName
 use super::listing::stat_children;
 use super::participants::is_lock_node;
 use super::path::{path_version, CONTAINER};
-use super::{Failed, Recipe, Wait};
+use super::{unreachable, Failed, Recipe, Wait};
 use crate::error::{printable, Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::owners::Owner;
@@ -67,10 +67,9 @@ impl Recipe {
             return Ok(Some(()));
         }
         let session = self.client.session_waiting(&self.path, wait.forever());
-        let Some(session) = Box::pin(wait.within(session)).await else { return Ok(None) };
-        let session = session?;
-        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
-        let requests = Requests::new(&self.client, &session, deadline).with_abort(wait.abort.clone());
+        let Some(session) = Box::pin(wait.within(session)).await else { return wait.out_of_time(semaphore) };
+        let session = session.map_err(|err| wait.session_error(err, semaphore))?;
+        let requests = Requests::new(&self.client, &session, wait.deadline).with_abort(wait.abort.clone());
         let prepared = async {
             if !checked.load(Ordering::Acquire) {
                 match requests.retry(|| requests.zk().get_children(semaphore)).await? {
@@ -115,11 +114,11 @@ impl Recipe {
         };
         match prepared.await {
             Ok(()) => Ok(Some(())),
-            Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            Err(Failed::Stopped(Stop::Deadline)) => wait.out_of_time(semaphore),
             Err(Failed::Error(err)) => Err(err),
-            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the semaphore")
-            })),
+            Err(Failed::Stopped(stop)) => {
+                Err(self.stopped(&session, stop, || unreachable(semaphore, "trying the semaphore")))
+            }
         }
     }
 
@@ -229,8 +228,7 @@ impl Recipe {
         owner: &Owner,
         wait: &Wait,
     ) -> Result<Option<Vec<Hold>>> {
-        let deadline = if wait.only_try { Some(Instant::now() + session.timeout) } else { wait.deadline };
-        let requests = Requests::new(&self.client, session, deadline).with_abort(wait.abort.clone());
+        let requests = Requests::new(&self.client, session, wait.deadline).with_abort(wait.abort.clone());
         let mut attempts: Vec<Attempt> = (0..n)
             .map(|_| Attempt {
                 client: self.client.clone(),
@@ -245,7 +243,7 @@ impl Recipe {
             .collect();
         let result = Box::pin(self.leases_and_wait(&requests, mutex, max, owner, wait.only_try, &mut attempts)).await;
         let result = match result {
-            Err(Failed::Stopped(Stop::Deadline)) if !wait.only_try => Ok(None),
+            Err(Failed::Stopped(Stop::Deadline)) => wait.out_of_time(&self.path).map_err(Failed::Error),
             result => result,
         };
         match &result {
@@ -254,14 +252,13 @@ impl Recipe {
                 attempts.iter_mut().for_each(|attempt| attempt.armed = false);
             }
             _ => {
-                futures::future::join_all(attempts.iter_mut().map(Attempt::remove)).await;
+                let by = wait.give_back_by();
+                futures::future::join_all(attempts.iter_mut().map(|attempt| attempt.remove(by))).await;
             }
         }
         result.map_err(|failed| match failed {
             Failed::Error(err) => err,
-            Failed::Stopped(stop) => self.stopped(session, stop, || {
-                self.error(ErrorKind::Timeout, "no answer from ZooKeeper while trying the semaphore")
-            }),
+            Failed::Stopped(stop) => self.stopped(session, stop, || unreachable(&self.path, "trying the semaphore")),
         })
     }
 
@@ -491,23 +488,24 @@ impl Recipe {
     }
 
     /// The shared count's value now, this recipe being its node's (made with `seed` if missing).
-    pub(crate) async fn shared_count(&self, seed: u32) -> Result<i32> {
-        let session = self.client.session(&self.path).await?;
-        let requests = Requests::new(&self.client, &session, Some(Instant::now() + session.timeout));
+    pub(crate) async fn shared_count(&self, seed: u32, deadline: Instant) -> Result<i32> {
+        let session = self.session_by(deadline, "reading the shared count").await?;
+        let requests = Requests::new(&self.client, &session, Some(deadline));
         match self.read_count(&requests, seed, false).await {
             Ok((count, _)) => Ok(count),
             Err(Failed::Error(err)) => Err(err),
-            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper reading the shared count")
-            })),
+            Err(Failed::Stopped(stop)) => {
+                Err(self.stopped(&session, stop, || unreachable(&self.path, "reading the shared count")))
+            }
         }
     }
 
     /// Sets the shared count, this recipe being its node's, to `count` (a 4-byte big-endian
     /// setData, as Curator's `SharedCount.setCount`; the node made with it if missing).
     pub(crate) async fn set_shared_count(&self, count: i32) -> Result<()> {
-        let session = self.client.session(&self.path).await?;
-        let requests = Requests::new(&self.client, &session, Some(Instant::now() + session.timeout));
+        let deadline = Instant::now() + super::TRY_BOUND;
+        let session = self.session_by(deadline, "setting the shared count").await?;
+        let requests = Requests::new(&self.client, &session, Some(deadline));
         let bytes = count.to_be_bytes();
         let set = async {
             let seed = u32::try_from(count).unwrap_or(1);
@@ -520,9 +518,9 @@ impl Recipe {
         match set.await {
             Ok(()) => Ok(()),
             Err(Failed::Error(err)) => Err(err),
-            Err(Failed::Stopped(stop)) => Err(self.stopped(&session, stop, || {
-                self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper setting the shared count")
-            })),
+            Err(Failed::Stopped(stop)) => {
+                Err(self.stopped(&session, stop, || unreachable(&self.path, "setting the shared count")))
+            }
         }
     }
 }

@@ -4,9 +4,29 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::retry;
 use crate::session::LostReason;
+
+/// How long a call that does not wait gets for ZooKeeper's answers: a try (a zero timeout) of
+/// any recipe, and a listing (contenders, holders, a semaphore's participants, a path's recipe,
+/// the locks under a path, a shared count). By then it has answered (held or busy; the listing),
+/// the removal of a try's node included (it waits for the server for [`REMOVAL_GRACE`] of it),
+/// or it fails with [`ErrorKind::ConnectionLoss`], saying the server could not be reached: a
+/// stalled or cut connection, no server up, a session that cannot be re-established. One round
+/// trip takes milliseconds; the bound leaves room for a reconnection to another server.
+pub const TRY_BOUND: Duration = Duration::from_secs(2);
+
+/// How long past its deadline (or [`TRY_BOUND`]) a call may wait for the server to confirm the
+/// removal of the nodes it made and gives up: a round trip on a healthy connection. After that it
+/// returns, and the removal goes on in the background, retried until the node or its session is
+/// gone (nothing is orphaned).
+pub const REMOVAL_GRACE: Duration = Duration::from_millis(100);
+
+/// How long a call that ends before its deadline (an error; a forever acquisition's) waits at most
+/// for the removal of its nodes before leaving it to the background: a round trip, and a brief
+/// reconnection.
+const FOREGROUND_REMOVAL: Duration = Duration::from_secs(2);
 
 /// How long an acquisition may wait: fixed when the acquisition begins.
 #[derive(Clone, Debug)]
@@ -20,11 +40,15 @@ pub(crate) struct Wait {
 }
 
 impl Wait {
-    /// From the bindings' form: `None` waits forever, `Some(ZERO)` only tries.
+    /// From the bindings' form: `None` waits forever, `Some(ZERO)` only tries, for at most
+    /// [`TRY_BOUND`].
     pub(crate) fn from_timeout(timeout: Option<Duration>) -> Wait {
         match timeout {
             None => Wait { deadline: None, only_try: false, abort: None },
-            Some(timeout) if timeout.is_zero() => Wait { deadline: None, only_try: true, abort: None },
+            Some(timeout) if timeout.is_zero() => {
+                // Its removals' grace within the bound (see `give_back_by`).
+                Wait { deadline: Instant::now().checked_add(TRY_BOUND - REMOVAL_GRACE), only_try: true, abort: None }
+            }
             // Past what an Instant holds is forever, for all practical purposes.
             Some(timeout) => Wait { deadline: Instant::now().checked_add(timeout), only_try: false, abort: None },
         }
@@ -33,6 +57,41 @@ impl Wait {
     /// `future`'s output, or `None` once the deadline passes or the acquisition is aborted.
     pub(crate) fn within<F: std::future::Future>(&self, future: F) -> retry::Within<'_, F> {
         retry::within(self.deadline, self.abort.as_ref(), future)
+    }
+
+    /// What an acquisition that ran out of time gives: not acquired (`Ok(None)`) past a deadline
+    /// the caller set, or aborted; a [`ErrorKind::ConnectionLoss`] for a try that got no answer
+    /// within [`TRY_BOUND`] (not acquired would say that someone else holds).
+    pub(crate) fn out_of_time<T>(&self, path: &str) -> Result<Option<T>> {
+        let aborted = self.abort.as_ref().is_some_and(|abort| abort.is_cancelled());
+        match self.only_try && !aborted {
+            true => Err(unreachable(path, "trying")),
+            false => Ok(None),
+        }
+    }
+
+    /// A failure to establish a session, as this acquisition reports it: a try's
+    /// [`ErrorKind::Timeout`] (a connect timeout shorter than [`TRY_BOUND`]) is a server that
+    /// could not be reached, not a lock held by others.
+    pub(crate) fn session_error(&self, err: Error, path: &str) -> Error {
+        match self.only_try && err.kind() == ErrorKind::Timeout {
+            true => unreachable_because(path, "trying", err.message()),
+            false => err,
+        }
+    }
+
+    /// When a call giving up must return by, the removal of its nodes included (see
+    /// [`REMOVAL_GRACE`]): a removal not confirmed by then goes on in the background.
+    pub(crate) fn give_back_by(&self) -> Instant {
+        let now = Instant::now();
+        let aborted = self.abort.as_ref().is_some_and(|abort| abort.is_cancelled());
+        match self.deadline {
+            _ if aborted => now + REMOVAL_GRACE,
+            // Fixed by the deadline, however many removals in turn (a semaphore's leases, then
+            // its mutex; a multi-lock's members): past it, none waits.
+            Some(deadline) => (now + FOREGROUND_REMOVAL).min(deadline + REMOVAL_GRACE),
+            None => now + FOREGROUND_REMOVAL,
+        }
     }
 
     /// Whether this acquisition waits as long as it takes: no deadline, and not only trying (an
@@ -49,10 +108,33 @@ impl Wait {
     }
 }
 
+/// The [`ErrorKind::ConnectionLoss`] of a call `doing` something (`"trying"`, `"listing the
+/// contenders"`) that got no answer within [`TRY_BOUND`].
+pub(crate) fn unreachable(path: &str, doing: &str) -> Error {
+    Error::new(
+        ErrorKind::ConnectionLoss,
+        format!(
+            "{doing}: ZooKeeper could not be reached: no answer within {:?} (the connection is down or stalled, or no \
+             session could be established)",
+            TRY_BOUND
+        ),
+    )
+    .with_path(path)
+}
+
+/// As [`unreachable`], with the cause seen (why no session could be established).
+pub(crate) fn unreachable_because(path: &str, doing: &str, cause: &str) -> Error {
+    let err = unreachable(path, doing);
+    let message = format!("{} ({cause})", err.message());
+    err.with_message(message)
+}
+
 /// Runs `attempt` until it holds, fails, or the deadline passes; an attempt that failed because
 /// its session ended (expired, or disconnected past its timeout) is made again, on a new session,
-/// within the deadline (see [`Recipe::contend`]).
-pub(crate) async fn again_on_new_session<'w, T, F, Fut>(wait: &'w Wait, mut attempt: F) -> Result<Option<T>>
+/// within the deadline (see [`Recipe::contend`]). A try too, within [`TRY_BOUND`]: its session's
+/// end says nothing of the lock (nor of a session of the caller's: the next one is new), and a
+/// try that found no session in time could not reach the server.
+pub(crate) async fn again_on_new_session<'w, T, F, Fut>(wait: &'w Wait, path: &str, mut attempt: F) -> Result<Option<T>>
 where
     F: FnMut(&'w Wait) -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
@@ -64,7 +146,6 @@ where
             Err(err) => {
                 err.kind() == ErrorKind::SessionExpired
                     && matches!(err.lost_reason(), Some(LostReason::SessionExpired | LostReason::DisconnectedTooLong))
-                    && !wait.only_try
             }
             Ok(_) => false,
         };
@@ -75,7 +156,7 @@ where
         // Not in a tight loop, should new sessions keep ending at once.
         wait.within(tokio::time::sleep(Duration::from_millis(50 * u64::from(requeues.min(20))))).await;
         if wait.is_over() {
-            return Ok(None);
+            return wait.out_of_time(path);
         }
     }
 }

@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use super::participants::is_lock_node;
 use super::Recipe;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::retry::Requests;
 
 /// What [`crate::Client::readable_locks_under`] found.
@@ -27,16 +27,16 @@ impl Recipe {
     /// into), and the nodes that could not be listed for want of rights: anyone may set the ACL of
     /// the open containers zklock makes, so one such node must not hide the rest.
     pub(crate) async fn readable_locks_under(&self) -> Result<LocksUnder> {
-        let session = &self.client.session(&self.path).await?;
+        let session = &self.session_by(Instant::now() + super::TRY_BOUND, "listing the locks").await?;
         let (mut locks, mut unreadable) = (Vec::new(), Vec::new());
         let mut pending = vec![self.path.clone()];
         while let Some(path) = pending.pop() {
-            let requests = Requests::new(&self.client, session, Some(Instant::now() + session.timeout));
-            let listed = requests.retry(|| requests.zk().list_children(&path)).await.map_err(|stop| {
-                self.stopped(session, stop, || {
-                    self.error(ErrorKind::ConnectionLoss, "no answer from ZooKeeper listing the locks")
-                })
-            })?;
+            // Each listing bounded as a try is (a walk of a large tree takes one per node).
+            let requests = Requests::new(&self.client, session, Some(Instant::now() + super::TRY_BOUND));
+            let listed = requests
+                .retry(|| requests.zk().list_children(&path))
+                .await
+                .map_err(|stop| self.stopped(session, stop, || super::unreachable(&path, "listing the locks")))?;
             let names = match listed {
                 Ok(names) => names,
                 // Gone since its parent was listed.

@@ -329,10 +329,10 @@ pub extern "C" fn zkl_options_init(opts: *mut zkl_options) -> zkl_result {
 /// cannot be read or holds no usable PEM, a certificate without its key, an encrypted key without
 /// its password or with a wrong one (the message names the file, never the password) (all before
 /// any network traffic); ZKL_TIMEOUT if no session was established in time (the message names
-/// each host's cause, e.g. a TLS handshake refused: unknown CA, expired certificate, name
-/// mismatch, client certificate required); ZKL_AUTH_FAILED if the servers rejected the
-/// credentials (a wrong SASL password or principal, at once; the message says why, never the
-/// password).
+/// each host's cause); ZKL_AUTH_FAILED if the servers rejected the credentials (a wrong SASL
+/// password or principal, at once; the message says why, never the password), or, at once, if
+/// every server refused the TLS handshake for the same certificate reason (unknown CA: a wrong
+/// CA bundle; expired certificate; name mismatch; client certificate required or refused).
 #[no_mangle]
 pub extern "C" fn zkl_client_connect(
     hosts: *const c_char,

@@ -17,6 +17,7 @@ pub enum zkl_result {
     /// The lock was not obtained in time (including a try, timeout 0, that found it held), or
     /// no session could be established within the connect timeout (by zkl_client_connect, or by
     /// an acquisition with a timeout; one with -1 tries again instead, as long as it takes).
+    /// Never for a try that got no answer: that is ZKL_CONNECTION_LOSS.
     ZKL_TIMEOUT = 1,
     /// A release (or a query) by an owner that does not hold the lock. Nothing was changed.
     ZKL_NOT_OWNER = 2,
@@ -26,8 +27,9 @@ pub enum zkl_result {
     /// The hold was lost (session expired, client closed, or node deleted by someone else):
     /// a release reports it, deletes nothing, and the hold is gone.
     ZKL_LOCK_LOST = 4,
-    /// The connection was lost and the operation could not complete in time. A release that
-    /// reports it goes on deleting the node in the background.
+    /// The connection was lost and the operation could not complete in time; also a try
+    /// (timeout 0) or a listing that got no answer within 2 s: ZooKeeper could not be reached.
+    /// A release that reports it goes on deleting the node in the background.
     ZKL_CONNECTION_LOSS = 5,
     /// The servers rejected the credentials.
     ZKL_AUTH_FAILED = 6,

@@ -526,7 +526,18 @@ fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Fai
 }
 
 /// Acquires the lock for the calling thread, waiting at most timeout_ms: -1 waits as long as it
-/// takes, 0 only tries (one round trip, no waiting). Fair: first come, first served, across
+/// takes, 0 only tries, else at most that many ms:
+///
+///   timeout_ms   waits                   C      Python (s)          Node (timeoutMs)        zklock
+///   forever      as long as it takes     -1     None, -1 or inf     left out or Infinity    (neither)
+///   try          not at all              0      0 / blocking=False  0                       -n
+///   bounded      at most that long       N ms   N s (a float)       N ms (up to 2^31-1)     -w SECS
+///
+/// A try answers within 2 s (one round trip when the server answers): ZKL_OK, ZKL_TIMEOUT (held
+/// by someone else), or ZKL_CONNECTION_LOSS if ZooKeeper could not be reached in that time (never
+/// ZKL_TIMEOUT or ZKL_SESSION_EXPIRED for a server that did not answer). A bounded wait returns
+/// within 100 ms of its deadline, reachable server or not; a node it made whose removal the server
+/// has not confirmed by then is removed in the background. Fair: first come, first served, across
 /// processes and threads. A thread that holds it already only counts up (release as often), with
 /// no ZooKeeper traffic. An attempt that times out or fails leaves no node behind.
 ///
@@ -551,7 +562,7 @@ fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Fai
 /// thread holds would wait for itself; two reads excepted), at once, nothing created;
 /// ZKL_CLOSED if the client was closed; ZKL_SESSION_EXPIRED if the session expired while
 /// waiting; ZKL_LOCK_LOST if this owner's existing hold was lost (release it first);
-/// ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+/// ZKL_CONNECTION_LOSS (a try that got no answer within 2 s), ZKL_ZOOKEEPER.
 #[no_mangle]
 pub extern "C" fn zkl_lock_acquire(lock: *mut zkl_lock, timeout_ms: i64) -> zkl_result {
     ffi_result!("zkl_lock_acquire", { acquire(lock, thread_owner(), timeout_ms) })

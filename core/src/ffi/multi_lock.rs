@@ -277,7 +277,9 @@ fn acquire(
 
 /// Acquires every member for the calling thread, all or nothing, waiting at most timeout_ms for
 /// all of them (one deadline): -1 waits as long as it takes (through outages and new sessions,
-/// as zkl_lock_acquire's -1), 0 tries each member once. Each
+/// as zkl_lock_acquire's -1), 0 tries each member once (within 2 s for all; ZKL_CONNECTION_LOSS
+/// if ZooKeeper could not be reached), a bounded wait returns within 100 ms of its deadline (see
+/// zkl_lock_acquire). Each
 /// member is taken by its own recipe (its lock's queue, its semaphore's mutex and leases), so it
 /// stays fair with everyone else on its path. On a timeout, a cancel or an error, what was taken
 /// is released in reverse order and the member being acquired removes its own nodes.

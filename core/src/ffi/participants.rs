@@ -158,7 +158,8 @@ fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, listing: Listing) 
 /// zkl_participants_free; on failure *out is left unchanged.
 /// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
 /// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed lock; ZKL_CLOSED,
-/// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+/// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS (no answer within 2 s: ZooKeeper could not be
+/// reached), ZKL_ZOOKEEPER.
 #[no_mangle]
 pub extern "C" fn zkl_lock_contenders(lock: *mut zkl_lock, out: *mut *mut zkl_participants) -> zkl_result {
     ffi_result!("zkl_lock_contenders", { list(lock, out, Listing::Contenders) })
@@ -238,7 +239,8 @@ impl Drop for SemaphoreParticipantsBox {
 /// zkl_semaphore_listing_free; on failure *out is left unchanged.
 /// Concurrency: any thread; not from inside a zklock callback (ZKL_INVALID_ARGUMENT).
 /// Errors: ZKL_INVALID_ARGUMENT for NULL arguments or a freed semaphore; ZKL_CLOSED,
-/// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS, ZKL_ZOOKEEPER.
+/// ZKL_SESSION_EXPIRED, ZKL_CONNECTION_LOSS (no answer within 2 s: ZooKeeper could not be
+/// reached), ZKL_ZOOKEEPER.
 #[no_mangle]
 pub extern "C" fn zkl_semaphore_participants(
     semaphore: *mut zkl_semaphore,

@@ -216,7 +216,9 @@ fn new_semaphore(
 
 /// Acquires n leases, all or nothing, waiting at most timeout_ms for all of them (one deadline):
 /// -1 waits as long as it takes (through outages and new sessions, as zkl_lock_acquire's -1), 0
-/// only tries (they fit now and nobody holds the semaphore's mutex). Fair: acquirers are served in the order they queue at the mutex, across processes
+/// only tries (they fit now and nobody holds the semaphore's mutex), within 2 s
+/// (ZKL_CONNECTION_LOSS if ZooKeeper could not be reached by then); a bounded wait returns within
+/// 100 ms of its deadline (see zkl_lock_acquire). Fair: acquirers are served in the order they queue at the mutex, across processes
 /// and languages (a later one that would fit does not pass an earlier one that does not). On a
 /// timeout, a cancel or an error no lease node and no mutex node is left. Not reentrant: a
 /// thread that holds leases and acquires again takes more.
