@@ -2,6 +2,7 @@
 //! every way out but success, in the background if need be.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use zookeeper_client as zk;
 

@@ -169,7 +169,7 @@ struct RecentAddresses;
 impl RecentAddresses {
     /// Orders `addresses`: those `host:port` never went to first (as resolved), then the others
     /// from the least recently used to the most.
-    fn last(host: &str, port: u16, addresses: &mut Vec<SocketAddr>) {
+    fn last(host: &str, port: u16, addresses: &mut [SocketAddr]) {
         let recent = RECENT.lock().unwrap_or_else(|err| err.into_inner());
         let Some((_, _, used)) = recent.iter().find(|(h, p, _)| h == host && *p == port) else { return };
         // A stable sort: never used (None) before used, the used by the order of their last use.
