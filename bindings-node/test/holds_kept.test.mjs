@@ -8,7 +8,7 @@ import v8 from 'node:v8'
 import vm from 'node:vm'
 
 import { Client } from 'zklock'
-import { ZK, uniquePath, ephemeralsUnder } from './helpers.mjs'
+import { ZK, uniquePath, ephemeralsUnder, nodesBecome } from './helpers.mjs'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
@@ -34,7 +34,7 @@ async function takenByAnother(lockPath) {
   try {
     const got = await other.lock(lockPath).acquire({ timeoutMs: 1000 })
     if (got) await got.release()
-    return got !== false
+    return Boolean(got)
   } finally {
     await other.close()
   }
@@ -75,4 +75,23 @@ test('a nested Hold the program keeps stays held when the outer Hold, whose leve
   await inner.release().catch(() => {})
   assert.equal(state, 'held', 'the kept Hold is still held')
   assert.equal(stolen, false, 'another client took the lock while a kept Hold stood for it')
+})
+
+// The documented way to bound a wait (not an acquire() raced against a timer, whose later grant
+// nobody would receive): timeoutMs or a signal. Either leaves no node and nothing held when the
+// lock comes free later.
+test('a wait bounded by timeoutMs or a signal leaves nothing held when the lock comes free later', async () => {
+  const lockPath = uniquePath('bounded-wait')
+  const other = await Client.connect(ZK)
+  try {
+    const held = await other.lock(lockPath).acquire()
+    await assert.rejects(client.lock(lockPath).acquire({ signal: AbortSignal.timeout(200) }), (err) => err.name === 'AbortError')
+    assert.equal(await client.lock(lockPath).acquire({ timeoutMs: 200 }), null)
+    assert.equal((await ephemeralsUnder(lockPath)).length, 1, "only the holder's node is left")
+    await held.release()
+    await nodesBecome(lockPath, 0)
+    assert.equal(await takenByAnother(lockPath), true, 'the lock is free: nobody got a grant')
+  } finally {
+    await other.close()
+  }
 })
