@@ -45,9 +45,10 @@ const DEFAULT_GRACE_PER_SESSION: u32 = 40;
 const OVERDUE_PER_SESSION: u32 = 2;
 
 /// How long past -w zklock waits for the core's answer before it decides by itself; and how
-/// long a -n try may take.
+/// long a -n try may take: the look at the path's recipe and the core's try, each answering
+/// within the core's `TRY_BOUND` (2 s), and the margin.
 const WAIT_MARGIN: Duration = Duration::from_millis(250);
-const TRY_BOUND: Duration = Duration::from_secs(2);
+const TRY_BOUND: Duration = Duration::from_millis(4250);
 /// How long zklock waits for its session's close before it exits anyway.
 const CLOSE_BOUND: Duration = Duration::from_millis(500);
 
@@ -218,7 +219,7 @@ pub struct Taking {
     /// Take the write side of the read/write lock at PATH (alone, excluding --shared holders)
     #[arg(short = 'x', long)]
     pub write: bool,
-    /// Do not wait: if the lock is held, exit at once with the conflict code; within 2 s in any
+    /// Do not wait: if the lock is held, exit at once with the conflict code; within 4.25 s in any
     /// case (ZooKeeper not answering by then: code 69, "cannot reach ZooKeeper")
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
@@ -553,10 +554,21 @@ impl Exec {
             }
         };
         let acquired = match bound {
-            Some(bound) => {
-                let bounded = tokio::time::timeout_at(bound.into(), acquiring).await;
-                bounded.unwrap_or(Ok(None))
-            }
+            // zklock's own bound firing means the core did not answer in time: the server could not
+            // be reached (or not fast enough), which is never "held by another".
+            Some(bound) => match tokio::time::timeout_at(bound.into(), acquiring).await {
+                Ok(acquired) => acquired,
+                Err(_) => {
+                    let within = match self.args.taking.wait {
+                        Some(wait) => format!("within -w {} s", wait.as_secs_f64()),
+                        None => format!("within {} s (-n)", TRY_BOUND.as_secs_f64()),
+                    };
+                    return Exit::fail(
+                        codes::UNAVAILABLE,
+                        format!("cannot reach ZooKeeper: no answer {within}, so whether the lock is free cannot be told"),
+                    );
+                }
+            },
             None => acquiring.await,
         };
         if self.status_line {

@@ -1528,3 +1528,69 @@ read -r stat < /proc/$$/stat; echo "$stat" > "$D/tty""#;
     assert!(fields.len() > 5, "{stat:?}");
     assert_eq!(fields[5], fields[2], "the terminal's foreground is no longer the shell's group: {stat}");
 }
+
+/// A TCP relay to `upstream` that delays every chunk, each way, by `delay`: a slow but healthy
+/// link (a round trip of twice `delay`), which the testkit's proxy cannot make. Runs until the
+/// test process exits.
+fn slow_relay(upstream: &str, delay: Duration) -> String {
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::mpsc;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let upstream = upstream.to_owned();
+    fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+        let (sender, receiver) = mpsc::channel::<(Instant, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if sender.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            while let Ok((at, chunk)) = receiver.recv() {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                if to.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Both);
+        });
+    }
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Ok(server) = TcpStream::connect(&upstream) else { continue };
+            pump(client.try_clone().unwrap(), server.try_clone().unwrap(), delay);
+            pump(server, client, delay);
+        }
+    });
+    address
+}
+
+/// `-n` on a free lock over a slow but healthy link (a 0.8 s round trip): zklock's look at the
+/// path's recipe and the core's try (two round trips) fit in -n's bound, and it runs COMMAND.
+/// (With a bound of 2 s from before the look, it dropped the try and said the lock "is held by
+/// another", with nobody holding: zklock's own bound firing is never "busy".)
+#[test]
+fn nonblock_on_a_free_lock_over_a_slow_link_is_not_reported_busy() {
+    let connect = shared_connect_string();
+    let observer = Observer::new(&connect);
+    let scratch = Scratch::new("slow-try");
+    // The path made (and free): no round trips to make it.
+    let guard = observer.hold(&scratch.path, "maker");
+    observer.release(guard);
+    let server = connect.split(['/', ',']).next().unwrap().to_owned();
+    let chroot = connect.find('/').map(|at| &connect[at..]).unwrap_or("");
+    let slow = format!("{}{chroot}", slow_relay(&server, Duration::from_millis(400)));
+    let (status, stderr) = run(exec(&slow, &["-n"], &scratch.path, &scratch.dir, r#"touch "$D/ran""#));
+    assert_eq!(status.code(), Some(0), "a free lock, over a slow link, said busy: {stderr}");
+    assert!(scratch.file("ran").exists());
+    observer.wait_contenders(&scratch.path, 0);
+}
