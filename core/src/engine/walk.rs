@@ -16,7 +16,7 @@ pub struct LocksUnder {
     /// The locks found, in path order, as [`crate::Client::locks_under`] lists them.
     pub locks: Vec<String>,
     /// The nodes whose children ZooKeeper refused to list to this client (their ACL grants it
-    /// no READ), in path order, each as its [`ErrorKind::PermissionDenied`] error naming the
+    /// no READ), in path order, each as its [`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied) error naming the
     /// path: whatever is under them is not known.
     pub unreadable: Vec<Error>,
 }
