@@ -63,7 +63,7 @@ test('a pending acquire keeps the process alive while pending, and no longer', a
   const run = runScript('waits.mjs', [lockPath, '1500'], { timeoutMs: 10000 })
   const { code, stderr, lines } = await run.exited
   assert.equal(code, 0, stderr)
-  assert.deepEqual(lines, ['WAITING', 'RESULT false'])
+  assert.deepEqual(lines, ['WAITING', 'RESULT null'])
   assert.ok(Date.now() - started >= 1500, 'the process waited for its acquisition')
   await hold.release()
   await nodesBecome(lockPath, 0)

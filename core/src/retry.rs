@@ -112,11 +112,32 @@ pub(crate) struct Requests<'a> {
     /// Cancelled: as if the deadline passed (an abort, as the bindings offer it).
     abort: Option<tokio_util::sync::CancellationToken>,
     losses: AtomicU32,
+    /// A bound on going unanswered rather than on the whole step, and when the latest answer
+    /// came: the deadline moves on to `bound` after each (see [`Requests::answering_within`]).
+    progress: Option<(Duration, parking_lot::Mutex<Instant>)>,
 }
 
 impl<'a> Requests<'a> {
     pub(crate) fn new(client: &'a ClientInner, session: &'a Arc<Session>, deadline: Option<Instant>) -> Self {
-        Requests { client, session, deadline, abort: None, losses: AtomicU32::new(0) }
+        Requests { client, session, deadline, abort: None, losses: AtomicU32::new(0), progress: None }
+    }
+
+    /// The deadline is one of going unanswered: after each answer it is `bound` from then, if
+    /// that is later. For tries and listings, whose bound says the server could not be reached
+    /// ("no answer within"): a long queue's listing that the server keeps answering (a
+    /// thousand reads on a loaded machine) is not cut off.
+    pub(crate) fn answering_within(mut self, bound: Duration) -> Self {
+        self.progress = Some((bound, parking_lot::Mutex::new(Instant::now())));
+        self
+    }
+
+    /// The deadline of the next wait: the step's, or (see [`Requests::answering_within`]) the
+    /// latest answer's.
+    fn current_deadline(&self) -> Option<Instant> {
+        match &self.progress {
+            Some((bound, latest)) => self.deadline.map(|deadline| deadline.max(*latest.lock() + *bound)),
+            None => self.deadline,
+        }
     }
 
     /// These requests stop as at their deadline once `abort` is cancelled.
@@ -134,7 +155,7 @@ impl<'a> Requests<'a> {
         Bounded {
             client: self.client,
             ended: self.session.ended.cancelled(),
-            within: within(self.deadline, self.abort.as_ref(), future),
+            within: within(self.current_deadline(), self.abort.as_ref(), future),
         }
     }
 
@@ -151,7 +172,12 @@ impl<'a> Requests<'a> {
                 self.reconnected().await?;
                 Ok(Reply::Reconnected)
             }
-            answer => Ok(Reply::Answered(answer)),
+            answer => {
+                if let Some((_, latest)) = &self.progress {
+                    *latest.lock() = Instant::now();
+                }
+                Ok(Reply::Answered(answer))
+            }
         }
     }
 

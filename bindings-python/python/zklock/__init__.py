@@ -160,7 +160,9 @@ class _Subscription:
         self._callback: Optional[Callable[..., Any]] = callback
 
     def __call__(self, *args: Any) -> None:
-        callback = self._callback
+        # (A collection may have cleared the slot, the subscription being garbage in a cycle
+        # whose native side still held a call of it: then there is nothing to call.)
+        callback = getattr(self, "_callback", None)
         if callback is not None:
             callback(*args)
 

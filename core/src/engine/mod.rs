@@ -100,8 +100,13 @@ impl Recipe {
             };
             (send_turn, create_slot, session)
         };
-        // A try's deadline is its bound (`TRY_BOUND`).
+        // A try's deadline is its bound (`TRY_BOUND`), one of going unanswered: a try on a long
+        // queue that the server keeps answering is not cut off.
         let requests = Requests::new(&self.client, &session, wait.deadline).with_abort(wait.abort.clone());
+        let requests = match wait.only_try {
+            true => requests.answering_within(wait::TRY_BOUND - wait::REMOVAL_GRACE),
+            false => requests,
+        };
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),
