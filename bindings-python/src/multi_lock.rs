@@ -256,7 +256,7 @@ impl MultiGuard {
     /// Releases on the runtime: `done(True, None)` or `done(False, exception)`.
     fn _release_async(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<()> {
         let guard = self.take(py)?;
-        pending::spawn(async move { guard.release().await }, done, |py, ()| Ok(py.None()));
+        pending::spawn_to_end(async move { guard.release().await }, done, |py, ()| Ok(py.None()));
         Ok(())
     }
 

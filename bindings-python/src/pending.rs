@@ -181,3 +181,21 @@ where
         })),
     }
 }
+
+/// As [`spawn`], for what must run to its end whatever becomes of its caller (a release): no
+/// [`AsyncOp`] is made, so nothing cancels it when collected.
+pub(crate) fn spawn_to_end<T, F, C>(work: F, done: Py<PyAny>, into_py: C)
+where
+    T: Send + 'static,
+    F: Future<Output = zklock::Result<T>> + Send + 'static,
+    C: for<'py> FnOnce(Python<'py>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+{
+    let done: Callback = callbacks::callback(done);
+    runtime::handle().spawn(async move {
+        let result = work.await;
+        callbacks::call_soon(done, move |py| match result {
+            Ok(value) => (true, into_py(py, value)?).into_pyobject(py),
+            Err(err) => (false, to_py(py, &err).into_value(py)).into_pyobject(py),
+        });
+    });
+}

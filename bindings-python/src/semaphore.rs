@@ -409,7 +409,7 @@ impl Leases {
     /// Releases on the runtime: `done(True, None)` or `done(False, exception)`.
     fn _release_async(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<()> {
         let leases = self.take(py)?;
-        pending::spawn(async move { leases.release().await }, done, |py, ()| Ok(py.None()));
+        pending::spawn_to_end(async move { leases.release().await }, done, |py, ()| Ok(py.None()));
         Ok(())
     }
 
