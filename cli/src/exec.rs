@@ -556,19 +556,21 @@ impl Exec {
         let acquired = match bound {
             // zklock's own bound firing means the core did not answer in time: the server could not
             // be reached (or not fast enough), which is never "held by another".
-            Some(bound) => match tokio::time::timeout_at(bound.into(), acquiring).await {
-                Ok(acquired) => acquired,
-                Err(_) => {
-                    let within = match self.args.taking.wait {
-                        Some(wait) => format!("within -w {} s", wait.as_secs_f64()),
-                        None => format!("within {} s (-n)", TRY_BOUND.as_secs_f64()),
-                    };
-                    return Exit::fail(
+            Some(bound) => {
+                match tokio::time::timeout_at(bound.into(), acquiring).await {
+                    Ok(acquired) => acquired,
+                    Err(_) => {
+                        let within = match self.args.taking.wait {
+                            Some(wait) => format!("within -w {} s", wait.as_secs_f64()),
+                            None => format!("within {} s (-n)", TRY_BOUND.as_secs_f64()),
+                        };
+                        return Exit::fail(
                         codes::UNAVAILABLE,
                         format!("cannot reach ZooKeeper: no answer {within}, so whether the lock is free cannot be told"),
                     );
+                    }
                 }
-            },
+            }
             None => acquiring.await,
         };
         if self.status_line {
