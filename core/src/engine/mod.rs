@@ -43,6 +43,14 @@ pub(crate) use released::ReleasedNodes;
 pub(crate) use semaphore::SemaphoreMax;
 pub(crate) use wait::{again_on_new_session, unreachable, Wait};
 pub use wait::{REMOVAL_GRACE, TRY_BOUND};
+
+/// How long a listing may go unanswered before the server counts as unreachable: [`TRY_BOUND`],
+/// or the connection's read timeout (2/5 of the session timeout, after which the client drops a
+/// silent connection) when that is longer: a long queue's reads, in batches of up to a packet
+/// each, can take seconds on a loaded server that answers them all.
+pub(crate) fn listing_bound(session: &crate::session::Session) -> std::time::Duration {
+    TRY_BOUND.max(session.timeout * 2 / 5)
+}
 pub use walk::LocksUnder;
 
 impl Recipe {
@@ -100,13 +108,8 @@ impl Recipe {
             };
             (send_turn, create_slot, session)
         };
-        // A try's deadline is its bound (`TRY_BOUND`), one of going unanswered: a try on a long
-        // queue that the server keeps answering is not cut off.
+        // A try's deadline is its bound (`TRY_BOUND`).
         let requests = Requests::new(&self.client, &session, wait.deadline).with_abort(wait.abort.clone());
-        let requests = match wait.only_try {
-            true => requests.answering_within(wait::TRY_BOUND - wait::REMOVAL_GRACE),
-            false => requests,
-        };
         let mut attempt = Attempt {
             client: self.client.clone(),
             session: session.clone(),

@@ -20,7 +20,8 @@ impl Recipe {
     /// [`crate::ErrorKind::ConnectionLoss`]: the server could not be reached.
     pub(crate) async fn participants(&self, read_write: bool, deadline: Instant) -> Result<Vec<Participant>> {
         let session = &self.session_by(deadline, "listing the contenders").await?;
-        let requests = Requests::new(&self.client, session, Some(deadline)).answering_within(super::TRY_BOUND);
+        let requests =
+            Requests::new(&self.client, session, Some(deadline)).answering_within(super::listing_bound(session));
         let stopped = |stop| self.stopped(session, stop, || unreachable(&self.path, "reading the contenders"));
         let mut names = self.children(&requests, "listing the contenders").await?;
         if names.is_empty() {
@@ -77,7 +78,8 @@ impl Recipe {
     pub(crate) async fn path_recipe(&self) -> Result<PathRecipe> {
         let deadline = Instant::now() + super::TRY_BOUND;
         let session = &self.session_by(deadline, "listing the path's nodes").await?;
-        let requests = Requests::new(&self.client, session, Some(deadline)).answering_within(super::TRY_BOUND);
+        let requests =
+            Requests::new(&self.client, session, Some(deadline)).answering_within(super::listing_bound(session));
         let names = self.children(&requests, "listing the path's nodes").await?;
         Ok(PathRecipe::of_names(names.iter().map(String::as_str)))
     }

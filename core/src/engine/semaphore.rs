@@ -490,7 +490,8 @@ impl Recipe {
     /// The shared count's value now, this recipe being its node's (made with `seed` if missing).
     pub(crate) async fn shared_count(&self, seed: u32, deadline: Instant) -> Result<i32> {
         let session = self.session_by(deadline, "reading the shared count").await?;
-        let requests = Requests::new(&self.client, &session, Some(deadline)).answering_within(super::TRY_BOUND);
+        let requests =
+            Requests::new(&self.client, &session, Some(deadline)).answering_within(super::listing_bound(&session));
         match self.read_count(&requests, seed, false).await {
             Ok((count, _)) => Ok(count),
             Err(Failed::Error(err)) => Err(err),
@@ -505,7 +506,8 @@ impl Recipe {
     pub(crate) async fn set_shared_count(&self, count: i32) -> Result<()> {
         let deadline = Instant::now() + super::TRY_BOUND;
         let session = self.session_by(deadline, "setting the shared count").await?;
-        let requests = Requests::new(&self.client, &session, Some(deadline)).answering_within(super::TRY_BOUND);
+        let requests =
+            Requests::new(&self.client, &session, Some(deadline)).answering_within(super::listing_bound(&session));
         let bytes = count.to_be_bytes();
         let set = async {
             let seed = u32::try_from(count).unwrap_or(1);

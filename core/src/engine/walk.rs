@@ -33,7 +33,7 @@ impl Recipe {
         while let Some(path) = pending.pop() {
             // Each listing bounded as a try is (a walk of a large tree takes one per node).
             let requests = Requests::new(&self.client, session, Some(Instant::now() + super::TRY_BOUND))
-                .answering_within(super::TRY_BOUND);
+                .answering_within(super::listing_bound(session));
             let listed = requests
                 .retry(|| requests.zk().list_children(&path))
                 .await
