@@ -66,8 +66,11 @@
 //!   `null`: someone else holds), or, if ZooKeeper could not be reached in that time (a stalled or
 //!   cut connection, no server up, a session that could not be re-established),
 //!   [`ErrorKind::ConnectionLoss`]: never "busy", nor an expired session, for a server that did
-//!   not answer. So does a listing ([`Lock::contenders`], [`Lock::holder`], [`Lock::holders`],
-//!   [`Semaphore::participants`], [`Client::path_recipe`], the shared count; `zklock status`).
+//!   not answer. A listing ([`Lock::contenders`], [`Lock::holder`], [`Lock::holders`],
+//!   [`Semaphore::participants`], [`Client::path_recipe`], the shared count; `zklock status`)
+//!   answers or says the same once it went unanswered for [`TRY_BOUND`] or the connection's read
+//!   timeout (2/5 of the session timeout), whichever is longer: a long queue's reads, which a
+//!   loaded server answers batch after batch, are not cut off.
 //! * **At most a while**: answers (not acquired) within [`REMOVAL_GRACE`] (100 ms) of its deadline
 //!   (measured over 100 calls of every recipe during a stalled and a cut connection,
 //!   `core/tests/deadline.rs`: p99 overshoot 102 ms when the calls wait out the grace for their

@@ -498,7 +498,8 @@ class Lock(_native.Lock):
     (or ``blocking=False``) only tries, answering within 2 s: True, False (someone else holds), or
     ``ConnectionLossError`` if ZooKeeper could not be reached by then; a positive timeout gives
     False within 100 ms of it, the server reachable or not. ``contenders()``, ``holder()`` and
-    ``holders()`` answer within 2 s too, or raise ``ConnectionLossError``.
+    ``holders()`` answer too, or raise ``ConnectionLossError`` once unanswered for 2 s (or the
+    connection's read timeout, 2/5 of the session timeout, if longer).
 
     ``mode`` is ``"exclusive"`` for the mutex of ``client.lock``, ``"read"`` or ``"write"`` for
     the sides of a ``ReadWriteLock``, which are Locks in every other respect.
