@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import threading
 import time
@@ -24,18 +25,30 @@ def _members(client: zklock.Client, base: str, reverse: bool) -> list[zklock.Mul
 
 
 def _multi_locker(
-    connect: str, base: str, reverse: bool, rounds: int, inside, overlaps, waiting, contended, start
+    connect: str, base: str, reverse: bool, rounds: int, inside, overlaps, waiting, contended, start, done, plant
 ) -> None:
+    try:
+        _rounds(connect, base, reverse, rounds, inside, overlaps, waiting, contended, start, done, plant)
+    finally:
+        if not plant:
+            done.set()
+
+
+def _rounds(connect, base, reverse, rounds, inside, overlaps, waiting, contended, start, done, plant) -> None:
     with zklock.Client(connect) as client:
         multi = client.multi_lock(_members(client, base, reverse))
         start.wait(timeout=30)
-        for _ in range(rounds):
+        # A planted contender (a test of the check) enters without the multi-lock, round after
+        # round until the honest one is done: an overlap the check must see.
+        round_ = 0
+        while (not done.is_set() and round_ < 10_000) if plant else round_ < rounds:
+            round_ += 1
             with inside.get_lock():  # one lock guards the three counters
                 waiting.value += 1
             # A deadlock would end in LockTimeout, and the process with a non-zero exit (as it
             # does, both of them, with the members taken in list order instead).
-            with multi.acquire(timeout=15) as guard:
-                assert guard.state == "held"
+            with contextlib.nullcontext() if plant else multi.acquire(timeout=15) as guard:
+                assert plant or guard.state == "held"
                 with inside.get_lock():
                     waiting.value -= 1
                     inside.value += 1
@@ -48,14 +61,19 @@ def _multi_locker(
                     inside.value -= 1
 
 
-def test_both_argument_orders_from_two_processes_never_deadlock(kazoo, path, zk_connect):
+def _two_processes(zk_connect: str, path: str, plant: bool = False) -> tuple[list, int, int]:
+    """Two processes taking the multi-lock in both argument orders, 8 rounds each; with `plant`,
+    the second takes no lock at all. Their exit codes, overlaps seen and rounds entered while the
+    other waited."""
     context = multiprocessing.get_context("spawn")
     inside, overlaps = context.Value("i", 0), context.Value("i", 0)
     waiting, contended = context.Value("i", 0), context.Value("i", 0)
     start = context.Barrier(2)  # both connected before either takes a round: they contend
+    done = context.Event()
     processes = [
         context.Process(
-            target=_multi_locker, args=(zk_connect, path, reverse, 8, inside, overlaps, waiting, contended, start)
+            target=_multi_locker,
+            args=(zk_connect, path, reverse, 8, inside, overlaps, waiting, contended, start, done, plant and reverse),
         )
         for reverse in (False, True)
     ]
@@ -65,9 +83,29 @@ def test_both_argument_orders_from_two_processes_never_deadlock(kazoo, path, zk_
         process.join(timeout=90)
         if process.is_alive():
             process.kill()
-    assert [process.exitcode for process in processes] == [0, 0]
-    assert overlaps.value == 0, "both held every member at once"
-    assert contended.value > 0, "the two processes never waited for each other"
+    return [process.exitcode for process in processes], overlaps.value, contended.value
+
+
+def _check_exclusion(exitcodes: list, overlaps: int, contended: int) -> None:
+    """The check of the two processes' run: both done, never both inside, and they contended."""
+    assert exitcodes == [0, 0]
+    assert overlaps == 0, "both held every member at once"
+    assert contended > 0, "the two processes never waited for each other"
+
+
+def test_both_argument_orders_from_two_processes_never_deadlock(kazoo, path, zk_connect):
+    _check_exclusion(*_two_processes(zk_connect, path))
+    for name in ("a", "b", "c/leases", "c/locks"):
+        assert children(kazoo, f"{path}/{name}") == [], name
+
+
+def test_the_exclusion_check_fails_a_run_with_a_planted_overlap(kazoo, path, zk_connect):
+    """A test of the check above: one of the two processes enters without taking the multi-lock,
+    and the check must fail that run for the overlap (not for anything else)."""
+    exitcodes, overlaps, contended = _two_processes(zk_connect, path, plant=True)
+    assert exitcodes == [0, 0] and overlaps > 0, (exitcodes, overlaps)
+    with pytest.raises(AssertionError, match="both held every member at once"):
+        _check_exclusion(exitcodes, overlaps, contended)
     for name in ("a", "b", "c/leases", "c/locks"):
         assert children(kazoo, f"{path}/{name}") == [], name
 
