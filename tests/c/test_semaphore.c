@@ -4,7 +4,8 @@
  * timeout or a cancel leaves no lease node and no mutex node), the max changed at run time
  * through the shared count, leases and a multi-lock lost with their session (a real expiry,
  * through the fault proxy), and the multi-lock in both argument orders from two processes
- * without deadlock.
+ * without deadlock. The two exclusion checks across processes are tested themselves: each must
+ * fail a run with a holder planted beside the honest ones (a process inside with no lease or lock).
  *
  * The other processes are this program again (posix_spawn of argv[0] with "child ..."): each
  * with its own client and session, and, under valgrind, run natively. */
@@ -25,10 +26,12 @@ static const char *self; /* argv[0]: the children run it */
 
 /* A file mapped by every process of a test: how many hold now, the most at once, and how many
  * entries were made (and the violations the children saw); for the contention gate, how many
- * are ready, how many wait now, and how many entries were made while another waited. */
+ * are ready, how many wait now, and how many entries were made while another waited; and how
+ * many honest children have finished (a planted one holds until they all have). */
 typedef struct {
   atomic_int inside, peak, entries, violations;
   atomic_int ready, waiting, contended;
+  atomic_int finished;
 } shared_counts;
 
 static shared_counts *shared_open(const char *file, int create) {
@@ -149,6 +152,21 @@ static int acquirer_join(acquirer *a) {
 
 /* ------------------------------------------------------------------------- the children */
 
+/* "plant FILE HONEST": a test of the tests' exclusion checks. Enters as a holder would, with no
+ * lease or lock at all, then says it is ready and stays inside until the HONEST children have
+ * all finished (at most 60 s): every entry of theirs is beside it, an overlap the check must see. */
+static int child_plant(char **argv) {
+  shared_counts *s = shared_open(argv[0], 0);
+  int honest = atoi(argv[1]);
+  if (s == NULL) return 10;
+  shared_enter(s, 1);
+  atomic_fetch_add(&s->ready, 1);
+  int64_t until = h_now_ms() + 60000;
+  while (atomic_load(&s->finished) < honest && h_now_ms() < until) h_sleep_ms(2);
+  atomic_fetch_sub(&s->inside, 1);
+  return 0;
+}
+
 /* "load PATH MAX ROUNDS FILE": ROUNDS times, one lease, held until MAX hold (or 500 ms). */
 static int child_load(char **argv) {
   const char *path = argv[0];
@@ -177,6 +195,7 @@ static int child_load(char **argv) {
   }
   zkl_semaphore_free(sem);
   zkl_client_close(client);
+  atomic_fetch_add(&s->finished, 1);
   return failed;
 }
 
@@ -232,6 +251,7 @@ static int child_multi(char **argv) {
   zkl_lock_free(a);
   zkl_lock_free(b);
   zkl_client_close(client);
+  atomic_fetch_add(&s->finished, 1);
   return failed;
 }
 
@@ -431,37 +451,84 @@ static void test_shared_count(zkl_client *client, zkl_client *other, const char 
   zkl_semaphore_free(sem);
 }
 
-/* Several processes, each with its own session, never more than max leases at once, and max
- * reached. */
-static void test_processes(zkl_client *client, const char *base) {
-  enum { PROCESSES = 4, MAX = 2 };
-  char path[256], file[] = "/tmp/zklock-c-semaphore-XXXXXX";
-  snprintf(path, sizeof path, "%s/load", base);
+/* A shared file, mapped, for the processes of one run: its name into FILE. */
+static shared_counts *shared_new(char *file) {
   int fd = mkstemp(file);
   h_require(fd >= 0, "a shared file");
   close(fd);
   shared_counts *s = shared_open(file, 1);
   h_require(s != NULL, "map the shared file");
+  return s;
+}
+
+/* Spawns PLANTED planted children (child_plant) in FILE, each inside before this returns, as the
+ * first holders of a run whose HONEST children come next. */
+static int spawn_planted(const char *file, shared_counts *s, int planted, int honest, pid_t *pids) {
+  char count[8];
+  snprintf(count, sizeof count, "%d", honest);
+  for (int i = 0; i < planted; i++) {
+    char *argv[] = {(char *)self, "child", "plant", (char *)file, count, NULL};
+    pids[i] = spawn_child(argv);
+    if (pids[i] < 0) return 0;
+  }
+  int64_t until = h_now_ms() + 20000;
+  while (atomic_load(&s->ready) < planted && h_now_ms() < until) h_sleep_ms(1);
+  return atomic_load(&s->ready) == planted;
+}
+
+enum { LOAD_PROCESSES = 4, LOAD_MAX = 2, LOAD_ROUNDS = 3 };
+
+/* A run of the load children: LOAD_PROCESSES of them, each with its own session, LOAD_ROUNDS
+ * leases each of a max-LOAD_MAX semaphore at PATH; PLANTED more first (a test of the check).
+ * Whether every child exited cleanly; the counts stay in S. */
+static int load_run(const char *path, const char *file, shared_counts *s, int planted) {
   char max[8], rounds[8];
-  snprintf(max, sizeof max, "%d", MAX);
-  snprintf(rounds, sizeof rounds, "%d", 3);
-  pid_t pids[PROCESSES];
-  for (int i = 0; i < PROCESSES; i++) {
-    char *argv[] = {(char *)self, "child", "load", path, max, rounds, file, NULL};
+  snprintf(max, sizeof max, "%d", LOAD_MAX);
+  snprintf(rounds, sizeof rounds, "%d", LOAD_ROUNDS);
+  pid_t pids[LOAD_PROCESSES + 2];
+  int clean = spawn_planted(file, s, planted, LOAD_PROCESSES, pids + LOAD_PROCESSES);
+  for (int i = 0; i < LOAD_PROCESSES; i++) {
+    char *argv[] = {(char *)self, "child", "load", (char *)path, max, rounds, (char *)file, NULL};
     pids[i] = spawn_child(argv);
   }
-  int clean = 1;
-  for (int i = 0; i < PROCESSES; i++) clean &= exited_cleanly(pids[i]);
+  for (int i = 0; i < LOAD_PROCESSES + planted; i++) clean &= exited_cleanly(pids[i]);
+  return clean;
+}
+
+/* The load run's exclusion check: never more than max leases held at once. */
+static int load_excluded(const shared_counts *s) { return atomic_load(&s->peak) <= LOAD_MAX; }
+
+/* Several processes, each with its own session, never more than max leases at once, and max
+ * reached. */
+static void test_processes(zkl_client *client, const char *base) {
+  char path[256], file[] = "/tmp/zklock-c-semaphore-XXXXXX";
+  snprintf(path, sizeof path, "%s/load", base);
+  shared_counts *s = shared_new(file);
+  int clean = load_run(path, file, s, 0);
   CHECK(clean, "processes: every process acquired and released its leases");
   printf("# processes: %d entries, at most %d holding at once\n", atomic_load(&s->entries), atomic_load(&s->peak));
-  CHECK(atomic_load(&s->entries) == PROCESSES * 3, "processes: every round held a lease");
-  CHECK(atomic_load(&s->peak) <= MAX, "processes: never more than max leases held at once");
-  CHECK(atomic_load(&s->peak) == MAX, "processes: max was reached");
-  zkl_semaphore *sem = sem_make(client, path, MAX);
+  CHECK(atomic_load(&s->entries) == LOAD_PROCESSES * LOAD_ROUNDS, "processes: every round held a lease");
+  CHECK(load_excluded(s), "processes: never more than max leases held at once");
+  CHECK(atomic_load(&s->peak) == LOAD_MAX, "processes: max was reached");
+  zkl_semaphore *sem = sem_make(client, path, LOAD_MAX);
   CHECK(sem_is(sem, 0), "processes: nothing left behind");
   zkl_semaphore_free(sem);
   munmap(s, sizeof *s);
   unlink(file);
+
+  /* A test of that check: two planted holders (no lease) inside throughout the same run, so each
+   * honest lease makes max + 1 at once; the check must fail the run. */
+  char planted_file[] = "/tmp/zklock-c-semaphore-XXXXXX";
+  s = shared_new(planted_file);
+  clean = load_run(path, planted_file, s, 2);
+  printf("# processes, planted: %d entries, at most %d holding at once\n", atomic_load(&s->entries), atomic_load(&s->peak));
+  CHECK(clean, "processes, planted: every process ended cleanly");
+  CHECK(!load_excluded(s), "processes, planted: the exclusion check fails a run with two holders planted");
+  sem = sem_make(client, path, LOAD_MAX);
+  CHECK(sem_is(sem, 0), "processes, planted: nothing left behind");
+  zkl_semaphore_free(sem);
+  munmap(s, sizeof *s);
+  unlink(planted_file);
 }
 
 /* FIFO: waiters from this process and two others, queued alternately, get their lease in the
@@ -635,26 +702,49 @@ static void test_multi_lock(zkl_client *client, zkl_client *other, const char *b
   zkl_semaphore_free(pool);
 }
 
-/* The multi-lock in both argument orders, from two processes, repeatedly: no deadlock. */
-static void test_multi_processes(const char *base) {
-  char a[256], b[256], file[] = "/tmp/zklock-c-multi-XXXXXX";
+/* A run of the multi-lock children: [a, b] and [b, a] from two processes, 10 rounds each; with
+ * PLANT, the second process is a planted holder instead (no lock at all, inside first and
+ * throughout: a test of the check). Whether every child exited cleanly; the counts stay in S. */
+static int multi_run(const char *base, const char *file, shared_counts *s, int plant) {
+  char a[256], b[256];
   snprintf(a, sizeof a, "%s/orders-a", base);
   snprintf(b, sizeof b, "%s/orders-b", base);
-  int fd = mkstemp(file);
-  h_require(fd >= 0, "a shared file");
-  close(fd);
-  shared_counts *s = shared_open(file, 1);
-  h_require(s != NULL, "map the shared file");
-  char *ab[] = {(char *)self, "child", "multi", a, b, "10", file, NULL};
-  char *ba[] = {(char *)self, "child", "multi", b, a, "10", file, NULL};
-  pid_t first = spawn_child(ab), second = spawn_child(ba);
-  int clean = exited_cleanly(first);
+  pid_t second = -1;
+  int clean = plant ? spawn_planted(file, s, 1, 1, &second) : 1;
+  char *ab[] = {(char *)self, "child", "multi", a, b, "10", (char *)file, NULL};
+  char *ba[] = {(char *)self, "child", "multi", b, a, "10", (char *)file, NULL};
+  pid_t first = spawn_child(ab);
+  if (!plant) second = spawn_child(ba);
+  clean &= exited_cleanly(first);
   clean &= exited_cleanly(second);
+  return clean;
+}
+
+/* The multi-lock run's exclusion check: no entry beside another holder. */
+static int multi_excluded(const shared_counts *s) { return atomic_load(&s->violations) == 0; }
+
+/* The multi-lock in both argument orders, from two processes, repeatedly: no deadlock. */
+static void test_multi_processes(const char *base) {
+  char file[] = "/tmp/zklock-c-multi-XXXXXX";
+  shared_counts *s = shared_new(file);
+  int clean = multi_run(base, file, s, 0);
   CHECK(clean, "multi processes: [a, b] and [b, a], 10 rounds each, never timed out (no deadlock)");
-  CHECK(atomic_load(&s->entries) == 20 && atomic_load(&s->violations) == 0, "multi processes: 20 holds, one at a time");
+  CHECK(atomic_load(&s->entries) == 20 && multi_excluded(s), "multi processes: 20 holds, one at a time");
   CHECK(atomic_load(&s->contended) > 0, "multi processes: the two contended (one entered while the other waited)");
   munmap(s, sizeof *s);
   unlink(file);
+
+  /* A test of that check: a planted holder (no lock) inside throughout the run of [a, b]; the
+   * check must fail the run. */
+  char planted_file[] = "/tmp/zklock-c-multi-XXXXXX";
+  s = shared_new(planted_file);
+  clean = multi_run(base, planted_file, s, 1);
+  printf("# multi processes, planted: %d entries, %d beside another holder\n", atomic_load(&s->entries),
+         atomic_load(&s->violations));
+  CHECK(clean, "multi processes, planted: every process ended cleanly");
+  CHECK(!multi_excluded(s), "multi processes, planted: the exclusion check fails a run with a holder planted");
+  munmap(s, sizeof *s);
+  unlink(planted_file);
 }
 
 /* Leases and a multi-lock lost with their session: the client talks through the fault proxy,
@@ -767,6 +857,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "load") == 0 && argc == 7) return child_load(argv + 3);
     if (strcmp(argv[2], "fifo") == 0 && argc == 6) return child_fifo(argv + 3);
     if (strcmp(argv[2], "multi") == 0 && argc == 7) return child_multi(argv + 3);
+    if (strcmp(argv[2], "plant") == 0 && argc == 5) return child_plant(argv + 3);
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
