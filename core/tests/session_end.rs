@@ -108,7 +108,8 @@ async fn steps_waiting_for_a_reconnection_queue_again_when_the_session_is_over()
     let proxy = Proxy::start(&cluster.server_address(0));
     let observer = observer_at(&cluster.connect_string()).await;
     let path = "/locks/session-end";
-    let options = ClientOptions { session_timeout: SESSION, connect_timeout: Duration::from_secs(10), ..Default::default() };
+    let options =
+        ClientOptions { session_timeout: SESSION, connect_timeout: Duration::from_secs(10), ..Default::default() };
     let holder_client = Client::connect_with(&cluster.connect_string(), options.clone()).await.unwrap();
     let client = Client::connect_with(&proxy.address(), options).await.unwrap();
     let first_session = client.session_id().unwrap();
@@ -165,7 +166,12 @@ async fn steps_waiting_for_a_reconnection_queue_again_when_the_session_is_over()
         if let Some(i) = waiters.iter().position(|waiter| waiter.is_finished()) {
             let result = (&mut waiters[i]).await.unwrap();
             let err = result.expect_err("no waiter holds before the holder releases");
-            panic!("waiter {} failed instead of queueing again: {err} ({:?}, lost reason {:?})", i + 1, err.kind(), err.lost_reason());
+            panic!(
+                "waiter {} failed instead of queueing again: {err} ({:?}, lost reason {:?})",
+                i + 1,
+                err.kind(),
+                err.lost_reason()
+            );
         }
         assert!(Instant::now() < deadline, "the waiters queued again: {:?}", children(&observer, path).await);
         tokio::time::sleep(Duration::from_millis(10)).await;
