@@ -35,10 +35,13 @@ fn be32(bytes: &[u8]) -> i32 {
     i32::from_be_bytes(bytes.try_into().unwrap())
 }
 
+/// A session's id and password.
+type Reconnection = (i64, Vec<u8>);
+
 /// The session id and password of a ConnectRequest (a frame without its length prefix:
 /// protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly) that reconnects to a
 /// session; `None` for any other frame.
-fn reconnection(frame: &[u8]) -> Option<(i64, Vec<u8>)> {
+fn reconnection(frame: &[u8]) -> Option<Reconnection> {
     if !(44..=45).contains(&frame.len()) || be32(&frame[0..4]) != 0 || be32(&frame[24..28]) != 16 {
         return None;
     }
@@ -117,7 +120,7 @@ async fn steps_waiting_for_a_reconnection_queue_again_when_the_session_is_over()
 
     // The session's password, from the ConnectRequest of a reconnection (the proxy passes every
     // frame to this predicate, which never asks for a cut).
-    let seen: Arc<Mutex<Option<(i64, Vec<u8>)>>> = Arc::default();
+    let seen: Arc<Mutex<Option<Reconnection>>> = Arc::default();
     proxy.cut_on_next_request_matching(false, {
         let seen = seen.clone();
         move |frame| {
