@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use parking_lot::Mutex;
-use zklock::{Client, ClientOptions, Owner, SessionState, StateChanges};
+use zklock::{Client, ClientOptions, ErrorKind, LostReason, Owner, SessionState, StateChanges};
 use zklock_testkit::{Cluster, Proxy};
 
 const SESSION: Duration = Duration::from_secs(4);
@@ -143,6 +143,8 @@ async fn steps_waiting_for_a_reconnection_queue_again_when_the_session_is_over()
     // acquisition's answer.
     let lock = client.lock(path).unwrap();
     assert!(lock.try_acquire(&Owner::new(1000)).await.unwrap().is_none(), "held by the holder");
+    // A hold of the session's own, elsewhere: it says why the session ended.
+    let own = client.lock(&format!("{path}-own")).unwrap().acquire(&Owner::new(2000)).await.unwrap();
 
     // Each acquisition, once it holds, releases: they hold in turn, in whatever order they queued.
     let acquire = |i: u64| {
@@ -163,6 +165,8 @@ async fn steps_waiting_for_a_reconnection_queue_again_when_the_session_is_over()
     close_session(&cluster.server_address(0), id, &password);
     proxy.pass();
     assert_eq!(next_state(&mut states).await, Some(SessionState::Expired));
+    // The server's word, not the client giving up: the session expired.
+    assert_eq!(own.hold().lost_reason(), Some(LostReason::SessionExpired));
     // Every acquisition queues again on a new session, behind the holder: none ends.
     let deadline = Instant::now() + Duration::from_secs(10);
     while children(&observer, path).await.len() < 1 + CUT_OFF + SENT_WHILE_DISCONNECTED {
@@ -194,6 +198,8 @@ async fn steps_waiting_for_a_reconnection_queue_again_when_the_session_is_over()
             .unwrap_or_else(|err| panic!("waiter {}: {err}", i + 1));
     }
     assert_eq!(client.session_id(), Some(second_session), "all on the second session");
+    assert_eq!(own.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    wait_children(&observer, &format!("{path}-own"), 0).await;
     wait_children(&observer, path, 0).await;
     client.close().await;
     holder_client.close().await;
