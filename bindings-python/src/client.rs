@@ -36,7 +36,7 @@ impl Drop for Client {
         }
         let client = client.clone();
         closing(runtime::handle().spawn(async move { client.close().await }));
-        crate::semaphore::warn_collected_unreleased(c"zklock.Client collected unclosed: closed now");
+        error::warn_collected_unreleased(c"zklock.Client collected unclosed: closed now");
     }
 }
 
