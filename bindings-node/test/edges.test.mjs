@@ -40,6 +40,24 @@ test('an oversized path, identifier or packet limit is refused up front, naming 
   }
 })
 
+// The core's words, as every language reports them (bindings-python/tests/test_edges.py says the same).
+const TOO_SMALL = 'invalid argument on localhost:1: jute_maxbuffer of 1023 bytes is too small: a lock request needs at least 1024 bytes'
+
+test("a packet limit too small for a lock is refused before any traffic, in the core's words", async () => {
+  // Nothing listens on localhost:1: reaching the network would end in a timeout instead.
+  const started = Date.now()
+  const err = await Client.connect('localhost:1', { juteMaxbuffer: 1023 }).then(
+    () => assert.fail('connected'),
+    (error) => error,
+  )
+  assert.equal(err.code, codes.INVALID_ARGUMENT, String(err))
+  assert.equal(err.message, TOO_SMALL)
+  assert.ok(Date.now() - started < 2000, 'refused before any network traffic')
+  // The least the core takes is enough to connect.
+  const smallest = await Client.connect(ZK, { juteMaxbuffer: 1024 })
+  await smallest.close()
+})
+
 function freePort() {
   return new Promise((resolve) => {
     const server = net.createServer().listen(0, '127.0.0.1', () => {
