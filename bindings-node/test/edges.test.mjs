@@ -35,8 +35,13 @@ test('an oversized path, identifier or packet limit is refused up front, naming 
   } finally {
     await small.close()
   }
-  for (const juteMaxbuffer of [0, -1, 10, 2 ** 32, NaN, '1m']) {
+  // Not a whole number of bytes that 32 bits hold: the binding's check, naming its option.
+  for (const juteMaxbuffer of [-1, 2 ** 32, NaN, '1m']) {
     await assert.rejects(Client.connect(ZK, { juteMaxbuffer }), { code: codes.INVALID_ARGUMENT, message: /juteMaxbuffer/ })
+  }
+  // Too small for a lock request: the core's (see below).
+  for (const juteMaxbuffer of [0, 10]) {
+    await assert.rejects(Client.connect(ZK, { juteMaxbuffer }), { code: codes.INVALID_ARGUMENT, message: /too small: a lock request needs at least 1024 bytes/ })
   }
 })
 
