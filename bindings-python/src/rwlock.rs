@@ -23,7 +23,6 @@ impl ReadWriteLock {
     pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::ReadWriteLock> {
         self.inner.get(py, &self.path)
     }
-
 }
 
 #[pymethods]
