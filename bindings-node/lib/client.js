@@ -3,18 +3,8 @@
 
 const { native, CONSTRUCT } = require('./native.js')
 const { invalid, fromCaller, callSiteOf } = require('./error.js')
-const {
-  checkOptions,
-  checkMs,
-  checkBytes,
-  checkCount,
-  checkString,
-  checkSasl,
-  checkAcl,
-  checkTls,
-  lockArguments,
-  describe,
-} = require('./validate.js')
+const { checkOptions, checkMs, checkBytes, checkCount, checkString, checkSasl, checkAcl, checkTls, lockArguments, describe } =
+  require('./validate.js')
 const { Lock, nativeOfLock } = require('./lock.js')
 const { ReadWriteLock } = require('./rwlock.js')
 const { Semaphore, nativeOfSemaphore } = require('./semaphore.js')
