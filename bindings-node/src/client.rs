@@ -321,5 +321,5 @@ impl NativeStateWatch {
 }
 
 fn state_name(state: SessionState) -> String {
-    crate::hold::camel_case(state.as_str())
+    crate::names::camel_case(state.as_str())
 }

@@ -78,7 +78,7 @@ pub(crate) fn build<'env>(env: &'env Env, err: &zklock::Error) -> napi::Result<O
         error.set_named_property("zookeeperCode", zk_code)?;
     }
     if let Some(reason) = err.lost_reason() {
-        error.set_named_property("lostReason", crate::hold::camel_case(reason.as_str()))?;
+        error.set_named_property("lostReason", crate::names::camel_case(reason.as_str()))?;
     }
     Ok(error)
 }

@@ -5,6 +5,8 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use zklock::LostReason;
 
+use crate::names::camel_case;
+
 #[napi]
 pub struct NativeHold {
     hold: zklock::Hold,
@@ -102,16 +104,4 @@ impl From<LostReason> for Lost {
     fn from(reason: LostReason) -> Lost {
         Lost { reason: camel_case(reason.as_str()), description: reason.describe().to_owned() }
     }
-}
-
-/// Core's snake_case names (`session_expired`) as JavaScript spells them (`sessionExpired`).
-pub(crate) fn camel_case(name: &str) -> String {
-    let mut words = name.split('_');
-    let first = words.next().unwrap_or_default().to_owned();
-    words.fold(first, |mut camel, word| {
-        let mut chars = word.chars();
-        camel.extend(chars.next().map(|c| c.to_ascii_uppercase()));
-        camel.push_str(chars.as_str());
-        camel
-    })
 }

@@ -1,7 +1,7 @@
 //! Node binding of zklock: a napi-rs addon. This native part only translates types, errors and
-//! promises, and runs the core on napi's tokio runtime. The JavaScript layer in `index.js` names
-//! the owners (an async flow is one) and passes their ids down; the core's owner table decides
-//! what each holds.
+//! promises, and runs the core on napi's tokio runtime. The JavaScript layer (`index.js`, `lib/`)
+//! names the owners (an async flow is one) and passes their ids down; the core's owner table
+//! decides what each holds.
 //!
 //! Nothing here keeps the process alive: promises keep the event loop alive only while they
 //! are pending (napi's own behaviour), and the callbacks for state changes and lost holds are
@@ -14,6 +14,7 @@ mod error;
 mod hold;
 mod lock;
 mod multi_lock;
+mod names;
 mod runtime;
 mod rwlock;
 mod semaphore;

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use zklock::{HoldState, Owner};
 
 use crate::error;
-use crate::hold::{camel_case, NativeHold};
+use crate::hold::NativeHold;
+use crate::names::camel_case;
 use crate::runtime::{self, Shared};
 
 #[napi]

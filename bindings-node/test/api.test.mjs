@@ -1,10 +1,11 @@
-// The API's surface: the declarations compile with tsc --strict on their own, internals are out
-// of reach, errors point at the caller's line, a shared AbortSignal draws no warning, owner
-// labels name the worker thread, and a lost hold is not re-entered or released as if held.
+// The API's surface: the declarations compile with tsc --strict on their own and agree with the
+// code, the package carries what it loads, internals are out of reach, errors point at the
+// caller's line, a shared AbortSignal draws no warning, owner labels name the worker thread, and
+// a lost hold is not re-entered or released as if held.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -70,6 +71,10 @@ test('a TypeScript program compiles and runs against the package under CommonJS 
   }
 })
 
+// A class member as both surfaces name it: `name` for a property (a field or getter), `name(n)`
+// for a method of n parameters (the most any of its declared signatures takes).
+const member = (name, parameters) => (parameters === undefined ? name : `${name}(${parameters})`)
+
 // What index.d.ts declares, read with the TypeScript compiler: the module's value exports, each
 // exported class's instance and static members, and the keys of each exported constant object.
 function declaredSurface() {
@@ -86,7 +91,11 @@ function declaredSurface() {
     type
       .getProperties()
       .filter((p) => p.declarations?.some((d) => d.parent === classDeclaration))
-      .map(nameOf)
+      .map((p) => {
+        if (!(p.flags & ts.SymbolFlags.Method)) return member(nameOf(p))
+        const signatures = checker.getTypeOfSymbolAtLocation(p, classDeclaration).getCallSignatures()
+        return member(nameOf(p), Math.max(...signatures.map((signature) => signature.parameters.length)))
+      })
       .sort()
   const values = {}
   const classes = {}
@@ -110,15 +119,48 @@ function declaredSurface() {
   return { values: Object.keys(values).sort(), classes, objects }
 }
 
+// How many parameters a method's source names (`acquire(options) {...}`: 1), its key skipped
+// (`[Symbol.asyncDispose ?? Symbol.for(...)]() {...}`: 0).
+function parameterCount(method) {
+  const source = method.toString().replace(/^async\s+/, '').replace(/^\*\s*/, '')
+  let i = 0
+  if (source[0] === '[') {
+    for (let depth = 0; i < source.length; i++) {
+      if (source[i] === '[') depth++
+      else if (source[i] === ']' && --depth === 0) break
+    }
+  }
+  i = source.indexOf('(', i)
+  let count = 0
+  let empty = true
+  for (let depth = 0, j = i; j < source.length; j++) {
+    const c = source[j]
+    if ('([{'.includes(c)) depth++
+    else if (')]}'.includes(c) && --depth === 0) break
+    else if (c === ',' && depth === 1) count++
+    else if (depth === 1 && !/\s/.test(c)) empty = false
+  }
+  return empty ? 0 : count + 1
+}
+
 // What the package exports at run time, in the same shape.
 function runtimeSurface(exported) {
   // A well-known symbol by its name in the declarations (Node 20's Symbol.asyncDispose is its own
   // symbol, described "nodejs.asyncDispose").
   const symbolName = (symbol) =>
     Object.getOwnPropertyNames(Symbol).find((name) => Symbol[name] === symbol)?.replace(/^/, 'Symbol.') ?? symbol.description
+  // A method is a function-valued data property; a getter or any other value is a property.
+  const described = (target, key, name) => {
+    const { value, get } = Object.getOwnPropertyDescriptor(target, key)
+    return get === undefined && typeof value === 'function' ? member(name, parameterCount(value)) : member(name)
+  }
   const own = (target, skip) =>
-    [...Object.getOwnPropertyNames(target), ...Object.getOwnPropertySymbols(target).map(symbolName)]
-      .filter((n) => !skip.includes(n))
+    [
+      ...Object.getOwnPropertyNames(target).map((key) => [key, key]),
+      ...Object.getOwnPropertySymbols(target).map((key) => [key, symbolName(key)]),
+    ]
+      .filter(([, name]) => !skip.includes(name))
+      .map(([key, name]) => described(target, key, name))
       .sort()
   const classes = {}
   const objects = {}
@@ -138,7 +180,7 @@ function runtimeSurface(exported) {
   return { classes, objects }
 }
 
-test('index.d.ts declares exactly what the package exports: names, class members, constant keys', async () => {
+test('index.d.ts declares exactly what the package exports: names, class members (methods with their parameters, properties), constant keys', async () => {
   const declared = declaredSurface()
   const required = createRequire(path.join(PKG, 'package.json'))('zklock')
   const imported = await import('zklock')
@@ -153,6 +195,52 @@ test('index.d.ts declares exactly what the package exports: names, class members
   const { default: defaultKeys, ...objects } = declared.objects
   assert.deepEqual(runtime.objects, objects)
   assert.deepEqual(Object.keys(required).sort(), defaultKeys)
+})
+
+test('the npm package carries every file the package loads, and no file of lib/ is reachable from outside', () => {
+  // What `require('zklock')` loads, in a process of its own: index.js and the files of lib/.
+  const loaded = JSON.parse(
+    execFileSync(process.execPath, ['-e', `require(${JSON.stringify(PKG)}); console.log(JSON.stringify(Object.keys(require.cache)))`], {
+      encoding: 'utf8',
+    }),
+  )
+    .filter((file) => file.startsWith(PKG + path.sep) && !file.endsWith('.node'))
+    .map((file) => path.relative(PKG, file))
+  assert.ok(loaded.includes('index.js') && loaded.some((file) => file.startsWith('lib' + path.sep)), loaded.join(' '))
+  // What `npm pack` puts in the package: package.json's `files`.
+  const [{ files }] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json'], { cwd: PKG, encoding: 'utf8' }))
+  const packed = files.map((file) => file.path)
+  assert.deepEqual(loaded.filter((file) => !packed.includes(file)), [], 'loaded, and missing from the package')
+  assert.deepEqual(
+    readdirSync(path.join(PKG, 'lib')).filter((file) => !packed.includes(`lib/${file}`)),
+    [],
+    'in lib/, and missing from the package',
+  )
+  // The package exports only its entry points: lib/'s files (and their internals) are its own.
+  const required = createRequire(path.join(PKG, 'package.json'))
+  const { name } = required('./package.json')
+  assert.throws(() => required(`${name}/lib/lock.js`), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' })
+})
+
+test("lib/'s files require one another in one direction: no circle", () => {
+  const dir = path.join(PKG, 'lib')
+  const requires = new Map(
+    readdirSync(dir).map((file) => [
+      file,
+      [...readFileSync(path.join(dir, file), 'utf8').matchAll(/require\('\.\/([^']+)'\)/g)].map((match) => match[1]),
+    ]),
+  )
+  // Depth first: a file met again while its own requires are being followed closes a circle.
+  const done = new Set()
+  const visit = (file, trail) => {
+    assert.ok(!trail.includes(file), `a circle: ${[...trail, file].join(' -> ')}`)
+    if (done.has(file)) return
+    assert.ok(requires.has(file), `${trail.at(-1)} requires ./${file}, which lib/ does not have`)
+    for (const next of requires.get(file)) visit(next, [...trail, file])
+    done.add(file)
+  }
+  for (const file of requires.keys()) visit(file, [])
+  assert.ok(done.size >= 10, [...done].join(' '))
 })
 
 test('version is the package version, from the native addon', () => {

@@ -35,9 +35,32 @@ test('an oversized path, identifier or packet limit is refused up front, naming 
   } finally {
     await small.close()
   }
-  for (const juteMaxbuffer of [0, -1, 10, 2 ** 32, NaN, '1m']) {
+  // Not a whole number of bytes that 32 bits hold: the binding's check, naming its option.
+  for (const juteMaxbuffer of [-1, 2 ** 32, NaN, '1m']) {
     await assert.rejects(Client.connect(ZK, { juteMaxbuffer }), { code: codes.INVALID_ARGUMENT, message: /juteMaxbuffer/ })
   }
+  // Too small for a lock request: the core's (see below).
+  for (const juteMaxbuffer of [0, 10]) {
+    await assert.rejects(Client.connect(ZK, { juteMaxbuffer }), { code: codes.INVALID_ARGUMENT, message: /too small: a lock request needs at least 1024 bytes/ })
+  }
+})
+
+// The core's words, as every language reports them (bindings-python/tests/test_edges.py says the same).
+const TOO_SMALL = 'invalid argument on localhost:1: jute_maxbuffer of 1023 bytes is too small: a lock request needs at least 1024 bytes'
+
+test("a packet limit too small for a lock is refused before any traffic, in the core's words", async () => {
+  // Nothing listens on localhost:1: reaching the network would end in a timeout instead.
+  const started = Date.now()
+  const err = await Client.connect('localhost:1', { juteMaxbuffer: 1023 }).then(
+    () => assert.fail('connected'),
+    (error) => error,
+  )
+  assert.equal(err.code, codes.INVALID_ARGUMENT, String(err))
+  assert.equal(err.message, TOO_SMALL)
+  assert.ok(Date.now() - started < 2000, 'refused before any network traffic')
+  // The least the core takes is enough to connect.
+  const smallest = await Client.connect(ZK, { juteMaxbuffer: 1024 })
+  await smallest.close()
 })
 
 function freePort() {

@@ -54,6 +54,9 @@ async function refused(hosts, tls, cause) {
 }
 
 /** Rejected with ZKLOCK_INVALID_ARGUMENT before any traffic (nothing listens on localhost:1). */
+// The core's message for TLS with verification on and no CA bundle.
+const NO_CA = "TLS options: no CA bundle to verify the servers' certificates against (turning certificate verification off instead is for tests only)"
+
 async function invalid(tls, words) {
   const started = Date.now()
   const err = await Client.connect('localhost:1', { tls }).then(
@@ -132,7 +135,11 @@ test('servername verifies another name; rejectUnauthorized: false verifies nothi
 
 test('bad tls options are refused before any network traffic', async () => {
   await invalid(alice({ pfx: 'x' }), "unknown option 'pfx'")
-  await invalid({ cert: file('alice.pem'), key: file('alice.key') }, 'tls.ca is required')
+  // No CA with verification on: the core's words, as every language reports them
+  // (bindings-python/tests/test_tls.py says the same).
+  const noCa = await invalid({ cert: file('alice.pem'), key: file('alice.key') }, 'no CA bundle')
+  assert.equal(noCa.message, `invalid argument on localhost:1: ${NO_CA}`)
+  await invalid({ rejectUnauthorized: true }, NO_CA)
   await invalid(alice({ key: [file('alice.key')] }), 'tls.key must be PEM as a string or a Buffer')
   await invalid(alice({ rejectUnauthorized: 'no' }), 'tls.rejectUnauthorized must be a boolean')
   await invalid(alice({ key: undefined }), 'needs its private key')

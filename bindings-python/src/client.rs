@@ -36,7 +36,7 @@ impl Drop for Client {
         }
         let client = client.clone();
         closing(runtime::handle().spawn(async move { client.close().await }));
-        crate::semaphore::warn_collected_unreleased(c"zklock.Client collected unclosed: closed now");
+        error::warn_collected_unreleased(c"zklock.Client collected unclosed: closed now");
     }
 }
 
@@ -166,14 +166,8 @@ impl Tls<'_> {
         if self.check_hostname == Some(true) && !self.verify_certs {
             return Err(invalid_argument(py, hosts, "check_hostname=True needs verify_certs=True"));
         }
-        if self.verify_certs && self.ca.is_none() {
-            return Err(invalid_argument(
-                py,
-                hosts,
-                "use_ssl needs ca (the CA bundle file the servers' certificates must chain to), \
-                 unless verify_certs is False (for tests only)",
-            ));
-        }
+        // No `ca` with verify_certs: the core refuses it when connecting, before any traffic, in
+        // its own words (the same in every language).
         let mut tls =
             zklock::TlsOptions::from_pem_files(self.ca.as_deref(), self.certfile.as_deref(), self.keyfile.as_deref())
                 .py(py)?;

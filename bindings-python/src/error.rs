@@ -111,6 +111,19 @@ pub(crate) fn warn(py: Python<'_>, warning: zklock::ConnectWarning) -> PyResult<
     PyErr::warn(py, security_warning_class(py)?.as_any(), &message, 1)
 }
 
+/// Said when a client or a set of holds is collected unclosed or unreleased, as Python says of an
+/// unclosed file: core closes or releases them all the same, but their holder may still believe it
+/// holds them.
+pub(crate) fn warn_collected_unreleased(message: &std::ffi::CStr) {
+    Python::attach(|py| {
+        let category = py.get_type::<pyo3::exceptions::PyResourceWarning>();
+        if let Err(err) = PyErr::warn(py, &category, message, 1) {
+            // Warnings made errors (-W error) cannot raise from a destructor.
+            err.write_unraisable(py, None);
+        }
+    });
+}
+
 /// Extension for core results: `.py(py)?` raises the mapped exception.
 pub(crate) trait IntoPyResult<T> {
     fn py(self, py: Python<'_>) -> PyResult<T>;

@@ -15,7 +15,6 @@ use crate::client::Client;
 use crate::error::{invalid_argument, to_py, IntoPyResult, Text};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
-use crate::rwlock::ReadWriteLock;
 
 thread_local! {
     /// The calling thread as an owner. Thread-local storage dies with its thread, so a new thread
@@ -179,6 +178,22 @@ enum Started {
     Running(AsyncOp),
 }
 
+/// One side of a read/write lock, as `ReadWriteLock._side("read" | "write")` makes it for
+/// `Lock(client, path, _side=...)`: the side's core lock, and the pair's client and path, which
+/// the `Lock` must be made with. (The pair makes it, so that a lock need not know the pair.)
+#[pyclass(frozen, module = "zklock._native")]
+pub(crate) struct LockSide {
+    lock: zklock::Lock,
+    client: Py<Client>,
+    path: String,
+}
+
+impl LockSide {
+    pub(crate) fn new(lock: zklock::Lock, client: Py<Client>, path: String) -> LockSide {
+        LockSide { lock, client, path }
+    }
+}
+
 /// The `on_lost` registrations of a `Lock`, by key: the subscription and its callable.
 type LostCallbacks = std::collections::HashMap<usize, (zklock::LostSubscription, Callback)>;
 
@@ -256,8 +271,9 @@ impl Lock {
 
 #[pymethods]
 impl Lock {
-    /// The mutex on `path`; or, with `_side=(read_write_lock, "read" | "write")`, that side of a
-    /// read/write lock made from the same client and path (its identifier and ACL are the pair's).
+    /// The mutex on `path`; or, with `_side=read_write_lock._side("read" | "write")`, that side
+    /// of a read/write lock made from the same client and path (its identifier and ACL are the
+    /// pair's).
     #[new]
     // The signature users see leaves out `_side`, which only ReadWriteLock passes.
     #[pyo3(
@@ -270,7 +286,7 @@ impl Lock {
         path: Text,
         identifier: Option<Text>,
         acl: Option<&Bound<'_, PyAny>>,
-        _side: Option<(Bound<'_, ReadWriteLock>, String)>,
+        _side: Option<Bound<'_, LockSide>>,
     ) -> PyResult<Self> {
         let (path, identifier) = (path.0.as_str(), identifier.map(|text| text.0));
         let lock = match _side {
@@ -279,26 +295,16 @@ impl Lock {
                     LockOptions { identifier, acl: crate::acl::from_py(py, path, acl)?, ..LockOptions::default() };
                 client.get().core(py)?.lock_with(path, options).py(py)?
             }
-            Some((pair, side)) => {
-                let pair = pair.get();
-                if !pair.client().is(client) || pair.path() != path || identifier.is_some() || acl.is_some() {
+            Some(side) => {
+                let side = side.get();
+                if !side.client.is(client) || side.path != path || identifier.is_some() || acl.is_some() {
                     return Err(invalid_argument(
                         py,
                         path,
                         "a side of a read/write lock takes the pair's own client and path, and no identifier or acl",
                     ));
                 }
-                match side.as_str() {
-                    "read" => pair.core(py)?.read().clone(),
-                    "write" => pair.core(py)?.write().clone(),
-                    _ => {
-                        return Err(invalid_argument(
-                            py,
-                            path,
-                            format!("the side of a read/write lock is \"read\" or \"write\", not {side:?}"),
-                        ))
-                    }
-                }
+                side.lock.clone()
             }
         };
         Ok(Lock {

@@ -9,11 +9,11 @@ use pyo3::{PyTraverseError, PyVisit};
 use zklock::{Hold, Member};
 
 use crate::callbacks;
-use crate::error::{invalid_argument, not_owner, IntoPyResult};
+use crate::error::{invalid_argument, not_owner, warn_collected_unreleased, IntoPyResult};
 use crate::lock::{rlock_wait, wait_for, with_thread_owner, Lock, Owner, Truthy};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
-use crate::semaphore::{lease_count, warn_collected_unreleased, Semaphore};
+use crate::semaphore::{lease_count, Semaphore};
 
 /// What `subject` names in errors about the multi-lock as a whole.
 const SUBJECT: &str = "multi_lock";

@@ -1,5 +1,5 @@
 //! `zklock._native.ReadWriteLock`: one read/write lock on a path. Its two sides are ordinary
-//! `Lock`s (made by `Lock(client, path, _side=(pair, "read" | "write"))`), which share core's
+//! `Lock`s (made by `Lock(client, path, _side=pair._side("read" | "write"))`), which share core's
 //! owner table: that is what lets the write holder read, and refuses a reader's write.
 
 use pyo3::prelude::*;
@@ -7,8 +7,8 @@ use pyo3::{PyTraverseError, PyVisit};
 use zklock::LockOptions;
 
 use crate::client::Client;
-use crate::error::IntoPyResult;
-use crate::lock::{participants, Participant};
+use crate::error::{invalid_argument, IntoPyResult};
+use crate::lock::{participants, LockSide, Participant};
 use crate::runtime::{self, ForkSafe};
 
 #[pyclass(subclass, frozen, module = "zklock._native")]
@@ -22,14 +22,6 @@ pub(crate) struct ReadWriteLock {
 impl ReadWriteLock {
     pub(crate) fn core(&self, py: Python<'_>) -> PyResult<&zklock::ReadWriteLock> {
         self.inner.get(py, &self.path)
-    }
-
-    pub(crate) fn client(&self) -> &Py<Client> {
-        &self.client
-    }
-
-    pub(crate) fn path(&self) -> &str {
-        &self.path
     }
 }
 
@@ -65,6 +57,24 @@ impl ReadWriteLock {
     #[getter(path)]
     fn py_path(&self) -> &str {
         &self.path
+    }
+
+    /// The `"read"` or `"write"` side, for `Lock(client, path, _side=...)`, which only
+    /// zklock.ReadWriteLock calls.
+    fn _side(&self, py: Python<'_>, side: &str) -> PyResult<LockSide> {
+        let pair = self.core(py)?;
+        let lock = match side {
+            "read" => pair.read(),
+            "write" => pair.write(),
+            _ => {
+                return Err(invalid_argument(
+                    py,
+                    &self.path,
+                    format!("the side of a read/write lock is \"read\" or \"write\", not {side:?}"),
+                ))
+            }
+        };
+        Ok(LockSide::new(lock.clone(), self.client.clone_ref(py), self.path.clone()))
     }
 
     /// Every participant, readers and writers, holders first, in queue order (blocking).

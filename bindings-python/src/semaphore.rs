@@ -10,7 +10,7 @@ use zklock::{Hold, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
 
 use crate::callbacks::{self, Callback};
 use crate::client::Client;
-use crate::error::{invalid_argument, not_owner, IntoPyResult, Text};
+use crate::error::{invalid_argument, not_owner, warn_collected_unreleased, IntoPyResult, Text};
 use crate::lock::{participants, rlock_wait, wait_for, Participant, Truthy};
 use crate::pending::{self, AsyncOp};
 use crate::runtime::{self, ForkSafe};
@@ -292,18 +292,6 @@ where
 {
     client.on_first_loss(holds.to_vec(), move |index, reason| {
         callbacks::run_now(callback, move |py| call(py, reason.as_str(), index));
-    });
-}
-
-/// Said when a set of holds is collected unreleased, as Python says of an unclosed file: core
-/// releases them all the same, but their holder may still believe it holds them.
-pub(crate) fn warn_collected_unreleased(message: &std::ffi::CStr) {
-    Python::attach(|py| {
-        let category = py.get_type::<pyo3::exceptions::PyResourceWarning>();
-        if let Err(err) = PyErr::warn(py, &category, message, 1) {
-            // Warnings made errors (-W error) cannot raise from a destructor.
-            err.write_unraisable(py, None);
-        }
     });
 }
 

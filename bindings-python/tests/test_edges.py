@@ -38,6 +38,19 @@ def test_the_packet_limit_follows_the_servers(zk_connect, path):
             zklock.Client(zk_connect, jute_maxbuffer=bad)
 
 
+def test_a_packet_limit_too_small_for_a_lock_is_refused_in_the_core_s_words():
+    # The core's words, as every language reports them (bindings-node/test/edges.test.mjs says
+    # the same). Nothing listens on localhost:1: reaching the network would end in a timeout.
+    started = time.monotonic()
+    with pytest.raises(zklock.InvalidArgumentError) as refused:
+        zklock.Client("localhost:1", jute_maxbuffer=1023)
+    assert time.monotonic() - started < 2, "refused before any traffic"
+    assert str(refused.value) == (
+        "invalid argument on localhost:1: jute_maxbuffer of 1023 bytes is too small: "
+        "a lock request needs at least 1024 bytes"
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

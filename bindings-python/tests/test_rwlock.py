@@ -92,9 +92,9 @@ def test_sides_are_locks_with_their_mode_and_nothing_is_sent_before_acquiring(cl
         assert participant.mode == "write" and participant.identity is not None
         assert participant.identity["identifier"] == "catalog" and participant.identity["lang"] == "python"
     with pytest.raises(zklock.InvalidArgumentError, match="side"):
-        zklock.Lock(client, path, _side=(rw, "both"))  # type: ignore[arg-type]
+        rw._side("both")  # type: ignore[arg-type]
     with pytest.raises(zklock.InvalidArgumentError, match="pair's own client and path"):
-        zklock.Lock(client, path + "/elsewhere", _side=(rw, "read"))
+        zklock.Lock(client, path + "/elsewhere", _side=rw._side("read"))
 
 
 def test_readers_share(client, zk_connect, kazoo, path):

@@ -737,8 +737,8 @@ class ReadWriteLock(_native.ReadWriteLock):
     ) -> None:
         # The native constructor made the pair; its two sides share one table of owners.
         # `_side` is left out of the public signature (and so of the stub).
-        self._read = Lock(client, path, _side=(self, "read"))  # type: ignore[call-arg]
-        self._write = Lock(client, path, _side=(self, "write"))  # type: ignore[call-arg]
+        self._read = Lock(client, path, _side=self._side("read"))  # type: ignore[call-arg]
+        self._write = Lock(client, path, _side=self._side("write"))  # type: ignore[call-arg]
 
     @property
     def read(self) -> Lock:

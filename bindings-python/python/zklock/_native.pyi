@@ -130,7 +130,7 @@ class Lock:
         *,
         identifier: Optional[str] = None,
         acl: Optional[_Acl] = None,
-    ) -> Self: ...  # and _side=(ReadWriteLock, "read" | "write"), which only ReadWriteLock passes
+    ) -> Self: ...  # and _side=ReadWriteLock._side("read" | "write"), which only ReadWriteLock passes
     @property
     def client(self) -> Client: ...
     @property
@@ -165,8 +165,12 @@ class ReadWriteLock:
     def client(self) -> Client: ...
     @property
     def path(self) -> str: ...
+    def _side(self, side: Literal["read", "write"]) -> _LockSide: ...
     def contenders(self) -> list[Participant]: ...
     def holders(self) -> list[Participant]: ...
+
+@final
+class _LockSide: ...  # a side's core lock, for Lock(..., _side=...); not in the module
 
 @final
 class SemaphoreParticipants:
