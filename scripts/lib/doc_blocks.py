@@ -10,6 +10,7 @@
       - a block is neither and is not preceded by `<!-- not run: WHY -->`;
       - an example file (examples/{rust,c,python,node,shell}) is shown nowhere.
   doc_blocks.py sync    rewrites the READMEs' marked blocks from their files.
+  doc_blocks.py stage SRC   resolves the example includes of a copy of docs/src (scripts/docs).
 """
 import pathlib
 import re
@@ -122,5 +123,27 @@ def sync() -> int:
     return 0
 
 
+def stage(src: str) -> int:
+    """Resolves, in a copy of docs/src (SRC), every {{#include}} of an example inside a code block
+    into the example's text, dedented (mdBook's own include keeps an anchor's indentation); the
+    includes stay relative to the page in docs/src, which the copy mirrors."""
+    staged = pathlib.Path(src)
+    for page in staged.rglob("*.md"):
+        rel = page.relative_to(staged)
+        original = ROOT / "docs" / "src" / rel
+        lines = page.read_text().splitlines()
+        for i, j, lang, body, before in reversed(list(blocks(page))):
+            text = [l.strip() for l in body if l.strip()]
+            m = INCLUDE.match(text[0]) if len(text) == 1 else None
+            if m and (original.parent / m.group(1)).resolve().is_relative_to(ROOT / "examples"):
+                indent = len(body[0]) - len(body[0].lstrip()) if body else 0
+                code = anchored((original.parent / m.group(1)).resolve(), m.group(2)).splitlines()
+                lines[i + 1 : j] = [(" " * indent + l) if l else l for l in code]
+        page.write_text("\n".join(lines) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "stage":
+        sys.exit(stage(sys.argv[2]))
     sys.exit({"check": check, "sync": sync}[sys.argv[1]]())
