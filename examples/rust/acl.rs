@@ -17,7 +17,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
         zklock::AclEntry::digest(zklock::Perms::READ | zklock::Perms::CREATE | zklock::Perms::DELETE, "batch:pw")?,
         zklock::AclEntry::anyone(zklock::Perms::READ),
     ]);
-    let shared = client.lock_with("/locks/shared-protected", zklock::LockOptions { acl: custom, ..Default::default() })?;
+    let shared =
+        client.lock_with("/locks/shared-protected", zklock::LockOptions { acl: custom, ..Default::default() })?;
     // ANCHOR_END: main
     let me = zklock::Owner::unique();
     for l in [&lock, rw.write(), &shared] {

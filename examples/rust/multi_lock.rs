@@ -25,6 +25,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         _ = work() => {}
     }
     guard.release().await?; // in reverse order; a lost member is reported (LockLost)
+
     // ANCHOR_END: main
     client.close().await;
     Ok(())

@@ -14,6 +14,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // ... work, passing the token to what you write ...
     guard.release().await?; // returns once the server confirmed the delete
     client.close().await; // ends the session: its locks go at once
+
     // ANCHOR_END: main
     Ok(())
 }
