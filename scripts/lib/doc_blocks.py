@@ -8,7 +8,8 @@
       - a fenced block of docs/src/**/*.md is anything but one `{{#include PATH[:ANCHOR]}}` line of
         a file under examples/ (or a `text` block: output, a tree, a table);
       - a block is neither and is not preceded by `<!-- not run: WHY -->`;
-      - an example file (examples/{rust,c,python,node,shell}) is shown nowhere.
+      - an example file (examples/{rust,c,python,node,shell}) is shown nowhere;
+      - a link of README.md names a file of the repository that does not exist.
   doc_blocks.py sync    rewrites the READMEs' marked blocks from their files.
   doc_blocks.py stage SRC   resolves the example includes of a copy of docs/src (scripts/docs).
 """
@@ -83,6 +84,10 @@ def check() -> int:
                                   f"{':' + m.group(2) if m.group(2) else ''} (scripts/lib/doc_blocks.py sync)")
             elif not NOT_RUN.match(before) and lang != "text":
                 errors.append(f"{rname}:{i + 1}: a ```{lang} block with no <!-- example: PATH --> line before it")
+    # README.md's links into the repository (the book's pages among them) name files that exist.
+    for target in re.findall(r"\]\(([^)#\s]+)", (ROOT / "README.md").read_text()):
+        if not re.match(r"[a-z]+:", target) and not (ROOT / target).exists():
+            errors.append(f"README.md: a link to {target}, which does not exist")
     for page in sorted((ROOT / "docs" / "src").rglob("*.md")):
         rel = page.relative_to(ROOT)
         for i, _, lang, body, before in blocks(page):
