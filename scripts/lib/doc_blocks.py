@@ -7,7 +7,8 @@
         dedented) it equals;
       - a fenced block of docs/src/**/*.md is anything but one `{{#include PATH[:ANCHOR]}}` line of
         a file under examples/ (or a `text` block: output, a tree, a table);
-      - a block is neither and is not preceded by `<!-- not run: WHY -->`;
+      - a block is neither and is not preceded by `<!-- not run: WHY -->` (a shell block so marked
+        must still parse: bash -n);
       - an example file (examples/{rust,c,python,node,shell}) is shown nowhere;
       - a link of README.md names a file of the repository that does not exist.
   doc_blocks.py sync    rewrites the READMEs' marked blocks from their files.
@@ -15,6 +16,7 @@
 """
 import pathlib
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -65,6 +67,14 @@ def blocks(path: pathlib.Path):
         i = j + 1
 
 
+def parses(lang: str, body) -> str:
+    """For a block shown but not run: a shell block must at least parse (bash -n); '' if it does."""
+    if lang not in ("sh", "bash", "shell"):
+        return ""
+    done = subprocess.run(["bash", "-n"], input="\n".join(body) + "\n", text=True, capture_output=True)
+    return done.stderr.strip() if done.returncode else ""
+
+
 def check() -> int:
     errors, shown = [], set()
     for readme in READMES:
@@ -82,7 +92,10 @@ def check() -> int:
                 if textwrap.dedent("\n".join(body)).strip("\n") != want:
                     errors.append(f"{rname}:{i + 1}: the block is not {m.group(1)}"
                                   f"{':' + m.group(2) if m.group(2) else ''} (scripts/lib/doc_blocks.py sync)")
-            elif not NOT_RUN.match(before) and lang != "text":
+            elif NOT_RUN.match(before):
+                if parses(lang, body):
+                    errors.append(f"{rname}:{i + 1}: the block does not parse: {parses(lang, body)}")
+            elif lang != "text":
                 errors.append(f"{rname}:{i + 1}: a ```{lang} block with no <!-- example: PATH --> line before it")
     # README.md's links into the repository (the book's pages among them) name files that exist.
     for target in re.findall(r"\]\(([^)#\s]+)", (ROOT / "README.md").read_text()):
@@ -105,7 +118,10 @@ def check() -> int:
                         anchored(path, m.group(2))
                     except KeyError as e:
                         errors.append(f"{rel}:{i + 1}: {e}")
-            elif lang != "text" and not NOT_RUN.match(before):
+            elif NOT_RUN.match(before):
+                if parses(lang, body):
+                    errors.append(f"{rel}:{i + 1}: the block does not parse: {parses(lang, body)}")
+            elif lang != "text":
                 errors.append(f"{rel}:{i + 1}: a ```{lang} block written out: make it an example file and {{{{#include}}}} it")
     for d in EXAMPLE_DIRS:
         for f in sorted((ROOT / "examples" / d).iterdir()):
