@@ -79,6 +79,9 @@ async function main () {
         if (/^[a-z]+:/i.test(href) || href.startsWith('//')) continue
         links++
         const [target, anchor] = href.split('#')
+        // A link to a file of the repository (ARCHITECTURE.md's to core/src/..., say) is not a
+        // page of the site: only pages, directories and their anchors are checked.
+        if (target && /\.[a-z0-9]+$/i.test(target) && !/\.html?$/i.test(target)) continue
         let dest = target ? path.resolve(path.dirname(file), decodeURIComponent(target)) : file
         if (fs.existsSync(dest) && fs.statSync(dest).isDirectory()) dest = path.join(dest, 'index.html')
         if (!fs.existsSync(dest)) { problems.push(`${rel}: link to ${href}: no such file`); continue }
