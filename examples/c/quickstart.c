@@ -6,9 +6,9 @@
 #include <zklock.h>
 
 int main(void) {
+  /* ANCHOR: main */
   const char *hosts = getenv("ZK_CONNECT") ? getenv("ZK_CONNECT") : "127.0.0.1:2181";
   int status = 1;
-  /* ANCHOR: main */
   zkl_client *client;
   zkl_lock *lock;
   if (zkl_client_connect(hosts, NULL, &client) != ZKL_OK) { /* NULL options: defaults */

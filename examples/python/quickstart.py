@@ -1,10 +1,10 @@
 """The README's Python example: take a lock, use its fencing token, release it."""
+# ANCHOR: main
 import os
 
 import zklock
 
 hosts = os.environ.get("ZK_CONNECT", "127.0.0.1:2181")
-# ANCHOR: main
 with zklock.Client(hosts, session_timeout=10.0) as client:
     lock = client.lock("/locks/nightly-report")
     with lock:  # like threading.RLock: the owner is the calling thread

@@ -3,8 +3,8 @@ use std::error::Error;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let hosts = std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
     // ANCHOR: main
+    let hosts = std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
     let client = zklock::Client::connect(&hosts).await?;
     let lock = client.lock("/locks/nightly-report")?;
     let me = zklock::Owner::unique(); // who holds it, for re-entry
