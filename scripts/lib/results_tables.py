@@ -4,8 +4,8 @@
   results_tables.py OUTDIR   writes OUTDIR/bench-latest.md and OUTDIR/chaos-latest.md
 
 A results file is text: its first lines are `# ` comments (the command, the commit, the date, the
-machine), then what the script printed. The latest is the last by name (names begin with the
-date, YYYY-MM-DD). bench: the table after "median of N round(s)" (columns two or more spaces
+machine), then what the script printed. The latest is the last by date (names begin with it,
+YYYY-MM-DD), then by the time of day the first line gives. bench: the table after "median of N round(s)" (columns two or more spaces
 apart) and the ratio lines after it. chaos: the seed line, the handoffs and faults, every
 MUST BE 0 figure, and RESULT. Each page also lists the earlier files, which stay as they are.
 """
@@ -16,8 +16,16 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+def when(path: pathlib.Path):
+    """A results file's place in time: the date its name begins with, then the time of day its
+    first line gives ("HH:MM UTC", as scripts/bench and scripts/chaos write it; none: 00:00)."""
+    first = path.read_text().split("\n", 1)[0]
+    time = re.search(r"(\d\d:\d\d) UTC", first)
+    return (path.name[:10], time.group(1) if time else "00:00", path.name)
+
+
 def results(directory: str, suffix: str = ".txt"):
-    files = sorted(p for p in (ROOT / directory).glob("*" + suffix) if re.match(r"\d{4}-\d{2}-\d{2}-", p.name))
+    files = sorted((p for p in (ROOT / directory).glob("*" + suffix) if re.match(r"\d{4}-\d{2}-\d{2}-", p.name)), key=when)
     if not files:
         raise SystemExit(f"results_tables.py: no results file in {directory}")
     return files
