@@ -8,16 +8,15 @@ use std::time::Duration;
 use futures::FutureExt;
 use parking_lot::RwLock;
 use tokio::sync::{broadcast, watch};
-use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use crate::dispatch::CallbackDispatcher;
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, NodeWatcher};
 use crate::lock::{AttemptIds, Lock, LockOptions};
-use crate::session::Session;
+use crate::session::{Closed, Session, SessionState};
 use crate::validate;
-use crate::LostReason;
 
 /// [`ClientOptions::session_timeout`]'s default, 10 s: the one place every binding and the
 /// `zklock` command take it from.
@@ -136,43 +135,6 @@ impl Default for ClientOptions {
             tls: None,
             sasl: None,
         }
-    }
-}
-
-/// The state of a client's ZooKeeper session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SessionState {
-    /// Connected to a server; the session is live.
-    Connected,
-    /// The connection is down; the session may still be live on the servers.
-    Disconnected,
-    /// The session expired (or the client gave it up after being disconnected for too long):
-    /// its locks are lost. The next acquisition establishes a new session.
-    Expired,
-    /// The servers rejected the credentials.
-    AuthFailed,
-    /// The client was closed. Nothing follows.
-    Closed,
-}
-
-impl SessionState {
-    /// The state's stable snake_case name: `connected`, `disconnected`, `expired`,
-    /// `auth_failed`, `closed` (each binding shows these, in its own case style).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SessionState::Connected => "connected",
-            SessionState::Disconnected => "disconnected",
-            SessionState::Expired => "expired",
-            SessionState::AuthFailed => "auth_failed",
-            SessionState::Closed => "closed",
-        }
-    }
-
-    /// Whether the session in this state is over (a client may go on with a new one, unless
-    /// closed).
-    pub fn is_terminal(self) -> bool {
-        matches!(self, SessionState::Expired | SessionState::AuthFailed | SessionState::Closed)
     }
 }
 
@@ -622,30 +584,6 @@ impl Client {
     }
 }
 
-/// Whether the client was closed (or dropped): the token wakes those waiting, and the flag
-/// answers the reentrant fast path, as the token's own check takes a mutex.
-#[derive(Clone, Default)]
-pub(crate) struct Closed {
-    token: CancellationToken,
-    flag: Arc<AtomicBool>,
-}
-
-impl Closed {
-    fn close(&self) {
-        self.flag.store(true, Ordering::Release);
-        crate::hold::note_loss();
-        self.token.cancel();
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.flag.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
-        self.token.cancelled()
-    }
-}
-
 /// Whether the close that ends a client's session is over: for [`Client::wait_closed`], which
 /// blocks, and for a second [`Client::close`], which awaits.
 #[derive(Default)]
@@ -790,7 +728,7 @@ impl ClientInner {
         &self,
         recipe: &crate::engine::Recipe,
         owner: &crate::Owner,
-        mode: crate::policy::Mode,
+        mode: crate::mode::Mode,
     ) -> bool {
         let others: Vec<_> = self
             .recipes
@@ -953,7 +891,13 @@ impl ClientInner {
         if !self.chroot.is_empty() {
             self.check_chroot(&zk).await?;
         }
-        Ok(Session::start(zk, Arc::downgrade(self), &self.closed.token, &self.runtime))
+        let client = Arc::downgrade(self);
+        let on_change = Box::new(move |id, state, over| {
+            if let Some(client) = client.upgrade() {
+                client.session_changed(id, state, over);
+            }
+        });
+        Ok(Session::start(zk, on_change, &self.closed.token, &self.runtime))
     }
 
     /// Resolves once every host of the connect string has refused the TLS handshake for the same

@@ -13,8 +13,8 @@ use crate::client::ClientInner;
 use crate::engine::{Recipe, Wait};
 use crate::error::{ErrorKind, Result};
 use crate::hold::Hold;
+use crate::mode::Mode;
 use crate::owners::{Entered, Owner};
-use crate::policy::Mode;
 
 /// Options for [`crate::Client::lock_with`].
 #[derive(Clone, Default)]

@@ -16,9 +16,9 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 
 use crate::client::ClientInner;
+use crate::error::LostReason;
 use crate::hold::Hold;
-use crate::policy::Mode;
-use crate::session::LostReason;
+use crate::mode::Mode;
 
 type Callback = Arc<dyn Fn(u64, LostReason) + Send + Sync>;
 

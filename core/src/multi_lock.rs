@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use crate::engine::Wait;
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
 use crate::lock::{Lock, LockGuard};
+use crate::mode::Mode;
 use crate::owners::Owner;
-use crate::policy::Mode;
 use crate::semaphore::{Leases, Semaphore};
-use crate::session::LostReason;
 
 /// What a member of a [`MultiLock`] takes. The order of the variants is the tie-break of the
 /// canonical order (after the path).

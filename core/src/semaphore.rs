@@ -9,12 +9,12 @@ use std::time::Duration;
 use crate::acl::Acl;
 use crate::client::ClientInner;
 use crate::engine::{again_on_new_session, Recipe, SemaphoreMax, Wait};
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
 use crate::lock::{Lock, LockOptions, Participant};
 use crate::owners::Owner;
 use crate::policy;
-use crate::session::LostReason;
 use crate::validate;
 
 /// How many leases a [`Semaphore`] allows at once.

@@ -6,8 +6,8 @@ use super::attempt::{create_while_held, find_mine, Attempt, NodeName, Refused};
 use super::{unreachable, Recipe, Wait};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
+use crate::mode::Mode;
 use crate::owners::Owner;
-use crate::policy::Mode;
 use crate::retry::{Reply, Requests, Stop};
 use crate::session::Session;
 

@@ -19,8 +19,9 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, NodeEvent};
+use crate::mode::Mode;
 use crate::owners::Owner;
-use crate::policy::{AfterWait, Decision, Mode};
+use crate::policy::{AfterWait, Decision};
 use crate::retry::{Reply, Requests, Stop};
 
 mod attempt;

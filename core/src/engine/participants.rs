@@ -7,8 +7,9 @@ use super::listing::{read_children, ChildRead};
 use super::{unreachable, Recipe};
 use crate::error::Result;
 use crate::lock::Participant;
+use crate::mode::Mode;
 use crate::order;
-use crate::policy::{Mode, PathRecipe};
+use crate::policy::PathRecipe;
 use crate::retry::Requests;
 
 impl Recipe {

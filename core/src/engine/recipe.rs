@@ -11,14 +11,15 @@ use super::listing::SharedListing;
 use super::path::PathVersion;
 use crate::acl::Acl;
 use crate::client::ClientInner;
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::lock::BeforeWatch;
 use crate::lost_callbacks::LostCallbacks;
+use crate::mode::Mode;
 use crate::owners::{Owner, OwnerTable};
-use crate::policy::Mode;
 use crate::retry::{Stop, REFUSED};
-use crate::session::{LostReason, Session};
+use crate::session::Session;
 use crate::validate;
 
 static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
