@@ -280,10 +280,10 @@ impl Hold {
     /// # Notable errors
     /// * [`crate::ErrorKind::LockLost`], saying why it was lost.
     /// * [`crate::ErrorKind::NotOwner`] once it is released.
-    pub fn live_fencing_token(&self) -> crate::Result<i64> {
+    pub fn live_fencing_token(&self) -> crate::error::Result<i64> {
         let path = self.inner.node_path.rsplit_once('/').map_or("/", |(parent, _)| parent);
         match self.inner.status() {
-            (HoldState::Lost, reason) => Err(crate::Error::lost(
+            (HoldState::Lost, reason) => Err(crate::error::Error::lost(
                 reason,
                 format!(
                     "the hold is lost ({}): a lost hold has no fencing token",
@@ -291,8 +291,8 @@ impl Hold {
                 ),
             )
             .with_path(path)),
-            (HoldState::Released, _) => Err(crate::Error::new(
-                crate::ErrorKind::NotOwner,
+            (HoldState::Released, _) => Err(crate::error::Error::new(
+                crate::error::ErrorKind::NotOwner,
                 "the hold was released: a released hold has no fencing token",
             )
             .with_path(path)),

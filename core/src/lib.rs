@@ -103,6 +103,7 @@
 
 mod acl;
 mod client;
+mod connection;
 mod dispatch;
 mod engine;
 mod error;
@@ -130,14 +131,13 @@ mod validate;
 const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
 pub use crate::acl::{Acl, AclEntry, Perms};
-pub use crate::client::{
-    Client, ClientOptions, ConnectWarning, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
-};
+pub use crate::client::{Client, StateChanges};
+pub use crate::connection::{ClientOptions, ConnectWarning, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use crate::dispatch::CallbackDispatcher;
-pub use crate::engine::{LocksUnder, REMOVAL_GRACE, TRY_BOUND};
+pub use crate::engine::{Identity, LockOptions, LocksUnder, MaxLeases, Participant, REMOVAL_GRACE, TRY_BOUND};
 pub use crate::error::{printable, Error, ErrorKind, LostReason, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
-pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
+pub use crate::lock::{Acquire, Acquired, Lock, LockGuard};
 pub use crate::lost_callbacks::LostSubscription;
 #[doc(hidden)]
 pub use crate::memory::times_given_back;
@@ -148,7 +148,7 @@ pub use crate::policy::PathRecipe;
 #[doc(hidden)]
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
-pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
+pub use crate::semaphore::{Lease, Leases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
 pub use crate::session::SessionState;
 pub use crate::tls::TlsOptions;
 pub use crate::validate::{

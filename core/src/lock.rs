@@ -6,94 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 
-use crate::acl::Acl;
-use crate::client::ClientInner;
-use crate::engine::{Recipe, Wait};
+use crate::engine::{LockOptions, Participant, Recipe, Registry, Wait};
 use crate::error::{ErrorKind, Result};
 use crate::hold::Hold;
 use crate::mode::Mode;
 use crate::owners::{Entered, Owner};
-
-/// Options for [`crate::Client::lock_with`].
-#[derive(Clone, Default)]
-pub struct LockOptions {
-    /// Recorded in each lock node's identity, like kazoo's `identifier`: at most
-    /// [`crate::MAX_IDENTIFIER_BYTES`] (1,024) bytes.
-    pub identifier: Option<String>,
-    /// Who may queue for, delete in and read the lock: [`Acl::Open`] (to anyone) by default.
-    /// The lock path and every lock node get it; see [`Acl`] for what is protected, and how.
-    /// An ACL that names the authenticated creator needs [`crate::ClientOptions::digest_auth`]:
-    /// without it the lock is refused with [`ErrorKind::InvalidArgument`] before any traffic.
-    pub acl: Acl,
-    /// A handle of its own: its holds are not shared with the client's other handles for the
-    /// path (see [`crate::Client::lock`]), for a binding whose freed handle releases the holds
-    /// taken through it (C's `zkl_lock_free`). Default false.
-    pub separate: bool,
-    /// Test seam: runs with the predecessor's path after the listing and before the watch is
-    /// set, so tests can make the predecessor vanish in exactly that window.
-    #[doc(hidden)]
-    pub before_watch: Option<BeforeWatch>,
-}
-
-#[doc(hidden)]
-pub type BeforeWatch = Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
-
-impl std::fmt::Debug for LockOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockOptions")
-            .field("identifier", &self.identifier)
-            .field("acl", &self.acl)
-            .field("separate", &self.separate)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Who a lock node belongs to, as recorded in its data (JSON) by zklock in any language.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Identity {
-    /// Host name of the process.
-    pub host: String,
-    /// Process id.
-    pub pid: u32,
-    /// The owner's label (see [`Owner::with_label`]).
-    pub owner: String,
-    /// The language of the caller: `rust`, `c`, `python` or `node`.
-    pub lang: String,
-    /// The lock's identifier, if one was given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identifier: Option<String>,
-}
-
-/// One contender in a lock's queue, from [`Lock::contenders`] and [`Lock::holder`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Participant {
-    /// The child node's name.
-    pub node: String,
-    /// The sequence suffix, if the name has one.
-    pub sequence: Option<i64>,
-    /// How it takes the lock, by its node's name; `None` for a node of no lock zklock knows.
-    pub mode: Option<Mode>,
-    /// The node's creation zxid, which is also its holder's fencing token (but for a downgrade's
-    /// read node, whose holder goes on with its write hold's token).
-    pub fencing_token: i64,
-    /// The session that owns the (ephemeral) node.
-    pub session_id: i64,
-    /// When the node was made (the server's clock, milliseconds since the Unix epoch): when this
-    /// participant queued.
-    pub created_ms: i64,
-    /// The identity in the node data, when it was written by zklock (and read: see `data`).
-    pub identity: Option<Identity>,
-    /// The raw node data (Curator writes the client's IP address), if it was read: only a node's
-    /// data of at most 128 KiB is (any client that may queue may put a megabyte in each of its
-    /// nodes), the smallest first while 16 MiB last for the whole listing, and only where the
-    /// node's ACL lets this client read it. Empty otherwise: see [`Participant::data_was_read`].
-    pub data: Vec<u8>,
-    /// The size of the node's data, read or not.
-    pub data_length: usize,
-}
 
 /// A fair, reentrant lock on one ZooKeeper path: the mutex from [`crate::Client::lock`], or one
 /// side of a [`crate::ReadWriteLock`]. Cheap to clone; clones share the per-owner hold counts
@@ -105,13 +23,13 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(client: &Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Lock> {
-        Ok(Lock { recipe: client.recipe(path, false, options)?, mode: Mode::Exclusive })
+    pub(crate) fn new(registry: &Arc<Registry>, path: String, options: LockOptions) -> Result<Lock> {
+        Ok(Lock { recipe: registry.recipe(path, false, options)?, mode: Mode::Exclusive })
     }
 
     /// The read and write sides of one read/write lock on `path`.
-    pub(crate) fn pair(client: &Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<(Lock, Lock)> {
-        let recipe = client.recipe(path, true, options)?;
+    pub(crate) fn pair(registry: &Arc<Registry>, path: String, options: LockOptions) -> Result<(Lock, Lock)> {
+        let recipe = registry.recipe(path, true, options)?;
         Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
     }
 
@@ -133,11 +51,6 @@ impl Lock {
     /// [`Mode::Write`] for the sides of a read/write lock.
     pub fn mode(&self) -> Mode {
         self.mode
-    }
-
-    /// The client this lock was made from.
-    pub fn client(&self) -> crate::Client {
-        crate::Client { inner: self.recipe.client.clone() }
     }
 
     /// Acquires the lock for `owner`, waiting as long as it takes.
@@ -177,7 +90,7 @@ impl Lock {
 
     /// The [`ErrorKind::Timeout`] for this lock not had within `timeout` (zero: only tried): what
     /// [`Lock::acquire_timeout`] reports, and every binding with it.
-    pub fn timeout_error(&self, timeout: Duration) -> crate::Error {
+    pub fn timeout_error(&self, timeout: Duration) -> crate::error::Error {
         if timeout.is_zero() {
             self.recipe.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)")
         } else {
@@ -240,7 +153,7 @@ impl Lock {
     ///
     /// [`HoldState::Held`]: crate::HoldState::Held
     pub fn is_held_by(&self, owner: &Owner) -> bool {
-        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() == crate::HoldState::Held)
+        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() == crate::hold::HoldState::Held)
     }
 
     /// Whether some owner holds the lock through this lock or its clones and may act on it (as
@@ -253,12 +166,12 @@ impl Lock {
     /// The state of `owner`'s hold if it holds the lock, or else that of the latest hold taken
     /// through this lock or its clones and not yet released (lost holds included): for a binding
     /// whose lock object answers for all its owners, the caller's first.
-    pub fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::HoldState> {
+    pub fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::hold::HoldState> {
         self.recipe.owners.state_preferring(owner, self.mode)
     }
 
     /// The state of `owner`'s hold, if it holds the lock.
-    pub fn state_of(&self, owner: &Owner) -> Option<crate::HoldState> {
+    pub fn state_of(&self, owner: &Owner) -> Option<crate::hold::HoldState> {
         self.hold_of(owner).map(|(hold, _)| hold.state())
     }
 
@@ -276,7 +189,7 @@ impl Lock {
         let Some((hold, _)) = self.hold_of(owner) else { return Ok(None) };
         match hold.lost_reason() {
             None => Ok(Some(hold)),
-            Some(reason) => Err(crate::Error::lost(
+            Some(reason) => Err(crate::error::Error::lost(
                 Some(reason),
                 format!("owner {}'s hold is lost ({}); release it", owner.label(), reason.describe()),
             )
@@ -297,7 +210,9 @@ impl Lock {
     /// [`ErrorKind::ConnectionLoss`]: ZooKeeper could not be reached (as [`Lock::holder`] and
     /// [`Lock::holders`]).
     pub async fn contenders(&self) -> Result<Vec<Participant>> {
-        self.recipe.participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND).await
+        self.recipe
+            .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::engine::TRY_BOUND)
+            .await
     }
 
     /// [`Lock::contenders`], answered by `deadline`.
@@ -315,7 +230,7 @@ impl Lock {
     pub async fn holders(&self) -> Result<Vec<Participant>> {
         Ok(holding(
             self.recipe
-                .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND)
+                .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::engine::TRY_BOUND)
                 .await?,
         ))
     }
@@ -434,8 +349,8 @@ impl Lock {
     /// `zkl_lock_set_lost_callback`, Python's `Lock.on_lost`, Node's `lock.onLost`).
     pub fn on_lost(
         &self,
-        callback: impl Fn(u64, crate::LostReason) + Send + Sync + 'static,
-    ) -> crate::LostSubscription {
+        callback: impl Fn(u64, crate::error::LostReason) + Send + Sync + 'static,
+    ) -> crate::lost_callbacks::LostSubscription {
         let recipe = &self.recipe;
         recipe.lost.subscribe(&recipe.client, self.mode, Arc::new(callback), || recipe.owners.holds(self.mode))
     }
@@ -496,11 +411,11 @@ impl Lock {
         }
         if claim
             && !self.recipe.owners.holds_any(owner)
-            && self.recipe.client.holds_path_elsewhere(&self.recipe, owner, self.mode)
+            && self.recipe.registry.holds_path_elsewhere(&self.recipe, owner, self.mode)
         {
             // It would queue behind its own node, and wait forever.
-            return Err(crate::Error::new(
-                crate::ErrorKind::Deadlock,
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Deadlock,
                 format!(
                     "owner {} holds this path through a lock of another identifier or ACL: it would wait for itself (one owner re-enters only through locks of the same identifier and ACL)",
                     owner.label()
@@ -570,39 +485,6 @@ impl Lock {
 
     fn guard(&self, owner: &Owner, hold: Hold) -> LockGuard {
         LockGuard { lock: self.clone(), owner: owner.clone(), hold, armed: true }
-    }
-}
-
-impl Participant {
-    /// Whether `data` is the node's data: not when it was too large to read, or not readable.
-    pub fn data_was_read(&self) -> bool {
-        self.data.len() == self.data_length
-    }
-
-    /// Whether a lock of `mode` may share the path with this participant's node: the mutex and
-    /// the read/write lock never share a path (kazoo's `__lock__` node fits either; a node of no
-    /// known lock fits both).
-    pub fn fits_with(&self, mode: Mode) -> bool {
-        mode.shares_path_with(&self.node)
-    }
-
-    /// Whether the node is kazoo's (its `Lock`, `WriteLock` or `ReadLock`), whose data is the
-    /// contender's identifier.
-    pub fn is_kazoos(&self) -> bool {
-        Mode::is_kazoos(&self.node)
-    }
-
-    /// Whether the node says its parent is a semaphore's path (the node is its lease parent) or
-    /// a semaphore's lease parent (the node is a lease): for tools that show what a path is.
-    pub fn marks_a_semaphore(&self) -> bool {
-        crate::policy::marks_a_semaphore(&self.node)
-    }
-
-    /// The positions of the participants in `queue` (in queue order, as [`Lock::contenders`]
-    /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
-    /// queue from one listing.
-    pub fn holders_in(queue: &[Participant]) -> Vec<usize> {
-        crate::policy::holders(queue, |p| p.mode, |p| p.sequence)
     }
 }
 
@@ -770,51 +652,5 @@ impl std::fmt::Debug for LockGuard {
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock").field("path", &self.path()).field("mode", &self.mode).finish()
-    }
-}
-
-/// The uuids in attempts' node names, without a `getrandom` call per attempt: a random v4 uuid
-/// per client whose last 48 bits (the uuid's node field, free of version and variant bits) are
-/// XORed with a counter, so every attempt of a client has its own uuid for 2^48 attempts.
-pub(crate) struct AttemptIds {
-    base: uuid::Uuid,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl AttemptIds {
-    pub(crate) fn new() -> AttemptIds {
-        AttemptIds { base: uuid::Uuid::new_v4(), next: std::sync::atomic::AtomicU64::new(0) }
-    }
-
-    pub(crate) fn next(&self) -> uuid::Uuid {
-        let count = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 48) - 1);
-        uuid::Uuid::from_u128(self.base.as_u128() ^ u128::from(count))
-    }
-
-    /// Whether the lock node `name` was made by an attempt of this client (its uuid shares the
-    /// client's first 80 bits). Another client's node matches by chance one time in 2^80.
-    pub(crate) fn made(&self, name: &str) -> bool {
-        let uuid =
-            name.strip_prefix("_c_").and_then(|rest| rest.get(..36)).and_then(|id| uuid::Uuid::parse_str(id).ok());
-        uuid.is_some_and(|uuid| (uuid.as_u128() ^ self.base.as_u128()) >> 48 == 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::AttemptIds;
-
-    #[test]
-    fn attempt_ids_tell_their_clients_nodes() {
-        let (ours, theirs) = (AttemptIds::new(), AttemptIds::new());
-        let node = |ids: &AttemptIds| format!("_c_{}-lock-0000000001", ids.next());
-        assert!(ours.made(&node(&ours)));
-        for _ in 0..1000 {
-            ours.next();
-        }
-        assert!(ours.made(&node(&ours)));
-        assert!(!ours.made(&node(&theirs)));
-        assert!(!ours.made("0abad91753a64ed9bfac3327be0d1234__lock__0000000001"), "kazoo's");
-        assert!(!ours.made("_c_not-a-uuid-lock-0000000001"));
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::connection::ClientInner;
 use crate::engine::Wait;
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
@@ -74,17 +75,18 @@ impl Member {
         }
     }
 
-    fn client(&self) -> crate::Client {
+    /// The connection of the client this member was made from.
+    fn client(&self) -> &ClientInner {
         match self {
-            Member::Lock(lock) => lock.client(),
-            Member::Leases(semaphore, _) => semaphore.client(),
+            Member::Lock(lock) => &lock.recipe.client,
+            Member::Leases(semaphore, _) => &semaphore.mutex().recipe.client,
         }
     }
 
     /// The path on the server (the client's chroot and the path): members of clients with other
     /// chroots sort, and are told apart, by where their nodes really are.
     fn server_path(&self) -> String {
-        format!("{}{}", self.client().inner.chroot, self.path())
+        format!("{}{}", self.client().chroot, self.path())
     }
 }
 
@@ -130,7 +132,7 @@ impl MultiLock {
             return Err(Error::invalid("a multi-lock needs at least one member, got none"));
         };
         crate::validate::multi_lock_members(members.len())?;
-        let runtime = first.client().inner.runtime.clone();
+        let runtime = first.client().runtime.clone();
         // The order is the paths' and kinds', never the caller's.
         members.sort_by_cached_key(|member| (member.server_path(), member.kind()));
         for pair in members.windows(2) {

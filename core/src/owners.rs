@@ -543,12 +543,12 @@ impl OwnerTable {
         self.slots
             .lock()
             .iter()
-            .any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| h.hold.state() == crate::HoldState::Held))
+            .any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| h.hold.state() == crate::hold::HoldState::Held))
     }
 
     /// The state of `owner`'s hold in `mode` if it has one, or else that of the hold in `mode`
     /// asked for last.
-    pub(crate) fn state_preferring(&self, owner: Option<&Owner>, mode: Mode) -> Option<crate::HoldState> {
+    pub(crate) fn state_preferring(&self, owner: Option<&Owner>, mode: Mode) -> Option<crate::hold::HoldState> {
         let slots = self.slots.lock();
         let mut held = slots.iter().filter(|s| s.mode == mode).filter_map(|s| Some((s.owner, s.held.as_ref()?)));
         let preferred = owner.and_then(|owner| held.clone().find(|(id, _)| *id == owner.id));
@@ -567,7 +567,7 @@ enum Known {
 }
 
 /// The error for a downgrade under a lost write hold (lost because of `reason`, if known).
-pub(crate) fn write_lost(owner: &Owner, path: &str, reason: Option<crate::LostReason>) -> Error {
+pub(crate) fn write_lost(owner: &Owner, path: &str, reason: Option<crate::error::LostReason>) -> Error {
     let why = reason.map_or(String::new(), |reason| format!(" ({})", reason.describe()));
     Error::lost(
         reason,

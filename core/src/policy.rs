@@ -214,12 +214,6 @@ impl PathRecipe {
         }
     }
 
-    /// What the participants listed at a path admit (as [`crate::Lock::contenders`] lists them,
-    /// of either recipe): for a tool that has the listing already.
-    pub fn of(participants: &[crate::Participant]) -> PathRecipe {
-        PathRecipe::of_names(participants.iter().map(|p| p.node.as_str()))
-    }
-
     /// Whether a lock of `mode` may use the path: its acquisition would not be refused as a
     /// recipe conflict.
     pub fn fits(self, mode: Mode) -> bool {

@@ -28,9 +28,11 @@ mod attempt;
 mod downgrade;
 mod listing;
 mod node_data;
+mod options;
 mod participants;
 mod path;
 mod recipe;
+mod registry;
 mod release;
 mod released;
 mod semaphore;
@@ -39,8 +41,13 @@ mod walk;
 
 use attempt::{find_mine, Attempt, Made, NodeName};
 use listing::{in_queue_order, list, Listing, ListingReply};
+pub use node_data::Identity;
+pub use options::LockOptions;
+pub use participants::Participant;
 pub(crate) use recipe::Recipe;
+pub(crate) use registry::Registry;
 pub(crate) use released::ReleasedNodes;
+pub use semaphore::MaxLeases;
 pub(crate) use semaphore::SemaphoreMax;
 pub(crate) use wait::{again_on_new_session, unreachable, Wait};
 pub use wait::{REMOVAL_GRACE, TRY_BOUND};
@@ -63,7 +70,7 @@ impl Recipe {
     /// at the back, on a new session, within its deadline. (A holder's loss is a loss: holds
     /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
-        let _in_progress = crate::memory::InProgress::new(&self.client);
+        let _in_progress = crate::memory::InProgress::new(&self.client.callbacks);
         again_on_new_session(wait, &self.path, |wait| self.attempt(mode, owner, wait)).await
     }
 
@@ -394,7 +401,7 @@ impl Recipe {
                                 // attempt is disarmed then, so nothing needs the path to remove the node).
                                 let node_path = attempt.node.take_node().expect("set with our node");
                                 let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
-                                self.client.node_watcher.add(&hold, own_event);
+                                self.registry.node_watcher.add(&hold, own_event);
                                 return Ok(Step::Done(Some(hold)));
                             }
                             Decision::WaitFor { node, then } => {
@@ -514,7 +521,7 @@ impl Recipe {
             };
             let holds = match then {
                 AfterWait::Holds => true,
-                AfterWait::HoldsIfReleasedHere { .. } => self.client.released.contains(&ahead),
+                AfterWait::HoldsIfReleasedHere { .. } => self.registry.released.contains(&ahead),
                 AfterWait::LooksAgain => false,
             };
             if !holds {
@@ -539,7 +546,7 @@ impl Recipe {
             if let Some(own) = q.own_watch.take() {
                 if let Some(event) = (*own).silent() {
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold, Some(event));
+                    self.registry.node_watcher.add(&hold, Some(event));
                     return Ok(Step::Done(Some(hold)));
                 }
             }
@@ -547,7 +554,7 @@ impl Recipe {
                 Reply::Answered(Ok(Some(stat))) if stat.ephemeral_owner == session.id => {
                     requests.progressed();
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold, None);
+                    self.registry.node_watcher.add(&hold, None);
                     return Ok(Step::Done(Some(hold)));
                 }
                 // Our node is gone: queue again.
@@ -595,7 +602,7 @@ struct Queueing<'a> {
     /// Its first create's turns: in the client's send order (given back once sent) and in its
     /// window of creates in flight (given back once answered).
     send_turn: Option<tokio::sync::MutexGuard<'a, ()>>,
-    create_slot: Option<crate::client::CreateSlot<'a>>,
+    create_slot: Option<crate::connection::CreateSlot<'a>>,
     mine: Option<Made>,
     /// The watch on the node ahead, kept across a look again that still names it.
     awaited: Option<Awaited>,
