@@ -384,7 +384,8 @@ impl Lock {
 }
 
 impl Semaphore {
-    /// The client this semaphore was made from.
+    /// The client this semaphore was made from (for the C ABI).
+    #[cfg(feature = "ffi")]
     pub(crate) fn client(&self) -> Client {
         self.mutex().client()
     }

@@ -1,5 +1,5 @@
 //! The counting semaphore: Curator's InterProcessSemaphoreV2, node for node. The recipe is the
-//! engine's: a [`Lock`] for the internal mutex and the lease step in `engine::semaphore`; this is
+//! engine's: a [`Lock`] for the internal mutex and the lease step in `engine::leases`; this is
 //! its public face.
 
 use std::sync::atomic::AtomicBool;

@@ -8,8 +8,9 @@
 //! errors and create options), `wait` (how long an acquisition may wait), `attempt` (an attempt's
 //! node, found again and removed), `listing` (the shared listing and queue order), `path` (the
 //! lock path: made, its ACL checked, the recipe it holds), `node_data` (the owner's identity a
-//! node holds), `released` (nodes this client released after holding), `downgrade`, `release`,
-//! `participants`, `semaphore` and `walk` (the locks under a prefix).
+//! node holds), `handoff` (nodes this client released after holding), `downgrade`, `release`,
+//! `participants` (who holds and who waits), `leases` (the semaphore's lease step), `options`,
+//! `registry` (a client's recipes) and `walk` (the locks under a prefix).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ use crate::retry::{Reply, Requests, Stop};
 
 mod attempt;
 mod downgrade;
+mod handoff;
+mod leases;
 mod listing;
 mod node_data;
 mod options;
@@ -34,21 +37,19 @@ mod path;
 mod recipe;
 mod registry;
 mod release;
-mod released;
-mod semaphore;
 mod wait;
 mod walk;
 
 use attempt::{find_mine, Attempt, Made, NodeName};
+pub(crate) use handoff::ReleasedNodes;
+pub use leases::MaxLeases;
+pub(crate) use leases::SemaphoreMax;
 use listing::{in_queue_order, list, Listing, ListingReply};
 pub use node_data::Identity;
 pub use options::LockOptions;
 pub use participants::Participant;
 pub(crate) use recipe::Recipe;
 pub(crate) use registry::Registry;
-pub(crate) use released::ReleasedNodes;
-pub use semaphore::MaxLeases;
-pub(crate) use semaphore::SemaphoreMax;
 pub(crate) use wait::{again_on_new_session, unreachable, Wait};
 pub use wait::{REMOVAL_GRACE, TRY_BOUND};
 
