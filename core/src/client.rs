@@ -17,6 +17,10 @@ use crate::semaphore::{Semaphore, SemaphoreOptions};
 use crate::session::SessionState;
 use crate::validate;
 
+// For the docs' links only.
+#[cfg(doc)]
+use crate::error::{Error, ErrorKind};
+
 /// A stream of session state changes, from [`Client::state_changes`].
 pub struct StateChanges {
     receiver: broadcast::Receiver<SessionState>,
@@ -268,25 +272,48 @@ impl Client {
     pub fn wait_closed(&self, deadline: std::time::Instant) -> bool {
         self.inner().wait_closed(deadline)
     }
+}
 
+/// What the bindings (the C ABI, Python, Node) need of a [`Client`] beyond its public API: the
+/// callback thread every user callback runs on, and the lost-hold watches behind their lost
+/// callbacks. Hidden from the docs; in scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait ClientBinding {
     /// Runs `callback` on this client's callback thread, after those dispatched before it: the
     /// bindings run every user callback (lost lock, state change) this way, never on the threads
-    /// that keep sessions alive. See [`CallbackDispatcher`].
-    pub fn dispatch_callback(&self, callback: impl FnOnce() + Send + 'static) {
-        self.inner().dispatch(callback);
-    }
+    /// that keep sessions alive. See [`crate::dispatch::CallbackDispatcher`].
+    fn dispatch_callback(&self, callback: impl FnOnce() + Send + 'static);
 
     /// Calls `callback` with the reason on this client's callback thread if `hold` is lost;
     /// never once it is released. One light task per hold: the bindings give each new hold
-    /// ([`crate::Acquired::Held`], not a re-entry) one, for their lost-lock callbacks.
-    pub fn on_hold_lost(&self, hold: Hold, callback: impl FnOnce(LostReason) + Send + 'static) {
-        self.inner().when_lost(async move { hold.lost().await }, callback);
-    }
+    /// (`Acquired::Held`, not a re-entry) one, for their lost-lock callbacks.
+    fn on_hold_lost(&self, hold: Hold, callback: impl FnOnce(LostReason) + Send + 'static);
 
     /// Calls `callback` with the first member of a multi-lock's guard to be lost, once, on this
     /// client's callback thread; never if they are all released. `loss` is the guard's
-    /// [`crate::MultiGuard::first_member_loss`], taken while the caller still has the guard.
-    pub fn on_member_lost(
+    /// `MultiGuardBinding::first_member_loss`, taken while the caller still has the guard.
+    fn on_member_lost(
+        &self,
+        loss: impl std::future::Future<Output = Option<MemberLost>> + Send + 'static,
+        callback: impl FnOnce(MemberLost) + Send + 'static,
+    );
+
+    /// Calls `callback` with the index and reason of the first of `holds` to be lost (a set
+    /// taken together: leases, a multi-lock's members), once, on this client's callback thread;
+    /// never if they are all released.
+    fn on_first_loss(&self, holds: Vec<Hold>, callback: impl FnOnce(usize, LostReason) + Send + 'static);
+}
+
+impl ClientBinding for Client {
+    fn dispatch_callback(&self, callback: impl FnOnce() + Send + 'static) {
+        self.inner().dispatch(callback);
+    }
+
+    fn on_hold_lost(&self, hold: Hold, callback: impl FnOnce(LostReason) + Send + 'static) {
+        self.inner().when_lost(async move { hold.lost().await }, callback);
+    }
+
+    fn on_member_lost(
         &self,
         loss: impl std::future::Future<Output = Option<MemberLost>> + Send + 'static,
         callback: impl FnOnce(MemberLost) + Send + 'static,
@@ -294,10 +321,7 @@ impl Client {
         self.inner().when_lost(loss, callback);
     }
 
-    /// Calls `callback` with the index and reason of the first of `holds` to be lost (a set
-    /// taken together: leases, a multi-lock's members), once, on this client's callback thread;
-    /// never if they are all released.
-    pub fn on_first_loss(&self, holds: Vec<Hold>, callback: impl FnOnce(usize, LostReason) + Send + 'static) {
+    fn on_first_loss(&self, holds: Vec<Hold>, callback: impl FnOnce(usize, LostReason) + Send + 'static) {
         self.inner().when_lost(async move { first_loss(&holds).await }, |(index, reason)| callback(index, reason));
     }
 }

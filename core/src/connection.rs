@@ -34,14 +34,14 @@ pub(crate) const CREATE_WINDOW: usize = 1024;
 // A burst that fills the window is what `memory` gives back after.
 const _: () = assert!(memory::GIVE_BACK_AFTER == CREATE_WINDOW);
 
-/// Options for [`Client::connect`]. Start from `ClientOptions::default()` and set fields.
+/// Options for [`Client::connect`](crate::Client::connect). Start from `ClientOptions::default()` and set fields.
 /// `Debug` shows no secret (no password, no private key).
 #[derive(Clone)]
 pub struct ClientOptions {
     /// The session timeout asked of the server (which may clamp it to its own bounds). A holder
     /// that stays disconnected this long loses its locks. Default [`DEFAULT_SESSION_TIMEOUT`].
     pub session_timeout: Duration,
-    /// How long [`Client::connect`] tries to establish the session. Default
+    /// How long [`Client::connect`](crate::Client::connect) tries to establish the session. Default
     /// [`DEFAULT_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
     /// Digest credentials as `"user:password"`, sent as the `digest` auth scheme. They cross
@@ -115,7 +115,7 @@ impl std::fmt::Display for ConnectWarning {
 
 impl ClientOptions {
     /// The warnings connecting with these options deserves (empty for safe ones): digest auth
-    /// without TLS ([`ConnectWarning::CleartextPassword`]). [`Client::connect_with`] emits each
+    /// without TLS ([`ConnectWarning::CleartextPassword`]). [`Client::connect_with`](crate::Client::connect_with) emits each
     /// as a `tracing` warning (target `zklock`); the bindings, which users run without a
     /// `tracing` subscriber, emit them their language's way.
     pub fn connect_warnings(&self) -> Vec<ConnectWarning> {

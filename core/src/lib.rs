@@ -102,6 +102,8 @@
 #![warn(missing_docs)]
 
 mod acl;
+#[doc(hidden)]
+pub mod binding;
 mod client;
 mod connection;
 mod dispatch;
@@ -137,7 +139,9 @@ pub use crate::dispatch::CallbackDispatcher;
 pub use crate::engine::{Identity, LockOptions, LocksUnder, MaxLeases, Participant, REMOVAL_GRACE, TRY_BOUND};
 pub use crate::error::{printable, Error, ErrorKind, LostReason, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
-pub use crate::lock::{Acquire, Acquired, Lock, LockGuard};
+#[doc(hidden)]
+pub use crate::lock::Acquire;
+pub use crate::lock::{Acquired, Lock, LockGuard};
 pub use crate::lost_callbacks::LostSubscription;
 #[doc(hidden)]
 pub use crate::memory::times_given_back;

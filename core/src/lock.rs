@@ -33,15 +33,6 @@ impl Lock {
         Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
     }
 
-    /// The id of the owner table that counts this handle's holds: the same for every handle of
-    /// this client on the path (with the same identifier and ACL, see [`crate::Client::lock`])
-    /// and for both sides of a read/write lock, distinct from every other table's in the process
-    /// (never reused). An owner holds or re-enters a lock through any handle of its table; a
-    /// binding whose owners are async flows names them per table.
-    pub fn owner_table_id(&self) -> u64 {
-        self.recipe.serial
-    }
-
     /// The lock path, relative to the client's chroot.
     pub fn path(&self) -> &str {
         &self.recipe.path
@@ -66,7 +57,7 @@ impl Lock {
     ///   or the path holds nodes of the other recipe (mutex or read/write lock).
     /// * [`ErrorKind::Deadlock`] for the write side, if `owner` holds the read side.
     /// * [`ErrorKind::PermissionDenied`] if the lock path's ACL does not let this client queue
-    ///   (ZooKeeper's NoAuth), or, for a lock with an [`Acl`], grants others more than it asks.
+    ///   (ZooKeeper's NoAuth), or, for a lock with an [`Acl`](crate::Acl), grants others more than it asks.
     ///   The attempt's node, if one was made, is removed.
     ///
     /// # Cancellation safety
@@ -156,20 +147,6 @@ impl Lock {
         self.hold_of(owner).is_some_and(|(hold, _)| hold.state() == crate::hold::HoldState::Held)
     }
 
-    /// Whether some owner holds the lock through this lock or its clones and may act on it (as
-    /// [`Lock::is_held_by`]: not while suspended, not once lost): for a binding whose lock
-    /// object answers for all its owners.
-    pub fn is_held_by_any(&self) -> bool {
-        self.recipe.owners.any_live(self.mode)
-    }
-
-    /// The state of `owner`'s hold if it holds the lock, or else that of the latest hold taken
-    /// through this lock or its clones and not yet released (lost holds included): for a binding
-    /// whose lock object answers for all its owners, the caller's first.
-    pub fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::hold::HoldState> {
-        self.recipe.owners.state_preferring(owner, self.mode)
-    }
-
     /// The state of `owner`'s hold, if it holds the lock.
     pub fn state_of(&self, owner: &Owner) -> Option<crate::hold::HoldState> {
         self.hold_of(owner).map(|(hold, _)| hold.state())
@@ -195,14 +172,6 @@ impl Lock {
             )
             .with_path(self.path())),
         }
-    }
-
-    /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
-    /// its next acquisition here is not a new contender's but follows from that hold (a
-    /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
-    /// acquire as fresh owners unless they already hold.
-    pub fn holds_either_side(&self, owner: &Owner) -> bool {
-        self.recipe.owners.holds_any(owner)
     }
 
     /// Every participant under the lock path, holders first, in queue order, each with its
@@ -233,30 +202,6 @@ impl Lock {
                 .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::engine::TRY_BOUND)
                 .await?,
         ))
-    }
-
-    /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
-    /// as a second acquire by the same owner) is decided before this returns, and otherwise the
-    /// attempt's create is sent, or queued behind those of acquisitions begun earlier on this
-    /// client, before this returns. So the creates of one client reach the server in the order
-    /// its acquisitions began, whichever threads later drive them. `timeout` as in
-    /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
-    #[inline]
-    pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
-        self.begin(owner, timeout, None)
-    }
-
-    /// As [`Lock::begin_acquire`], ending as a timeout does once `abort` is cancelled: the
-    /// acquisition gives `Ok(None)` once the attempt's node is removed (what a binding's abort
-    /// promises, like its timeout). Dropping the acquisition instead removes the node in the
-    /// background.
-    pub fn begin_acquire_abortable(
-        &self,
-        owner: &Owner,
-        timeout: Option<Duration>,
-        abort: tokio_util::sync::CancellationToken,
-    ) -> Acquire {
-        self.begin(owner, timeout, Some(abort))
     }
 
     /// Inline, so that the reentrant fast path is in the caller's crate (a binding's).
@@ -299,44 +244,6 @@ impl Lock {
         }
     }
 
-    /// Re-enters at once if `owner` holds the lock: `Some(Ok(hold))` counted up, `Some(Err(_))`
-    /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
-    /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
-    /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
-    #[inline]
-    pub fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>> {
-        match self.entry(owner, false) {
-            Ok(Some(Entered::Counted(id))) => Some(Ok(id)),
-            Ok(Some(Entered::ReadOnWriteNode(hold))) => Some(Ok(hold.id())),
-            Ok(_) => None,
-            Err(err) => Some(Err(err)),
-        }
-    }
-
-    /// Releases every level of `owner`'s hold at once (the node deleted, as at the last level)
-    /// and returns how many there were: for a condition variable's wait (Python's
-    /// `threading.Condition`), which gives the lock up whole, and after acquiring it again
-    /// restores the levels with [`Lock::restore_levels`]. Errors as [`Lock::release`]'s; a lost hold
-    /// is dropped whole.
-    pub async fn release_every_level(&self, owner: &Owner) -> Result<u64> {
-        let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
-        self.release(owner).await.map(|()| levels)
-    }
-
-    /// Gives `owner`'s hold, just acquired again, `levels` levels in all: as many as
-    /// [`Lock::release_every_level`] gave up, counted up as re-entries would, with no ZooKeeper
-    /// traffic.
-    ///
-    /// # Notable errors
-    /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock.
-    pub fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
-        // The acquisition that took the lock again counted its first level.
-        if self.recipe.owners.add_levels(owner, self.mode, levels.saturating_sub(1)) {
-            return Ok(());
-        }
-        Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))
-    }
-
     /// Calls `callback(owner_id, reason)` once for each hold of this lock that is lost, on the
     /// client's callback thread (one callback at a time, in the order they became due; never on
     /// the threads that keep sessions alive), until the returned subscription is dropped.
@@ -353,34 +260,6 @@ impl Lock {
     ) -> crate::lost_callbacks::LostSubscription {
         let recipe = &self.recipe;
         recipe.lost.subscribe(&recipe.client, self.mode, Arc::new(callback), || recipe.owners.holds(self.mode))
-    }
-
-    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
-    /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
-    /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
-    /// loss) or if `owner` holds nothing here. No ZooKeeper traffic.
-    #[inline]
-    pub fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
-        self.recipe.owners.release_nested(owner, self.mode, self.path())
-    }
-
-    /// Releases, in the background, every level of every hold taken through this lock (and its
-    /// clones) in its mode, as each owner would: for a binding whose lock handle is freed.
-    pub fn release_all_in_background(&self) {
-        let owners = self.recipe.owners.holders(self.mode);
-        if owners.is_empty() {
-            return;
-        }
-        let lock = self.clone();
-        self.recipe.client.runtime.spawn(async move {
-            for owner in owners.into_iter().map(Owner::new) {
-                // Each release counts a level down, whatever it reports (a lost hold, or a delete
-                // going on in the background after a connection loss).
-                while lock.hold_of(&owner).is_some() {
-                    let _ = lock.release(&owner).await;
-                }
-            }
-        });
     }
 
     /// The reentrant fast path: counts up an existing hold, or marks the owner as acquiring
@@ -488,6 +367,165 @@ impl Lock {
     }
 }
 
+/// What the bindings (the C ABI, Python, Node) need of a [`Lock`] beyond its public API: their
+/// reentrant fast paths, nested releases, condition-variable levels, and the rules of handles
+/// and flows that answer for several owners. Hidden from the docs; in scope with
+/// `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait LockBinding {
+    /// The id of the owner table that counts this handle's holds: the same for every handle of
+    /// this client on the path (with the same identifier and ACL, see [`crate::Client::lock`])
+    /// and for both sides of a read/write lock, distinct from every other table's in the process
+    /// (never reused). An owner holds or re-enters a lock through any handle of its table; a
+    /// binding whose owners are async flows names them per table.
+    fn owner_table_id(&self) -> u64;
+
+    /// Whether some owner holds the lock through this lock or its clones and may act on it (as
+    /// [`Lock::is_held_by`]: not while suspended, not once lost): for a binding whose lock
+    /// object answers for all its owners.
+    fn is_held_by_any(&self) -> bool;
+
+    /// The state of `owner`'s hold if it holds the lock, or else that of the latest hold taken
+    /// through this lock or its clones and not yet released (lost holds included): for a binding
+    /// whose lock object answers for all its owners, the caller's first.
+    fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::hold::HoldState>;
+
+    /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
+    /// its next acquisition here is not a new contender's but follows from that hold (a
+    /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
+    /// acquire as fresh owners unless they already hold.
+    fn holds_either_side(&self, owner: &Owner) -> bool;
+
+    /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
+    /// as a second acquire by the same owner) is decided before this returns, and otherwise the
+    /// attempt's create is sent, or queued behind those of acquisitions begun earlier on this
+    /// client, before this returns. So the creates of one client reach the server in the order
+    /// its acquisitions began, whichever threads later drive them. `timeout` as in
+    /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
+    fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire;
+
+    /// As [`Lock::begin_acquire`], ending as a timeout does once `abort` is cancelled: the
+    /// acquisition gives `Ok(None)` once the attempt's node is removed (what a binding's abort
+    /// promises, like its timeout). Dropping the acquisition instead removes the node in the
+    /// background.
+    fn begin_acquire_abortable(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: tokio_util::sync::CancellationToken,
+    ) -> Acquire;
+
+    /// Re-enters at once if `owner` holds the lock: `Some(Ok(hold))` counted up, `Some(Err(_))`
+    /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
+    /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
+    /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
+    fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>>;
+
+    /// Releases every level of `owner`'s hold at once (the node deleted, as at the last level)
+    /// and returns how many there were: for a condition variable's wait (Python's
+    /// `threading.Condition`), which gives the lock up whole, and after acquiring it again
+    /// restores the levels with [`Lock::restore_levels`]. Errors as [`Lock::release`]'s; a lost hold
+    /// is dropped whole.
+    fn release_every_level(&self, owner: &Owner) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Gives `owner`'s hold, just acquired again, `levels` levels in all: as many as
+    /// [`Lock::release_every_level`] gave up, counted up as re-entries would, with no ZooKeeper
+    /// traffic.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock.
+    fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()>;
+
+    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
+    /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
+    /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
+    /// loss) or if `owner` holds nothing here. No ZooKeeper traffic.
+    fn release_nested(&self, owner: &Owner) -> Option<Result<()>>;
+
+    /// Releases, in the background, every level of every hold taken through this lock (and its
+    /// clones) in its mode, as each owner would: for a binding whose lock handle is freed.
+    fn release_all_in_background(&self);
+}
+
+impl LockBinding for Lock {
+    fn owner_table_id(&self) -> u64 {
+        self.recipe.serial
+    }
+
+    fn is_held_by_any(&self) -> bool {
+        self.recipe.owners.any_live(self.mode)
+    }
+
+    fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::hold::HoldState> {
+        self.recipe.owners.state_preferring(owner, self.mode)
+    }
+
+    fn holds_either_side(&self, owner: &Owner) -> bool {
+        self.recipe.owners.holds_any(owner)
+    }
+
+    #[inline]
+    fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
+        self.begin(owner, timeout, None)
+    }
+
+    fn begin_acquire_abortable(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: tokio_util::sync::CancellationToken,
+    ) -> Acquire {
+        self.begin(owner, timeout, Some(abort))
+    }
+
+    #[inline]
+    fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>> {
+        match self.entry(owner, false) {
+            Ok(Some(Entered::Counted(id))) => Some(Ok(id)),
+            Ok(Some(Entered::ReadOnWriteNode(hold))) => Some(Ok(hold.id())),
+            Ok(_) => None,
+            Err(err) => Some(Err(err)),
+        }
+    }
+
+    fn release_every_level(&self, owner: &Owner) -> impl Future<Output = Result<u64>> + Send {
+        async move {
+            let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
+            self.release(owner).await.map(|()| levels)
+        }
+    }
+
+    fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
+        // The acquisition that took the lock again counted its first level.
+        if self.recipe.owners.add_levels(owner, self.mode, levels.saturating_sub(1)) {
+            return Ok(());
+        }
+        Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))
+    }
+
+    #[inline]
+    fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
+        self.recipe.owners.release_nested(owner, self.mode, self.path())
+    }
+
+    fn release_all_in_background(&self) {
+        let owners = self.recipe.owners.holders(self.mode);
+        if owners.is_empty() {
+            return;
+        }
+        let lock = self.clone();
+        self.recipe.client.runtime.spawn(async move {
+            for owner in owners.into_iter().map(Owner::new) {
+                // Each release counts a level down, whatever it reports (a lost hold, or a delete
+                // going on in the background after a connection loss).
+                while lock.hold_of(&owner).is_some() {
+                    let _ = lock.release(&owner).await;
+                }
+            }
+        });
+    }
+}
+
 /// The participants that hold, by each one's own mode's rule, in queue order.
 fn holding(participants: Vec<Participant>) -> Vec<Participant> {
     let holders = Participant::holders_in(&participants);
@@ -528,7 +566,7 @@ impl From<Option<Hold>> for Acquired {
     }
 }
 
-/// An acquisition begun by [`Lock::begin_acquire`]: a future of its outcome (as
+/// An acquisition begun by a binding's `begin_acquire`: a future of its outcome (as
 /// [`Lock::acquire_for`]'s), already under way.
 #[must_use = "dropping an acquisition cancels it"]
 pub struct Acquire {

@@ -475,13 +475,6 @@ impl MultiGuard {
         }
     }
 
-    /// The first member to be lost, with why; `None` once every member is released without a
-    /// loss. Owns what it watches, so that it can outlive a borrow of the guard: a binding's
-    /// lost callback (see [`crate::Client::on_member_lost`]).
-    pub fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
-        first_loss(&self.taken.parts)
-    }
-
     /// Releases every member in reverse canonical order, each confirmed by the server before the
     /// next; the first error (see [`Lock::release`], [`crate::Lease::release`]) after trying all.
     pub async fn release(mut self) -> Result<()> {
@@ -491,6 +484,22 @@ impl MultiGuard {
 
 fn lost(index: usize, member: &Member, reason: LostReason) -> MemberLost {
     MemberLost { index, path: member.path().to_owned(), kind: member.kind(), reason }
+}
+
+/// What the bindings need of a [`MultiGuard`] beyond its public API. Hidden from the docs; in
+/// scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait MultiGuardBinding {
+    /// The first member to be lost, with why; `None` once every member is released without a
+    /// loss. Owns what it watches, so that it can outlive a borrow of the guard: a binding's
+    /// lost callback (see `ClientBinding::on_member_lost`).
+    fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static;
+}
+
+impl MultiGuardBinding for MultiGuard {
+    fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
+        first_loss(&self.taken.parts)
+    }
 }
 
 impl std::fmt::Debug for MultiGuard {

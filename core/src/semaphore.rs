@@ -97,7 +97,7 @@ impl SemaphoreOptions {
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,
-    /// The owner label of its acquisitions' nodes (see [`Semaphore::labelled`]).
+    /// The owner label of its acquisitions' nodes (see a binding's `labelled`).
     label: Option<Arc<str>>,
 }
 
@@ -203,17 +203,6 @@ impl Semaphore {
     /// [`Semaphore::queues`] of this semaphore.
     pub(crate) fn queue_paths(&self) -> Vec<String> {
         Semaphore::queues(&self.inner.path, &self.inner.max)
-    }
-
-    /// This semaphore, its acquisitions' nodes labelled `label` (as [`SemaphoreOptions::label`]):
-    /// the same semaphore (its path, max and state), for a binding that labels each acquisition
-    /// after its caller (a thread, a task), as a lock's nodes are labelled after their owner.
-    ///
-    /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`] for a label over [`crate::MAX_LABEL_BYTES`].
-    pub fn labelled(&self, label: &str) -> Result<Semaphore> {
-        validate::label(Some(label)).map_err(|err| err.with_path(&self.inner.path))?;
-        Ok(Semaphore { inner: self.inner.clone(), label: Some(Arc::from(label)) })
     }
 
     /// The semaphore's path, relative to the client's chroot.
@@ -430,6 +419,26 @@ impl Semaphore {
 
     fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
         Error::new(kind, message).with_path(&self.inner.path)
+    }
+}
+
+/// What the bindings need of a [`Semaphore`] beyond its public API. Hidden from the docs; in
+/// scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait SemaphoreBinding: Sized {
+    /// This semaphore, its acquisitions' nodes labelled `label` (as [`SemaphoreOptions::label`]):
+    /// the same semaphore (its path, max and state), for a binding that labels each acquisition
+    /// after its caller (a thread, a task), as a lock's nodes are labelled after their owner.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] for a label over [`crate::MAX_LABEL_BYTES`].
+    fn labelled(&self, label: &str) -> Result<Semaphore>;
+}
+
+impl SemaphoreBinding for Semaphore {
+    fn labelled(&self, label: &str) -> Result<Semaphore> {
+        validate::label(Some(label)).map_err(|err| err.with_path(&self.inner.path))?;
+        Ok(Semaphore { inner: self.inner.clone(), label: Some(Arc::from(label)) })
     }
 }
 

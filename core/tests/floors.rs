@@ -24,8 +24,9 @@ const FLOORS: &[&[&str]] = &[
     &["lock", "rwlock", "semaphore", "multi_lock"],
     // 8. the public Client
     &["client"],
-    // 9. the crate root, and the C ABI above it (a binding, which may use the root's names)
-    &["lib", "ffi"],
+    // 9. the crate root, the bindings' own surface, and the C ABI above them (a binding, which
+    // may use the root's names)
+    &["lib", "binding", "ffi"],
 ];
 
 /// Modules that may name things through the crate root (`crate::Client`): the root itself and

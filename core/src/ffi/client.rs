@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use super::callback::CallbackSlot;
 use super::error::{zkl_result, Failure};
 use super::{handles, runtime};
+use crate::binding::ClientBinding;
 use crate::{Client, ClientOptions, GssapiOptions, SaslOptions, SessionState};
 
 /// A connection to a ZooKeeper ensemble (one session at a time), from zkl_client_connect and

@@ -11,6 +11,7 @@ use super::client::c_str;
 use super::error::{zkl_result, Failure};
 use super::owner::{explicit_owner, thread_owner};
 use super::{handles, runtime};
+use crate::binding::LockBinding;
 use crate::{Acquired, HoldState, Lock, LostReason, LostSubscription, Owner};
 use tokio_util::sync::CancellationToken;
 

@@ -14,6 +14,7 @@ use super::lock::{timeout, zkl_hold_state, zkl_lock, zkl_lost_reason};
 use super::owner::{explicit_owner, thread_owner};
 use super::semaphore::zkl_semaphore;
 use super::{handles, runtime};
+use crate::binding::{ClientBinding, MultiGuardBinding};
 use crate::{Hold, Member, MemberKind, MultiGuard, MultiLock, Owner};
 
 /// Several locks taken together, all or nothing (Curator's InterProcessMultiLock, without its

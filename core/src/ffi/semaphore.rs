@@ -13,6 +13,7 @@ use super::client::c_str;
 use super::error::{zkl_result, Failure};
 use super::lock::{timeout, zkl_hold_state, zkl_lost_reason};
 use super::{handles, runtime};
+use crate::binding::ClientBinding;
 use crate::{Hold, Leases, MaxLeases, Semaphore, SemaphoreOptions};
 
 /// A counting semaphore on one path (Curator's InterProcessSemaphoreV2, node for node): at most
