@@ -274,6 +274,21 @@ impl Client {
     }
 }
 
+impl Lock {
+    /// The client this lock was made from.
+    pub fn client(&self) -> Client {
+        Client { registry: self.recipe.registry.clone() }
+    }
+}
+
+impl Semaphore {
+    /// The client this semaphore was made from (for the C ABI).
+    #[cfg(feature = "ffi")]
+    pub(crate) fn client(&self) -> Client {
+        self.mutex().client()
+    }
+}
+
 /// What the bindings (the C ABI, Python, Node) need of a [`Client`] beyond its public API: the
 /// callback thread every user callback runs on, and the lost-hold watches behind their lost
 /// callbacks. Hidden from the docs; in scope with `use zklock::binding::*`.
@@ -397,20 +412,5 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(warned(None, None), Vec::<String>::new(), "SASL sends no password");
-    }
-}
-
-impl Lock {
-    /// The client this lock was made from.
-    pub fn client(&self) -> Client {
-        Client { registry: self.recipe.registry.clone() }
-    }
-}
-
-impl Semaphore {
-    /// The client this semaphore was made from (for the C ABI).
-    #[cfg(feature = "ffi")]
-    pub(crate) fn client(&self) -> Client {
-        self.mutex().client()
     }
 }

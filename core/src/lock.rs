@@ -488,11 +488,9 @@ impl LockBinding for Lock {
         }
     }
 
-    fn release_every_level(&self, owner: &Owner) -> impl Future<Output = Result<u64>> + Send {
-        async move {
-            let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
-            self.release(owner).await.map(|()| levels)
-        }
+    async fn release_every_level(&self, owner: &Owner) -> Result<u64> {
+        let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
+        self.release(owner).await.map(|()| levels)
     }
 
     fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
