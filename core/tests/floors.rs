@@ -186,6 +186,36 @@ fn no_circle_runs_through_the_core() {
     }
 }
 
+/// The C ABI's modules (core/src/ffi) and those each names (`super::x`, `crate::ffi::x`).
+fn ffi_edges() -> BTreeMap<String, BTreeSet<String>> {
+    let dir = src().join("ffi");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let modules: BTreeSet<String> =
+        files.iter().map(|file| file.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let module = file.file_stem().unwrap().to_string_lossy().into_owned();
+        // `super::x` and `crate::ffi::x` both name the C ABI's module x.
+        let code = code(&std::fs::read_to_string(file).unwrap()).replace("crate::ffi::", "super::");
+        let named = crate_references(&code.replace("crate::", "crate_::").replace("super::", "crate::"));
+        for name in named {
+            if modules.contains(&name) && name != module && name != "mod" {
+                edges.entry(module.clone()).or_default().insert(name);
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn no_circle_runs_through_the_c_abi() {
+    let scan = Scan { edges: ffi_edges(), through_root: Vec::new() };
+    if let Some(circle) = circle(&scan) {
+        panic!("the C ABI's modules import each other in a circle: {}", circle.join(" -> "));
+    }
+}
+
 #[test]
 fn internal_code_imports_by_module_path() {
     let scan = scan(&src());
