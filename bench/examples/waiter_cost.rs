@@ -9,6 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use zklock::binding::LockBinding;
 use zklock::{Client, Owner};
 
 struct Counting;

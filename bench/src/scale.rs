@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use zklock::binding::LockBinding;
 use zklock::{Client, Owner};
 
 /// One N's figures, or why there are none.

@@ -9,6 +9,7 @@ use napi::{Env, JsValue};
 use napi_derive::napi;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
+use zklock::binding::LockBinding;
 use zklock::{HoldState, Owner};
 
 use crate::error;

@@ -9,6 +9,7 @@ use napi::bindgen_prelude::{Either, Function, Object, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
+use zklock::binding::MultiGuardBinding;
 
 use crate::hold::{notify_loss, Lost, NativeHold};
 use crate::lock::NativeLock;

@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
+use zklock::binding::ClientBinding;
 
 /// A Python callable shared with runtime tasks (an `Arc`, so that sharing needs no GIL).
 pub(crate) type Callback = Arc<Callable>;

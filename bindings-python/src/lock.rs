@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
+use zklock::binding::LockBinding;
 use zklock::{Hold, LockOptions, Participant as CoreParticipant};
 
 use crate::callbacks::{self, Callback};

@@ -6,6 +6,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
+use zklock::binding::{ClientBinding, MultiGuardBinding};
 use zklock::{Hold, Member};
 
 use crate::callbacks;

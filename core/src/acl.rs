@@ -10,6 +10,7 @@ use zookeeper_client as zk;
 
 use crate::error::printable;
 use crate::error::{Error, Result};
+use crate::validate;
 
 /// ZooKeeper permissions, combined with `|`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -213,7 +214,7 @@ impl Acl {
         if entries.is_empty() {
             return Err(Error::invalid("the lock's ACL is empty: it needs at least one entry"));
         }
-        crate::validate::acl_size(&entries)?;
+        validate::acl_size(entries.len(), entries.iter().map(|entry| entry.scheme.len().max(entry.id.len())))?;
         for entry in &entries {
             let refuse = |why: &str| Err(Error::invalid(format!("the lock's ACL entry {entry} {why}")));
             if entry.perms.bits() == 0 {

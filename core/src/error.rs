@@ -90,7 +90,7 @@ struct Inner {
     /// An invalid argument because the path holds nodes of the other recipe.
     recipe_conflict: bool,
     /// Why the hold was lost, for a LockLost error that knows.
-    lost_reason: Option<crate::LostReason>,
+    lost_reason: Option<LostReason>,
 }
 
 impl fmt::Debug for Error {
@@ -136,12 +136,12 @@ impl Error {
     }
 
     /// A [`ErrorKind::LockLost`] error for a hold lost because of `reason` (if known).
-    pub(crate) fn lost(reason: Option<crate::LostReason>, message: impl Into<Cow<'static, str>>) -> Self {
+    pub(crate) fn lost(reason: Option<LostReason>, message: impl Into<Cow<'static, str>>) -> Self {
         Error::new(ErrorKind::LockLost, message).with_lost_reason(reason)
     }
 
     /// Why the hold was lost (LockLost), or the session under the operation ended (SessionExpired).
-    pub(crate) fn with_lost_reason(mut self, reason: Option<crate::LostReason>) -> Self {
+    pub(crate) fn with_lost_reason(mut self, reason: Option<LostReason>) -> Self {
         self.inner.lost_reason = reason;
         self
     }
@@ -206,7 +206,7 @@ impl Error {
     /// For a [`ErrorKind::LockLost`] error, why the hold was lost, when known (each binding
     /// shows it: `lostReason` in Node, `lost_reason` in Python); for a
     /// [`ErrorKind::SessionExpired`] one, why the session ended.
-    pub fn lost_reason(&self) -> Option<crate::LostReason> {
+    pub fn lost_reason(&self) -> Option<LostReason> {
         self.inner.lost_reason
     }
 
@@ -321,6 +321,48 @@ fn zookeeper_code(err: &zookeeper_client::Error) -> i32 {
         Zk::BadArguments(_) => -8,
         Zk::UnexpectedErrorCode(code) => *code,
         _ => -1,
+    }
+}
+
+/// Why a held lock was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LostReason {
+    /// The server expired the session, deleting its lock nodes.
+    SessionExpired,
+    /// The client stayed disconnected so long that the server may already have expired the
+    /// session and let the next waiter in; the client gave the session up itself.
+    DisconnectedTooLong,
+    /// The client was closed.
+    Closed,
+    /// Someone else deleted the lock node.
+    NodeDeleted,
+    /// The servers rejected the client's credentials.
+    AuthFailed,
+}
+
+impl LostReason {
+    /// The reason's stable snake_case name: `session_expired`, `disconnected_too_long`,
+    /// `closed`, `node_deleted`, `auth_failed` (each binding shows these, in its own case style).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LostReason::SessionExpired => "session_expired",
+            LostReason::DisconnectedTooLong => "disconnected_too_long",
+            LostReason::Closed => "closed",
+            LostReason::NodeDeleted => "node_deleted",
+            LostReason::AuthFailed => "auth_failed",
+        }
+    }
+
+    /// What happened, as a sentence fragment (`"the session expired"`), for messages in every
+    /// language.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LostReason::SessionExpired => "the session expired",
+            LostReason::DisconnectedTooLong => "the client was disconnected for too long and gave up its session",
+            LostReason::Closed => "the client was closed",
+            LostReason::NodeDeleted => "someone else deleted the lock node",
+            LostReason::AuthFailed => "authentication failed",
+        }
     }
 }
 

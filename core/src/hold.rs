@@ -6,7 +6,7 @@
 //! task per client sets the watches on holders' own nodes (see [`NodeWatcher`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -18,7 +18,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use crate::session::{Lease, LostReason, Session, Trust};
+use crate::error::LostReason;
+use crate::session::{note_loss, Closed, Lease, Session, Trust};
 
 /// Whether a hold is still good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,27 +91,6 @@ pub async fn first_loss(holds: &[Hold]) -> Option<(usize, LostReason)> {
 const NODE_DELETED: u8 = 1;
 const RELEASED: u8 = 2;
 
-/// How many losses this process has seen (a hold's node deleted by someone else, a session
-/// over, a client closed), bumped after each is recorded and before it is announced, and again
-/// by whoever reads a hold as lost (so a thread that saw a loss never re-enters past it). The
-/// owner table's lock-free re-entry trusts a hold it checked while this count stood still, so it
-/// reads no hold (see `owners::Fast`); any loss anywhere sends each re-entry through the checked
-/// path once.
-static LOSSES: AtomicU64 = AtomicU64::new(0);
-
-/// Counts a loss; call after the flag that records it is set.
-pub(crate) fn note_loss() {
-    LOSSES.fetch_add(1, Ordering::AcqRel);
-}
-
-/// The count of losses so far, and of session timeouts that a reconnect shortened (a deadline
-/// kept from before may be too late since: see `owners::Fast`); read it before checking a hold,
-/// so a loss recorded after that check changes it.
-#[inline]
-pub(crate) fn losses() -> u64 {
-    LOSSES.load(Ordering::Acquire).wrapping_add(zookeeper_client::timeout_shrinks())
-}
-
 /// What an owner holds: the lock node, its fencing token, and its current [`HoldState`].
 /// Clones share the state.
 #[derive(Clone)]
@@ -127,7 +107,7 @@ pub(crate) struct HoldInfo {
     /// The session's: over, or past the deadline its answered requests set.
     trust: Arc<Trust>,
     lease: watch::Receiver<Lease>,
-    closed: crate::client::Closed,
+    closed: Closed,
     /// NODE_DELETED and RELEASED; each is set once and never cleared.
     flags: AtomicU8,
     /// Wakes those awaiting the state when a flag is set.
@@ -142,7 +122,7 @@ impl HoldInfo {
     fn set_flag(&self, flag: u8) {
         self.flags.fetch_or(flag, Ordering::AcqRel);
         if flag == NODE_DELETED {
-            // Before anyone awaiting the state hears of it (see `LOSSES`).
+            // Before anyone awaiting the state hears of it (see `session::LOSSES`).
             note_loss();
         }
         self.changed.notify_waiters();
@@ -155,7 +135,7 @@ impl HoldInfo {
         let lost = self.flag(NODE_DELETED) || self.closed.is_closed() || self.trust.is_over();
         if lost {
             // Whoever sees a loss makes sure the loss count moved before acting on it: its
-            // setter counts it only after setting its flag (see `LOSSES`).
+            // setter counts it only after setting its flag (see `session::LOSSES`).
             note_loss();
         }
         lost
@@ -255,7 +235,7 @@ impl Hold {
     /// A new hold on `node_path`; the client's [`NodeWatcher`] starts watching the node shortly.
     pub(crate) fn new(
         session: &Arc<Session>,
-        closed: &crate::client::Closed,
+        closed: &Closed,
         node_path: String,
         sequence: i64,
         fencing_token: i64,
@@ -300,10 +280,10 @@ impl Hold {
     /// # Notable errors
     /// * [`crate::ErrorKind::LockLost`], saying why it was lost.
     /// * [`crate::ErrorKind::NotOwner`] once it is released.
-    pub fn live_fencing_token(&self) -> crate::Result<i64> {
+    pub fn live_fencing_token(&self) -> crate::error::Result<i64> {
         let path = self.inner.node_path.rsplit_once('/').map_or("/", |(parent, _)| parent);
         match self.inner.status() {
-            (HoldState::Lost, reason) => Err(crate::Error::lost(
+            (HoldState::Lost, reason) => Err(crate::error::Error::lost(
                 reason,
                 format!(
                     "the hold is lost ({}): a lost hold has no fencing token",
@@ -311,8 +291,8 @@ impl Hold {
                 ),
             )
             .with_path(path)),
-            (HoldState::Released, _) => Err(crate::Error::new(
-                crate::ErrorKind::NotOwner,
+            (HoldState::Released, _) => Err(crate::error::Error::new(
+                crate::error::ErrorKind::NotOwner,
                 "the hold was released: a released hold has no fencing token",
             )
             .with_path(path)),

@@ -102,7 +102,10 @@
 #![warn(missing_docs)]
 
 mod acl;
+#[doc(hidden)]
+pub mod binding;
 mod client;
+mod connection;
 mod dispatch;
 mod engine;
 mod error;
@@ -112,6 +115,7 @@ mod hold;
 mod lock;
 mod lost_callbacks;
 mod memory;
+mod mode;
 mod multi_lock;
 mod order;
 mod owners;
@@ -129,25 +133,27 @@ mod validate;
 const _: () = zookeeper_client::ZKLOCK_TOKIO_IO_PATCH;
 
 pub use crate::acl::{Acl, AclEntry, Perms};
-pub use crate::client::{
-    Client, ClientOptions, ConnectWarning, SessionState, StateChanges, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
-};
+pub use crate::client::{Client, StateChanges};
+pub use crate::connection::{ClientOptions, ConnectWarning, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use crate::dispatch::CallbackDispatcher;
-pub use crate::engine::{LocksUnder, REMOVAL_GRACE, TRY_BOUND};
-pub use crate::error::{printable, Error, ErrorKind, Result};
+pub use crate::engine::{Identity, LockOptions, LocksUnder, MaxLeases, Participant, REMOVAL_GRACE, TRY_BOUND};
+pub use crate::error::{printable, Error, ErrorKind, LostReason, Result};
 pub use crate::hold::{first_loss, Hold, HoldState, HoldStateChanges};
-pub use crate::lock::{Acquire, Acquired, Identity, Lock, LockGuard, LockOptions, Participant};
+#[doc(hidden)]
+pub use crate::lock::Acquire;
+pub use crate::lock::{Acquired, Lock, LockGuard};
 pub use crate::lost_callbacks::LostSubscription;
 #[doc(hidden)]
 pub use crate::memory::times_given_back;
+pub use crate::mode::Mode;
 pub use crate::multi_lock::{Member, MemberKind, MemberLost, MultiGuard, MultiLock};
 pub use crate::owners::Owner;
-pub use crate::policy::{Mode, PathRecipe};
+pub use crate::policy::PathRecipe;
 #[doc(hidden)]
 pub use crate::rwlock::ReadWriteLock;
 pub use crate::sasl::{GssapiOptions, SaslOptions};
-pub use crate::semaphore::{Lease, Leases, MaxLeases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
-pub use crate::session::LostReason;
+pub use crate::semaphore::{Lease, Leases, Semaphore, SemaphoreOptions, SemaphoreParticipants};
+pub use crate::session::SessionState;
 pub use crate::tls::TlsOptions;
 pub use crate::validate::{
     check_label, check_lock_path, check_prefix, DEFAULT_JUTE_MAXBUFFER, MAX_ACL_ENTRIES, MAX_ACL_ID_BYTES,

@@ -6,94 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 
-use crate::acl::Acl;
-use crate::client::ClientInner;
-use crate::engine::{Recipe, Wait};
+use crate::engine::{LockOptions, Participant, Recipe, Registry, Wait};
 use crate::error::{ErrorKind, Result};
 use crate::hold::Hold;
+use crate::mode::Mode;
 use crate::owners::{Entered, Owner};
-use crate::policy::Mode;
-
-/// Options for [`crate::Client::lock_with`].
-#[derive(Clone, Default)]
-pub struct LockOptions {
-    /// Recorded in each lock node's identity, like kazoo's `identifier`: at most
-    /// [`crate::MAX_IDENTIFIER_BYTES`] (1,024) bytes.
-    pub identifier: Option<String>,
-    /// Who may queue for, delete in and read the lock: [`Acl::Open`] (to anyone) by default.
-    /// The lock path and every lock node get it; see [`Acl`] for what is protected, and how.
-    /// An ACL that names the authenticated creator needs [`crate::ClientOptions::digest_auth`]:
-    /// without it the lock is refused with [`ErrorKind::InvalidArgument`] before any traffic.
-    pub acl: Acl,
-    /// A handle of its own: its holds are not shared with the client's other handles for the
-    /// path (see [`crate::Client::lock`]), for a binding whose freed handle releases the holds
-    /// taken through it (C's `zkl_lock_free`). Default false.
-    pub separate: bool,
-    /// Test seam: runs with the predecessor's path after the listing and before the watch is
-    /// set, so tests can make the predecessor vanish in exactly that window.
-    #[doc(hidden)]
-    pub before_watch: Option<BeforeWatch>,
-}
-
-#[doc(hidden)]
-pub type BeforeWatch = Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
-
-impl std::fmt::Debug for LockOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockOptions")
-            .field("identifier", &self.identifier)
-            .field("acl", &self.acl)
-            .field("separate", &self.separate)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Who a lock node belongs to, as recorded in its data (JSON) by zklock in any language.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Identity {
-    /// Host name of the process.
-    pub host: String,
-    /// Process id.
-    pub pid: u32,
-    /// The owner's label (see [`Owner::with_label`]).
-    pub owner: String,
-    /// The language of the caller: `rust`, `c`, `python` or `node`.
-    pub lang: String,
-    /// The lock's identifier, if one was given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identifier: Option<String>,
-}
-
-/// One contender in a lock's queue, from [`Lock::contenders`] and [`Lock::holder`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Participant {
-    /// The child node's name.
-    pub node: String,
-    /// The sequence suffix, if the name has one.
-    pub sequence: Option<i64>,
-    /// How it takes the lock, by its node's name; `None` for a node of no lock zklock knows.
-    pub mode: Option<Mode>,
-    /// The node's creation zxid, which is also its holder's fencing token (but for a downgrade's
-    /// read node, whose holder goes on with its write hold's token).
-    pub fencing_token: i64,
-    /// The session that owns the (ephemeral) node.
-    pub session_id: i64,
-    /// When the node was made (the server's clock, milliseconds since the Unix epoch): when this
-    /// participant queued.
-    pub created_ms: i64,
-    /// The identity in the node data, when it was written by zklock (and read: see `data`).
-    pub identity: Option<Identity>,
-    /// The raw node data (Curator writes the client's IP address), if it was read: only a node's
-    /// data of at most 128 KiB is (any client that may queue may put a megabyte in each of its
-    /// nodes), the smallest first while 16 MiB last for the whole listing, and only where the
-    /// node's ACL lets this client read it. Empty otherwise: see [`Participant::data_was_read`].
-    pub data: Vec<u8>,
-    /// The size of the node's data, read or not.
-    pub data_length: usize,
-}
 
 /// A fair, reentrant lock on one ZooKeeper path: the mutex from [`crate::Client::lock`], or one
 /// side of a [`crate::ReadWriteLock`]. Cheap to clone; clones share the per-owner hold counts
@@ -105,23 +23,14 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(client: &Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<Lock> {
-        Ok(Lock { recipe: client.recipe(path, false, options)?, mode: Mode::Exclusive })
+    pub(crate) fn new(registry: &Arc<Registry>, path: String, options: LockOptions) -> Result<Lock> {
+        Ok(Lock { recipe: registry.recipe(path, false, options)?, mode: Mode::Exclusive })
     }
 
     /// The read and write sides of one read/write lock on `path`.
-    pub(crate) fn pair(client: &Arc<ClientInner>, path: String, options: crate::LockOptions) -> Result<(Lock, Lock)> {
-        let recipe = client.recipe(path, true, options)?;
+    pub(crate) fn pair(registry: &Arc<Registry>, path: String, options: LockOptions) -> Result<(Lock, Lock)> {
+        let recipe = registry.recipe(path, true, options)?;
         Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
-    }
-
-    /// The id of the owner table that counts this handle's holds: the same for every handle of
-    /// this client on the path (with the same identifier and ACL, see [`crate::Client::lock`])
-    /// and for both sides of a read/write lock, distinct from every other table's in the process
-    /// (never reused). An owner holds or re-enters a lock through any handle of its table; a
-    /// binding whose owners are async flows names them per table.
-    pub fn owner_table_id(&self) -> u64 {
-        self.recipe.serial
     }
 
     /// The lock path, relative to the client's chroot.
@@ -133,11 +42,6 @@ impl Lock {
     /// [`Mode::Write`] for the sides of a read/write lock.
     pub fn mode(&self) -> Mode {
         self.mode
-    }
-
-    /// The client this lock was made from.
-    pub fn client(&self) -> crate::Client {
-        crate::Client { inner: self.recipe.client.clone() }
     }
 
     /// Acquires the lock for `owner`, waiting as long as it takes.
@@ -153,7 +57,7 @@ impl Lock {
     ///   or the path holds nodes of the other recipe (mutex or read/write lock).
     /// * [`ErrorKind::Deadlock`] for the write side, if `owner` holds the read side.
     /// * [`ErrorKind::PermissionDenied`] if the lock path's ACL does not let this client queue
-    ///   (ZooKeeper's NoAuth), or, for a lock with an [`Acl`], grants others more than it asks.
+    ///   (ZooKeeper's NoAuth), or, for a lock with an [`Acl`](crate::Acl), grants others more than it asks.
     ///   The attempt's node, if one was made, is removed.
     ///
     /// # Cancellation safety
@@ -177,7 +81,7 @@ impl Lock {
 
     /// The [`ErrorKind::Timeout`] for this lock not had within `timeout` (zero: only tried): what
     /// [`Lock::acquire_timeout`] reports, and every binding with it.
-    pub fn timeout_error(&self, timeout: Duration) -> crate::Error {
+    pub fn timeout_error(&self, timeout: Duration) -> crate::error::Error {
         if timeout.is_zero() {
             self.recipe.error(ErrorKind::Timeout, "held by another contender (tried once: zero timeout)")
         } else {
@@ -240,25 +144,11 @@ impl Lock {
     ///
     /// [`HoldState::Held`]: crate::HoldState::Held
     pub fn is_held_by(&self, owner: &Owner) -> bool {
-        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() == crate::HoldState::Held)
-    }
-
-    /// Whether some owner holds the lock through this lock or its clones and may act on it (as
-    /// [`Lock::is_held_by`]: not while suspended, not once lost): for a binding whose lock
-    /// object answers for all its owners.
-    pub fn is_held_by_any(&self) -> bool {
-        self.recipe.owners.any_live(self.mode)
-    }
-
-    /// The state of `owner`'s hold if it holds the lock, or else that of the latest hold taken
-    /// through this lock or its clones and not yet released (lost holds included): for a binding
-    /// whose lock object answers for all its owners, the caller's first.
-    pub fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::HoldState> {
-        self.recipe.owners.state_preferring(owner, self.mode)
+        self.hold_of(owner).is_some_and(|(hold, _)| hold.state() == crate::hold::HoldState::Held)
     }
 
     /// The state of `owner`'s hold, if it holds the lock.
-    pub fn state_of(&self, owner: &Owner) -> Option<crate::HoldState> {
+    pub fn state_of(&self, owner: &Owner) -> Option<crate::hold::HoldState> {
         self.hold_of(owner).map(|(hold, _)| hold.state())
     }
 
@@ -276,7 +166,7 @@ impl Lock {
         let Some((hold, _)) = self.hold_of(owner) else { return Ok(None) };
         match hold.lost_reason() {
             None => Ok(Some(hold)),
-            Some(reason) => Err(crate::Error::lost(
+            Some(reason) => Err(crate::error::Error::lost(
                 Some(reason),
                 format!("owner {}'s hold is lost ({}); release it", owner.label(), reason.describe()),
             )
@@ -284,20 +174,14 @@ impl Lock {
         }
     }
 
-    /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
-    /// its next acquisition here is not a new contender's but follows from that hold (a
-    /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
-    /// acquire as fresh owners unless they already hold.
-    pub fn holds_either_side(&self, owner: &Owner) -> bool {
-        self.recipe.owners.holds_any(owner)
-    }
-
     /// Every participant under the lock path, holders first, in queue order, each with its
     /// [`Mode`] and the identity recorded in its node. Answered within [`crate::TRY_BOUND`], or
     /// [`ErrorKind::ConnectionLoss`]: ZooKeeper could not be reached (as [`Lock::holder`] and
     /// [`Lock::holders`]).
     pub async fn contenders(&self) -> Result<Vec<Participant>> {
-        self.recipe.participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND).await
+        self.recipe
+            .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::engine::TRY_BOUND)
+            .await
     }
 
     /// [`Lock::contenders`], answered by `deadline`.
@@ -315,33 +199,9 @@ impl Lock {
     pub async fn holders(&self) -> Result<Vec<Participant>> {
         Ok(holding(
             self.recipe
-                .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::TRY_BOUND)
+                .participants(self.mode != Mode::Exclusive, tokio::time::Instant::now() + crate::engine::TRY_BOUND)
                 .await?,
         ))
-    }
-
-    /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
-    /// as a second acquire by the same owner) is decided before this returns, and otherwise the
-    /// attempt's create is sent, or queued behind those of acquisitions begun earlier on this
-    /// client, before this returns. So the creates of one client reach the server in the order
-    /// its acquisitions began, whichever threads later drive them. `timeout` as in
-    /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
-    #[inline]
-    pub fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
-        self.begin(owner, timeout, None)
-    }
-
-    /// As [`Lock::begin_acquire`], ending as a timeout does once `abort` is cancelled: the
-    /// acquisition gives `Ok(None)` once the attempt's node is removed (what a binding's abort
-    /// promises, like its timeout). Dropping the acquisition instead removes the node in the
-    /// background.
-    pub fn begin_acquire_abortable(
-        &self,
-        owner: &Owner,
-        timeout: Option<Duration>,
-        abort: tokio_util::sync::CancellationToken,
-    ) -> Acquire {
-        self.begin(owner, timeout, Some(abort))
     }
 
     /// Inline, so that the reentrant fast path is in the caller's crate (a binding's).
@@ -384,44 +244,6 @@ impl Lock {
         }
     }
 
-    /// Re-enters at once if `owner` holds the lock: `Some(Ok(hold))` counted up, `Some(Err(_))`
-    /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
-    /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
-    /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
-    #[inline]
-    pub fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>> {
-        match self.entry(owner, false) {
-            Ok(Some(Entered::Counted(id))) => Some(Ok(id)),
-            Ok(Some(Entered::ReadOnWriteNode(hold))) => Some(Ok(hold.id())),
-            Ok(_) => None,
-            Err(err) => Some(Err(err)),
-        }
-    }
-
-    /// Releases every level of `owner`'s hold at once (the node deleted, as at the last level)
-    /// and returns how many there were: for a condition variable's wait (Python's
-    /// `threading.Condition`), which gives the lock up whole, and after acquiring it again
-    /// restores the levels with [`Lock::restore_levels`]. Errors as [`Lock::release`]'s; a lost hold
-    /// is dropped whole.
-    pub async fn release_every_level(&self, owner: &Owner) -> Result<u64> {
-        let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
-        self.release(owner).await.map(|()| levels)
-    }
-
-    /// Gives `owner`'s hold, just acquired again, `levels` levels in all: as many as
-    /// [`Lock::release_every_level`] gave up, counted up as re-entries would, with no ZooKeeper
-    /// traffic.
-    ///
-    /// # Notable errors
-    /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock.
-    pub fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
-        // The acquisition that took the lock again counted its first level.
-        if self.recipe.owners.add_levels(owner, self.mode, levels.saturating_sub(1)) {
-            return Ok(());
-        }
-        Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))
-    }
-
     /// Calls `callback(owner_id, reason)` once for each hold of this lock that is lost, on the
     /// client's callback thread (one callback at a time, in the order they became due; never on
     /// the threads that keep sessions alive), until the returned subscription is dropped.
@@ -434,38 +256,10 @@ impl Lock {
     /// `zkl_lock_set_lost_callback`, Python's `Lock.on_lost`, Node's `lock.onLost`).
     pub fn on_lost(
         &self,
-        callback: impl Fn(u64, crate::LostReason) + Send + Sync + 'static,
-    ) -> crate::LostSubscription {
+        callback: impl Fn(u64, crate::error::LostReason) + Send + Sync + 'static,
+    ) -> crate::lost_callbacks::LostSubscription {
         let recipe = &self.recipe;
         recipe.lost.subscribe(&recipe.client, self.mode, Arc::new(callback), || recipe.owners.holds(self.mode))
-    }
-
-    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
-    /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
-    /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
-    /// loss) or if `owner` holds nothing here. No ZooKeeper traffic.
-    #[inline]
-    pub fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
-        self.recipe.owners.release_nested(owner, self.mode, self.path())
-    }
-
-    /// Releases, in the background, every level of every hold taken through this lock (and its
-    /// clones) in its mode, as each owner would: for a binding whose lock handle is freed.
-    pub fn release_all_in_background(&self) {
-        let owners = self.recipe.owners.holders(self.mode);
-        if owners.is_empty() {
-            return;
-        }
-        let lock = self.clone();
-        self.recipe.client.runtime.spawn(async move {
-            for owner in owners.into_iter().map(Owner::new) {
-                // Each release counts a level down, whatever it reports (a lost hold, or a delete
-                // going on in the background after a connection loss).
-                while lock.hold_of(&owner).is_some() {
-                    let _ = lock.release(&owner).await;
-                }
-            }
-        });
     }
 
     /// The reentrant fast path: counts up an existing hold, or marks the owner as acquiring
@@ -496,11 +290,11 @@ impl Lock {
         }
         if claim
             && !self.recipe.owners.holds_any(owner)
-            && self.recipe.client.holds_path_elsewhere(&self.recipe, owner, self.mode)
+            && self.recipe.registry.holds_path_elsewhere(&self.recipe, owner, self.mode)
         {
             // It would queue behind its own node, and wait forever.
-            return Err(crate::Error::new(
-                crate::ErrorKind::Deadlock,
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Deadlock,
                 format!(
                     "owner {} holds this path through a lock of another identifier or ACL: it would wait for itself (one owner re-enters only through locks of the same identifier and ACL)",
                     owner.label()
@@ -573,36 +367,160 @@ impl Lock {
     }
 }
 
-impl Participant {
-    /// Whether `data` is the node's data: not when it was too large to read, or not readable.
-    pub fn data_was_read(&self) -> bool {
-        self.data.len() == self.data_length
+/// What the bindings (the C ABI, Python, Node) need of a [`Lock`] beyond its public API: their
+/// reentrant fast paths, nested releases, condition-variable levels, and the rules of handles
+/// and flows that answer for several owners. Hidden from the docs; in scope with
+/// `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait LockBinding {
+    /// The id of the owner table that counts this handle's holds: the same for every handle of
+    /// this client on the path (with the same identifier and ACL, see [`crate::Client::lock`])
+    /// and for both sides of a read/write lock, distinct from every other table's in the process
+    /// (never reused). An owner holds or re-enters a lock through any handle of its table; a
+    /// binding whose owners are async flows names them per table.
+    fn owner_table_id(&self) -> u64;
+
+    /// Whether some owner holds the lock through this lock or its clones and may act on it (as
+    /// [`Lock::is_held_by`]: not while suspended, not once lost): for a binding whose lock
+    /// object answers for all its owners.
+    fn is_held_by_any(&self) -> bool;
+
+    /// The state of `owner`'s hold if it holds the lock, or else that of the latest hold taken
+    /// through this lock or its clones and not yet released (lost holds included): for a binding
+    /// whose lock object answers for all its owners, the caller's first.
+    fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::hold::HoldState>;
+
+    /// Whether `owner` holds this lock or, for a side of a read/write lock, the other side: then
+    /// its next acquisition here is not a new contender's but follows from that hold (a
+    /// re-entry, a downgrade, or a refused upgrade). For a binding whose owners are flows that
+    /// acquire as fresh owners unless they already hold.
+    fn holds_either_side(&self, owner: &Owner) -> bool;
+
+    /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
+    /// as a second acquire by the same owner) is decided before this returns, and otherwise the
+    /// attempt's create is sent, or queued behind those of acquisitions begun earlier on this
+    /// client, before this returns. So the creates of one client reach the server in the order
+    /// its acquisitions began, whichever threads later drive them. `timeout` as in
+    /// [`Lock::acquire_for`]. Call inside or outside the client's runtime.
+    fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire;
+
+    /// As [`Lock::begin_acquire`], ending as a timeout does once `abort` is cancelled: the
+    /// acquisition gives `Ok(None)` once the attempt's node is removed (what a binding's abort
+    /// promises, like its timeout). Dropping the acquisition instead removes the node in the
+    /// background.
+    fn begin_acquire_abortable(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: tokio_util::sync::CancellationToken,
+    ) -> Acquire;
+
+    /// Re-enters at once if `owner` holds the lock: `Some(Ok(hold))` counted up, `Some(Err(_))`
+    /// (LockLost) if its hold was lost, or (Deadlock) if it holds the read side and this is the
+    /// write side; `None` if it must acquire (the write holder's first read too: a downgrade
+    /// makes its read node). No ZooKeeper traffic; every binding's reentrant fast path.
+    fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>>;
+
+    /// Releases every level of `owner`'s hold at once (the node deleted, as at the last level)
+    /// and returns how many there were: for a condition variable's wait (Python's
+    /// `threading.Condition`), which gives the lock up whole, and after acquiring it again
+    /// restores the levels with [`Lock::restore_levels`]. Errors as [`Lock::release`]'s; a lost hold
+    /// is dropped whole.
+    fn release_every_level(&self, owner: &Owner) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Gives `owner`'s hold, just acquired again, `levels` levels in all: as many as
+    /// [`Lock::release_every_level`] gave up, counted up as re-entries would, with no ZooKeeper
+    /// traffic.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::NotOwner`] if `owner` does not hold the lock.
+    fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()>;
+
+    /// Releases one nested level at once if `owner` holds more than one: `Some(Ok(()))`, or,
+    /// if its hold was lost, `Some(Err(_))` (LockLost) with the level counted down all the same;
+    /// `None` for the last level (use [`Lock::release`], which deletes the node, or reports the
+    /// loss) or if `owner` holds nothing here. No ZooKeeper traffic.
+    fn release_nested(&self, owner: &Owner) -> Option<Result<()>>;
+
+    /// Releases, in the background, every level of every hold taken through this lock (and its
+    /// clones) in its mode, as each owner would: for a binding whose lock handle is freed.
+    fn release_all_in_background(&self);
+}
+
+impl LockBinding for Lock {
+    fn owner_table_id(&self) -> u64 {
+        self.recipe.serial
     }
 
-    /// Whether a lock of `mode` may share the path with this participant's node: the mutex and
-    /// the read/write lock never share a path (kazoo's `__lock__` node fits either; a node of no
-    /// known lock fits both).
-    pub fn fits_with(&self, mode: Mode) -> bool {
-        mode.shares_path_with(&self.node)
+    fn is_held_by_any(&self) -> bool {
+        self.recipe.owners.any_live(self.mode)
     }
 
-    /// Whether the node is kazoo's (its `Lock`, `WriteLock` or `ReadLock`), whose data is the
-    /// contender's identifier.
-    pub fn is_kazoos(&self) -> bool {
-        Mode::is_kazoos(&self.node)
+    fn state_preferring(&self, owner: Option<&Owner>) -> Option<crate::hold::HoldState> {
+        self.recipe.owners.state_preferring(owner, self.mode)
     }
 
-    /// Whether the node says its parent is a semaphore's path (the node is its lease parent) or
-    /// a semaphore's lease parent (the node is a lease): for tools that show what a path is.
-    pub fn marks_a_semaphore(&self) -> bool {
-        crate::policy::marks_a_semaphore(&self.node)
+    fn holds_either_side(&self, owner: &Owner) -> bool {
+        self.recipe.owners.holds_any(owner)
     }
 
-    /// The positions of the participants in `queue` (in queue order, as [`Lock::contenders`]
-    /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
-    /// queue from one listing.
-    pub fn holders_in(queue: &[Participant]) -> Vec<usize> {
-        crate::policy::holders(queue, |p| p.mode, |p| p.sequence)
+    #[inline]
+    fn begin_acquire(&self, owner: &Owner, timeout: Option<Duration>) -> Acquire {
+        self.begin(owner, timeout, None)
+    }
+
+    fn begin_acquire_abortable(
+        &self,
+        owner: &Owner,
+        timeout: Option<Duration>,
+        abort: tokio_util::sync::CancellationToken,
+    ) -> Acquire {
+        self.begin(owner, timeout, Some(abort))
+    }
+
+    #[inline]
+    fn try_reenter(&self, owner: &Owner) -> Option<Result<u64>> {
+        match self.entry(owner, false) {
+            Ok(Some(Entered::Counted(id))) => Some(Ok(id)),
+            Ok(Some(Entered::ReadOnWriteNode(hold))) => Some(Ok(hold.id())),
+            Ok(_) => None,
+            Err(err) => Some(Err(err)),
+        }
+    }
+
+    async fn release_every_level(&self, owner: &Owner) -> Result<u64> {
+        let levels = self.recipe.owners.fold_levels(owner, self.mode, self.path())?;
+        self.release(owner).await.map(|()| levels)
+    }
+
+    fn restore_levels(&self, owner: &Owner, levels: u64) -> Result<()> {
+        // The acquisition that took the lock again counted its first level.
+        if self.recipe.owners.add_levels(owner, self.mode, levels.saturating_sub(1)) {
+            return Ok(());
+        }
+        Err(self.recipe.error(ErrorKind::NotOwner, format!("owner {} does not hold this lock", owner.label())))
+    }
+
+    #[inline]
+    fn release_nested(&self, owner: &Owner) -> Option<Result<()>> {
+        self.recipe.owners.release_nested(owner, self.mode, self.path())
+    }
+
+    fn release_all_in_background(&self) {
+        let owners = self.recipe.owners.holders(self.mode);
+        if owners.is_empty() {
+            return;
+        }
+        let lock = self.clone();
+        self.recipe.client.runtime.spawn(async move {
+            for owner in owners.into_iter().map(Owner::new) {
+                // Each release counts a level down, whatever it reports (a lost hold, or a delete
+                // going on in the background after a connection loss).
+                while lock.hold_of(&owner).is_some() {
+                    let _ = lock.release(&owner).await;
+                }
+            }
+        });
     }
 }
 
@@ -646,7 +564,7 @@ impl From<Option<Hold>> for Acquired {
     }
 }
 
-/// An acquisition begun by [`Lock::begin_acquire`]: a future of its outcome (as
+/// An acquisition begun by a binding's `begin_acquire`: a future of its outcome (as
 /// [`Lock::acquire_for`]'s), already under way.
 #[must_use = "dropping an acquisition cancels it"]
 pub struct Acquire {
@@ -770,51 +688,5 @@ impl std::fmt::Debug for LockGuard {
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock").field("path", &self.path()).field("mode", &self.mode).finish()
-    }
-}
-
-/// The uuids in attempts' node names, without a `getrandom` call per attempt: a random v4 uuid
-/// per client whose last 48 bits (the uuid's node field, free of version and variant bits) are
-/// XORed with a counter, so every attempt of a client has its own uuid for 2^48 attempts.
-pub(crate) struct AttemptIds {
-    base: uuid::Uuid,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl AttemptIds {
-    pub(crate) fn new() -> AttemptIds {
-        AttemptIds { base: uuid::Uuid::new_v4(), next: std::sync::atomic::AtomicU64::new(0) }
-    }
-
-    pub(crate) fn next(&self) -> uuid::Uuid {
-        let count = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 48) - 1);
-        uuid::Uuid::from_u128(self.base.as_u128() ^ u128::from(count))
-    }
-
-    /// Whether the lock node `name` was made by an attempt of this client (its uuid shares the
-    /// client's first 80 bits). Another client's node matches by chance one time in 2^80.
-    pub(crate) fn made(&self, name: &str) -> bool {
-        let uuid =
-            name.strip_prefix("_c_").and_then(|rest| rest.get(..36)).and_then(|id| uuid::Uuid::parse_str(id).ok());
-        uuid.is_some_and(|uuid| (uuid.as_u128() ^ self.base.as_u128()) >> 48 == 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::AttemptIds;
-
-    #[test]
-    fn attempt_ids_tell_their_clients_nodes() {
-        let (ours, theirs) = (AttemptIds::new(), AttemptIds::new());
-        let node = |ids: &AttemptIds| format!("_c_{}-lock-0000000001", ids.next());
-        assert!(ours.made(&node(&ours)));
-        for _ in 0..1000 {
-            ours.next();
-        }
-        assert!(ours.made(&node(&ours)));
-        assert!(!ours.made(&node(&theirs)));
-        assert!(!ours.made("0abad91753a64ed9bfac3327be0d1234__lock__0000000001"), "kazoo's");
-        assert!(!ours.made("_c_not-a-uuid-lock-0000000001"));
     }
 }

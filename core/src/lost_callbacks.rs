@@ -15,10 +15,10 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::client::ClientInner;
+use crate::connection::ClientInner;
+use crate::error::LostReason;
 use crate::hold::Hold;
-use crate::policy::Mode;
-use crate::session::LostReason;
+use crate::mode::Mode;
 
 type Callback = Arc<dyn Fn(u64, LostReason) + Send + Sync>;
 
@@ -60,7 +60,7 @@ impl LostCallbacks {
         // Listed after registering: a hold settled meanwhile is either listed here or finds the
         // callback registered (see `hold_taken`); the watched set keeps it to one watcher.
         for (owner, hold) in holds() {
-            if hold.state() != crate::HoldState::Lost {
+            if hold.state() != crate::hold::HoldState::Lost {
                 self.hold_taken(client, owner, mode, &hold);
             }
         }
@@ -91,7 +91,7 @@ impl LostCallbacks {
                 lost
             }
         };
-        crate::Client { inner: client.clone() }.when_lost(until_lost, move |reason| {
+        client.when_lost(until_lost, move |reason| {
             if let Some(callbacks) = callbacks.upgrade() {
                 callbacks.call(owner, mode, reason);
             }

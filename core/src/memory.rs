@@ -9,7 +9,7 @@
 //! - each time the acquisitions in progress (process-wide) fall [`GIVE_BACK_AFTER`] below their
 //!   peak since the last time (a queue drained that much);
 //! - when a client's window of creates in flight empties after a burst filled it (the burst is
-//!   queued: see `client::CreateSlot`).
+//!   queued: see `connection::CreateSlot`).
 //!
 //! Never in steady use, which neither fills the window nor falls that far. It walks every arena,
 //! so it runs on the client's callback thread: never on a thread that keeps sessions alive, nor on
@@ -17,11 +17,12 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::client::ClientInner;
+use crate::dispatch::CallbackDispatcher;
 
 /// Acquisitions ended below the peak before memory is given back: a burst's worth (the size of
-/// the window of creates in flight), so that a steady load never trims.
-const GIVE_BACK_AFTER: usize = crate::client::CREATE_WINDOW;
+/// the window of creates in flight, `connection::CREATE_WINDOW`, which checks that it is), so
+/// that a steady load never trims.
+pub(crate) const GIVE_BACK_AFTER: usize = 1024;
 
 static IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
@@ -29,14 +30,15 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// One acquisition in progress, from its start until it ends (however: held, timed out,
 /// failed, or dropped).
 pub(crate) struct InProgress<'a> {
-    client: &'a ClientInner,
+    /// The client's callback thread, where the memory is given back.
+    callbacks: &'a CallbackDispatcher,
 }
 
 impl<'a> InProgress<'a> {
-    pub(crate) fn new(client: &'a ClientInner) -> InProgress<'a> {
+    pub(crate) fn new(callbacks: &'a CallbackDispatcher) -> InProgress<'a> {
         let now = IN_PROGRESS.fetch_add(1, Ordering::Relaxed) + 1;
         PEAK.fetch_max(now, Ordering::Relaxed);
-        InProgress { client }
+        InProgress { callbacks }
     }
 }
 
@@ -48,7 +50,7 @@ impl Drop for InProgress<'_> {
         if peak >= now + GIVE_BACK_AFTER
             && PEAK.compare_exchange(peak, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
         {
-            self.client.dispatch(give_back);
+            self.callbacks.dispatch(give_back);
         }
     }
 }

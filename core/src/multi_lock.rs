@@ -3,14 +3,15 @@
 
 use std::time::Duration;
 
+use crate::connection::ClientInner;
 use crate::engine::Wait;
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
 use crate::lock::{Lock, LockGuard};
+use crate::mode::Mode;
 use crate::owners::Owner;
-use crate::policy::Mode;
 use crate::semaphore::{Leases, Semaphore};
-use crate::session::LostReason;
 
 /// What a member of a [`MultiLock`] takes. The order of the variants is the tie-break of the
 /// canonical order (after the path).
@@ -74,17 +75,18 @@ impl Member {
         }
     }
 
-    fn client(&self) -> crate::Client {
+    /// The connection of the client this member was made from.
+    fn client(&self) -> &ClientInner {
         match self {
-            Member::Lock(lock) => lock.client(),
-            Member::Leases(semaphore, _) => semaphore.client(),
+            Member::Lock(lock) => &lock.recipe.client,
+            Member::Leases(semaphore, _) => &semaphore.mutex().recipe.client,
         }
     }
 
     /// The path on the server (the client's chroot and the path): members of clients with other
     /// chroots sort, and are told apart, by where their nodes really are.
     fn server_path(&self) -> String {
-        format!("{}{}", self.client().inner.chroot, self.path())
+        format!("{}{}", self.client().chroot, self.path())
     }
 }
 
@@ -130,7 +132,7 @@ impl MultiLock {
             return Err(Error::invalid("a multi-lock needs at least one member, got none"));
         };
         crate::validate::multi_lock_members(members.len())?;
-        let runtime = first.client().inner.runtime.clone();
+        let runtime = first.client().runtime.clone();
         // The order is the paths' and kinds', never the caller's.
         members.sort_by_cached_key(|member| (member.server_path(), member.kind()));
         for pair in members.windows(2) {
@@ -473,13 +475,6 @@ impl MultiGuard {
         }
     }
 
-    /// The first member to be lost, with why; `None` once every member is released without a
-    /// loss. Owns what it watches, so that it can outlive a borrow of the guard: a binding's
-    /// lost callback (see [`crate::Client::on_member_lost`]).
-    pub fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
-        first_loss(&self.taken.parts)
-    }
-
     /// Releases every member in reverse canonical order, each confirmed by the server before the
     /// next; the first error (see [`Lock::release`], [`crate::Lease::release`]) after trying all.
     pub async fn release(mut self) -> Result<()> {
@@ -489,6 +484,22 @@ impl MultiGuard {
 
 fn lost(index: usize, member: &Member, reason: LostReason) -> MemberLost {
     MemberLost { index, path: member.path().to_owned(), kind: member.kind(), reason }
+}
+
+/// What the bindings need of a [`MultiGuard`] beyond its public API. Hidden from the docs; in
+/// scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait MultiGuardBinding {
+    /// The first member to be lost, with why; `None` once every member is released without a
+    /// loss. Owns what it watches, so that it can outlive a borrow of the guard: a binding's
+    /// lost callback (see `ClientBinding::on_member_lost`).
+    fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static;
+}
+
+impl MultiGuardBinding for MultiGuard {
+    fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
+        first_loss(&self.taken.parts)
+    }
 }
 
 impl std::fmt::Debug for MultiGuard {

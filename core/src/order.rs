@@ -26,7 +26,7 @@
 
 use std::cmp::Ordering;
 
-use crate::policy::Mode;
+use crate::mode::Mode;
 
 /// The sequence suffix of a child name, if it has one.
 pub(crate) fn suffix(name: &str) -> Option<i32> {

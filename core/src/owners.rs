@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
-use crate::policy::Mode;
+use crate::mode::Mode;
 
 /// Who holds a lock, for reentrancy: an opaque id (a thread, an asyncio task, a Node async flow).
 /// Acquisitions by the same owner nest; different owners on the same [`crate::Lock`] are separate
@@ -128,7 +128,7 @@ const FAST_SLOTS: usize = 4;
 
 /// One held slot's levels, for re-entry without the mutex: the fast path reads atomics only,
 /// never the hold, so it needs no reclamation scheme. It trusts the hold not lost while the
-/// process's loss count ([`crate::hold::losses`]) is what it was when the table last checked the
+/// process's loss count ([`crate::session::losses`]) is what it was when the table last checked the
 /// hold (`verified`); otherwise it goes the checked way, under the mutex.
 ///
 /// It also trusts the session no longer than the deadline it had when last checked
@@ -179,7 +179,7 @@ impl Fast {
         // A slot let go and taken again after `word` was read fails the swap below: its
         // generation moved first (see `Fast`).
         let ours = self.owner.load(Ordering::Acquire) == owner
-            && self.verified.load(Ordering::Acquire) == crate::hold::losses()
+            && self.verified.load(Ordering::Acquire) == crate::session::losses()
             && zookeeper_client::boot_nanos() < self.trusted_until.load(Ordering::Acquire);
         ours.then_some(word)
     }
@@ -265,7 +265,7 @@ impl OwnerTable {
     }
 
     fn count_up(&self, held: &mut Held, owner: &Owner, path: &str) -> Option<Result<u64>> {
-        let losses = crate::hold::losses();
+        let losses = crate::session::losses();
         if held.hold.inner.is_lost() {
             let reason = held.hold.lost_reason();
             let why = reason.map_or("it was lost", |r| r.describe());
@@ -337,7 +337,7 @@ impl OwnerTable {
             return Levels::Here(1);
         };
         let fast = &self.fast[i];
-        let losses = crate::hold::losses();
+        let losses = crate::session::losses();
         let verified = if hold.inner.is_lost() { UNVERIFIED } else { losses };
         fast.owner.store(owner, Ordering::Release);
         fast.hold_id.store(hold.id(), Ordering::Release);
@@ -543,12 +543,12 @@ impl OwnerTable {
         self.slots
             .lock()
             .iter()
-            .any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| h.hold.state() == crate::HoldState::Held))
+            .any(|s| s.mode == mode && s.held.as_ref().is_some_and(|h| h.hold.state() == crate::hold::HoldState::Held))
     }
 
     /// The state of `owner`'s hold in `mode` if it has one, or else that of the hold in `mode`
     /// asked for last.
-    pub(crate) fn state_preferring(&self, owner: Option<&Owner>, mode: Mode) -> Option<crate::HoldState> {
+    pub(crate) fn state_preferring(&self, owner: Option<&Owner>, mode: Mode) -> Option<crate::hold::HoldState> {
         let slots = self.slots.lock();
         let mut held = slots.iter().filter(|s| s.mode == mode).filter_map(|s| Some((s.owner, s.held.as_ref()?)));
         let preferred = owner.and_then(|owner| held.clone().find(|(id, _)| *id == owner.id));
@@ -567,7 +567,7 @@ enum Known {
 }
 
 /// The error for a downgrade under a lost write hold (lost because of `reason`, if known).
-pub(crate) fn write_lost(owner: &Owner, path: &str, reason: Option<crate::LostReason>) -> Error {
+pub(crate) fn write_lost(owner: &Owner, path: &str, reason: Option<crate::error::LostReason>) -> Error {
     let why = reason.map_or(String::new(), |reason| format!(" ({})", reason.describe()));
     Error::lost(
         reason,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::client::ClientInner;
+use crate::connection::ClientInner;
 use crate::session::{Lease, Session};
 
 /// A request's answer.

@@ -1,8 +1,9 @@
 //! The read/write lock: Curator's InterProcessReadWriteLock, node for node. Two [`Lock`]s on one
 //! path and one owner table: many readers at once, or one writer.
 
+use crate::engine::Participant;
 use crate::error::Result;
-use crate::lock::{Lock, Participant};
+use crate::lock::Lock;
 
 /// A fair read/write lock on one ZooKeeper path, from [`crate::Client::read_write_lock`]: its
 /// [`read`](ReadWriteLock::read) side lets many owners hold at once, its

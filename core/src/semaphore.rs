@@ -1,5 +1,5 @@
 //! The counting semaphore: Curator's InterProcessSemaphoreV2, node for node. The recipe is the
-//! engine's: a [`Lock`] for the internal mutex and the lease step in `engine::semaphore`; this is
+//! engine's: a [`Lock`] for the internal mutex and the lease step in `engine::leases`; this is
 //! its public face.
 
 use std::sync::atomic::AtomicBool;
@@ -7,32 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acl::Acl;
-use crate::client::ClientInner;
-use crate::engine::{again_on_new_session, Recipe, SemaphoreMax, Wait};
+use crate::engine::{again_on_new_session, LockOptions, MaxLeases, Participant, Recipe, Registry, SemaphoreMax, Wait};
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
-use crate::lock::{Lock, LockOptions, Participant};
+use crate::lock::Lock;
 use crate::owners::Owner;
 use crate::policy;
-use crate::session::LostReason;
 use crate::validate;
-
-/// How many leases a [`Semaphore`] allows at once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MaxLeases {
-    /// A number every user of the path agrees on (as in Curator, nothing checks that they do).
-    Fixed(u32),
-    /// The value of a shared count at `path`, stored as Curator's `SharedCount` stores it (a
-    /// 4-byte big-endian int), so Curator and zklock processes agree on it and anyone may change
-    /// it at run time (`SharedCount.setCount`, or a 4-byte `setData`): waiting acquirers follow
-    /// the change. A missing node is made with `seed`, as Curator's `SharedCount.start` does.
-    SharedCount {
-        /// The count's node (relative to the client's chroot).
-        path: String,
-        /// Its value if it has to be made.
-        seed: u32,
-    },
-}
 
 /// Options for [`crate::Client::semaphore_with`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,7 +97,7 @@ impl SemaphoreOptions {
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,
-    /// The owner label of its acquisitions' nodes (see [`Semaphore::labelled`]).
+    /// The owner label of its acquisitions' nodes (see a binding's `labelled`).
     label: Option<Arc<str>>,
 }
 
@@ -132,7 +114,8 @@ struct Inner {
 }
 
 impl Semaphore {
-    pub(crate) fn new(client: &Arc<ClientInner>, path: String, options: SemaphoreOptions) -> Result<Semaphore> {
+    pub(crate) fn new(registry: &Arc<Registry>, path: String, options: SemaphoreOptions) -> Result<Semaphore> {
+        let client = &registry.client;
         let invalid = |message: String| Err(Error::invalid(message).with_path(&path));
         match &options.max_leases {
             MaxLeases::Fixed(0) => return invalid("a semaphore's max leases must be at least 1, not 0".to_owned()),
@@ -151,13 +134,13 @@ impl Semaphore {
         // Checked here to name the semaphore's path: each part's recipe checks it again.
         options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let lock_options = LockOptions { identifier: options.identifier, acl: options.acl, ..LockOptions::default() };
-        let mutex = Lock::new(client, format!("{path}/{}", policy::SEMAPHORE_MUTEX), lock_options.clone())?;
+        let mutex = Lock::new(registry, format!("{path}/{}", policy::SEMAPHORE_MUTEX), lock_options.clone())?;
         let leases_path = format!("{path}/{}", policy::SEMAPHORE_LEASES);
-        let leases = Arc::new(Recipe::new(client.clone(), leases_path, false, lock_options.clone())?);
+        let leases = Arc::new(Recipe::new(registry.clone(), leases_path, false, lock_options.clone())?);
         if !lock_options.acl.is_open() {
             // Its parts make the path with their ACL when it is missing, and the lease step checks
             // an existing one's.
-            let root = Arc::new(Recipe::new(client.clone(), path.clone(), false, lock_options.clone())?);
+            let root = Arc::new(Recipe::new(registry.clone(), path.clone(), false, lock_options.clone())?);
             mutex.recipe.protect_parent(&root);
             leases.protect_parent(&root);
         }
@@ -165,7 +148,7 @@ impl Semaphore {
             MaxLeases::Fixed(max) => SemaphoreMax::Fixed(*max),
             MaxLeases::SharedCount { path: count, seed } => {
                 let protected = !lock_options.acl.is_open();
-                let node = Arc::new(Recipe::new(client.clone(), count.clone(), false, lock_options.clone())?);
+                let node = Arc::new(Recipe::new(registry.clone(), count.clone(), false, lock_options.clone())?);
                 if protected {
                     // Whoever may delete and create children of the count's parent could make the
                     // count again with another max (its ACL a copy of ours): the parent is made
@@ -179,7 +162,7 @@ impl Semaphore {
                         .with_path(&path));
                     }
                     node.protect_parent(&Arc::new(Recipe::new(
-                        client.clone(),
+                        registry.clone(),
                         parent.to_owned(),
                         false,
                         lock_options,
@@ -212,30 +195,19 @@ impl Semaphore {
         queues
     }
 
+    /// The internal mutex.
+    pub(crate) fn mutex(&self) -> &Lock {
+        &self.inner.mutex
+    }
+
     /// [`Semaphore::queues`] of this semaphore.
     pub(crate) fn queue_paths(&self) -> Vec<String> {
         Semaphore::queues(&self.inner.path, &self.inner.max)
     }
 
-    /// This semaphore, its acquisitions' nodes labelled `label` (as [`SemaphoreOptions::label`]):
-    /// the same semaphore (its path, max and state), for a binding that labels each acquisition
-    /// after its caller (a thread, a task), as a lock's nodes are labelled after their owner.
-    ///
-    /// # Notable errors
-    /// * [`ErrorKind::InvalidArgument`] for a label over [`crate::MAX_LABEL_BYTES`].
-    pub fn labelled(&self, label: &str) -> Result<Semaphore> {
-        validate::label(Some(label)).map_err(|err| err.with_path(&self.inner.path))?;
-        Ok(Semaphore { inner: self.inner.clone(), label: Some(Arc::from(label)) })
-    }
-
     /// The semaphore's path, relative to the client's chroot.
     pub fn path(&self) -> &str {
         &self.inner.path
-    }
-
-    /// The client this semaphore was made from.
-    pub(crate) fn client(&self) -> crate::Client {
-        self.inner.mutex.client()
     }
 
     /// Where its max comes from.
@@ -251,7 +223,7 @@ impl Semaphore {
     /// * [`ErrorKind::PermissionDenied`] if its ACL denies this client, or (with
     ///   [`SemaphoreOptions::acl`]) grants others more than asked.
     pub async fn current_max_leases(&self) -> Result<i64> {
-        self.max_leases_by(tokio::time::Instant::now() + crate::TRY_BOUND).await
+        self.max_leases_by(tokio::time::Instant::now() + crate::engine::TRY_BOUND).await
     }
 
     async fn max_leases_by(&self, deadline: tokio::time::Instant) -> Result<i64> {
@@ -361,7 +333,7 @@ impl Semaphore {
 
     pub(crate) async fn acquire_within(&self, n: u32, wait: Wait) -> Result<Option<Leases>> {
         self.check_lease_count(n)?;
-        if self.inner.mutex.client().is_closed() {
+        if self.inner.mutex.recipe.client.is_closed() {
             return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }
         let leases = again_on_new_session(&wait, &self.inner.path, |wait| self.attempt(n, wait)).await?;
@@ -424,7 +396,7 @@ impl Semaphore {
     /// listings), or [`ErrorKind::ConnectionLoss`]: ZooKeeper could not be reached.
     pub async fn participants(&self) -> Result<SemaphoreParticipants> {
         // One bound for the three listings (see [`crate::TRY_BOUND`]).
-        let deadline = tokio::time::Instant::now() + crate::TRY_BOUND;
+        let deadline = tokio::time::Instant::now() + crate::engine::TRY_BOUND;
         let max = self.max_leases_by(deadline).await?;
         let mut leases = self.inner.leases.participants(false, deadline).await?;
         let queue = self.inner.mutex.contenders_by(deadline).await?;
@@ -447,6 +419,26 @@ impl Semaphore {
 
     fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
         Error::new(kind, message).with_path(&self.inner.path)
+    }
+}
+
+/// What the bindings need of a [`Semaphore`] beyond its public API. Hidden from the docs; in
+/// scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait SemaphoreBinding: Sized {
+    /// This semaphore, its acquisitions' nodes labelled `label` (as [`SemaphoreOptions::label`]):
+    /// the same semaphore (its path, max and state), for a binding that labels each acquisition
+    /// after its caller (a thread, a task), as a lock's nodes are labelled after their owner.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::InvalidArgument`] for a label over [`crate::MAX_LABEL_BYTES`].
+    fn labelled(&self, label: &str) -> Result<Semaphore>;
+}
+
+impl SemaphoreBinding for Semaphore {
+    fn labelled(&self, label: &str) -> Result<Semaphore> {
+        validate::label(Some(label)).map_err(|err| err.with_path(&self.inner.path))?;
+        Ok(Semaphore { inner: self.inner.clone(), label: Some(Arc::from(label)) })
     }
 }
 

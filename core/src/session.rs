@@ -1,7 +1,7 @@
 //! One ZooKeeper session as zklock sees it: the handle, and a lease saying whether locks held in
 //! it can still be trusted.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -9,48 +9,93 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use crate::client::{ClientInner, SessionState};
+use crate::error::LostReason;
 
-/// Why a held lock was lost.
+/// Told by a session's monitor of each change of the session's state: its id, the state, and
+/// whether the session is over. The client's connection hears its sessions this way, holding
+/// nothing of theirs.
+pub(crate) type OnChange = Box<dyn Fn(i64, SessionState, bool) + Send + Sync>;
+
+/// The state of a client's ZooKeeper session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LostReason {
-    /// The server expired the session, deleting its lock nodes.
-    SessionExpired,
-    /// The client stayed disconnected so long that the server may already have expired the
-    /// session and let the next waiter in; the client gave the session up itself.
-    DisconnectedTooLong,
-    /// The client was closed.
-    Closed,
-    /// Someone else deleted the lock node.
-    NodeDeleted,
-    /// The servers rejected the client's credentials.
+#[non_exhaustive]
+pub enum SessionState {
+    /// Connected to a server; the session is live.
+    Connected,
+    /// The connection is down; the session may still be live on the servers.
+    Disconnected,
+    /// The session expired (or the client gave it up after being disconnected for too long):
+    /// its locks are lost. The next acquisition establishes a new session.
+    Expired,
+    /// The servers rejected the credentials.
     AuthFailed,
+    /// The client was closed. Nothing follows.
+    Closed,
 }
 
-impl LostReason {
-    /// The reason's stable snake_case name: `session_expired`, `disconnected_too_long`,
-    /// `closed`, `node_deleted`, `auth_failed` (each binding shows these, in its own case style).
+impl SessionState {
+    /// The state's stable snake_case name: `connected`, `disconnected`, `expired`,
+    /// `auth_failed`, `closed` (each binding shows these, in its own case style).
     pub const fn as_str(self) -> &'static str {
         match self {
-            LostReason::SessionExpired => "session_expired",
-            LostReason::DisconnectedTooLong => "disconnected_too_long",
-            LostReason::Closed => "closed",
-            LostReason::NodeDeleted => "node_deleted",
-            LostReason::AuthFailed => "auth_failed",
+            SessionState::Connected => "connected",
+            SessionState::Disconnected => "disconnected",
+            SessionState::Expired => "expired",
+            SessionState::AuthFailed => "auth_failed",
+            SessionState::Closed => "closed",
         }
     }
 
-    /// What happened, as a sentence fragment (`"the session expired"`), for messages in every
-    /// language.
-    pub fn describe(self) -> &'static str {
-        match self {
-            LostReason::SessionExpired => "the session expired",
-            LostReason::DisconnectedTooLong => "the client was disconnected for too long and gave up its session",
-            LostReason::Closed => "the client was closed",
-            LostReason::NodeDeleted => "someone else deleted the lock node",
-            LostReason::AuthFailed => "authentication failed",
-        }
+    /// Whether the session in this state is over (a client may go on with a new one, unless
+    /// closed).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, SessionState::Expired | SessionState::AuthFailed | SessionState::Closed)
     }
+}
+
+/// Whether the client was closed (or dropped): the token wakes those waiting, and the flag
+/// answers the reentrant fast path, as the token's own check takes a mutex.
+#[derive(Clone, Default)]
+pub(crate) struct Closed {
+    pub(crate) token: CancellationToken,
+    flag: Arc<AtomicBool>,
+}
+
+impl Closed {
+    pub(crate) fn close(&self) {
+        self.flag.store(true, Ordering::Release);
+        note_loss();
+        self.token.cancel();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.token.cancelled()
+    }
+}
+
+/// How many losses this process has seen (a hold's node deleted by someone else, a session
+/// over, a client closed), bumped after each is recorded and before it is announced, and again
+/// by whoever reads a hold as lost (so a thread that saw a loss never re-enters past it). The
+/// owner table's lock-free re-entry trusts a hold it checked while this count stood still, so it
+/// reads no hold (see `owners::Fast`); any loss anywhere sends each re-entry through the checked
+/// path once.
+static LOSSES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a loss; call after the flag that records it is set.
+pub(crate) fn note_loss() {
+    LOSSES.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The count of losses so far, and of session timeouts that a reconnect shortened (a deadline
+/// kept from before may be too late since: see `owners::Fast`); read it before checking a hold,
+/// so a loss recorded after that check changes it.
+#[inline]
+pub(crate) fn losses() -> u64 {
+    LOSSES.load(Ordering::Acquire).wrapping_add(zookeeper_client::timeout_shrinks())
 }
 
 /// Whether locks of a session can be trusted.
@@ -95,7 +140,7 @@ impl Session {
     /// Starts the session's monitor and returns the session.
     pub(crate) fn start(
         zk: zk::Client,
-        client: Weak<ClientInner>,
+        on_change: OnChange,
         closed: &CancellationToken,
         runtime: &tokio::runtime::Handle,
     ) -> Arc<Session> {
@@ -112,7 +157,7 @@ impl Session {
         // The monitor holds only a state watcher and weak references, never the session
         // handle, so it cannot keep the session alive.
         let states = session.zk.state_watcher();
-        runtime.spawn(monitor(Arc::downgrade(&session), client, states, lease_sender));
+        runtime.spawn(monitor(Arc::downgrade(&session), on_change, states, lease_sender));
         session
     }
 }
@@ -198,8 +243,8 @@ impl Trust {
             return false;
         }
         if !self.lapsed.swap(true, Ordering::AcqRel) {
-            // Recorded, then counted (see `hold::LOSSES`), then the monitor told.
-            crate::hold::note_loss();
+            // Recorded, then counted (see `LOSSES`), then the monitor told.
+            note_loss();
             self.lapse_seen.notify_one();
         }
         true
@@ -251,7 +296,7 @@ impl Trust {
 /// once its [`Trust`] lapsed, whatever state the client reports.
 async fn monitor(
     session: Weak<Session>,
-    client: Weak<ClientInner>,
+    on_change: OnChange,
     mut states: zk::StateWatcher,
     lease: watch::Sender<Lease>,
 ) {
@@ -282,13 +327,11 @@ async fn monitor(
         if let Lease::Over(reason) = next_lease {
             let _ = trust.reason.set(reason);
             trust.over.store(true, Ordering::Release);
-            crate::hold::note_loss();
+            note_loss();
             ended.cancel();
         }
         lease.send_replace(next_lease);
-        if let Some(client) = client.upgrade() {
-            client.session_changed(id, public, matches!(next_lease, Lease::Over(_)));
-        }
+        on_change(id, public, matches!(next_lease, Lease::Over(_)));
         if let Lease::Over(_) = next_lease {
             return;
         }

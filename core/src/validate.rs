@@ -156,15 +156,12 @@ pub(crate) fn label(label: Option<&str>) -> Result<()> {
 
 /// Refuses an ACL of more than [`MAX_ACL_ENTRIES`] entries, or an entry's scheme or id longer
 /// than [`MAX_ACL_ID_BYTES`].
-pub(crate) fn acl_size(entries: &[crate::AclEntry]) -> Result<()> {
-    if entries.len() > MAX_ACL_ENTRIES {
-        return Err(over_limit(
-            format!("the lock's ACL has {} entries", entries.len()),
-            format!("{MAX_ACL_ENTRIES} entries"),
-        ));
+/// `longest` gives, for each entry, the length of the longer of its scheme and id.
+pub(crate) fn acl_size(entries: usize, longest: impl IntoIterator<Item = usize>) -> Result<()> {
+    if entries > MAX_ACL_ENTRIES {
+        return Err(over_limit(format!("the lock's ACL has {entries} entries"), format!("{MAX_ACL_ENTRIES} entries")));
     }
-    for entry in entries {
-        let longest = entry.scheme.len().max(entry.id.len());
+    for longest in longest {
         if longest > MAX_ACL_ID_BYTES {
             return Err(over_limit(
                 format!("an entry of the lock's ACL has a scheme or id of {longest} bytes"),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use parking_lot::Mutex;
+use zklock::binding::LockBinding;
 use zklock::{Client, ClientOptions, Owner};
 use zklock_testkit::proxy::request_op;
 use zklock_testkit::{Cluster, Proxy};

@@ -9,6 +9,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::*;
+use zklock::binding::LockBinding;
 use zklock::{Acquired, Client, ClientOptions, ErrorKind, LockOptions, Owner};
 use zklock_testkit::Cluster;
 

@@ -10,6 +10,7 @@ use common::*;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
+use zklock::binding::LockBinding;
 use zklock::{ErrorKind, LockOptions, LostReason, Owner};
 
 /// Contenders queue in the order they arrive and hold in that order, across sessions.

@@ -5,6 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use zklock::binding::LockBinding;
 use zklock::{ErrorKind, HoldState, LostReason, Owner};
 
 /// Someone else deletes the holder's node: the holder sees Lost, and releasing reports it.

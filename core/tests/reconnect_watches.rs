@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
+use zklock::binding::LockBinding;
 use zklock::{Client, ClientOptions, HoldState, LostReason, Owner, SessionState};
 use zklock_testkit::{Cluster, Proxy, ZkServer};
 use zookeeper_client as zk;

@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use zklock::binding::LockBinding;
 use zklock::{Client, ClientOptions, ErrorKind, HoldState, LostReason, Mode, Owner, PathRecipe, ReadWriteLock};
 use zklock_testkit::{Cluster, Proxy};
 use zookeeper_client as zk;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-use crate::client::ClientInner;
+use crate::connection::ClientInner;
 use crate::order;
 use crate::retry::{Requests, Stop, ZkResult};
 use crate::session::Session;

@@ -6,8 +6,8 @@ use super::attempt::{create_while_held, find_mine, Attempt, NodeName, Refused};
 use super::{unreachable, Recipe, Wait};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
+use crate::mode::Mode;
 use crate::owners::Owner;
-use crate::policy::Mode;
 use crate::retry::{Reply, Requests, Stop};
 use crate::session::Session;
 
@@ -23,7 +23,7 @@ impl Recipe {
     /// but success. `Ok(None)`: not made by the deadline.
     pub(crate) async fn downgrade(&self, owner: &Owner, write: &Hold, wait: Wait) -> Result<Option<Hold>> {
         // An acquisition as any other, for the memory a drained queue gives back (see `memory`).
-        let _in_progress = crate::memory::InProgress::new(&self.client);
+        let _in_progress = crate::memory::InProgress::new(&self.client.callbacks);
         let data = self.node_data(owner);
         self.check_fits(data.len(), || format!("owner label of {} bytes", owner.label().len()))?;
         let lost = || crate::owners::write_lost(owner, &self.path, write.lost_reason());
@@ -79,7 +79,7 @@ impl Recipe {
                 if let Some(stop) = self.born_lost(&hold) {
                     return Err(self.downgrade_stopped(&session, stop, owner));
                 }
-                self.client.node_watcher.add(&hold, None);
+                self.registry.node_watcher.add(&hold, None);
                 Ok(Some(hold))
             }
             // The deadline passed: not made in time (a try's: the server could not be reached).

@@ -13,8 +13,9 @@ use zookeeper_client as zk;
 
 use super::path::{path_version, PathVersion};
 use super::Recipe;
+use crate::mode::Mode;
 use crate::order;
-use crate::policy::{Mode, PathRecipe};
+use crate::policy::PathRecipe;
 use crate::retry::{Requests, Stop, ZkResult};
 use crate::validate;
 

@@ -8,8 +8,9 @@
 //! errors and create options), `wait` (how long an acquisition may wait), `attempt` (an attempt's
 //! node, found again and removed), `listing` (the shared listing and queue order), `path` (the
 //! lock path: made, its ACL checked, the recipe it holds), `node_data` (the owner's identity a
-//! node holds), `released` (nodes this client released after holding), `downgrade`, `release`,
-//! `participants`, `semaphore` and `walk` (the locks under a prefix).
+//! node holds), `handoff` (nodes this client released after holding), `downgrade`, `release`,
+//! `participants` (who holds and who waits), `leases` (the semaphore's lease step), `options`,
+//! `registry` (a client's recipes) and `walk` (the locks under a prefix).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,28 +20,36 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, NodeEvent};
+use crate::mode::Mode;
 use crate::owners::Owner;
-use crate::policy::{AfterWait, Decision, Mode};
+use crate::policy::{AfterWait, Decision};
 use crate::retry::{Reply, Requests, Stop};
 
 mod attempt;
 mod downgrade;
+mod handoff;
+mod leases;
 mod listing;
 mod node_data;
+mod options;
 mod participants;
 mod path;
 mod recipe;
+mod registry;
 mod release;
-mod released;
-mod semaphore;
 mod wait;
 mod walk;
 
 use attempt::{find_mine, Attempt, Made, NodeName};
+pub(crate) use handoff::ReleasedNodes;
+pub use leases::MaxLeases;
+pub(crate) use leases::SemaphoreMax;
 use listing::{in_queue_order, list, Listing, ListingReply};
+pub use node_data::Identity;
+pub use options::LockOptions;
+pub use participants::Participant;
 pub(crate) use recipe::Recipe;
-pub(crate) use released::ReleasedNodes;
-pub(crate) use semaphore::SemaphoreMax;
+pub(crate) use registry::Registry;
 pub(crate) use wait::{again_on_new_session, unreachable, Wait};
 pub use wait::{REMOVAL_GRACE, TRY_BOUND};
 
@@ -62,7 +71,7 @@ impl Recipe {
     /// at the back, on a new session, within its deadline. (A holder's loss is a loss: holds
     /// are never in here. Nor are sessions ended by closing the client or refused credentials.)
     pub(crate) async fn contend(&self, mode: Mode, owner: &Owner, wait: &Wait) -> Result<Option<Hold>> {
-        let _in_progress = crate::memory::InProgress::new(&self.client);
+        let _in_progress = crate::memory::InProgress::new(&self.client.callbacks);
         again_on_new_session(wait, &self.path, |wait| self.attempt(mode, owner, wait)).await
     }
 
@@ -393,7 +402,7 @@ impl Recipe {
                                 // attempt is disarmed then, so nothing needs the path to remove the node).
                                 let node_path = attempt.node.take_node().expect("set with our node");
                                 let hold = Hold::new(session, &self.client.closed, node_path, sequence, czxid);
-                                self.client.node_watcher.add(&hold, own_event);
+                                self.registry.node_watcher.add(&hold, own_event);
                                 return Ok(Step::Done(Some(hold)));
                             }
                             Decision::WaitFor { node, then } => {
@@ -513,7 +522,7 @@ impl Recipe {
             };
             let holds = match then {
                 AfterWait::Holds => true,
-                AfterWait::HoldsIfReleasedHere { .. } => self.client.released.contains(&ahead),
+                AfterWait::HoldsIfReleasedHere { .. } => self.registry.released.contains(&ahead),
                 AfterWait::LooksAgain => false,
             };
             if !holds {
@@ -538,7 +547,7 @@ impl Recipe {
             if let Some(own) = q.own_watch.take() {
                 if let Some(event) = (*own).silent() {
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold, Some(event));
+                    self.registry.node_watcher.add(&hold, Some(event));
                     return Ok(Step::Done(Some(hold)));
                 }
             }
@@ -546,7 +555,7 @@ impl Recipe {
                 Reply::Answered(Ok(Some(stat))) if stat.ephemeral_owner == session.id => {
                     requests.progressed();
                     let hold = Hold::new(session, &self.client.closed, own_path, sequence, czxid);
-                    self.client.node_watcher.add(&hold, None);
+                    self.registry.node_watcher.add(&hold, None);
                     return Ok(Step::Done(Some(hold)));
                 }
                 // Our node is gone: queue again.
@@ -594,7 +603,7 @@ struct Queueing<'a> {
     /// Its first create's turns: in the client's send order (given back once sent) and in its
     /// window of creates in flight (given back once answered).
     send_turn: Option<tokio::sync::MutexGuard<'a, ()>>,
-    create_slot: Option<crate::client::CreateSlot<'a>>,
+    create_slot: Option<crate::connection::CreateSlot<'a>>,
     mine: Option<Made>,
     /// The watch on the node ahead, kept across a look again that still names it.
     awaited: Option<Awaited>,

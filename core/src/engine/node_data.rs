@@ -1,7 +1,25 @@
 //! What a lock node holds: the [`crate::Identity`] of its owner, written in place.
 
+use serde::{Deserialize, Serialize};
+
 use super::Recipe;
 use crate::owners::Owner;
+
+/// Who a lock node belongs to, as recorded in its data (JSON) by zklock in any language.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// Host name of the process.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// The owner's label (see [`Owner::with_label`]).
+    pub owner: String,
+    /// The language of the caller: `rust`, `c`, `python` or `node`.
+    pub lang: String,
+    /// The lock's identifier, if one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identifier: Option<String>,
+}
 
 impl Recipe {
     pub(crate) fn node_data(&self, owner: &Owner) -> Vec<u8> {
@@ -70,7 +88,7 @@ impl std::io::Write for Counted {
 #[cfg(test)]
 mod tests {
     use super::{IdentityOf, LabelOf};
-    use crate::lock::Identity;
+    use crate::engine::Identity;
     use crate::owners::Owner;
 
     #[test]

@@ -4,12 +4,83 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::listing::{read_children, ChildRead};
+use super::node_data::Identity;
 use super::{unreachable, Recipe};
 use crate::error::Result;
-use crate::lock::Participant;
+use crate::mode::Mode;
 use crate::order;
-use crate::policy::{Mode, PathRecipe};
+use crate::policy::PathRecipe;
 use crate::retry::Requests;
+
+/// One contender in a lock's queue, from [`crate::Lock::contenders`] and [`crate::Lock::holder`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Participant {
+    /// The child node's name.
+    pub node: String,
+    /// The sequence suffix, if the name has one.
+    pub sequence: Option<i64>,
+    /// How it takes the lock, by its node's name; `None` for a node of no lock zklock knows.
+    pub mode: Option<Mode>,
+    /// The node's creation zxid, which is also its holder's fencing token (but for a downgrade's
+    /// read node, whose holder goes on with its write hold's token).
+    pub fencing_token: i64,
+    /// The session that owns the (ephemeral) node.
+    pub session_id: i64,
+    /// When the node was made (the server's clock, milliseconds since the Unix epoch): when this
+    /// participant queued.
+    pub created_ms: i64,
+    /// The identity in the node data, when it was written by zklock (and read: see `data`).
+    pub identity: Option<Identity>,
+    /// The raw node data (Curator writes the client's IP address), if it was read: only a node's
+    /// data of at most 128 KiB is (any client that may queue may put a megabyte in each of its
+    /// nodes), the smallest first while 16 MiB last for the whole listing, and only where the
+    /// node's ACL lets this client read it. Empty otherwise: see [`Participant::data_was_read`].
+    pub data: Vec<u8>,
+    /// The size of the node's data, read or not.
+    pub data_length: usize,
+}
+
+impl PathRecipe {
+    /// What the participants listed at a path admit (as [`crate::Lock::contenders`] lists them,
+    /// of either recipe): for a tool that has the listing already.
+    pub fn of(participants: &[Participant]) -> PathRecipe {
+        PathRecipe::of_names(participants.iter().map(|p| p.node.as_str()))
+    }
+}
+
+impl Participant {
+    /// Whether `data` is the node's data: not when it was too large to read, or not readable.
+    pub fn data_was_read(&self) -> bool {
+        self.data.len() == self.data_length
+    }
+
+    /// Whether a lock of `mode` may share the path with this participant's node: the mutex and
+    /// the read/write lock never share a path (kazoo's `__lock__` node fits either; a node of no
+    /// known lock fits both).
+    pub fn fits_with(&self, mode: Mode) -> bool {
+        mode.shares_path_with(&self.node)
+    }
+
+    /// Whether the node is kazoo's (its `Lock`, `WriteLock` or `ReadLock`), whose data is the
+    /// contender's identifier.
+    pub fn is_kazoos(&self) -> bool {
+        Mode::is_kazoos(&self.node)
+    }
+
+    /// Whether the node says its parent is a semaphore's path (the node is its lease parent) or
+    /// a semaphore's lease parent (the node is a lease): for tools that show what a path is.
+    pub fn marks_a_semaphore(&self) -> bool {
+        crate::policy::marks_a_semaphore(&self.node)
+    }
+
+    /// The positions of the participants in `queue` (in queue order, as [`crate::Lock::contenders`]
+    /// gives it) that hold the lock, by each one's own mode's rule: to show the holders and the
+    /// queue from one listing.
+    pub fn holders_in(queue: &[Participant]) -> Vec<usize> {
+        crate::policy::holders(queue, |p| p.mode, |p| p.sequence)
+    }
+}
 
 impl Recipe {
     /// Every child of the path in queue order, with the identity in its node where that is small

@@ -8,7 +8,7 @@ use zookeeper_client as zk;
 use super::listing::{list, Listing};
 use super::{Failed, Recipe};
 use crate::error::{printable, Error, ErrorKind};
-use crate::policy::Mode;
+use crate::mode::Mode;
 use crate::retry::{Reply, Requests};
 
 pub(super) const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());

@@ -8,17 +8,19 @@ use std::sync::Arc;
 use zookeeper_client as zk;
 
 use super::listing::SharedListing;
+use super::options::{BeforeWatch, LockOptions};
 use super::path::PathVersion;
+use super::registry::Registry;
 use crate::acl::Acl;
-use crate::client::ClientInner;
+use crate::connection::ClientInner;
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
-use crate::lock::BeforeWatch;
 use crate::lost_callbacks::LostCallbacks;
+use crate::mode::Mode;
 use crate::owners::{Owner, OwnerTable};
-use crate::policy::Mode;
 use crate::retry::{Stop, REFUSED};
-use crate::session::{LostReason, Session};
+use crate::session::Session;
 use crate::validate;
 
 static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "world", "anyone")];
@@ -27,6 +29,8 @@ static ANYONE_ALL: [zk::Acl; 1] = [zk::Acl::new_const(zk::Permission::ALL, "worl
 /// one owner table.
 pub(crate) struct Recipe {
     pub(crate) client: Arc<ClientInner>,
+    /// The client's recipes, this one among them unless it is a lookup's.
+    pub(crate) registry: Arc<Registry>,
     pub(crate) path: String,
     pub(super) identifier: Option<String>,
     pub(super) before_watch: Option<BeforeWatch>,
@@ -63,7 +67,7 @@ pub(crate) struct Recipe {
     /// with the same ACL when it is missing (other lock paths' parents are open containers).
     pub(super) parent: std::sync::OnceLock<Arc<Recipe>>,
     /// This recipe itself while its owner table holds anything, so that the holds outlive the
-    /// handles: a handle made later for the path finds them (see `ClientInner::recipe`). Taken
+    /// handles: a handle made later for the path finds them (see `Registry::recipe`). Taken
     /// at the last release, and when the client closes.
     pub(super) pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
 }
@@ -73,17 +77,14 @@ static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 
 impl Recipe {
     /// Refuses a path and identifier that could not fit in a request, whoever the owner.
-    pub(crate) fn new(
-        client: Arc<ClientInner>,
-        path: String,
-        read_write: bool,
-        options: crate::LockOptions,
-    ) -> Result<Recipe> {
+    pub(crate) fn new(registry: Arc<Registry>, path: String, read_write: bool, options: LockOptions) -> Result<Recipe> {
         validate::identifier(options.identifier.as_deref()).map_err(|err| err.with_path(&path))?;
+        let client = registry.client.clone();
         options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let zk_acl = if options.acl.is_open() { Vec::new() } else { options.acl.to_zk() };
         let recipe = Recipe {
             client,
+            registry,
             path,
             identifier: options.identifier,
             before_watch: options.before_watch,
@@ -108,7 +109,7 @@ impl Recipe {
 
     /// Whether a handle asked for with these options may share this recipe (and so its holds):
     /// the same path and kind, identifier and ACL (and neither separate nor a test seam).
-    pub(crate) fn serves(&self, path: &str, read_write: bool, options: &crate::LockOptions) -> bool {
+    pub(crate) fn serves(&self, path: &str, read_write: bool, options: &LockOptions) -> bool {
         !self.separate
             && !options.separate
             && self.path == path

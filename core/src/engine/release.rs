@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use super::attempt::{remove_node, NodeName};
 use super::Recipe;
-use crate::client::ClientInner;
+use crate::connection::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
 use crate::retry::{Requests, Stop, REFUSED};
@@ -17,7 +17,7 @@ impl Recipe {
     /// future is dropped before the delete is answered, the delete goes on in the background,
     /// until the node is gone or its session is over.
     pub(crate) async fn delete_held(&self, hold: &Hold) -> Result<()> {
-        let lost = |reason: crate::LostReason| {
+        let lost = |reason: crate::error::LostReason| {
             Error::lost(Some(reason), format!("{}; nothing was deleted", reason.describe())).with_path(&self.path)
         };
         if let Some(reason) = hold.inner.finish() {
@@ -26,13 +26,13 @@ impl Recipe {
         let session = match hold.inner.session.upgrade() {
             Some(session) if !session.is_over() => session,
             gone => {
-                let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::LostReason::SessionExpired);
+                let reason = gone.and_then(|s| s.lost_reason()).unwrap_or(crate::error::LostReason::SessionExpired);
                 return Err(lost(reason));
             }
         };
         let requests = Requests::new(&self.client, &session, None);
         // Before the delete is sent, so a waiter of this client that sees the node go knows.
-        self.client.released.remember(hold.node_path());
+        self.registry.released.remember(hold.node_path());
         let unanswered = UnansweredDelete { client: &self.client, session: &session, node: hold.node_path() };
         let outcome = requests.bounded(session.zk.delete(hold.node_path(), None)).await;
         let connection_lost = matches!(&outcome, Ok(Err(err)) if crate::retry::connection_lost(err));
@@ -44,13 +44,15 @@ impl Recipe {
         }
         match outcome {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(zk::Error::NoNode)) => Err(lost(crate::LostReason::NodeDeleted)),
+            Ok(Err(zk::Error::NoNode)) => Err(lost(crate::error::LostReason::NodeDeleted)),
             // The session ended under the delete (its nodes go with it).
             Ok(Err(zk::Error::SessionExpired)) | Err(Stop::SessionOver) => {
-                Err(lost(session.lost_reason().unwrap_or(crate::LostReason::SessionExpired)))
+                Err(lost(session.lost_reason().unwrap_or(crate::error::LostReason::SessionExpired)))
             }
-            Ok(Err(zk::Error::AuthFailed)) => Err(lost(session.lost_reason().unwrap_or(crate::LostReason::AuthFailed))),
-            Ok(Err(zk::Error::ClientClosed)) | Err(Stop::Closed) => Err(lost(crate::LostReason::Closed)),
+            Ok(Err(zk::Error::AuthFailed)) => {
+                Err(lost(session.lost_reason().unwrap_or(crate::error::LostReason::AuthFailed)))
+            }
+            Ok(Err(zk::Error::ClientClosed)) | Err(Stop::Closed) => Err(lost(crate::error::LostReason::Closed)),
             // Cut off, garbled, or not carried out (see `connection_lost`): no answer proves
             // the node gone.
             Ok(Err(err)) if connection_lost => Err(self.error(

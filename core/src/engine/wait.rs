@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry;
-use crate::session::LostReason;
 
 /// How long a call that does not wait gets for ZooKeeper's answers: a try (a zero timeout) of
 /// any recipe, and a listing (contenders, holders, a semaphore's participants, a path's recipe,

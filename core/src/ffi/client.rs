@@ -2,19 +2,26 @@
 
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::callback::CallbackSlot;
+use super::convert::{c_field, c_str, option_timeout};
 use super::error::{zkl_result, Failure};
 use super::{handles, runtime};
+use crate::binding::ClientBinding;
 use crate::{Client, ClientOptions, GssapiOptions, SaslOptions, SessionState};
 
 /// A connection to a ZooKeeper ensemble (one session at a time), from zkl_client_connect and
 /// ended by zkl_client_close. Opaque. Safe to use from any number of threads at once.
 pub struct zkl_client {
     _private: [u8; 0],
+}
+
+impl handles::Handle for zkl_client {
+    type Object = ClientHandle;
+    const NAME: &'static str = "zkl_client";
+    const MADE_BY: &'static str = "zkl_client_connect";
 }
 
 /// Options for zkl_client_connect. Fill it with zkl_options_init, then set fields. Zero means
@@ -162,28 +169,6 @@ const UNSET_OPTIONS: zkl_options = zkl_options {
     tls_server_name: std::ptr::null(),
 };
 
-/// A timeout field: `None` for 0 (keep the core's default).
-fn timeout(ms: i64, what: &str) -> Result<Option<Duration>, Failure> {
-    match ms {
-        0 => Ok(None),
-        ms if ms > 0 => Ok(Some(Duration::from_millis(ms as u64))),
-        ms => Err(Failure::invalid(format!("{what} is {ms}: it must be positive, or 0 for the default"))),
-    }
-}
-
-pub(crate) fn c_str<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failure> {
-    // SAFETY: the caller passes a NUL-terminated string (checked non-NULL) that outlives the call.
-    unsafe { CStr::from_ptr(ptr) }.to_str().map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
-}
-
-/// An optional string field.
-fn c_field(ptr: *const c_char, what: &str) -> Result<Option<String>, Failure> {
-    if ptr.is_null() {
-        return Ok(None);
-    }
-    Ok(Some(c_str(ptr, what)?.to_owned()))
-}
-
 /// The sasl_* fields as the core's SASL options; errors name the fields, never the password.
 fn sasl_options(options: &zkl_options) -> Result<Option<SaslOptions>, Failure> {
     let field = |ptr: *const c_char, name: &str| c_field(ptr, &format!("opts->{name}"));
@@ -242,10 +227,10 @@ fn client_options(options: *const zkl_options) -> Result<ClientOptions, Failure>
         result.digest_auth = Some(c_str(options.digest_auth, "opts->digest_auth")?.to_owned());
     }
     result.sasl = sasl_options(options)?;
-    if let Some(session_timeout) = timeout(options.session_timeout_ms, "opts->session_timeout_ms")? {
+    if let Some(session_timeout) = option_timeout(options.session_timeout_ms, "opts->session_timeout_ms")? {
         result.session_timeout = session_timeout;
     }
-    if let Some(connect_timeout) = timeout(options.connect_timeout_ms, "opts->connect_timeout_ms")? {
+    if let Some(connect_timeout) = option_timeout(options.connect_timeout_ms, "opts->connect_timeout_ms")? {
         result.connect_timeout = connect_timeout;
     }
     match options.jute_maxbuffer {
@@ -347,13 +332,13 @@ pub extern "C" fn zkl_client_connect(
         let client = runtime::block_on(Client::connect_with(hosts, options))??;
         let state_callback = Arc::new(CallbackSlot::new());
         let mut changes = client.state_changes();
-        let handle = handles::new_client(ClientHandle {
+        let handle = handles::new::<zkl_client>(ClientHandle {
             client,
             state_callback: state_callback.clone(),
             state_task: Mutex::new(None),
         });
         let id = handle as usize;
-        let dispatcher = handles::client(handle, "out")?.client.clone();
+        let dispatcher = handles::get(handle, "out")?.client.clone();
         let task = runtime::runtime()?.spawn(async move {
             while let Some(state) = changes.next().await {
                 let (state_callback, done) = (state_callback.clone(), tokio::sync::oneshot::channel());
@@ -371,7 +356,7 @@ pub extern "C" fn zkl_client_connect(
                 let _ = done.1.await;
             }
         });
-        *handles::client(handle, "out")?.state_task.lock() = Some(task);
+        *handles::get(handle, "out")?.state_task.lock() = Some(task);
         write_out!(out, handle);
         Ok(())
     })
@@ -398,7 +383,7 @@ pub extern "C" fn zkl_client_close(client: *mut zkl_client) -> zkl_result {
         }
         // Checked before the handle is removed, so a refused close leaves the client usable.
         runtime::check_may_block()?;
-        let handle = handles::remove_client(client, "client")?;
+        let handle = handles::remove(client, "client")?;
         let task = handle.state_task.lock().take();
         runtime::block_on(async {
             handle.client.close().await;
@@ -421,7 +406,7 @@ pub extern "C" fn zkl_client_state(client: *const zkl_client, out: *mut zkl_sess
     ffi_result!("zkl_client_state", {
         non_null!(client, "client");
         non_null!(out, "out");
-        let handle = handles::client(client, "client")?;
+        let handle = handles::get(client, "client")?;
         write_out!(out, handle.client.state().into());
         Ok(())
     })
@@ -437,7 +422,7 @@ pub extern "C" fn zkl_client_session_id(client: *const zkl_client, out: *mut i64
     ffi_result!("zkl_client_session_id", {
         non_null!(client, "client");
         non_null!(out, "out");
-        let handle = handles::client(client, "client")?;
+        let handle = handles::get(client, "client")?;
         write_out!(out, handle.client.session_id().unwrap_or(0));
         Ok(())
     })
@@ -461,7 +446,7 @@ pub extern "C" fn zkl_client_set_state_callback(
 ) -> zkl_result {
     ffi_result!("zkl_client_set_state_callback", {
         non_null!(client, "client");
-        let handle = handles::client(client, "client")?;
+        let handle = handles::get(client, "client")?;
         handle.state_callback.set(callback, userdata);
         Ok(())
     })

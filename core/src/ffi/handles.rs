@@ -4,38 +4,36 @@
 //! closed, freed, forged or wrong-kind handle a clear `ZKL_INVALID_ARGUMENT` rather than
 //! undefined behaviour.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::client::{zkl_client, ClientHandle};
 use super::error::Failure;
-use super::lock::{zkl_lock, LockHandle};
-use super::multi_lock::{zkl_multi_guard, zkl_multi_lock, MultiGuardHandle, MultiLockHandle};
-use super::semaphore::{zkl_leases, zkl_semaphore, LeasesHandle, SemaphoreHandle};
 
-enum Object {
-    Client(Arc<ClientHandle>),
-    Lock(Arc<LockHandle>),
-    Semaphore(Arc<SemaphoreHandle>),
-    Leases(Arc<LeasesHandle>),
-    MultiLock(Arc<MultiLockHandle>),
-    MultiGuard(Arc<MultiGuardHandle>),
+/// A kind of handle, implemented by its C type (`zkl_client`, ...) in its own module, as
+/// rustls-ffi's `Castable`: the registry knows no kind, so no list here names them all.
+pub(crate) trait Handle: Sized + 'static {
+    /// The object a handle of this kind stands for.
+    type Object: Send + Sync + 'static;
+    /// The C type of the handle, for messages.
+    const NAME: &'static str;
+    /// The function that makes handles of this kind, for messages.
+    const MADE_BY: &'static str;
+}
+
+/// A live handle's object, and the C type it was made as.
+struct Object {
+    name: &'static str,
+    value: Arc<dyn Any + Send + Sync>,
 }
 
 impl Object {
     /// The C type of the handle, for messages.
     fn name(&self) -> &'static str {
-        match self {
-            Object::Client(_) => "zkl_client",
-            Object::Lock(_) => "zkl_lock",
-            Object::Semaphore(_) => "zkl_semaphore",
-            Object::Leases(_) => "zkl_leases",
-            Object::MultiLock(_) => "zkl_multi_lock",
-            Object::MultiGuard(_) => "zkl_multi_guard",
-        }
+        self.name
     }
 }
 
@@ -90,93 +88,13 @@ fn insert(object: Object) -> usize {
     id
 }
 
-pub(crate) fn new_client(client: ClientHandle) -> *mut zkl_client {
-    insert(Object::Client(Arc::new(client))) as *mut zkl_client
+/// A new handle of kind `H` for `object`.
+pub(crate) fn new<H: Handle>(object: H::Object) -> *mut H {
+    insert(Object { name: H::NAME, value: Arc::new(object) }) as *mut H
 }
 
-pub(crate) fn new_lock(lock: LockHandle) -> *mut zkl_lock {
-    insert(Object::Lock(Arc::new(lock))) as *mut zkl_lock
-}
-
-pub(crate) fn new_semaphore(semaphore: SemaphoreHandle) -> *mut zkl_semaphore {
-    insert(Object::Semaphore(Arc::new(semaphore))) as *mut zkl_semaphore
-}
-
-pub(crate) fn new_leases(leases: LeasesHandle) -> *mut zkl_leases {
-    insert(Object::Leases(Arc::new(leases))) as *mut zkl_leases
-}
-
-pub(crate) fn new_multi_lock(multi: MultiLockHandle) -> *mut zkl_multi_lock {
-    insert(Object::MultiLock(Arc::new(multi))) as *mut zkl_multi_lock
-}
-
-pub(crate) fn new_multi_guard(guard: MultiGuardHandle) -> *mut zkl_multi_guard {
-    insert(Object::MultiGuard(Arc::new(guard))) as *mut zkl_multi_guard
-}
-
-/// One kind of handle: its names for messages, and how to find it in an entry.
-struct Kind<T> {
-    name: &'static str,
-    made_by: &'static str,
-    project: fn(&Object) -> Option<&Arc<T>>,
-}
-
-const CLIENT: Kind<ClientHandle> = Kind {
-    name: "zkl_client",
-    made_by: "zkl_client_connect",
-    project: |object| match object {
-        Object::Client(client) => Some(client),
-        _ => None,
-    },
-};
-
-const LOCK: Kind<LockHandle> = Kind {
-    name: "zkl_lock",
-    made_by: "zkl_lock_new",
-    project: |object| match object {
-        Object::Lock(lock) => Some(lock),
-        _ => None,
-    },
-};
-
-const SEMAPHORE: Kind<SemaphoreHandle> = Kind {
-    name: "zkl_semaphore",
-    made_by: "zkl_semaphore_new",
-    project: |object| match object {
-        Object::Semaphore(semaphore) => Some(semaphore),
-        _ => None,
-    },
-};
-
-const LEASES: Kind<LeasesHandle> = Kind {
-    name: "zkl_leases",
-    made_by: "zkl_semaphore_acquire",
-    project: |object| match object {
-        Object::Leases(leases) => Some(leases),
-        _ => None,
-    },
-};
-
-const MULTI_LOCK: Kind<MultiLockHandle> = Kind {
-    name: "zkl_multi_lock",
-    made_by: "zkl_multi_lock_new",
-    project: |object| match object {
-        Object::MultiLock(multi) => Some(multi),
-        _ => None,
-    },
-};
-
-const MULTI_GUARD: Kind<MultiGuardHandle> = Kind {
-    name: "zkl_multi_guard",
-    made_by: "zkl_multi_lock_acquire",
-    project: |object| match object {
-        Object::MultiGuard(guard) => Some(guard),
-        _ => None,
-    },
-};
-
-/// The live object of `kind` with id `id`, or why there is none; `what` names the argument.
-fn find<'a, T>(id: usize, object: Option<&'a Object>, what: &str, kind: &Kind<T>) -> Result<&'a Arc<T>, Failure> {
+/// The live object of kind `H` with id `id`, or why there is none; `what` names the argument.
+fn find<H: Handle>(id: usize, object: Option<&Object>, what: &str) -> Result<Arc<H::Object>, Failure> {
     let Some(object) = object else {
         if id < MADE_BEFORE_FORK.load(Ordering::Acquire) {
             return Err(Failure::invalid(format!(
@@ -185,84 +103,31 @@ fn find<'a, T>(id: usize, object: Option<&'a Object>, what: &str, kind: &Kind<T>
         }
         return Err(Failure::invalid(format!(
             "{what} is not a live {} (closed or freed already, or never returned by {})",
-            kind.name, kind.made_by
+            H::NAME,
+            H::MADE_BY
         )));
     };
-    (kind.project)(object)
-        .ok_or_else(|| Failure::invalid(format!("{what} is a {}, not a {}", object.name(), kind.name)))
+    object
+        .value
+        .clone()
+        .downcast::<H::Object>()
+        .map_err(|_| Failure::invalid(format!("{what} is a {}, not a {}", object.name(), H::NAME)))
 }
 
-fn get<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
-    find(id, registry().read().get(&id), what, kind).cloned()
+/// The object behind a handle (checked non-NULL by the caller); `what` names the argument.
+pub(crate) fn get<H: Handle>(handle: *const H, what: &str) -> Result<Arc<H::Object>, Failure> {
+    let id = handle as usize;
+    find::<H>(id, registry().read().get(&id), what)
 }
 
 /// Removes a handle: every later use of it is refused. Calls already in progress keep their
 /// reference.
-fn remove<T>(id: usize, what: &str, kind: &Kind<T>) -> Result<Arc<T>, Failure> {
+pub(crate) fn remove<H: Handle>(handle: *const H, what: &str) -> Result<Arc<H::Object>, Failure> {
+    let id = handle as usize;
     let mut handles = registry().write();
-    let object = find(id, handles.get(&id), what, kind)?.clone();
+    let object = find::<H>(id, handles.get(&id), what)?;
     handles.remove(&id);
     Ok(object)
-}
-
-/// The client behind a handle (checked non-NULL by the caller); `what` names the argument.
-pub(crate) fn client(handle: *const zkl_client, what: &str) -> Result<Arc<ClientHandle>, Failure> {
-    get(handle as usize, what, &CLIENT)
-}
-
-/// The lock behind a handle (checked non-NULL by the caller).
-pub(crate) fn lock(handle: *const zkl_lock, what: &str) -> Result<Arc<LockHandle>, Failure> {
-    get(handle as usize, what, &LOCK)
-}
-
-/// Removes a client handle (see `remove`).
-pub(crate) fn remove_client(handle: *const zkl_client, what: &str) -> Result<Arc<ClientHandle>, Failure> {
-    remove(handle as usize, what, &CLIENT)
-}
-
-/// Removes a lock handle (see `remove`).
-pub(crate) fn remove_lock(handle: *const zkl_lock, what: &str) -> Result<Arc<LockHandle>, Failure> {
-    remove(handle as usize, what, &LOCK)
-}
-
-/// The semaphore behind a handle (checked non-NULL by the caller).
-pub(crate) fn semaphore(handle: *const zkl_semaphore, what: &str) -> Result<Arc<SemaphoreHandle>, Failure> {
-    get(handle as usize, what, &SEMAPHORE)
-}
-
-/// Removes a semaphore handle (see `remove`).
-pub(crate) fn remove_semaphore(handle: *const zkl_semaphore, what: &str) -> Result<Arc<SemaphoreHandle>, Failure> {
-    remove(handle as usize, what, &SEMAPHORE)
-}
-
-/// The leases behind a handle (checked non-NULL by the caller).
-pub(crate) fn leases(handle: *const zkl_leases, what: &str) -> Result<Arc<LeasesHandle>, Failure> {
-    get(handle as usize, what, &LEASES)
-}
-
-/// Removes a leases handle (see `remove`).
-pub(crate) fn remove_leases(handle: *const zkl_leases, what: &str) -> Result<Arc<LeasesHandle>, Failure> {
-    remove(handle as usize, what, &LEASES)
-}
-
-/// The multi-lock behind a handle (checked non-NULL by the caller).
-pub(crate) fn multi_lock(handle: *const zkl_multi_lock, what: &str) -> Result<Arc<MultiLockHandle>, Failure> {
-    get(handle as usize, what, &MULTI_LOCK)
-}
-
-/// Removes a multi-lock handle (see `remove`).
-pub(crate) fn remove_multi_lock(handle: *const zkl_multi_lock, what: &str) -> Result<Arc<MultiLockHandle>, Failure> {
-    remove(handle as usize, what, &MULTI_LOCK)
-}
-
-/// The multi-lock guard behind a handle (checked non-NULL by the caller).
-pub(crate) fn multi_guard(handle: *const zkl_multi_guard, what: &str) -> Result<Arc<MultiGuardHandle>, Failure> {
-    get(handle as usize, what, &MULTI_GUARD)
-}
-
-/// Removes a multi-lock guard handle (see `remove`).
-pub(crate) fn remove_multi_guard(handle: *const zkl_multi_guard, what: &str) -> Result<Arc<MultiGuardHandle>, Failure> {
-    remove(handle as usize, what, &MULTI_GUARD)
 }
 
 /// Whether `id` is a live handle now (for a callback about to name it).

@@ -7,10 +7,11 @@ use std::time::Duration;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::callback::CallbackSlot;
-use super::client::c_str;
+use super::convert::{c_str, timeout};
 use super::error::{zkl_result, Failure};
 use super::owner::{explicit_owner, thread_owner};
 use super::{handles, runtime};
+use crate::binding::LockBinding;
 use crate::{Acquired, HoldState, Lock, LostReason, LostSubscription, Owner};
 use tokio_util::sync::CancellationToken;
 
@@ -21,6 +22,12 @@ use tokio_util::sync::CancellationToken;
 /// owner only counts up, with no ZooKeeper traffic.
 pub struct zkl_lock {
     _private: [u8; 0],
+}
+
+impl handles::Handle for zkl_lock {
+    type Object = LockHandle;
+    const NAME: &'static str = "zkl_lock";
+    const MADE_BY: &'static str = "zkl_lock_new";
 }
 
 /// The state of an owner's hold on a lock.
@@ -376,10 +383,10 @@ fn new_lock(
     non_null!(client, "client");
     non_null!(path, "path");
     non_null!(out, "out");
-    let client = handles::client(client, "client")?;
+    let client = handles::get(client, "client")?;
     let options = lock_options(opts)?;
     let lock = client.client.lock_with(c_str(path, "path")?, options)?;
-    write_out!(out, handles::new_lock(LockHandle::new(lock)));
+    write_out!(out, handles::new::<zkl_lock>(LockHandle::new(lock)));
     Ok(())
 }
 
@@ -411,11 +418,11 @@ fn new_rwlock(
     non_null!(path, "path");
     non_null!(read, "read");
     non_null!(write, "write");
-    let client = handles::client(client, "client")?;
+    let client = handles::get(client, "client")?;
     let options = lock_options(opts)?;
     let pair = client.client.read_write_lock_with(c_str(path, "path")?, options)?;
-    write_out!(read, handles::new_lock(LockHandle::new(pair.read().clone())));
-    write_out!(write, handles::new_lock(LockHandle::new(pair.write().clone())));
+    write_out!(read, handles::new::<zkl_lock>(LockHandle::new(pair.read().clone())));
+    write_out!(write, handles::new::<zkl_lock>(LockHandle::new(pair.write().clone())));
     Ok(())
 }
 
@@ -429,7 +436,7 @@ fn new_rwlock(
 pub extern "C" fn zkl_lock_cancel(lock: *mut zkl_lock) -> zkl_result {
     ffi_result!("zkl_lock_cancel", {
         non_null!(lock, "lock");
-        handles::lock(lock, "lock")?.cancel_waiting();
+        handles::get(lock, "lock")?.cancel_waiting();
         Ok(())
     })
 }
@@ -453,7 +460,7 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
         if lock.is_null() {
             return Ok(());
         }
-        let handle = handles::remove_lock(lock, "lock")?;
+        let handle = handles::remove(lock, "lock")?;
         handle.lost_callback.set(None, std::ptr::null_mut());
         drop(handle.lost_subscription.lock().take());
         handle.freed.store(true, Ordering::Release);
@@ -464,21 +471,10 @@ pub extern "C" fn zkl_lock_free(lock: *mut zkl_lock) -> zkl_result {
     })
 }
 
-/// A C timeout in ms: -1 forever, 0 only tries, else that many ms.
-pub(crate) fn timeout(timeout_ms: i64) -> Result<Option<Duration>, Failure> {
-    match timeout_ms {
-        -1 => Ok(None),
-        ms if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),
-        ms => Err(Failure::invalid(format!(
-            "timeout_ms is {ms}: use -1 to wait forever, 0 to only try, or a number of ms"
-        ))),
-    }
-}
-
 fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) -> Result<(), Failure> {
     non_null!(lock, "lock");
     let wait = timeout(timeout_ms)?;
-    let handle = handles::lock(lock, "lock")?;
+    let handle = handles::get(lock, "lock")?;
     let owner = owner?;
     runtime::check_may_block()?;
     // Re-entry is counted at once, with no ZooKeeper traffic and no trip through the runtime;
@@ -515,7 +511,7 @@ fn acquire(lock: *mut zkl_lock, owner: Result<Owner, Failure>, timeout_ms: i64) 
 
 fn release(lock: *mut zkl_lock, owner: Result<Owner, Failure>) -> Result<(), Failure> {
     non_null!(lock, "lock");
-    let handle = handles::lock(lock, "lock")?;
+    let handle = handles::get(lock, "lock")?;
     let owner = owner?;
     runtime::check_may_block()?;
     // Inner levels are counted down at once; the last one deletes the node.
@@ -600,7 +596,7 @@ pub extern "C" fn zkl_lock_release_as(lock: *mut zkl_lock, owner: u64) -> zkl_re
 fn is_held(lock: *const zkl_lock, owner: Result<Owner, Failure>, out: *mut bool) -> Result<(), Failure> {
     non_null!(lock, "lock");
     non_null!(out, "out");
-    let handle = handles::lock(lock, "lock")?;
+    let handle = handles::get(lock, "lock")?;
     write_out!(out, handle.lock.is_held_by(&owner?));
     Ok(())
 }
@@ -627,7 +623,7 @@ pub extern "C" fn zkl_lock_is_held_as(lock: *const zkl_lock, owner: u64, out: *m
 fn state(lock: *const zkl_lock, owner: Result<Owner, Failure>, out: *mut zkl_hold_state) -> Result<(), Failure> {
     non_null!(lock, "lock");
     non_null!(out, "out");
-    let handle = handles::lock(lock, "lock")?;
+    let handle = handles::get(lock, "lock")?;
     let state = match handle.lock.state_of(&owner?) {
         Some(HoldState::Held) => zkl_hold_state::ZKL_HOLD_HELD,
         Some(HoldState::Suspended) => zkl_hold_state::ZKL_HOLD_SUSPENDED,
@@ -663,7 +659,7 @@ fn hold_number(
 ) -> Result<(), Failure> {
     non_null!(lock, "lock");
     non_null!(out, "out");
-    let handle = handles::lock(lock, "lock")?;
+    let handle = handles::get(lock, "lock")?;
     let owner = owner?;
     let Some(hold) = handle.lock.live_hold_of(&owner)? else {
         return Err(Failure::new(
@@ -732,7 +728,7 @@ pub extern "C" fn zkl_lock_set_lost_callback(
 ) -> zkl_result {
     ffi_result!("zkl_lock_set_lost_callback", {
         non_null!(lock, "lock");
-        handles::lock(lock, "lock")?.set_lost_callback(lock, callback, userdata);
+        handles::get(lock, "lock")?.set_lost_callback(lock, callback, userdata);
         Ok(())
     })
 }

@@ -26,6 +26,7 @@ compile_error!("the zklock C ABI (feature \"ffi\") supports Unix only: it relies
 mod macros;
 mod callback;
 mod client;
+mod convert;
 mod error;
 mod handles;
 mod lock;

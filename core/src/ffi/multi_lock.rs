@@ -9,11 +9,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::callback::CallbackSlot;
+use super::convert::timeout;
 use super::error::{zkl_result, Failure};
-use super::lock::{timeout, zkl_hold_state, zkl_lock, zkl_lost_reason};
+use super::lock::{zkl_hold_state, zkl_lock, zkl_lost_reason};
 use super::owner::{explicit_owner, thread_owner};
 use super::semaphore::zkl_semaphore;
 use super::{handles, runtime};
+use crate::binding::{ClientBinding, MultiGuardBinding};
 use crate::{Hold, Member, MemberKind, MultiGuard, MultiLock, Owner};
 
 /// Several locks taken together, all or nothing (Curator's InterProcessMultiLock, without its
@@ -23,11 +25,23 @@ pub struct zkl_multi_lock {
     _private: [u8; 0],
 }
 
+impl handles::Handle for zkl_multi_lock {
+    type Object = MultiLockHandle;
+    const NAME: &'static str = "zkl_multi_lock";
+    const MADE_BY: &'static str = "zkl_multi_lock_new";
+}
+
 /// Every member of a zkl_multi_lock, held by one acquisition: from zkl_multi_lock_acquire,
 /// released with zkl_multi_guard_release (from any thread), freed with zkl_multi_guard_free.
 /// Opaque.
 pub struct zkl_multi_guard {
     _private: [u8; 0],
+}
+
+impl handles::Handle for zkl_multi_guard {
+    type Object = MultiGuardHandle;
+    const NAME: &'static str = "zkl_multi_guard";
+    const MADE_BY: &'static str = "zkl_multi_lock_acquire";
 }
 
 /// One member of a multi-lock: set lock, or semaphore and leases.
@@ -142,10 +156,10 @@ pub extern "C" fn zkl_multi_lock_new(
                             member.leases
                         )));
                     }
-                    Member::Lock(handles::lock(member.lock, &what("lock"))?.lock.clone())
+                    Member::Lock(handles::get(member.lock, &what("lock"))?.lock.clone())
                 }
                 (true, false) => {
-                    let semaphore = handles::semaphore(member.semaphore, &what("semaphore"))?;
+                    let semaphore = handles::get(member.semaphore, &what("semaphore"))?;
                     let n = u32::try_from(member.leases).map_err(|_| {
                         Failure::invalid(format!("members[{i}].leases is {}: it must be at least 1", member.leases))
                     })?;
@@ -174,7 +188,7 @@ pub extern "C" fn zkl_multi_lock_new(
             freed: AtomicBool::new(false),
             cancel: parking_lot::Mutex::new(CancellationToken::new()),
         };
-        write_out!(out, handles::new_multi_lock(handle));
+        write_out!(out, handles::new::<zkl_multi_lock>(handle));
         Ok(())
     })
 }
@@ -188,7 +202,7 @@ pub extern "C" fn zkl_multi_lock_member_count(multi: *const zkl_multi_lock, out:
     ffi_result!("zkl_multi_lock_member_count", {
         non_null!(multi, "multi");
         non_null!(out, "out");
-        write_out!(out, handles::multi_lock(multi, "multi")?.paths.len());
+        write_out!(out, handles::get(multi, "multi")?.paths.len());
         Ok(())
     })
 }
@@ -209,7 +223,7 @@ pub extern "C" fn zkl_multi_lock_member(
 ) -> zkl_result {
     ffi_result!("zkl_multi_lock_member", {
         non_null!(multi, "multi");
-        let handle = handles::multi_lock(multi, "multi")?;
+        let handle = handles::get(multi, "multi")?;
         let Some(member) = handle.multi.members().get(index) else {
             return Err(Failure::invalid(format!(
                 "index {index} is out of range: the multi-lock has {} members",
@@ -235,7 +249,7 @@ fn acquire(
     non_null!(multi, "multi");
     non_null!(out, "out");
     let wait = timeout(timeout_ms)?;
-    let handle = handles::multi_lock(multi, "multi")?;
+    let handle = handles::get(multi, "multi")?;
     let owner = owner?;
     runtime::check_may_block()?;
     let cancel = handle.cancel.lock().clone();
@@ -256,7 +270,8 @@ fn acquire(
         Member::Lock(lock) => lock.client(),
         Member::Leases(semaphore, _) => semaphore.client(),
     };
-    let id = handles::new_multi_guard(MultiGuardHandle { guard: parking_lot::Mutex::new(Some(guard)), holds }) as usize;
+    let id = handles::new::<zkl_multi_guard>(MultiGuardHandle { guard: parking_lot::Mutex::new(Some(guard)), holds })
+        as usize;
     // Once per guard: the first member lost (core decides what a set's loss is). On the first
     // member's client's callback thread: a member of a client closed first is lost by then.
     let callback = handle.lost_callback.clone();
@@ -327,7 +342,7 @@ pub extern "C" fn zkl_multi_lock_acquire_as(
 pub extern "C" fn zkl_multi_lock_cancel(multi: *mut zkl_multi_lock) -> zkl_result {
     ffi_result!("zkl_multi_lock_cancel", {
         non_null!(multi, "multi");
-        handles::multi_lock(multi, "multi")?.cancel_waiting();
+        handles::get(multi, "multi")?.cancel_waiting();
         Ok(())
     })
 }
@@ -350,7 +365,7 @@ pub extern "C" fn zkl_multi_lock_set_lost_callback(
 ) -> zkl_result {
     ffi_result!("zkl_multi_lock_set_lost_callback", {
         non_null!(multi, "multi");
-        handles::multi_lock(multi, "multi")?.lost_callback.set(callback, userdata);
+        handles::get(multi, "multi")?.lost_callback.set(callback, userdata);
         Ok(())
     })
 }
@@ -370,7 +385,7 @@ pub extern "C" fn zkl_multi_lock_free(multi: *mut zkl_multi_lock) -> zkl_result 
         if multi.is_null() {
             return Ok(());
         }
-        let handle = handles::remove_multi_lock(multi, "multi")?;
+        let handle = handles::remove(multi, "multi")?;
         handle.lost_callback.set(None, std::ptr::null_mut());
         handle.freed.store(true, Ordering::Release);
         handle.cancel_waiting();
@@ -389,7 +404,7 @@ pub extern "C" fn zkl_multi_guard_state(guard: *const zkl_multi_guard, out: *mut
     ffi_result!("zkl_multi_guard_state", {
         non_null!(guard, "guard");
         non_null!(out, "out");
-        let handle = handles::multi_guard(guard, "guard")?;
+        let handle = handles::get(guard, "guard")?;
         let state = handle.guard.lock().as_ref().map_or(zkl_hold_state::ZKL_HOLD_NONE, |guard| guard.state().into());
         write_out!(out, state);
         Ok(())
@@ -412,7 +427,7 @@ pub extern "C" fn zkl_multi_guard_lost_member(
     ffi_result!("zkl_multi_guard_lost_member", {
         non_null!(guard, "guard");
         non_null!(member, "member");
-        let handle = handles::multi_guard(guard, "guard")?;
+        let handle = handles::get(guard, "guard")?;
         match handle.guard.lock().as_ref().and_then(MultiGuard::lost_member) {
             Some(lost) => {
                 write_out!(member, lost.index as i64);
@@ -444,7 +459,7 @@ pub extern "C" fn zkl_multi_guard_fencing_token(
     ffi_result!("zkl_multi_guard_fencing_token", {
         non_null!(guard, "guard");
         non_null!(out, "out");
-        let handle = handles::multi_guard(guard, "guard")?;
+        let handle = handles::get(guard, "guard")?;
         let Some(holds) = handle.holds.get(member) else {
             return Err(Failure::invalid(format!(
                 "member {member} is out of range: the multi-lock has {} members",
@@ -481,7 +496,7 @@ fn released() -> Failure {
 pub extern "C" fn zkl_multi_guard_release(guard: *mut zkl_multi_guard) -> zkl_result {
     ffi_result!("zkl_multi_guard_release", {
         non_null!(guard, "guard");
-        let handle = handles::multi_guard(guard, "guard")?;
+        let handle = handles::get(guard, "guard")?;
         runtime::check_may_block()?;
         let Some(held) = handle.guard.lock().take() else { return Err(released()) };
         Ok(runtime::block_on(held.release())??)
@@ -500,7 +515,7 @@ pub extern "C" fn zkl_multi_guard_free(guard: *mut zkl_multi_guard) -> zkl_resul
         if guard.is_null() {
             return Ok(());
         }
-        let handle = handles::remove_multi_guard(guard, "guard")?;
+        let handle = handles::remove(guard, "guard")?;
         runtime::runtime()?;
         // Dropping the guard releases its members in the background, in reverse order.
         drop(handle.guard.lock().take());

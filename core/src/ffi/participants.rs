@@ -140,7 +140,7 @@ enum Listing {
 fn list(lock: *mut zkl_lock, out: *mut *mut zkl_participants, listing: Listing) -> Result<(), Failure> {
     non_null!(lock, "lock");
     non_null!(out, "out");
-    let handle = handles::lock(lock, "lock")?;
+    let handle = handles::get(lock, "lock")?;
     let participants = match listing {
         Listing::Contenders => runtime::block_on(handle.lock.contenders())??,
         Listing::Holder => runtime::block_on(handle.lock.holder())??.into_iter().collect(),
@@ -249,7 +249,7 @@ pub extern "C" fn zkl_semaphore_participants(
     ffi_result!("zkl_semaphore_participants", {
         non_null!(semaphore, "semaphore");
         non_null!(out, "out");
-        let handle = handles::semaphore(semaphore, "semaphore")?;
+        let handle = handles::get(semaphore, "semaphore")?;
         let listed = runtime::block_on(handle.semaphore.participants())??;
         let leases = ParticipantsBox::allocate(listed.leases);
         let queue = ParticipantsBox::allocate(listed.queue);

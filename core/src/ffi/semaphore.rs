@@ -9,10 +9,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::callback::CallbackSlot;
-use super::client::c_str;
+use super::convert::{c_str, timeout};
 use super::error::{zkl_result, Failure};
-use super::lock::{timeout, zkl_hold_state, zkl_lost_reason};
+use super::lock::{zkl_hold_state, zkl_lost_reason};
 use super::{handles, runtime};
+use crate::binding::ClientBinding;
 use crate::{Hold, Leases, MaxLeases, Semaphore, SemaphoreOptions};
 
 /// A counting semaphore on one path (Curator's InterProcessSemaphoreV2, node for node): at most
@@ -23,11 +24,23 @@ pub struct zkl_semaphore {
     _private: [u8; 0],
 }
 
+impl handles::Handle for zkl_semaphore {
+    type Object = SemaphoreHandle;
+    const NAME: &'static str = "zkl_semaphore";
+    const MADE_BY: &'static str = "zkl_semaphore_new";
+}
+
 /// The leases one zkl_semaphore_acquire took, all together: each with its node, fencing token
 /// and hold state. Released with zkl_leases_release (from any thread), freed with
 /// zkl_leases_free. Opaque. Independent of its semaphore handle, which may be freed first.
 pub struct zkl_leases {
     _private: [u8; 0],
+}
+
+impl handles::Handle for zkl_leases {
+    type Object = LeasesHandle;
+    const NAME: &'static str = "zkl_leases";
+    const MADE_BY: &'static str = "zkl_semaphore_acquire";
 }
 
 /// Options for zkl_semaphore_new_with. Fill it with zkl_semaphore_options_init, then set
@@ -181,7 +194,7 @@ fn new_semaphore(
     non_null!(client, "client");
     non_null!(path, "path");
     non_null!(out, "out");
-    let client = handles::client(client, "client")?;
+    let client = handles::get(client, "client")?;
     let max = if opts.shared_count_path.is_null() {
         if opts.shared_count_seed != 0 {
             return Err(Failure::invalid("opts->shared_count_seed is only for opts->shared_count_path, which is NULL"));
@@ -210,7 +223,7 @@ fn new_semaphore(
         freed: AtomicBool::new(false),
         cancel: parking_lot::Mutex::new(CancellationToken::new()),
     };
-    write_out!(out, handles::new_semaphore(handle));
+    write_out!(out, handles::new::<zkl_semaphore>(handle));
     Ok(())
 }
 
@@ -246,7 +259,7 @@ pub extern "C" fn zkl_semaphore_acquire(
         non_null!(semaphore, "semaphore");
         non_null!(out, "out");
         let wait = timeout(timeout_ms)?;
-        let handle = handles::semaphore(semaphore, "semaphore")?;
+        let handle = handles::get(semaphore, "semaphore")?;
         let n = at_least_one(n, "n")?;
         runtime::check_may_block()?;
         let cancel = handle.cancel.lock().clone();
@@ -275,7 +288,7 @@ pub extern "C" fn zkl_semaphore_acquire(
             .iter()
             .map(|lease| CString::new(lease.node_name()).expect("node names have no NUL"))
             .collect();
-        let id = handles::new_leases(LeasesHandle {
+        let id = handles::new::<zkl_leases>(LeasesHandle {
             leases: parking_lot::Mutex::new(Some(leases)),
             holds: holds.clone(),
             names,
@@ -310,7 +323,7 @@ pub extern "C" fn zkl_semaphore_acquire(
 pub extern "C" fn zkl_semaphore_cancel(semaphore: *mut zkl_semaphore) -> zkl_result {
     ffi_result!("zkl_semaphore_cancel", {
         non_null!(semaphore, "semaphore");
-        handles::semaphore(semaphore, "semaphore")?.cancel_waiting();
+        handles::get(semaphore, "semaphore")?.cancel_waiting();
         Ok(())
     })
 }
@@ -329,7 +342,7 @@ pub extern "C" fn zkl_semaphore_max_leases(semaphore: *mut zkl_semaphore, out: *
     ffi_result!("zkl_semaphore_max_leases", {
         non_null!(semaphore, "semaphore");
         non_null!(out, "out");
-        let handle = handles::semaphore(semaphore, "semaphore")?;
+        let handle = handles::get(semaphore, "semaphore")?;
         let max = runtime::block_on(handle.semaphore.current_max_leases())??;
         write_out!(out, max);
         Ok(())
@@ -348,7 +361,7 @@ pub extern "C" fn zkl_semaphore_max_leases(semaphore: *mut zkl_semaphore, out: *
 pub extern "C" fn zkl_semaphore_set_shared_count(semaphore: *mut zkl_semaphore, max: i32) -> zkl_result {
     ffi_result!("zkl_semaphore_set_shared_count", {
         non_null!(semaphore, "semaphore");
-        let handle = handles::semaphore(semaphore, "semaphore")?;
+        let handle = handles::get(semaphore, "semaphore")?;
         let max = at_least_one(max, "max")?;
         runtime::check_may_block()?;
         Ok(runtime::block_on(handle.semaphore.set_shared_count(max))??)
@@ -374,7 +387,7 @@ pub extern "C" fn zkl_semaphore_set_lost_callback(
 ) -> zkl_result {
     ffi_result!("zkl_semaphore_set_lost_callback", {
         non_null!(semaphore, "semaphore");
-        handles::semaphore(semaphore, "semaphore")?.lost_callback.set(callback, userdata);
+        handles::get(semaphore, "semaphore")?.lost_callback.set(callback, userdata);
         Ok(())
     })
 }
@@ -394,7 +407,7 @@ pub extern "C" fn zkl_semaphore_free(semaphore: *mut zkl_semaphore) -> zkl_resul
         if semaphore.is_null() {
             return Ok(());
         }
-        let handle = handles::remove_semaphore(semaphore, "semaphore")?;
+        let handle = handles::remove(semaphore, "semaphore")?;
         handle.lost_callback.set(None, std::ptr::null_mut());
         handle.freed.store(true, Ordering::Release);
         handle.cancel_waiting();
@@ -405,7 +418,7 @@ pub extern "C" fn zkl_semaphore_free(semaphore: *mut zkl_semaphore) -> zkl_resul
 /// The hold of lease `index` of a leases handle.
 fn lease(leases: *const zkl_leases, index: usize) -> Result<(Arc<LeasesHandle>, Hold), Failure> {
     non_null!(leases, "leases");
-    let handle = handles::leases(leases, "leases")?;
+    let handle = handles::get(leases, "leases")?;
     let hold = handle.holds.get(index).cloned().ok_or_else(|| {
         Failure::invalid(format!("index {index} is out of range: these leases are {}", handle.holds.len()))
     })?;
@@ -421,7 +434,7 @@ pub extern "C" fn zkl_leases_count(leases: *const zkl_leases, out: *mut usize) -
     ffi_result!("zkl_leases_count", {
         non_null!(leases, "leases");
         non_null!(out, "out");
-        write_out!(out, handles::leases(leases, "leases")?.holds.len());
+        write_out!(out, handles::get(leases, "leases")?.holds.len());
         Ok(())
     })
 }
@@ -491,7 +504,7 @@ pub extern "C" fn zkl_leases_combined_state(leases: *const zkl_leases, out: *mut
     ffi_result!("zkl_leases_combined_state", {
         non_null!(leases, "leases");
         non_null!(out, "out");
-        let handle = handles::leases(leases, "leases")?;
+        let handle = handles::get(leases, "leases")?;
         let state = handle.leases.lock().as_ref().map_or(zkl_hold_state::ZKL_HOLD_NONE, |leases| leases.state().into());
         write_out!(out, state);
         Ok(())
@@ -514,7 +527,7 @@ pub extern "C" fn zkl_leases_lost_lease(
     ffi_result!("zkl_leases_lost_lease", {
         non_null!(leases, "leases");
         non_null!(index, "index");
-        let handle = handles::leases(leases, "leases")?;
+        let handle = handles::get(leases, "leases")?;
         match handle.leases.lock().as_ref().and_then(Leases::lost_lease) {
             Some((lost, why)) => {
                 write_out!(index, lost as i64);
@@ -545,7 +558,7 @@ fn released(handle: &LeasesHandle) -> Failure {
 pub extern "C" fn zkl_leases_release(leases: *mut zkl_leases) -> zkl_result {
     ffi_result!("zkl_leases_release", {
         non_null!(leases, "leases");
-        let handle = handles::leases(leases, "leases")?;
+        let handle = handles::get(leases, "leases")?;
         runtime::check_may_block()?;
         let Some(held) = handle.leases.lock().take() else { return Err(released(&handle)) };
         Ok(runtime::block_on(held.release())??)
@@ -564,7 +577,7 @@ pub extern "C" fn zkl_leases_free(leases: *mut zkl_leases) -> zkl_result {
         if leases.is_null() {
             return Ok(());
         }
-        let handle = handles::remove_leases(leases, "leases")?;
+        let handle = handles::remove(leases, "leases")?;
         runtime::runtime()?;
         // Dropping the leases releases each in the background.
         drop(handle.leases.lock().take());

@@ -23,6 +23,23 @@ use crate::policy;
 use crate::retry::{connection_lost, Reply, Requests, Stop};
 use crate::session::Session;
 
+/// How many leases a [`Semaphore`](crate::Semaphore) allows at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MaxLeases {
+    /// A number every user of the path agrees on (as in Curator, nothing checks that they do).
+    Fixed(u32),
+    /// The value of a shared count at `path`, stored as Curator's `SharedCount` stores it (a
+    /// 4-byte big-endian int), so Curator and zklock processes agree on it and anyone may change
+    /// it at run time (`SharedCount.setCount`, or a 4-byte `setData`): waiting acquirers follow
+    /// the change. A missing node is made with `seed`, as Curator's `SharedCount.start` does.
+    SharedCount {
+        /// The count's node (relative to the client's chroot).
+        path: String,
+        /// Its value if it has to be made.
+        seed: u32,
+    },
+}
+
 /// A semaphore's max as the lease step reads it: fixed, or the value of a shared count, whose
 /// node's recipe is made for its path with the semaphore's ACL (the count is made with it, and an
 /// existing count's ACL checked as a protected lock's path is).
@@ -345,7 +362,7 @@ impl Recipe {
                 mutex.inner.node_gone();
                 return Err(Failed::Error(
                     Error::lost(
-                        Some(crate::LostReason::NodeDeleted),
+                        Some(crate::error::LostReason::NodeDeleted),
                         "the semaphore's internal mutex node was deleted by someone else before the leases were made",
                     )
                     .with_path(&self.path),
@@ -439,7 +456,7 @@ impl Recipe {
                     return Err(stop.into());
                 }
                 for hold in &holds {
-                    self.client.node_watcher.add(hold, None);
+                    self.registry.node_watcher.add(hold, None);
                 }
                 return Ok(Some(holds));
             }
@@ -482,7 +499,7 @@ impl Recipe {
                 Some(session) => self.session_over_error(&session),
                 None => self
                     .error(ErrorKind::SessionExpired, "the session expired; a new attempt starts a new session")
-                    .with_lost_reason(Some(crate::LostReason::SessionExpired)),
+                    .with_lost_reason(Some(crate::error::LostReason::SessionExpired)),
             }),
         }
     }

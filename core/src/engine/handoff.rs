@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::policy::Mode;
+use crate::mode::Mode;
 
 /// The last nodes of exclusive and write holds that a client's holders released (full paths,
 /// relative to the chroot). Such a node held, so when it held nothing was ahead of it, and
