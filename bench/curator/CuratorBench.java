@@ -899,6 +899,7 @@ public final class CuratorBench {
             AtomicBoolean stop = new AtomicBoolean(false);
             AtomicReference<Throwable> failure = new AtomicReference<>();
             long[][] samples = new long[n][];
+            AtomicInteger warmed = new AtomicInteger();
             int[] counts = new int[n];
             List<Thread> threads = new ArrayList<>();
             for (int i = 0; i < n; i++) {
@@ -907,14 +908,18 @@ public final class CuratorBench {
                 Thread t = new Thread(null, () -> {
                     long[] mine = new long[64];
                     int count = 0;
+                    boolean first = true;
                     try {
                         while (!stop.get()) {
-                            boolean counted = measuring.get();
                             long t0 = System.nanoTime();
                             acquire(mutex);
                             long t1 = System.nanoTime();
                             mutex.release();
-                            if (counted && measuring.get()) {
+                            if (first) {
+                                warmed.incrementAndGet();
+                                first = false;
+                            }
+                            if (measuring.get()) { // the cycles that end in the measured phase
                                 if (count == mine.length) {
                                     mine = Arrays.copyOf(mine, count * 2);
                                 }
@@ -930,7 +935,13 @@ public final class CuratorBench {
                 threads.add(t);
                 t.start();
             }
+            // Until every thread has finished a cycle (with 10,000 paths one takes seconds), at least
+            // the warm-up, at most 120 s.
+            long warming = System.nanoTime();
             sleepSeconds(Math.max(warmupSeconds, 1));
+            while (warmed.get() < n && System.nanoTime() - warming < nanos(120)) {
+                Thread.sleep(50);
+            }
             long cpu0 = os.getProcessCpuTime();
             long started = System.nanoTime();
             measuring.set(true);

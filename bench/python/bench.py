@@ -490,6 +490,7 @@ def scale(impl: Impl, session: object, connect: str, base: str) -> dict[str, obj
     return out
 
 
+WARMUP_BOUND = 120.0  # the many_locks warm-up lasts until every loop has finished a cycle, at most this
 THREAD_CAP = int(os.environ.get("BENCH_MANY_THREAD_CAP") or 1000)
 
 
@@ -550,19 +551,27 @@ async def many_asyncio(session: object, base: str, n: int, warmup: float, measur
     acquire: list[float] = []
     clock = time.perf_counter
 
+    warmed = [0]
+
     async def loop(lock) -> None:  # type: ignore[no-untyped-def]
+        first = True
         while not state["stop"]:
-            counted = state["measuring"]
             t0 = clock()
             await lock.acquire_async()
             t1 = clock()
             await lock.release_async()
-            if counted and state["measuring"]:
+            if state["measuring"]:  # the cycles that end in the measured phase
                 acquire.append(t1 - t0)
                 state["count"] += 1
+            if first:
+                warmed[0], first = warmed[0] + 1, False
 
     tasks = [asyncio.create_task(loop(lock)) for lock in locks]
+    # Until every loop has finished a cycle (with 10,000 paths one takes seconds), at least warmup.
+    warming = clock()
     await asyncio.sleep(warmup)
+    while warmed[0] < n and clock() - warming < WARMUP_BOUND:
+        await asyncio.sleep(0.05)
     cpu0, started = cpu_s(), clock()
     state["measuring"] = True
     await asyncio.sleep(measure)
@@ -594,23 +603,28 @@ def many_threads(impl: Impl, session: object, base: str, n: int, warmup: float, 
     samples: list[list[float]] = [[] for _ in range(n)]
     clock = time.perf_counter
 
+    warmed = [False] * n
+
     def loop(i: int) -> None:
         acquire, release = impl.lock(session, f"{base}/many-{n}/p{i}")
         mine = samples[i]
         while not state["stop"]:
-            counted = state["measuring"]
             t0 = clock()
             acquire()
             t1 = clock()
             release()
-            if counted and state["measuring"]:
+            if state["measuring"]:  # the cycles that end in the measured phase
                 mine.append(t1 - t0)
                 counts[i] += 1
+            warmed[i] = True
 
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
+    warming = clock()
     time.sleep(warmup)
+    while not all(warmed) and clock() - warming < WARMUP_BOUND:
+        time.sleep(0.05)
     cpu0, started = cpu_s(), clock()
     state["measuring"] = True
     time.sleep(measure)

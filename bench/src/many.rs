@@ -17,6 +17,9 @@ use zookeeper_client as zk;
 
 use crate::scale::status_mb;
 
+/// The longest warm-up: until every loop has finished a cycle, at most this long.
+const WARMUP_BOUND: Duration = Duration::from_secs(120);
+
 /// The N of `BENCH_MANY_PATHS` (default 16,200,1000,10000).
 pub fn paths_from_env() -> Vec<usize> {
     let list = std::env::var("BENCH_MANY_PATHS").unwrap_or_default();
@@ -60,23 +63,35 @@ where
 {
     let cycle = Arc::new(cycle);
     let (count, measuring, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    // Loops that have finished a cycle: the warm-up lasts until all have (with 10,000 paths one
+    // cycle takes seconds), and at least `warmup`.
+    let warmed = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n {
-        let (cycle, count, measuring, stop) = (cycle.clone(), count.clone(), measuring.clone(), stop.clone());
+        let (cycle, count, measuring, stop, warmed) =
+            (cycle.clone(), count.clone(), measuring.clone(), stop.clone(), warmed.clone());
         tasks.push(tokio::spawn(async move {
             let mut samples = Vec::new();
+            let mut first = true;
             while !stop.load(Ordering::Relaxed) {
-                let counted = measuring.load(Ordering::Relaxed);
                 let acquire = cycle(i).await;
-                if counted && measuring.load(Ordering::Relaxed) {
+                // The cycles that end in the measured phase.
+                if measuring.load(Ordering::Relaxed) {
                     samples.push(acquire);
                     count.fetch_add(1, Ordering::Relaxed);
+                }
+                if std::mem::take(&mut first) {
+                    warmed.fetch_add(1, Ordering::Relaxed);
                 }
             }
             samples
         }));
     }
+    let warming = Instant::now();
     tokio::time::sleep(warmup).await;
+    while warmed.load(Ordering::Relaxed) < n as u64 && warming.elapsed() < WARMUP_BOUND {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (cpu0, started) = (cpu_time(), Instant::now());
     measuring.store(true, Ordering::Relaxed);
     tokio::time::sleep(measure).await;
