@@ -250,11 +250,18 @@ pub(crate) struct ClientInner {
     window_filled: AtomicBool,
     callbacks: CallbackDispatcher,
     /// The recipes of this client's lock handles, by path: handles for one path (of one kind,
-    /// with the same options) share one recipe, and so their holds.
-    recipes: parking_lot::Mutex<Vec<std::sync::Weak<crate::engine::Recipe>>>,
+    /// with the same options) share one recipe, and so their holds. Indexed by path, so that
+    /// making a handle and checking an acquisition look at that path's few recipes, not at every
+    /// path's (issue 52: 10,000 locks on one client); a recipe removes its path's entry as it is
+    /// dropped ([`ClientInner::forget_recipe`]), so nothing is kept for a path once its handles
+    /// and holds are gone. No recipe is ever dropped under this mutex (see `forget_recipe`).
+    recipes: parking_lot::Mutex<RecipesByPath>,
     state: watch::Sender<SessionState>,
     changes: broadcast::Sender<SessionState>,
 }
+
+/// [`ClientInner::recipes`]: the live recipes of each path (and dead ones until their drop).
+type RecipesByPath = std::collections::HashMap<String, Vec<std::sync::Weak<crate::engine::Recipe>>>;
 
 /// The per-process part of every lock node's identity.
 #[derive(Debug)]
@@ -398,6 +405,13 @@ impl Client {
         self.inner.creates_in_flight()
     }
 
+    /// How many lock paths this client keeps a recipe (a lock's state in this process) for: those
+    /// with a live handle or a hold. For tests.
+    #[doc(hidden)]
+    pub fn paths_kept(&self) -> usize {
+        self.inner.recipes.lock().len()
+    }
+
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
     /// Nothing is sent to ZooKeeper until the first acquisition. The `Lock`s of one client for
     /// one path (with the same identifier and ACL) are one lock: they share their holds, so an
@@ -519,8 +533,10 @@ impl Client {
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.
     pub async fn close(&self) {
         self.inner.closed.close();
-        // Every hold is lost now: the recipes need not outlive their handles any more.
-        for recipe in self.inner.recipes.lock().drain(..).filter_map(|recipe| recipe.upgrade()) {
+        // Every hold is lost now: the recipes need not outlive their handles any more. Taken out
+        // first: unpinning may drop a recipe, whose drop takes the mutex.
+        let recipes = std::mem::take(&mut *self.inner.recipes.lock());
+        for recipe in recipes.into_values().flatten().filter_map(|recipe| recipe.upgrade()) {
             recipe.unpin();
         }
         let session = {
@@ -764,22 +780,49 @@ impl ClientInner {
         read_write: bool,
         options: crate::LockOptions,
     ) -> Result<Arc<crate::engine::Recipe>> {
-        let mut recipes = self.recipes.lock();
-        recipes.retain(|recipe| recipe.strong_count() > 0);
-        if let Some(shared) = recipes
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .find(|recipe| recipe.serves(&path, read_write, &options))
-        {
+        // Declared before the guards, so dropped after them: a recipe upgraded here and not
+        // shared may be the last of its handles, and its drop takes the mutex.
+        let mut looked_at = Vec::new();
+        let shared = |recipes: &RecipesByPath, looked_at: &mut Vec<_>| {
+            for recipe in recipes.get(&path).into_iter().flatten().filter_map(std::sync::Weak::upgrade) {
+                if recipe.serves(&path, read_write, &options) {
+                    return Some(recipe);
+                }
+                looked_at.push(recipe);
+            }
+            None
+        };
+        if let Some(shared) = shared(&self.recipes.lock(), &mut looked_at) {
             return Ok(shared);
         }
-        let recipe = Arc::new(crate::engine::Recipe::new(self.clone(), path, read_write, options)?);
-        recipes.push(Arc::downgrade(&recipe));
+        // Made outside the mutex: one refused (too long to fit in a request) is dropped at once.
+        let recipe = Arc::new(crate::engine::Recipe::new(self.clone(), path.clone(), read_write, options.clone())?);
+        let mut recipes = self.recipes.lock();
+        // Another handle's, made for the path meanwhile.
+        if let Some(shared) = shared(&recipes, &mut looked_at) {
+            drop(recipes);
+            return Ok(shared); // ours is dropped after the guard
+        }
+        let of_path = recipes.entry(path.clone()).or_default();
+        of_path.retain(|recipe| recipe.strong_count() > 0);
+        of_path.push(Arc::downgrade(&recipe));
         Ok(recipe)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_closed()
+    }
+
+    /// Forgets the dropped recipes of `path` (called as a recipe is dropped), and the path once it
+    /// has none. Never called under [`ClientInner::recipes`]' mutex: nothing drops a recipe there.
+    pub(crate) fn forget_recipe(&self, path: &str) {
+        let mut recipes = self.recipes.lock();
+        if let Some(of_path) = recipes.get_mut(path) {
+            of_path.retain(|recipe| recipe.strong_count() > 0);
+            if of_path.is_empty() {
+                recipes.remove(path);
+            }
+        }
     }
 
     /// Whether `owner` holds `recipe`'s path through another of this client's recipes of its kind
@@ -792,16 +835,18 @@ impl ClientInner {
         owner: &crate::Owner,
         mode: crate::policy::Mode,
     ) -> bool {
-        let others: Vec<_> = self
+        // Upgraded under the mutex, looked at and dropped after it (a drop takes the mutex).
+        let same_path: Vec<_> = self
             .recipes
             .lock()
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .filter(|other| {
-                other.serial != recipe.serial && other.path == recipe.path && other.read_write == recipe.read_write
-            })
-            .collect();
-        others.iter().any(|other| other.owners.holds_against(owner, mode))
+            .get(&recipe.path)
+            .map(|of_path| of_path.iter().filter_map(std::sync::Weak::upgrade).collect())
+            .unwrap_or_default();
+        same_path.iter().any(|other| {
+            other.serial != recipe.serial
+                && other.read_write == recipe.read_write
+                && other.owners.holds_against(owner, mode)
+        })
     }
 
     /// The session timeout of the current session, or the one asked for.
