@@ -453,7 +453,9 @@ async fn main() {
         let mut runs = Vec::new();
         for n in many::paths_from_env() {
             eprintln!("[floor] many_locks: {n} paths, create + listing + delete, {n} in flight, one client...");
-            runs.push(many::floor(server.raw_client().await, &base, n, warmup.max(Duration::from_secs(1)), measure).await);
+            runs.push(
+                many::floor(server.raw_client().await, &base, n, warmup.max(Duration::from_secs(1)), measure).await,
+            );
         }
         println!("{{\"impl\":\"floor (zookeeper-client)\"{}}}", many::json_fields(&runs).replace("NaN", "null"));
         return;
@@ -566,7 +568,11 @@ async fn main() {
         percentile_us(&lease_waits, 0.5),
         percentile_us(&lease_waits, 0.99),
     );
-    let json = format!("{}{}}}", json.strip_suffix('}').unwrap(), scale::json_fields(&scale_runs) + &many::json_fields(&many_runs));
+    let json = format!(
+        "{}{}}}",
+        json.strip_suffix('}').unwrap(),
+        scale::json_fields(&scale_runs) + &many::json_fields(&many_runs)
+    );
     println!("{}", json.replace("NaN", "null"));
 }
 

@@ -62,7 +62,8 @@ where
     Fut: std::future::Future<Output = Duration> + Send,
 {
     let cycle = Arc::new(cycle);
-    let (count, measuring, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (count, measuring, stop) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     // Loops that have finished a cycle: the warm-up lasts until all have (with 10,000 paths one
     // cycle takes seconds), and at least `warmup`.
     let warmed = Arc::new(AtomicU64::new(0));
