@@ -52,6 +52,16 @@ SCALE_METRICS = [
     ("fifo", "FIFO kept", None),
     ("overlaps", "overlaps (must be 0)", 0),
 ]
+# The many_locks workload, one row group per N: key many_<N>_<suffix>, the median over the rounds.
+MANY_METRICS = [
+    ("cycles_per_s", "cycles/s (all paths)", 1),
+    ("acquire_p50_us", "acquire p50 (us)", 1),
+    ("acquire_p99_us", "acquire p99 (us)", 1),
+    ("cpu_us_per_cycle", "client CPU per cycle (us)", 1),
+    ("peak_rss_mb", "peak RSS (MB)", 1),
+    ("held_kb_per_lock", "RSS per idle held lock (KB)", 2),
+    ("kept_kb_per_lock", "  left once released, dropped (KB)", 2),
+]
 # (key, label, higher is better): for a wait, the ratio is the peer's over ours, so that above 1x
 # is better for zklock throughout.
 MUTEX_RATIOS = [("uncontended_cycles_per_s", "uncontended", True), ("handoffs_per_s", "handoffs", True)]
@@ -114,7 +124,7 @@ def merge(line, scaled, name, round_):
     with open(scaled) as f:
         for part in filter(None, map(str.strip, f)):
             d = json.loads(part)
-            merged.update({k: v for k, v in d.items() if k.startswith("scale_") or ("impl" not in merged and k == "impl")})
+            merged.update({k: v for k, v in d.items() if k.startswith(("scale_", "many_")) or ("impl" not in merged and k == "impl")})
     if merged:
         merged.setdefault("impl", name)
         merged["round"] = int(round_)
@@ -158,7 +168,24 @@ def table(path):
             return f"{max(values):,}"
         return fmt(median(float(v) for v in values), digits)
 
+    many_ns = sorted({int(k.split("_")[1]) for r in rows for k in r if re.match(r"many_\d+_", k)})
+
+    def many_cell(n, paths, suffix, digits):
+        values = [num(r, f"many_{paths}_{suffix}") for r in runs[n]]
+        values = [v for v in values if v is not None]
+        if suffix == "cycles_per_s":
+            errors = [r[f"many_{paths}_error"] for r in runs[n] if f"many_{paths}_error" in r]
+            if errors:
+                notes.append((len(notes) + 1, f"{n}, {paths:,} paths, {len(errors)} of {len(runs[n])} round(s): "
+                              + "; ".join(dict.fromkeys(errors))))
+                return ("n/a" if not values else fmt(median(values), digits)) + f" [{len(notes)}]"
+        return fmt(median(values), digits) if values else "n/a"
+
     scale_rows = []
+    for paths in many_ns:
+        scale_rows.append((f"many_locks: {paths:,} paths, 1 client", None))
+        for suffix, label, digits in MANY_METRICS:
+            scale_rows.append((f"  {label}", [many_cell(n, paths, suffix, digits) for n in names]))
     for waiters in scale_ns:
         scale_rows.append((f"scale: {waiters:,} waiters, 1 lock, 1 client", None))
         for suffix, label, digits in SCALE_METRICS:
@@ -219,6 +246,26 @@ def table(path):
                 continue  # a workload that one side did not run (BENCH_WORKLOADS), or could not finish
             m, r = spread(pairs)
             lines.append((f"{mine} / {theirs}: {label}", "n/a" if m == "n/a" else f"{m:.2f}x (rounds {r})"))
+    # many_locks (issue 52): each impl over Curator at each N (goal >= 1.0x, Rust >= 1.3x), and
+    # zklock (rust) over the floor (goal >= 0.9x at N >= 200), round by round.
+    many_ratios = [(f"many_{p}_cycles_per_s", f"many_locks {p:,} paths", True) for p in many_ns]
+    for ours, peer in [("zklock (rust)", "floor"), ("zklock (rust)", "curator"), ("zklock (python)", "curator"),
+                       ("zklock (node)", "curator"), ("kazoo", "curator")]:
+        mine, theirs = find(ours), find(peer)
+        if not (mine and theirs) or not many_ns:
+            continue
+        by_round = {x.get("round"): x for x in runs[theirs]}
+        for key, label, _ in many_ratios:
+            pairs = [ratio(num(x, key), num(by_round[x.get("round")], key)) for x in runs[mine] if x.get("round") in by_round]
+            m, r = spread(pairs)
+            if m != "n/a":
+                lines.append((f"{mine} / {theirs}: {label}", f"{m:.2f}x (rounds {r})"))
+    for n in names:
+        have = [p for p in many_ns if p >= 200 and median(num(x, f"many_{p}_cycles_per_s") for x in runs[n]) is not None]
+        if len(have) >= 2:
+            m, r = spread([ratio(num(x, f"many_{have[-1]}_cycles_per_s"), num(x, f"many_{have[0]}_cycles_per_s")) for x in runs[n]])
+            if m != "n/a":
+                lines.append((f"{n}: many_locks cycles/s at {have[-1]:,} / at {have[0]:,} paths", f"{m:.2f}x (rounds {r})"))
     if not (find("zklock (rust)") and find("curator")):
         lines.append(("zklock vs curator", "n/a (need both results)"))
     # The issue's yardstick for long queues: each impl's rate at its largest N over its rate at its

@@ -22,6 +22,9 @@
 //                          skipped figures print as null; and scale (long: only when named)
 //   BENCH_SCALE_WAITERS    the scale workload's queue lengths (default 1000,5000,10000)
 //   BENCH_SCALE_TIMEOUT    bound on each of its runs, seconds (default 300)
+//   BENCH_MANY_PATHS       the many_locks workload's path counts (default 16,200,1000,10000;
+//                          only when BENCH_WORKLOADS names many_locks)
+//   BENCH_MANY_THREAD_CAP  its most threads (one per path; default 10000)
 //
 // Over TLS, the ZooKeeper client's own system properties (scripts/bench BENCH_TLS=1 sets them):
 //   -Dzookeeper.client.secure=true -Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty
@@ -121,6 +124,9 @@ public final class CuratorBench {
                 ? semaphore(root + "/semaphore", SEMAPHORE_SESSIONS, SEMAPHORE_MAX) : new double[] {nan, nan, nan};
             // Long: only when named.
             Map<String, Object> scaled = workloads.contains("scale") ? scale(root) : new LinkedHashMap<>();
+            if (workloads.contains("many_locks")) {
+                scaled.putAll(manyLocks(client, root));
+            }
 
             StringBuilder sb = new StringBuilder();
             sb.append('{');
@@ -847,6 +853,130 @@ public final class CuratorBench {
         double rate = cycles / elapsed;
         log("floor: %d create+delete cycles in %.3fs = %.1f/s", cycles, elapsed, rate);
         return rate;
+    }
+
+    /**
+     * The many_locks workload (issue 52): for each N of BENCH_MANY_PATHS, N distinct paths on one
+     * CuratorFramework, a thread and an InterProcessMutex per path, each looping acquire and
+     * release. First the memory of an idle held lock: N new mutexes acquired one by one (by this
+     * thread: a mutex belongs to the thread that took it) and left idle, the RSS over that before,
+     * per lock; then released and dropped, and what is left. Returns the many_<N>_* fields.
+     */
+    static Map<String, Object> manyLocks(CuratorFramework client, String root) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        int cap = Integer.parseInt(envOr("BENCH_MANY_THREAD_CAP", "10000"));
+        com.sun.management.OperatingSystemMXBean os =
+            (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        for (String item : envOr("BENCH_MANY_PATHS", "16,200,1000,10000").split(",")) {
+            if (item.trim().isEmpty()) {
+                continue;
+            }
+            int n = Integer.parseInt(item.trim());
+            String prefix = "many_" + n + "_";
+            if (n > cap) {
+                out.put(prefix + "error", String.format(Locale.ROOT, "not run: a thread per path, capped at %,d (BENCH_MANY_THREAD_CAP)", cap));
+                continue;
+            }
+            log("many_locks: %d paths, a thread and an InterProcessMutex each, one client...", n);
+            System.gc();
+            double before = statusMb("VmRSS");
+            List<InterProcessMutex> held = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                InterProcessMutex mutex = new InterProcessMutex(client, root + "/held-" + n + "/p" + i);
+                acquire(mutex);
+                held.add(mutex);
+            }
+            double heldRss = statusMb("VmRSS");
+            for (InterProcessMutex mutex : held) {
+                mutex.release();
+            }
+            held = null;
+            System.gc();
+            Thread.sleep(200);
+            double after = statusMb("VmRSS");
+
+            AtomicBoolean measuring = new AtomicBoolean(false);
+            AtomicBoolean stop = new AtomicBoolean(false);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            long[][] samples = new long[n][];
+            AtomicInteger warmed = new AtomicInteger();
+            int[] counts = new int[n];
+            List<Thread> threads = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                final int index = i;
+                InterProcessMutex mutex = new InterProcessMutex(client, root + "/many-" + n + "/p" + i);
+                Thread t = new Thread(null, () -> {
+                    long[] mine = new long[64];
+                    int count = 0;
+                    boolean first = true;
+                    try {
+                        while (!stop.get()) {
+                            long t0 = System.nanoTime();
+                            acquire(mutex);
+                            long t1 = System.nanoTime();
+                            mutex.release();
+                            if (first) {
+                                warmed.incrementAndGet();
+                                first = false;
+                            }
+                            if (measuring.get()) { // the cycles that end in the measured phase
+                                if (count == mine.length) {
+                                    mine = Arrays.copyOf(mine, count * 2);
+                                }
+                                mine[count++] = t1 - t0;
+                            }
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                    samples[index] = mine;
+                    counts[index] = count;
+                }, "many-" + i, 256 * 1024);
+                threads.add(t);
+                t.start();
+            }
+            // Until every thread has finished a cycle (with 10,000 paths one takes seconds), at least
+            // the warm-up, at most 120 s.
+            long warming = System.nanoTime();
+            sleepSeconds(Math.max(warmupSeconds, 1));
+            while (warmed.get() < n && System.nanoTime() - warming < nanos(120)) {
+                Thread.sleep(50);
+            }
+            long cpu0 = os.getProcessCpuTime();
+            long started = System.nanoTime();
+            measuring.set(true);
+            sleepSeconds(seconds);
+            measuring.set(false);
+            double elapsed = (System.nanoTime() - started) / 1e9;
+            long cpu = os.getProcessCpuTime() - cpu0;
+            stop.set(true);
+            for (Thread t : threads) {
+                t.join();
+            }
+            if (failure.get() != null) {
+                throw new IllegalStateException("many_locks " + n + " failed", failure.get());
+            }
+            int total = 0;
+            for (int c : counts) {
+                total += c;
+            }
+            long[] all = new long[total];
+            int at = 0;
+            for (int i = 0; i < n; i++) {
+                System.arraycopy(samples[i], 0, all, at, counts[i]);
+                at += counts[i];
+            }
+            Arrays.sort(all);
+            out.put(prefix + "cycles_per_s", total / elapsed);
+            out.put(prefix + "acquire_p50_us", pct(all, 50) / 1e3);
+            out.put(prefix + "acquire_p99_us", pct(all, 99) / 1e3);
+            out.put(prefix + "cpu_us_per_cycle", total == 0 ? Double.NaN : cpu / 1e3 / total);
+            out.put(prefix + "peak_rss_mb", statusMb("VmHWM"));
+            out.put(prefix + "held_kb_per_lock", (heldRss - before) * 1024 / n);
+            out.put(prefix + "kept_kb_per_lock", (after - before) * 1024 / n);
+            log("many_locks %d: %.1f cycles/s", n, total / elapsed);
+        }
+        return out;
     }
 
     // ---------------------------------------------------------------- helpers

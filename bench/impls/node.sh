@@ -2,8 +2,10 @@
 IMPLS+=(zklock-node)
 
 prepare_zklock-node() {
+    [[ -z "${BENCH_NODE_SCRIPT:-}" ]] || return 0
     (cd "$ROOT/bindings-node" && npm run --silent build)
 }
 run_zklock-node() {
-    node "$ROOT/bench/node/bench.mjs"
+    # --expose-gc: the many_locks workload collects before it reads the RSS.
+    node --expose-gc "${BENCH_NODE_SCRIPT:-$ROOT/bench/node/bench.mjs}"
 }

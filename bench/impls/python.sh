@@ -6,9 +6,10 @@ IMPLS+=(zklock-python kazoo)
 # The scale workload (asyncio tasks on one lock) is zklock's only.
 NO_SCALE_IMPLS+=(kazoo)
 
-PYTHON_BENCH_VENV="$ROOT/target/python-venv"
+PYTHON_BENCH_VENV="${BENCH_PYTHON_VENV:-$ROOT/target/python-venv}"
 
 prepare_zklock-python() {
+    [[ -z "${BENCH_PYTHON_VENV:-}" ]] || return 0
     "$ROOT/scripts/test-python" --install-only
 }
 run_zklock-python() {

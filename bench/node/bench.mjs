@@ -321,6 +321,85 @@ async function manyPathsCycles(client) {
   return measured / elapsed
 }
 
+/**
+ * The many_locks workload (issue 52): for each N of BENCH_MANY_PATHS, N distinct paths on one
+ * client, each with its own async function looping acquire and release of its own Lock. First
+ * the memory of an idle held lock: N new Locks acquired (256 at a time) and left idle, the RSS
+ * over that before, per lock; then released and dropped, and what is left.
+ */
+async function manyLocks(client, n) {
+  const collect = () => globalThis.gc?.()
+  const sleepMs = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+  const bounded = async (items, op) => {
+    let next = 0
+    await Promise.all(Array.from({ length: Math.min(256, items.length) }, async () => {
+      while (next < items.length) await op(items[next++])
+    }))
+  }
+  collect()
+  const before = statusMb('VmRSS')
+  let held = Array.from({ length: n }, (_, i) => client.lock(`${base}/held-${n}/p${i}`))
+  let holds = []
+  await bounded(held, async (lock) => holds.push(await lock.acquire()))
+  const heldRss = statusMb('VmRSS')
+  await bounded(holds, (hold) => hold.release())
+  held = holds = null
+  collect()
+  await sleepMs(200)
+  const after = statusMb('VmRSS')
+
+  let measuring = false
+  let stop = false
+  let count = 0
+  const acquire = []
+  let warmed = 0
+  const loops = Array.from({ length: n }, async (_, i) => {
+    const lock = client.lock(`${base}/many-${n}/p${i}`)
+    let first = true
+    while (!stop) {
+      const t0 = now()
+      const hold = await lock.acquire()
+      const t1 = now()
+      await hold.release()
+      if (measuring) {
+        // The cycles that end in the measured phase.
+        acquire.push(Number(t1 - t0))
+        count++
+      }
+      if (first) {
+        warmed++
+        first = false
+      }
+    }
+  })
+  // Until every loop has finished a cycle (with 10,000 paths one takes seconds), at least the
+  // warm-up, at most 120 s.
+  const warming = now()
+  await sleepMs(Math.max(warmupS, 1) * 1000)
+  while (warmed < n && seconds(now() - warming) < 120) await sleepMs(50)
+  const cpu0 = process.cpuUsage()
+  const started = now()
+  measuring = true
+  await sleepMs(measureS * 1000)
+  measuring = false
+  const elapsed = seconds(now() - started)
+  const cpu = process.cpuUsage(cpu0)
+  stop = true
+  await Promise.all(loops)
+  acquire.sort((a, b) => a - b)
+  const figures = {
+    cycles_per_s: count / elapsed,
+    acquire_p50_us: percentileUs(acquire, 0.5),
+    acquire_p99_us: percentileUs(acquire, 0.99),
+    cpu_us_per_cycle: count ? (cpu.user + cpu.system) / count : NaN,
+    peak_rss_mb: statusMb('VmHWM'),
+    held_kb_per_lock: ((heldRss - before) * 1024) / n,
+    kept_kb_per_lock: ((after - before) * 1024) / n,
+  }
+  log(`many_locks ${n}: ${figures.cycles_per_s.toFixed(1)} cycles/s`)
+  return Object.fromEntries(Object.entries(figures).map(([k, v]) => [`many_${n}_${k}`, v]))
+}
+
 const client = await Client.connect(connect)
 let manyPathsRate = NaN
 if (selected.includes('many_paths')) {
@@ -344,6 +423,13 @@ if (wanted('reentrant')) {
 }
 let scaled = {}
 if (selected.includes('scale')) scaled = await scale(client) // long: only when named
+if (selected.includes('many_locks')) {
+  const counts = (process.env.BENCH_MANY_PATHS || '16,200,1000,10000').split(',').filter((n) => n.trim()).map(Number)
+  for (const n of counts) {
+    log(`many_locks: ${n} paths, an async function and a Lock each, one client...`)
+    Object.assign(scaled, await manyLocks(client, n))
+  }
+}
 await client.close()
 
 const round1 = (x) => (Number.isFinite(x) ? Math.round(x * 10) / 10 : null)

@@ -13,6 +13,7 @@ tasks on one lock, one client; only when BENCH_WORKLOADS names it) is zklock's o
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import os
@@ -489,6 +490,174 @@ def scale(impl: Impl, session: object, connect: str, base: str) -> dict[str, obj
     return out
 
 
+WARMUP_BOUND = 120.0  # the many_locks warm-up lasts until every loop has finished a cycle, at most this
+THREAD_CAP = int(os.environ.get("BENCH_MANY_THREAD_CAP") or 1000)
+
+
+def cpu_s() -> float:
+    """The process's CPU time so far (user + system), in seconds."""
+    t = os.times()
+    return t.user + t.system
+
+
+def many_figures(n: int, cycles: int, elapsed: float, cpu: float, acquire: list[float], held: tuple[float, float]) -> dict[str, object]:
+    acquire.sort()
+    return {
+        "cycles_per_s": cycles / elapsed,
+        "acquire_p50_us": percentile_us(acquire, 0.5),
+        "acquire_p99_us": percentile_us(acquire, 0.99),
+        "cpu_us_per_cycle": cpu * 1e6 / cycles if cycles else math.nan,
+        "peak_rss_mb": status_mb("VmHWM"),
+        "held_kb_per_lock": held[0],
+        "kept_kb_per_lock": held[1],
+    }
+
+
+async def many_asyncio(session: object, base: str, n: int, warmup: float, measure: float) -> dict[str, object]:
+    """zklock: N asyncio tasks, one zklock.Lock each on its own path, one client."""
+    # The memory of an idle held lock, first (a fresh process per N in scripts/bench): N new
+    # Locks, each acquired (256 at a time) and left idle; then released and dropped.
+    gc.collect()
+    before = status_mb("VmRSS")
+    held_locks = [session.lock(f"{base}/held-{n}/p{i}") for i in range(n)]  # type: ignore[attr-defined]
+    window = asyncio.Semaphore(256)
+    all_held, release = asyncio.Event(), asyncio.Event()
+    holding = [0]
+
+    # A lock belongs to the task that took it: each task acquires (256 at a time), waits, releases.
+    async def hold(lock) -> None:  # type: ignore[no-untyped-def]
+        async with window:
+            await lock.acquire_async()
+        holding[0] += 1
+        if holding[0] == n:
+            all_held.set()
+        await release.wait()
+        async with window:
+            await lock.release_async()
+
+    holders = [asyncio.create_task(hold(lock)) for lock in held_locks]
+    await all_held.wait()
+    held = status_mb("VmRSS")
+    release.set()
+    await asyncio.gather(*holders)
+    del holders
+    del held_locks
+    gc.collect()
+    await asyncio.sleep(0.2)
+    after = status_mb("VmRSS")
+    per = (held - before) * 1024 / n, (after - before) * 1024 / n
+    locks = [session.lock(f"{base}/many-{n}/p{i}") for i in range(n)]  # type: ignore[attr-defined]
+    state = {"measuring": False, "stop": False, "count": 0}
+    acquire: list[float] = []
+    clock = time.perf_counter
+
+    warmed = [0]
+
+    async def loop(lock) -> None:  # type: ignore[no-untyped-def]
+        first = True
+        while not state["stop"]:
+            t0 = clock()
+            await lock.acquire_async()
+            t1 = clock()
+            await lock.release_async()
+            if state["measuring"]:  # the cycles that end in the measured phase
+                acquire.append(t1 - t0)
+                state["count"] += 1
+            if first:
+                warmed[0], first = warmed[0] + 1, False
+
+    tasks = [asyncio.create_task(loop(lock)) for lock in locks]
+    # Until every loop has finished a cycle (with 10,000 paths one takes seconds), at least warmup.
+    warming = clock()
+    await asyncio.sleep(warmup)
+    while warmed[0] < n and clock() - warming < WARMUP_BOUND:
+        await asyncio.sleep(0.05)
+    cpu0, started = cpu_s(), clock()
+    state["measuring"] = True
+    await asyncio.sleep(measure)
+    state["measuring"] = False
+    elapsed, cpu = clock() - started, cpu_s() - cpu0
+    state["stop"] = True
+    await asyncio.gather(*tasks)
+    del tasks, locks
+    return many_figures(n, state["count"], elapsed, cpu, acquire, per)
+
+
+def many_threads(impl: Impl, session: object, base: str, n: int, warmup: float, measure: float) -> dict[str, object]:
+    """kazoo: N threads, one Lock each on its own path, one client."""
+    gc.collect()
+    before = status_mb("VmRSS")
+    held_locks = [impl.lock(session, f"{base}/held-{n}/p{i}") for i in range(n)]
+    for acquire, _ in held_locks:
+        acquire()
+    held = status_mb("VmRSS")
+    for _, release in held_locks:
+        release()
+    del held_locks
+    gc.collect()
+    time.sleep(0.2)
+    after = status_mb("VmRSS")
+    per = (held - before) * 1024 / n, (after - before) * 1024 / n
+    state = {"measuring": False, "stop": False}
+    counts = [0] * n
+    samples: list[list[float]] = [[] for _ in range(n)]
+    clock = time.perf_counter
+
+    warmed = [False] * n
+
+    def loop(i: int) -> None:
+        acquire, release = impl.lock(session, f"{base}/many-{n}/p{i}")
+        mine = samples[i]
+        while not state["stop"]:
+            t0 = clock()
+            acquire()
+            t1 = clock()
+            release()
+            if state["measuring"]:  # the cycles that end in the measured phase
+                mine.append(t1 - t0)
+                counts[i] += 1
+            warmed[i] = True
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    warming = clock()
+    time.sleep(warmup)
+    while not all(warmed) and clock() - warming < WARMUP_BOUND:
+        time.sleep(0.05)
+    cpu0, started = cpu_s(), clock()
+    state["measuring"] = True
+    time.sleep(measure)
+    state["measuring"] = False
+    elapsed, cpu = clock() - started, cpu_s() - cpu0
+    state["stop"] = True
+    for t in threads:
+        t.join()
+    del threads
+    return many_figures(n, sum(counts), elapsed, cpu, [x for s in samples for x in s], per)
+
+
+def many_locks(impl: Impl, session: object, base: str, warmup: float, measure: float) -> dict[str, object]:
+    """For each N of BENCH_MANY_PATHS: N distinct paths on one client, each with its own loop of
+    acquire and release (zklock: asyncio tasks; kazoo: threads, at most BENCH_MANY_THREAD_CAP,
+    default 1000): the ``many_<N>_*`` fields."""
+    counts = [int(n) for n in (os.environ.get("BENCH_MANY_PATHS") or "16,200,1000,10000").split(",") if n.strip()]
+    out: dict[str, object] = {}
+    for n in counts:
+        if isinstance(impl, Zklock):
+            log(f"[{impl.name}] many_locks: {n} paths, an asyncio task and a Lock each, one client...")
+            figures = asyncio.run(many_asyncio(session, base, n, warmup, measure))
+        elif n > THREAD_CAP:
+            out[f"many_{n}_error"] = f"not run: a thread per path, capped at {THREAD_CAP:,} (BENCH_MANY_THREAD_CAP)"
+            continue
+        else:
+            log(f"[{impl.name}] many_locks: {n} paths, a thread and a Lock each, one client...")
+            figures = many_threads(impl, session, base, n, warmup, measure)
+        log(f"[{impl.name}] many_locks {n}: {figures['cycles_per_s']:.1f} cycles/s")
+        out.update({f"many_{n}_{k}": v for k, v in figures.items()})
+    return out
+
+
 def main() -> None:
     which = sys.argv[1] if len(sys.argv) > 1 else "zklock"
     connect = os.environ.get("ZK_CONNECT")
@@ -537,6 +706,8 @@ def main() -> None:
         log(f"[{impl.name}] read-mostly, {CONTENDERS} sessions, 1 write in {WRITE_ONE_IN}, holds of {hold * 1e3:g} ms...")
         mostly = read_mostly(impl, f"{base}/read-mostly", warmup, measure, hold)
     scaled = scale(impl, session, connect, base) if "scale" in selected else {}  # long: only when named
+    if "many_locks" in selected:  # long: only when named
+        scaled.update(many_locks(impl, session, base, max(warmup, 1.0), measure))
     impl.close(session)
 
     result.update(

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use zklock::{Client, ClientOptions, Owner, TlsOptions};
 use zookeeper_client as zk;
 
+mod many;
 mod scale;
 
 const CONTENDERS: usize = 8;
@@ -446,12 +447,24 @@ async fn main() {
     let measure = seconds_from_env();
     let warmup = Duration::from_secs(1).min(measure);
     let base = format!("/zklock-bench/{}", std::process::id());
+    let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
+    // The many_locks workload's floor (scripts/bench's impl `floor`): the bare client alone.
+    if std::env::var("BENCH_MANY_FLOOR").is_ok_and(|v| v == "1") {
+        let mut runs = Vec::new();
+        for n in many::paths_from_env() {
+            eprintln!("[floor] many_locks: {n} paths, create + listing + delete, {n} in flight, one client...");
+            runs.push(
+                many::floor(server.raw_client().await, &base, n, warmup.max(Duration::from_secs(1)), measure).await,
+            );
+        }
+        println!("{{\"impl\":\"floor (zookeeper-client)\"{}}}", many::json_fields(&runs).replace("NaN", "null"));
+        return;
+    }
     let client = server.client().await;
 
     // BENCH_WORKLOADS=uncontended,contended,reentrant,read,read_mostly,semaphore (default: all) runs a
     // subset; the skipped figures print as null. The floor is measured with the uncontended
     // workload. `scale` (long) runs only when named.
-    let selected = std::env::var("BENCH_WORKLOADS").unwrap_or_default();
     let named = |name: &str| selected.split(',').any(|w| w.trim() == name);
     let wanted = |name: &str| selected.is_empty() || named(name);
     // It reads the queue with four-letter words, which the TLS port does not answer.
@@ -516,6 +529,13 @@ async fn main() {
             }
         }
     }
+    let mut many_runs = Vec::new();
+    if named("many_locks") {
+        for n in many::paths_from_env() {
+            eprintln!("[zklock] many_locks: {n} paths, a task and a Lock each, one client...");
+            many_runs.push(many::locks(&client, &base, n, warmup.max(Duration::from_secs(1)), measure).await);
+        }
+    }
     client.close().await;
 
     let read_mostly_hold_us = if mostly.ops_per_s.is_nan() { nan } else { mostly.mean_hold.as_secs_f64() * 1e6 };
@@ -548,7 +568,11 @@ async fn main() {
         percentile_us(&lease_waits, 0.5),
         percentile_us(&lease_waits, 0.99),
     );
-    let json = format!("{}{}}}", json.strip_suffix('}').unwrap(), scale::json_fields(&scale_runs));
+    let json = format!(
+        "{}{}}}",
+        json.strip_suffix('}').unwrap(),
+        scale::json_fields(&scale_runs) + &many::json_fields(&many_runs)
+    );
     println!("{}", json.replace("NaN", "null"));
 }
 

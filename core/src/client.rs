@@ -135,6 +135,13 @@ impl Client {
         self.inner().creates_in_flight()
     }
 
+    /// How many lock paths this client keeps a recipe (a lock's state in this process) for: those
+    /// with a live handle or a hold. For tests.
+    #[doc(hidden)]
+    pub fn paths_kept(&self) -> usize {
+        self.registry.paths_kept()
+    }
+
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
     /// Nothing is sent to ZooKeeper until the first acquisition. The `Lock`s of one client for
     /// one path (with the same identifier and ACL) are one lock: they share their holds, so an

@@ -72,6 +72,13 @@ pub(crate) struct Recipe {
     pub(super) pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
 }
 
+impl Drop for Recipe {
+    /// Its path's entry in the client's index of recipes goes with the last recipe of the path.
+    fn drop(&mut self) {
+        self.registry.forget_recipe(&self.path);
+    }
+}
+
 /// The next [`Recipe::serial`].
 static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 

@@ -19,9 +19,16 @@ pub(crate) struct Registry {
     /// listing (see `engine`).
     pub(crate) released: ReleasedNodes,
     /// The recipes of this client's lock handles, by path: handles for one path (of one kind,
-    /// with the same options) share one recipe, and so their holds.
-    recipes: parking_lot::Mutex<Vec<Weak<Recipe>>>,
+    /// with the same options) share one recipe, and so their holds. Indexed by path, so that
+    /// making a handle and checking an acquisition look at that path's few recipes, not at every
+    /// path's (issue 52: 10,000 locks on one client); a recipe removes its path's entry as it is
+    /// dropped ([`Registry::forget_recipe`]), so nothing is kept for a path once its handles and
+    /// holds are gone. No recipe is ever dropped under this mutex (see `forget_recipe`).
+    recipes: parking_lot::Mutex<RecipesByPath>,
 }
+
+/// [`Registry::recipes`]: the live recipes of each path (and dead ones until their drop).
+type RecipesByPath = std::collections::HashMap<String, Vec<Weak<Recipe>>>;
 
 impl Registry {
     /// The registry of a client just connected; starts its node watcher.
@@ -43,18 +50,50 @@ impl Registry {
         read_write: bool,
         options: LockOptions,
     ) -> Result<Arc<Recipe>> {
-        let mut recipes = self.recipes.lock();
-        recipes.retain(|recipe| recipe.strong_count() > 0);
-        if let Some(shared) = recipes
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .find(|recipe| recipe.serves(&path, read_write, &options))
-        {
+        // Declared before the guards, so dropped after them: a recipe upgraded here and not
+        // shared may be the last of its handles, and its drop takes the mutex.
+        let mut looked_at = Vec::new();
+        let shared = |recipes: &RecipesByPath, looked_at: &mut Vec<_>| {
+            for recipe in recipes.get(&path).into_iter().flatten().filter_map(Weak::upgrade) {
+                if recipe.serves(&path, read_write, &options) {
+                    return Some(recipe);
+                }
+                looked_at.push(recipe);
+            }
+            None
+        };
+        if let Some(shared) = shared(&self.recipes.lock(), &mut looked_at) {
             return Ok(shared);
         }
-        let recipe = Arc::new(Recipe::new(self.clone(), path, read_write, options)?);
-        recipes.push(Arc::downgrade(&recipe));
+        // Made outside the mutex: one refused (too long to fit in a request) is dropped at once.
+        let recipe = Arc::new(Recipe::new(self.clone(), path.clone(), read_write, options.clone())?);
+        let mut recipes = self.recipes.lock();
+        // Another handle's, made for the path meanwhile.
+        if let Some(shared) = shared(&recipes, &mut looked_at) {
+            drop(recipes);
+            return Ok(shared); // ours is dropped after the guard
+        }
+        let of_path = recipes.entry(path.clone()).or_default();
+        of_path.retain(|recipe| recipe.strong_count() > 0);
+        of_path.push(Arc::downgrade(&recipe));
         Ok(recipe)
+    }
+
+    /// Forgets the dropped recipes of `path` (called as a recipe is dropped), and the path once it
+    /// has none. Never called under [`Registry::recipes`]' mutex: nothing drops a recipe there.
+    pub(crate) fn forget_recipe(&self, path: &str) {
+        let mut recipes = self.recipes.lock();
+        if let Some(of_path) = recipes.get_mut(path) {
+            of_path.retain(|recipe| recipe.strong_count() > 0);
+            if of_path.is_empty() {
+                recipes.remove(path);
+            }
+        }
+    }
+
+    /// How many paths this client keeps a recipe for (see [`Registry::recipes`]).
+    pub(crate) fn paths_kept(&self) -> usize {
+        self.recipes.lock().len()
     }
 
     /// Whether `owner` holds `recipe`'s path through another of this client's recipes of its kind
@@ -62,22 +101,26 @@ impl Registry {
     /// a way an acquisition in `mode` through `recipe` would queue behind. (A recipe of the other
     /// kind on the path is refused when its nodes are found.)
     pub(crate) fn holds_path_elsewhere(&self, recipe: &Recipe, owner: &Owner, mode: Mode) -> bool {
-        let others: Vec<_> = self
+        // Upgraded under the mutex, looked at and dropped after it (a drop takes the mutex).
+        let same_path: Vec<_> = self
             .recipes
             .lock()
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .filter(|other| {
-                other.serial != recipe.serial && other.path == recipe.path && other.read_write == recipe.read_write
-            })
-            .collect();
-        others.iter().any(|other| other.owners.holds_against(owner, mode))
+            .get(&recipe.path)
+            .map(|of_path| of_path.iter().filter_map(Weak::upgrade).collect())
+            .unwrap_or_default();
+        same_path.iter().any(|other| {
+            other.serial != recipe.serial
+                && other.read_write == recipe.read_write
+                && other.owners.holds_against(owner, mode)
+        })
     }
 
     /// The client is closing: every hold is lost now, so the recipes need not outlive their
     /// handles any more.
     pub(crate) fn unpin_all(&self) {
-        for recipe in self.recipes.lock().drain(..).filter_map(|recipe| recipe.upgrade()) {
+        // Taken out first: unpinning may drop a recipe, whose drop takes the mutex.
+        let recipes = std::mem::take(&mut *self.recipes.lock());
+        for recipe in recipes.into_values().flatten().filter_map(|recipe| recipe.upgrade()) {
             recipe.unpin();
         }
     }
