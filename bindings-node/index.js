@@ -27,7 +27,7 @@ function loadNative() {
     ? `no prebuilt addon for musl libc (Alpine and the like, ${PLATFORM})`
     : `no prebuilt addon for ${PLATFORM}`
   throw new Error(
-    `zklock: ${what} in ${__dirname}: this package carries only zklock.linux-x64-gnu.node, for Linux x86_64 ` +
+    `zookeeper-lock: ${what} in ${__dirname}: this package carries only zklock.linux-x64-gnu.node, for Linux x86_64 ` +
       'with glibc 2.17 or newer. Build the addon from source, with a Rust toolchain: in a checkout of the ' +
       'zklock repository, `npm run build` in bindings-node, then `npm install ./bindings-node`',
   )
@@ -1517,7 +1517,7 @@ module.exports = {
   perms,
   version,
 }
-// `import zklock from 'zklock'` compiled by TypeScript to CommonJS without esModuleInterop reads
-// `require('zklock').default`: the module itself, as index.d.ts declares (not enumerable, so that
+// `import zklock from 'zookeeper-lock'` compiled by TypeScript to CommonJS without esModuleInterop reads
+// `require('zookeeper-lock').default`: the module itself, as index.d.ts declares (not enumerable, so that
 // the module's names stay those declared).
 Object.defineProperty(module.exports, 'default', { value: module.exports, enumerable: false })
