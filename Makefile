@@ -29,7 +29,7 @@ CARGO ?= cargo
 CARGO_TARGET_DIR ?= target
 DESTDIR ?=
 
-VERSION := $(shell $(CARGO) pkgid -p zklock | sed 's/.*[#@]//')
+VERSION := $(shell $(CARGO) pkgid -p zookeeper-lock | sed 's/.*[#@]//')
 MAJOR := $(word 1,$(subst ., ,$(VERSION)))
 MINOR := $(word 2,$(subst ., ,$(VERSION)))
 # Before 1.0 a minor version may break the ABI, so the soname carries it.
@@ -79,7 +79,7 @@ all: lib cli
 lib:
 	@echo "building libzklock ($(PROFILE)) with cargo; its output goes to $(OUT)/zklock-build.log"
 	@mkdir -p $(OUT)
-	$(CARGO_RUSTC) -p zklock --lib --features ffi $(PROFILE_FLAG) --crate-type cdylib --crate-type staticlib \
+	$(CARGO_RUSTC) -p zookeeper-lock --lib --features ffi $(PROFILE_FLAG) --crate-type cdylib --crate-type staticlib \
 	  -- $(RUSTFLAGS_LIB) --print native-static-libs 2>$(OUT)/zklock-build.log \
 	  || { cat $(OUT)/zklock-build.log >&2; exit 1; }
 	@sed -n 's/.*native-static-libs: //p' $(OUT)/zklock-build.log | tail -n 1 >$(OUT)/zklock-native-libs

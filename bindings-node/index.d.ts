@@ -559,7 +559,7 @@ declare const zklock: {
   version: typeof version
 }
 /**
- * `import zklock from 'zklock'`: the same classes as the named exports (also
- * `require('zklock').default`, so that TypeScript's CommonJS output without esModuleInterop finds it).
+ * `import zklock from 'zookeeper-lock'`: the same classes as the named exports (also
+ * `require('zookeeper-lock').default`, so that TypeScript's CommonJS output without esModuleInterop finds it).
  */
 export default zklock

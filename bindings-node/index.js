@@ -40,7 +40,7 @@ module.exports = {
   perms,
   version,
 }
-// `import zklock from 'zklock'` compiled by TypeScript to CommonJS without esModuleInterop reads
-// `require('zklock').default`: the module itself, as index.d.ts declares (not enumerable, so that
+// `import zklock from 'zookeeper-lock'` compiled by TypeScript to CommonJS without esModuleInterop reads
+// `require('zookeeper-lock').default`: the module itself, as index.d.ts declares (not enumerable, so that
 // the module's names stay those declared).
 Object.defineProperty(module.exports, 'default', { value: module.exports, enumerable: false })

@@ -1,4 +1,4 @@
-// ES module entry: the same classes as `require('zklock')`, and the same module instance.
+// ES module entry: the same classes as `require('zookeeper-lock')`, and the same module instance.
 //
 // Loaded through `require`, not imported: importing a CommonJS file makes Node parse it for the
 // names it exports (with cjs-module-lexer), and that stays resident: a process that imported

@@ -28,7 +28,7 @@ function loadNative() {
     ? `no prebuilt addon for musl libc (Alpine and the like, ${PLATFORM})`
     : `no prebuilt addon for ${PLATFORM}`
   throw new Error(
-    `zklock: ${what} in ${ROOT}: this package carries only zklock.linux-x64-gnu.node, for Linux x86_64 ` +
+    `zookeeper-lock: ${what} in ${ROOT}: this package carries only zklock.linux-x64-gnu.node, for Linux x86_64 ` +
       'with glibc 2.17 or newer. Build the addon from source, with a Rust toolchain: in a checkout of the ' +
       'zklock repository, `npm run build` in bindings-node, then `npm install ./bindings-node`',
   )

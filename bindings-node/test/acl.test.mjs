@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 
-import { Client, codes, perms } from 'zklock'
+import { Client, codes, perms } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome, rawZooKeeper } from './helpers.mjs'
 
 const ALICE = 'alice:alice-secret'

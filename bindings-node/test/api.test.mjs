@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
 
-import { Client, Lock, ReadWriteLock, Hold, ZkLockError, AbortError, codes } from 'zklock'
+import { Client, Lock, ReadWriteLock, Hold, ZkLockError, AbortError, codes } from 'zookeeper-lock'
 import { ZK, REPO, uniquePath, ephemeralsUnder, nodesBecome } from './helpers.mjs'
 
 const PKG = path.join(REPO, 'bindings-node')
@@ -24,7 +24,7 @@ test('index.d.ts compiles under tsc --strict with no lib or types settings of th
 
 // A user's program, as each setting compiles it: the default import and the named ones are the
 // same classes, and ZkLockError is constructed as it is at run time.
-const USER_PROGRAM = `import zklock, { Client, ZkLockError, codes } from 'zklock'
+const USER_PROGRAM = `import zklock, { Client, ZkLockError, codes } from 'zookeeper-lock'
 const error = new ZkLockError('made by the program', codes.TIMEOUT, { path: '/p' })
 // @ts-expect-error: the constructor takes the code too
 void new ZkLockError('no code')
@@ -37,7 +37,7 @@ test('a TypeScript program compiles and runs against the package under CommonJS 
   const dir = mkdtempSync(path.join(tmpdir(), 'zklock-ts-'))
   try {
     mkdirSync(path.join(dir, 'node_modules'))
-    symlinkSync(PKG, path.join(dir, 'node_modules', 'zklock'), 'dir')
+    symlinkSync(PKG, path.join(dir, 'node_modules', 'zookeeper-lock'), 'dir')
     const settings = [
       ['program.ts', 'program.js', ['--module', 'commonjs', '--moduleResolution', 'node10']],
       ['program.ts', 'program.js', ['--module', 'commonjs', '--moduleResolution', 'node10', '--esModuleInterop']],
@@ -182,8 +182,8 @@ function runtimeSurface(exported) {
 
 test('index.d.ts declares exactly what the package exports: names, class members (methods with their parameters, properties), constant keys', async () => {
   const declared = declaredSurface()
-  const required = createRequire(path.join(PKG, 'package.json'))('zklock')
-  const imported = await import('zklock')
+  const required = createRequire(path.join(PKG, 'package.json'))('zookeeper-lock')
+  const imported = await import('zookeeper-lock')
   // The module's names: CommonJS, ES module (less its default export) and the declarations agree.
   assert.deepEqual([...Object.keys(required)].sort(), declared.values.filter((n) => n !== 'default'), 'require')
   assert.deepEqual(Object.keys(imported).filter((n) => n !== 'default').sort(), declared.values.filter((n) => n !== 'default'), 'import')
@@ -198,7 +198,7 @@ test('index.d.ts declares exactly what the package exports: names, class members
 })
 
 test('the npm package carries every file the package loads, and no file of lib/ is reachable from outside', () => {
-  // What `require('zklock')` loads, in a process of its own: index.js and the files of lib/.
+  // What `require('zookeeper-lock')` loads, in a process of its own: index.js and the files of lib/.
   const loaded = JSON.parse(
     execFileSync(process.execPath, ['-e', `require(${JSON.stringify(PKG)}); console.log(JSON.stringify(Object.keys(require.cache)))`], {
       encoding: 'utf8',
@@ -245,7 +245,7 @@ test("lib/'s files require one another in one direction: no circle", () => {
 
 test('version is the package version, from the native addon', () => {
   const pkg = createRequire(path.join(PKG, 'package.json'))('./package.json')
-  const required = createRequire(path.join(PKG, 'package.json'))('zklock')
+  const required = createRequire(path.join(PKG, 'package.json'))('zookeeper-lock')
   assert.match(required.version, /^\d+\.\d+\.\d+/)
   assert.equal(required.version, pkg.version, 'Cargo.toml and package.json give one version (scripts/set-version)')
 })

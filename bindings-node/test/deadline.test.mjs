@@ -9,7 +9,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, nodesBecome, startProxy, waitFor } from './helpers.mjs'
 
 // Longer than the first outage, so the session outlives it.

@@ -4,7 +4,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import net from 'node:net'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder } from './helpers.mjs'
 
 test('an oversized path, identifier or packet limit is refused up front, naming it', async () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 
-import { Client } from 'zklock'
+import { Client } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome } from './helpers.mjs'
 
 v8.setFlagsFromString('--expose-gc')

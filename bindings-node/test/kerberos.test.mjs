@@ -7,7 +7,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import path from 'node:path'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { uniquePath, handOver } from './helpers.mjs'
 
 function env(name) {

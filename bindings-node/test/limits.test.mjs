@@ -4,7 +4,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder } from './helpers.mjs'
 
 test('input over the limits is refused at once, naming the limit', async () => {

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, AbortError, codes } from 'zklock'
+import { Client, AbortError, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome, deferred, startProxy, within, rawZooKeeper } from './helpers.mjs'
 
 let client

@@ -11,7 +11,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-import { Client } from 'zklock'
+import { Client } from 'zookeeper-lock'
 import { ZK, uniquePath, nodesBecome, startProxy, waitFor, watchedBy, within, deferred } from './helpers.mjs'
 
 // Short, so the expiry comes quickly; long enough for a loaded machine not to miss heartbeats.

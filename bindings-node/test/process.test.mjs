@@ -5,7 +5,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
-import { Client } from 'zklock'
+import { Client } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome, runScript } from './helpers.mjs'
 
 let client

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, ReadWriteLock, codes } from 'zklock'
+import { Client, ReadWriteLock, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome, deferred, startProxy, within, startSeededServer } from './helpers.mjs'
 
 let client

@@ -6,7 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, handOver } from './helpers.mjs'
 
 const USERS = Object.fromEntries((process.env.ZK_SASL_USERS ?? '').split(',').filter(Boolean).map((entry) => entry.split(/:(.*)/s, 2)))

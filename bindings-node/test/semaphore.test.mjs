@@ -7,7 +7,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
-import { Client, Semaphore, Leases, MultiLock, MultiHold, AbortError, codes } from 'zklock'
+import { Client, Semaphore, Leases, MultiLock, MultiHold, AbortError, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, waitFor, startProxy, runScript, within, rawZooKeeper } from './helpers.mjs'
 
 let client, observer

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome, runScript } from './helpers.mjs'
 
 let client

@@ -2,7 +2,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { ZK, uniquePath, ephemeralsUnder, nodesBecome, startProxy, within, deferred } from './helpers.mjs'
 
 test("session expiry: holds' signals abort with ZKLOCK_LOCK_LOST, states are lost, waiters queue again on a new session", async () => {

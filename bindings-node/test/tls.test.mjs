@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import path from 'node:path'
 
-import { Client, codes } from 'zklock'
+import { Client, codes } from 'zookeeper-lock'
 import { REPO, uniquePath, nodesBecome } from './helpers.mjs'
 
 let server, plain, connect, dir

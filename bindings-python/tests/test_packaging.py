@@ -46,7 +46,7 @@ def test_the_installed_wheel_is_the_abi3_one_for_this_python():
     # 3.9 ABI's tuple-and-dict calls cost a re-entry ~30 %); 3.9 the cp39-abi3 one.
     from importlib.metadata import distribution
 
-    wheel = distribution("zklock").read_text("WHEEL") or ""
+    wheel = distribution("zookeeper-lock").read_text("WHEEL") or ""
     tags = [line.split(": ", 1)[1] for line in wheel.splitlines() if line.startswith("Tag: ")]
     expected = "cp39-abi3" if sys.version_info < (3, 10) else "cp310-abi3"
     assert tags and all(tag.startswith(expected + "-") for tag in tags), tags
@@ -55,7 +55,7 @@ def test_the_installed_wheel_is_the_abi3_one_for_this_python():
 def test_version_is_the_installed_distribution_s_and_python_m_zklock_prints_it():
     from importlib.metadata import version
 
-    assert zklock.__version__ == version("zklock")
+    assert zklock.__version__ == version("zookeeper-lock")
     printed = subprocess.run(
         [sys.executable, "-m", "zklock", "--version"], capture_output=True, text=True, check=True, timeout=60
     ).stdout

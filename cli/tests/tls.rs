@@ -140,6 +140,28 @@ fn hold_takes_the_lock_over_tls_until_stdin_closes() {
     assert_eq!(hold.wait().unwrap().code(), Some(0));
 }
 
+/// carol's X.509 v1 client certificate (no extensions, as `openssl x509 -req` makes by default)
+/// is presented as the Java client and kazoo present it, so the command takes the lock with it
+/// (issue 45, item 3; the core's and each binding's tests check her x509 ACL).
+#[test]
+fn an_x509_v1_client_certificate_takes_the_lock() {
+    let path = unique("x509-v1");
+    let carol = || {
+        ["--tls-ca", &path_arg("ca.pem"), "--tls-cert", &path_arg("carol.pem"), "--tls-key", &path_arg("carol.key")]
+            .map(str::to_owned)
+    };
+    let (code, out, err) = output(zklock("exec", &server().tls_connect_string()).args(carol()).args([
+        &path,
+        "--",
+        "sh",
+        "-c",
+        r#"test -n "$ZKLOCK_FENCING_TOKEN""#,
+    ]));
+    assert_eq!(code, 0, "exec with a v1 client certificate: {out}{err}");
+    let (code, out, err) = output(zklock("status", &server().tls_connect_string()).args(carol()).arg(&path));
+    assert_eq!(code, 3, "free once exec is done: {out}{err}");
+}
+
 #[test]
 fn the_key_password_is_never_an_argument() {
     let (code, _, err) = output(zklock("status", &server().tls_connect_string()).args(alice_flags()).args([

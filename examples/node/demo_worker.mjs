@@ -2,7 +2,7 @@
 // hold in the demo's format, `HELD name pid token sequence enter_us exit_us node`.
 //
 // Usage: ZK_CONNECT=host:port node demo_worker.mjs NAME ROUNDS
-// (An application would `import { Client } from 'zklock'`; the demo runs from the source tree.)
+// (An application would `import { Client } from 'zookeeper-lock'`; the demo runs from the source tree.)
 import { Client } from '../../bindings-node/index.mjs'
 import { setTimeout as sleep } from 'node:timers/promises'
 

@@ -31,7 +31,7 @@ step() {
 }
 
 installed_wheel_tag() {
-  "$@" -c 'import importlib.metadata as m; print(*[l.split(": ")[1] for l in m.distribution("zklock").read_text("WHEEL").splitlines() if l.startswith("Tag: ")])'
+  "$@" -c 'import importlib.metadata as m; print(*[l.split(": ")[1] for l in m.distribution("zookeeper-lock").read_text("WHEEL").splitlines() if l.startswith("Tag: ")])'
 }
 
 as_root() {

@@ -24,7 +24,7 @@ import zklock, {
   type MemberKind,
   type MemberLostError,
   type SemaphoreParticipants,
-} from 'zklock'
+} from 'zookeeper-lock'
 
 async function main(): Promise<void> {
   const client: Client = await Client.connect('127.0.0.1:2181/app', {

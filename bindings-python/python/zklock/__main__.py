@@ -1,7 +1,7 @@
 """The ``zklock`` command: the console script ``zklock`` and ``python -m zklock``.
 
 The same program as the ``zklock`` binary of ``make install`` (the Rust ``cli`` crate, linked into
-the native module), so ``pip install zklock`` gives an operator the command too. ``zklock --help``
+the native module), so ``pip install zookeeper-lock`` gives an operator the command too. ``zklock --help``
 says what it does; ``zklock --version`` which zklock is installed.
 """
 
