@@ -110,14 +110,28 @@ impl Census {
     pub fn holder_node(&self, path: &str) -> Option<(String, i64)> {
         self.runtime.block_on(async {
             let ask = async {
-                let children = self.zk.list_children(path).await.ok()?;
+                let children = self
+                    .zk
+                    .list_children(path)
+                    .await
+                    .map_err(|e| eprintln!("chaos: operator: listing {path}: {e}"))
+                    .ok()?;
                 // Every recipe's node name ends with the server's 10-digit sequence.
                 let first = children.iter().min_by_key(|c| c.get(c.len().saturating_sub(10)..).map(String::from))?;
                 let node = format!("{path}/{first}");
-                let (_, stat) = self.zk.get_data(&node).await.ok()?;
+                let (_, stat) = self
+                    .zk
+                    .get_data(&node)
+                    .await
+                    .map_err(|e| eprintln!("chaos: operator: reading {node}: {e}"))
+                    .ok()?;
                 Some((node, stat.czxid))
             };
-            tokio::time::timeout(OPERATOR_WAIT, ask).await.ok().flatten()
+            tokio::time::timeout(OPERATOR_WAIT, ask)
+                .await
+                .map_err(|_| eprintln!("chaos: operator: no answer from the ensemble in {OPERATOR_WAIT:?}"))
+                .ok()
+                .flatten()
         })
     }
 
