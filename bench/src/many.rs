@@ -42,6 +42,17 @@ pub struct ManyFigures {
     pub kept_kb_per_lock: f64,
 }
 
+/// The process's context switches so far (voluntary + involuntary, all threads).
+fn context_switches() -> u64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    (usage.ru_nvcsw + usage.ru_nivcsw) as u64
+}
+
 /// The process's CPU time so far (user + system).
 fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the struct it is given.
@@ -93,12 +104,21 @@ where
     while warmed.load(Ordering::Relaxed) < n as u64 && warming.elapsed() < WARMUP_BOUND {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (cpu0, started) = (cpu_time(), Instant::now());
+    let (cpu0, switches0, trims0, started) =
+        (cpu_time(), context_switches(), zklock::times_given_back(), Instant::now());
     measuring.store(true, Ordering::Relaxed);
     tokio::time::sleep(measure).await;
     measuring.store(false, Ordering::Relaxed);
     let (elapsed, cpu) = (started.elapsed(), cpu_time() - cpu0);
     let cycles = count.load(Ordering::Relaxed);
+    if std::env::var_os("BENCH_MANY_SWITCHES").is_some() {
+        let switches = context_switches() - switches0;
+        let trims = zklock::times_given_back() - trims0;
+        eprintln!(
+            "[many] {n} paths: {:.2} context switches per cycle, {trims} trims, {cycles} cycles",
+            switches as f64 / cycles.max(1) as f64
+        );
+    }
     stop.store(true, Ordering::Relaxed);
     let mut acquire = Vec::new();
     for task in tasks {

@@ -315,6 +315,27 @@ def test_holder_and_contenders_can_be_awaited_and_leave_the_loop_free(client, pa
     asyncio.run(main())
 
 
+def test_an_acquisition_in_flight_costs_no_finalizer(client, path):
+    """Issue 52: acquire_async() registers no weakref.finalize per acquisition (its weak reference
+    and registry entry were a part of the binding's work per cycle); the coroutine's own argument
+    gives it up if it is dropped unawaited (test_a_never_awaited_acquisition_is_given_up)."""
+    import weakref
+
+    registry = getattr(weakref.finalize, "_registry")  # CPython's table of live finalizers
+    locks = [client.lock(f"{path}/p{i}") for i in range(20)]
+
+    async def main() -> None:
+        before = len(registry)
+        pending = [lock.acquire_async() for lock in locks]  # each begun at the call
+        assert len(registry) == before, "a finalizer per acquisition in flight"
+        assert all(await asyncio.gather(*pending))
+        for lock in locks:
+            await lock.release_async()
+        assert not any(lock.locked() for lock in locks)
+
+    asyncio.run(main())
+
+
 @pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
 def test_a_never_awaited_acquisition_is_given_up(client, kazoo, path):
     """acquire_async() begins at the call; if its coroutine is dropped unawaited, the attempt is

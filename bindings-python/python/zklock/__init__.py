@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import sys
 import threading
 import weakref
 from types import TracebackType
@@ -399,14 +400,41 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-async def _decided(acquired: bool, started: "list[bool]") -> bool:
+async def _decided(acquired: bool, unawaited: "_Unawaited") -> bool:
     """An acquisition decided at the call, as the coroutine ``Lock.acquire_async`` always gives."""
-    started[0] = True
+    unawaited.started()
     return acquired
 
 
+class _Unawaited:
+    """Gives up an ``acquire_async()`` whose coroutine is collected without ever running. Passed
+    to the coroutine, it is freed with it, and then, unless the coroutine started, gives up the
+    acquisition (``_abandoned``). A plain object rather than a ``weakref.finalize`` per
+    acquisition (a weak reference, a registry entry and its removal: issue 52). As the finalizer
+    did (``atexit=False``), nothing is given up at interpreter exit."""
+
+    __slots__ = ("abandon",)
+
+    def __init__(
+        self,
+        lock: "Lock",
+        owner: _native.Owner,
+        operation: Union[bool, _native.AsyncOp],
+        future: "asyncio.Future[bool]",
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.abandon: Optional[Tuple[Any, ...]] = (lock, owner, operation, future, loop)
+
+    def started(self) -> None:
+        self.abandon = None  # the coroutine runs: it settles the acquisition itself
+
+    def __del__(self) -> None:
+        abandon, self.abandon = self.abandon, None
+        if abandon is not None and not sys.is_finalizing():
+            _abandoned(*abandon)
+
+
 def _abandoned(
-    started: "list[bool]",
     lock: "Lock",
     owner: _native.Owner,
     operation: Union[bool, _native.AsyncOp],
@@ -414,8 +442,6 @@ def _abandoned(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
     """``acquire_async()``'s coroutine was collected without ever running."""
-    if started[0]:
-        return
     if isinstance(operation, bool):
         if operation:
             lock._release_async(owner)  # the level counted at the call
@@ -525,21 +551,18 @@ class Lock(_native.Lock):
         assert owner is not None
         attempt = _LockAttempt(self, owner, asyncio.get_running_loop(), timeout)
         operation = attempt.begin(timeout)
-        started = [False]
+        # Dropped without ever being awaited: the acquisition is given up (its node removed), or
+        # the level it got given back, rather than held until the client closes.
+        unawaited = _Unawaited(self, owner, operation, attempt.future, attempt.loop)
         if isinstance(operation, bool):
             # Decided at once (a re-entry, or a try the core answered already): no thread hop.
             # Still a coroutine, so that asyncio.create_task() takes it whichever way it went.
-            coroutine = _decided(operation, started)
-        else:
-            coroutine = self._finish_acquire(attempt, started)
-        # Dropped without ever being awaited: the acquisition is given up (its node removed), or
-        # the level it got given back, rather than held until the client closes.
-        finalizer = weakref.finalize(coroutine, _abandoned, started, self, owner, operation, attempt.future, attempt.loop)
-        setattr(finalizer, "atexit", False)  # not at interpreter exit (typeshed lacks the attribute)
-        return coroutine
+            return _decided(operation, unawaited)
+        return self._finish_acquire(attempt, unawaited)
 
-    async def _finish_acquire(self, attempt: "_LockAttempt", started: "list[bool]") -> bool:
-        started[0] = True
+    async def _finish_acquire(self, attempt: "_LockAttempt", unawaited: "_Unawaited") -> bool:
+        unawaited.started()
+        del unawaited
         while True:
             future, operation = attempt.future, attempt.operation
             assert operation is not None
