@@ -119,7 +119,7 @@ class MultiHold {
 
   /** `'held'`, `'suspended'` or `'lost'` (the worst of the members'), or `'released'`. */
   get state() {
-    return this.#released ? 'released' : this.#native.state
+    return this.#native.state
   }
 
   /** The first member (in canonical order) found lost, `{ path, kind, lostReason }`, or null. */

@@ -7,7 +7,7 @@ use crate::connection::ClientInner;
 use crate::engine::Wait;
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::{Hold, HoldState};
+use crate::hold::{HeldTogether, Hold, HoldState, Releasable};
 use crate::lock::{Lock, LockGuard};
 use crate::mode::Mode;
 use crate::owners::Owner;
@@ -499,6 +499,20 @@ pub trait MultiGuardBinding {
 impl MultiGuardBinding for MultiGuard {
     fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
         first_loss(&self.taken.parts)
+    }
+}
+
+impl Releasable<MultiGuard> {
+    /// As [`MultiGuardBinding::first_member_loss`], or `None` once the guard was taken out to be
+    /// released (never lost any more).
+    pub fn first_member_loss(&self) -> Option<impl std::future::Future<Output = Option<MemberLost>> + Send + 'static> {
+        self.with(|guard| first_loss(&guard.taken.parts))
+    }
+}
+
+impl HeldTogether for MultiGuard {
+    fn state(&self) -> HoldState {
+        MultiGuard::state(self)
     }
 }
 

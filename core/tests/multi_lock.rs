@@ -405,3 +405,27 @@ async fn a_lost_member_is_named_by_its_index_when_two_share_a_path() {
     assert_eq!(guard.lost_member().map(|lost| lost.index), Some(1));
     let _ = guard.release().await;
 }
+
+/// The bindings' handle on a multi-lock's guard (`binding::Releasable`) says what the guard says
+/// (`Lost` once a member is), and `Released` once taken out to be released, the lost member too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bindings_guard_says_released_once_taken_even_if_lost() {
+    use zklock::binding::Releasable;
+    let base = unique_path("multi-releasable");
+    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+    let observer = observer().await;
+    let client = client().await;
+    let multi = client.multi_lock([client.lock(&a).unwrap().into(), client.lock(&b).unwrap().into()]).unwrap();
+    let held = Releasable::new(multi.acquire(&Owner::unique()).await.unwrap());
+    assert_eq!(held.state(), HoldState::Held);
+    let node = children(&observer, &b).await.pop().expect("b's node");
+    observer.delete(&format!("{b}/{node}"), None).await.unwrap();
+    let loss = held.first_member_loss().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), loss).await.expect("the loss is told");
+    assert_eq!(held.state(), HoldState::Lost);
+    let err = held.take().unwrap().release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert_eq!(held.state(), HoldState::Released);
+    assert!(held.take().is_none());
+    assert!(children(&observer, &a).await.is_empty());
+}
