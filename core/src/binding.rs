@@ -8,4 +8,5 @@ pub use crate::client::ClientBinding;
 pub use crate::hold::{HeldTogether, Releasable};
 pub use crate::lock::{Acquire, LockBinding};
 pub use crate::multi_lock::MultiGuardBinding;
+pub use crate::owners::OwnerBinding;
 pub use crate::semaphore::SemaphoreBinding;
