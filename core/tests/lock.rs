@@ -737,7 +737,7 @@ async fn an_owner_rebuilt_from_its_serial_is_the_same_owner() {
     let client = client().await;
     let lock = client.lock(&path).unwrap();
     let (serial, other) = (Owner::unique_serial(), Owner::unique_serial());
-    assert!(serial >= 0 && serial < 1 << 53, "a JavaScript number holds it exactly: {serial}");
+    assert!((0..1 << 53).contains(&serial), "a JavaScript number holds it exactly: {serial}");
     assert_ne!(serial, other);
     let first = Owner::from_serial(serial, "async-flow@thread:0");
     assert!(Owner::is_unique_id(first.id()), "{:x}", first.id());
