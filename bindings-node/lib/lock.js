@@ -239,13 +239,14 @@ class Lock {
     }
   }
 
-  // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
-  // decides the acquisition (the write holder's read is a downgrade), else a new owner.
+  // Who acquires when the current flow does not re-enter, as core chooses: the flow's owner if
+  // what it holds decides the acquisition (the write holder's read is a downgrade), else a new
+  // owner (unless the flow would wait on itself).
   #acquiringOwner() {
-    const holding = this.#holdingOwner()
-    if (holding !== undefined) return holding
-    this.#refuseWaitingOnItself()
-    return native.newOwner()
+    const current = ownerIn(this.#table) ?? null
+    const owner = this.#native.ownerToAcquire(current)
+    if (owner !== current) this.#refuseWaitingOnItself()
+    return owner
   }
 
   // A flow that holds this path through another Lock of the client that is not of this one's
@@ -274,7 +275,7 @@ class Lock {
   // The current flow's owner if it holds this lock or the other side of its read/write lock.
   #holdingOwner() {
     const owner = ownerIn(this.#table)
-    return owner !== undefined && this.#native.holdsEitherSide(owner) ? owner : undefined
+    return owner === undefined ? undefined : (this.#native.holdingOwner(owner) ?? undefined)
   }
 
   // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core

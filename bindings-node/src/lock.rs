@@ -393,6 +393,21 @@ impl NativeLock {
         self.lock.holds_either_side(&owner(owner_id))
     }
 
+    /// The flow's owner `owner_id` if it holds this lock or the other side of its read/write
+    /// lock (core's `LockBinding::holding_serial`), else null.
+    #[napi]
+    pub fn holding_owner(&self, owner_id: Option<i64>) -> Option<i64> {
+        self.lock.holding_serial(owner_id)
+    }
+
+    /// Who acquires for a flow whose owner is `owner_id` (core's
+    /// `LockBinding::serial_to_acquire`): that owner if it holds either side (a re-entry, a
+    /// downgrade, a refused upgrade), else a new one.
+    #[napi]
+    pub fn owner_to_acquire(&self, owner_id: Option<i64>) -> i64 {
+        self.lock.serial_to_acquire(owner_id)
+    }
+
     /// Calls `callback` with the reason (`nodeDeleted`, ...) once for each hold of this lock that
     /// is lost, by the core's rule ([`zklock::Lock::on_lost`]), until the watch is stopped or
     /// collected. It never keeps the process alive.
