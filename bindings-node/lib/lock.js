@@ -15,7 +15,7 @@ const RESOLVED = Promise.resolve()
 
 // What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
 // assigned in Lock's static block, where its private fields are in scope.
-let runAs, runAsIfHolding, releaseOwner, signalsOfClient, nativeOfLock, holdingOwner
+let runAs, runAsIfHolding, releaseOwner, signalsOfClient, nativeOfLock, flowOwner
 
 class Lock {
   #native
@@ -49,7 +49,8 @@ class Lock {
     signalsOfClient = (lock) => lock.#signals
     // For a multi-lock's members.
     nativeOfLock = (lock) => lock.#native
-    holdingOwner = (lock) => lock.#holdingOwner()
+    // The current flow's owner in the lock's owner table, if it has one.
+    flowOwner = (lock) => ownerIn(lock.#table)
   }
 
   constructor(token, nativeLock, signals) {
@@ -272,12 +273,6 @@ class Lock {
     }
   }
 
-  // The current flow's owner if it holds this lock or the other side of its read/write lock.
-  #holdingOwner() {
-    const owner = ownerIn(this.#table)
-    return owner === undefined ? undefined : (this.#native.holdingOwner(owner) ?? undefined)
-  }
-
   // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core
   // refuses: a lost hold (ZKLOCK_LOCK_LOST), a reader asking for the write side (ZKLOCK_DEADLOCK).
   #reenter() {
@@ -455,4 +450,4 @@ class Hold {
 
 // What the other files of the layer need of a Lock (the client and the multi-lock), out of
 // users' reach: the package exports only index.js.
-module.exports = { Lock, Hold, nativeOfLock, holdingOwner, runAsIfHolding }
+module.exports = { Lock, Hold, nativeOfLock, flowOwner, runAsIfHolding }

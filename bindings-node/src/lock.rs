@@ -393,13 +393,6 @@ impl NativeLock {
         self.lock.holds_either_side(&owner(owner_id))
     }
 
-    /// The flow's owner `owner_id` if it holds this lock or the other side of its read/write
-    /// lock (core's `LockBinding::holding_serial`), else null.
-    #[napi]
-    pub fn holding_owner(&self, owner_id: Option<i64>) -> Option<i64> {
-        self.lock.holding_serial(owner_id)
-    }
-
     /// Who acquires for a flow whose owner is `owner_id` (core's
     /// `LockBinding::serial_to_acquire`): that owner if it holds either side (a re-entry, a
     /// downgrade, a refused upgrade), else a new one.

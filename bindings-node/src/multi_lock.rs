@@ -8,7 +8,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::{Either, Function, Object, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use zklock::binding::Releasable;
+use zklock::binding::{MultiLockBinding, Releasable};
 
 use crate::hold::{notify_loss, Lost, NativeHold};
 use crate::lock::NativeLock;
@@ -84,6 +84,14 @@ impl NativeMultiLock {
     #[napi]
     pub fn members(&self) -> Vec<MemberInfo> {
         self.multi.members().iter().map(member_info).collect()
+    }
+
+    /// Who takes the members for the calling flow, whose owners in the member locks' tables are
+    /// `candidates` (core's `MultiLockBinding::serial_to_acquire`): the one holding a member
+    /// lock, which it re-enters, or a new owner. Throws ZKLOCK_DEADLOCK if two hold members.
+    #[napi]
+    pub fn owner_to_acquire(&self, env: &Env, candidates: Vec<i64>) -> napi::Result<i64> {
+        self.multi.serial_to_acquire(&candidates).map_err(|err| crate::error::to_js(env, &err))
     }
 
     /// Takes every member for `owner_id`; resolves to the guard, or, when `timeout_ms` passed

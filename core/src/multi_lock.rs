@@ -8,9 +8,9 @@ use crate::engine::Wait;
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{HeldTogether, Hold, HoldState, Releasable};
-use crate::lock::{Lock, LockGuard};
+use crate::lock::{Lock, LockBinding, LockGuard};
 use crate::mode::Mode;
-use crate::owners::Owner;
+use crate::owners::{Owner, OwnerBinding};
 use crate::semaphore::{Leases, Semaphore};
 
 /// What a member of a [`MultiLock`] takes. The order of the variants is the tie-break of the
@@ -484,6 +484,42 @@ impl MultiGuard {
 
 fn lost(index: usize, member: &Member, reason: LostReason) -> MemberLost {
     MemberLost { index, path: member.path().to_owned(), kind: member.kind(), reason }
+}
+
+/// What the bindings need of a [`MultiLock`] beyond its public API. Hidden from the docs; in
+/// scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait MultiLockBinding {
+    /// Who takes the members for a flow known by serials (see [`OwnerBinding`]): `candidates`
+    /// are the flow's owners in its member locks' owner tables (in any order). The one that
+    /// holds a member lock (or the other side of one), so that the member is re-entered rather
+    /// than waited for; a fresh owner if none does.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::Deadlock`] if two of them hold members (separate acquisitions of one
+    ///   flow): taking them together would wait on itself. Before any traffic.
+    fn serial_to_acquire(&self, candidates: &[i64]) -> Result<i64>;
+}
+
+impl MultiLockBinding for MultiLock {
+    fn serial_to_acquire(&self, candidates: &[i64]) -> Result<i64> {
+        let holds = |serial: i64| {
+            let owner = Owner::new(Owner::unique_id(serial));
+            self.members.iter().any(|member| matches!(member, Member::Lock(lock) if lock.holds_either_side(&owner)))
+        };
+        let mut holders = candidates.iter().copied().filter(|&serial| holds(serial));
+        let Some(holder) = holders.next() else { return Ok(Owner::unique_serial()) };
+        if holders.any(|other| other != holder) {
+            let path = self.members.first().map(Member::path).unwrap_or_default();
+            return Err(Error::new(
+                ErrorKind::Deadlock,
+                "this flow holds members of the multi-lock through separate acquisitions: taking them together \
+                 would wait on itself",
+            )
+            .with_path(path));
+        }
+        Ok(holder)
+    }
 }
 
 /// What the bindings need of a [`MultiGuard`] beyond its public API. Hidden from the docs; in
