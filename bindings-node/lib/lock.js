@@ -15,7 +15,7 @@ const RESOLVED = Promise.resolve()
 
 // What Hold needs of its Lock, kept out of reach of users (no underscore methods to call):
 // assigned in Lock's static block, where its private fields are in scope.
-let runAs, runAsIfHolding, releaseOwner, signalsOfClient, nativeOfLock, holdingOwner
+let runAs, runAsIfHolding, releaseOwner, signalsOfClient, nativeOfLock, flowOwner
 
 class Lock {
   #native
@@ -49,7 +49,8 @@ class Lock {
     signalsOfClient = (lock) => lock.#signals
     // For a multi-lock's members.
     nativeOfLock = (lock) => lock.#native
-    holdingOwner = (lock) => lock.#holdingOwner()
+    // The current flow's owner in the lock's owner table, if it has one.
+    flowOwner = (lock) => ownerIn(lock.#table)
   }
 
   constructor(token, nativeLock, signals) {
@@ -239,13 +240,14 @@ class Lock {
     }
   }
 
-  // Who acquires when the current flow does not re-enter: the flow's owner if what it holds
-  // decides the acquisition (the write holder's read is a downgrade), else a new owner.
+  // Who acquires when the current flow does not re-enter, as core chooses: the flow's owner if
+  // what it holds decides the acquisition (the write holder's read is a downgrade), else a new
+  // owner (unless the flow would wait on itself).
   #acquiringOwner() {
-    const holding = this.#holdingOwner()
-    if (holding !== undefined) return holding
-    this.#refuseWaitingOnItself()
-    return native.newOwner()
+    const current = ownerIn(this.#table) ?? null
+    const owner = this.#native.ownerToAcquire(current)
+    if (owner !== current) this.#refuseWaitingOnItself()
+    return owner
   }
 
   // A flow that holds this path through another Lock of the client that is not of this one's
@@ -269,12 +271,6 @@ class Lock {
         )
       }
     }
-  }
-
-  // The current flow's owner if it holds this lock or the other side of its read/write lock.
-  #holdingOwner() {
-    const owner = ownerIn(this.#table)
-    return owner !== undefined && this.#native.holdsEitherSide(owner) ? owner : undefined
   }
 
   // A new level for the current flow, if it holds the lock; null otherwise. Throws what the core
@@ -454,4 +450,4 @@ class Hold {
 
 // What the other files of the layer need of a Lock (the client and the multi-lock), out of
 // users' reach: the package exports only index.js.
-module.exports = { Lock, Hold, nativeOfLock, holdingOwner, runAsIfHolding }
+module.exports = { Lock, Hold, nativeOfLock, flowOwner, runAsIfHolding }

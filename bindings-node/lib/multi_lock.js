@@ -7,7 +7,7 @@ const { codes, zklockError, invalid, fromCaller, callSiteOf } = require('./error
 const { describe } = require('./validate.js')
 const { maybeDone } = require('./owners.js')
 const { lostSignal, acquireAbortably, acquireChecked, withTaken } = require('./acquisition.js')
-const { holdingOwner, runAsIfHolding } = require('./lock.js')
+const { flowOwner, runAsIfHolding } = require('./lock.js')
 
 const MULTI_ACQUIRE_OPTIONS = Object.freeze(['timeoutMs', 'signal'])
 
@@ -61,18 +61,11 @@ class MultiLock {
 
   /** The MultiHold, or null when not had in time; `missed.member` then says which member. */
   async #acquire({ timeoutMs, signal }, missed = {}) {
-    // The calling flow's owner when it holds a member lock, so that the member is re-entered
-    // rather than waited for. Members it holds as different owners (separate withLock calls)
-    // cannot be one multi-lock's: it would wait on itself.
-    const holders = new Set(this.#locks.map(holdingOwner).filter((held) => held !== undefined))
-    if (holders.size > 1) {
-      throw zklockError(
-        codes.DEADLOCK,
-        'this flow holds members of the multi-lock through separate acquisitions: taking them together would wait on itself',
-        this.#members[0].path,
-      )
-    }
-    const owner = holders.size === 1 ? [...holders][0] : native.newOwner()
+    // As core chooses: the calling flow's owner when it holds a member lock, so that the member
+    // is re-entered rather than waited for, else a new one; ZKLOCK_DEADLOCK if it holds members
+    // as different owners (separate withLock calls): it would wait on itself.
+    const candidates = this.#locks.map(flowOwner).filter((owner) => owner !== undefined)
+    const owner = this.#native.ownerToAcquire(candidates)
     const start = async (abortId) => {
       const taken = await this.#native.acquire(owner, timeoutMs, abortId)
       if (taken instanceof native.NativeMultiGuard) return taken
@@ -119,7 +112,7 @@ class MultiHold {
 
   /** `'held'`, `'suspended'` or `'lost'` (the worst of the members'), or `'released'`. */
   get state() {
-    return this.#released ? 'released' : this.#native.state
+    return this.#native.state
   }
 
   /** The first member (in canonical order) found lost, `{ path, kind, lostReason }`, or null. */

@@ -9,7 +9,7 @@ use napi::{Env, JsValue};
 use napi_derive::napi;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use zklock::binding::LockBinding;
+use zklock::binding::{LockBinding, OwnerBinding};
 use zklock::{HoldState, Owner};
 
 use crate::error;
@@ -69,13 +69,11 @@ pub fn set_thread_id(thread_id: u32) {
     LAST_OWNER.with(|last| last.borrow_mut().take());
 }
 
-/// The core's owner ids are 2^63 and up; JavaScript holds them without that bit, as numbers.
-const UNIQUE_BIT: u64 = 1 << 63;
-
-/// A new owner (an async flow) from the core's allocator, as a JavaScript number.
+/// A new owner (an async flow) from the core's allocator, as a JavaScript number (the core's
+/// serial of a unique owner).
 #[napi]
 pub fn new_owner() -> i64 {
-    (Owner::unique().id() & !UNIQUE_BIT) as i64
+    Owner::unique_serial()
 }
 
 /// The owner for an id from [`new_owner`], labelled as messages and lock nodes name it: the async
@@ -90,11 +88,11 @@ fn with_owner<R>(id: i64, f: impl FnOnce(&Owner) -> R) -> R {
     LAST_OWNER.with(|last| {
         let mut last = last.borrow_mut();
         let owner = match &*last {
-            Some(owner) if owner.id() == UNIQUE_BIT | id as u64 => owner,
+            Some(owner) if owner.id() == Owner::unique_id(id) => owner,
             _ => {
                 let thread = THREAD_ID.with(|thread| thread.get());
                 let label = format!("async-flow:{id}@thread:{thread}");
-                last.insert(Owner::with_label(UNIQUE_BIT | id as u64, label))
+                last.insert(Owner::from_serial(id, label))
             }
         };
         f(owner)
@@ -340,7 +338,7 @@ impl NativeLock {
     /// Gives up `owner`'s acquisition in flight, if any: its promise resolves to `null`.
     #[napi]
     pub fn abort(&self, owner_id: i64) {
-        if let Some((_, token)) = self.aborts.lock().iter().find(|(id, _)| *id == UNIQUE_BIT | owner_id as u64) {
+        if let Some((_, token)) = self.aborts.lock().iter().find(|(id, _)| *id == Owner::unique_id(owner_id)) {
             token.cancel();
         }
     }
@@ -393,6 +391,14 @@ impl NativeLock {
     #[napi]
     pub fn holds_either_side(&self, owner_id: i64) -> bool {
         self.lock.holds_either_side(&owner(owner_id))
+    }
+
+    /// Who acquires for a flow whose owner is `owner_id` (core's
+    /// `LockBinding::serial_to_acquire`): that owner if it holds either side (a re-entry, a
+    /// downgrade, a refused upgrade), else a new one.
+    #[napi]
+    pub fn owner_to_acquire(&self, owner_id: Option<i64>) -> i64 {
+        self.lock.serial_to_acquire(owner_id)
     }
 
     /// Calls `callback` with the reason (`nodeDeleted`, ...) once for each hold of this lock that

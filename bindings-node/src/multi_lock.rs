@@ -8,8 +8,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::{Either, Function, Object, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use parking_lot::Mutex;
-use zklock::binding::MultiGuardBinding;
+use zklock::binding::{MultiLockBinding, Releasable};
 
 use crate::hold::{notify_loss, Lost, NativeHold};
 use crate::lock::NativeLock;
@@ -87,6 +86,14 @@ impl NativeMultiLock {
         self.multi.members().iter().map(member_info).collect()
     }
 
+    /// Who takes the members for the calling flow, whose owners in the member locks' tables are
+    /// `candidates` (core's `MultiLockBinding::serial_to_acquire`): the one holding a member
+    /// lock, which it re-enters, or a new owner. Throws ZKLOCK_DEADLOCK if two hold members.
+    #[napi]
+    pub fn owner_to_acquire(&self, env: &Env, candidates: Vec<i64>) -> napi::Result<i64> {
+        self.multi.serial_to_acquire(&candidates).map_err(|err| crate::error::to_js(env, &err))
+    }
+
     /// Takes every member for `owner_id`; resolves to the guard, or, when `timeout_ms` passed
     /// (`0`: each member tried once) or [`NativeMultiLock::abort`] was called for `abort_id`, to
     /// the member it waited for, once what was taken is released.
@@ -143,7 +150,7 @@ pub struct NotAcquired {
 /// Every member held.
 #[napi]
 pub struct NativeMultiGuard {
-    guard: Mutex<Option<zklock::MultiGuard>>,
+    guard: Releasable<zklock::MultiGuard>,
     /// Each member, in canonical order, with its holds (one per lease).
     members: Vec<(MemberInfo, Vec<zklock::Hold>)>,
     shared: Arc<Shared>,
@@ -152,13 +159,13 @@ pub struct NativeMultiGuard {
 impl NativeMultiGuard {
     fn new(guard: zklock::MultiGuard, shared: Arc<Shared>) -> NativeMultiGuard {
         let members = guard.holds().into_iter().map(|(member, holds)| (member_info(member), holds)).collect();
-        NativeMultiGuard { guard: Mutex::new(Some(guard)), members, shared }
+        NativeMultiGuard { guard: Releasable::new(guard), members, shared }
     }
 }
 
 impl Drop for NativeMultiGuard {
     fn drop(&mut self) {
-        if let Some(guard) = self.guard.get_mut().take() {
+        if let Some(guard) = self.guard.take_mut() {
             keep_unreleased(&self.shared, Box::new(guard));
         }
     }
@@ -200,13 +207,13 @@ impl NativeMultiGuard {
     /// `held`, `suspended` or `lost` (the worst of the members'), or `released`.
     #[napi(getter)]
     pub fn state(&self) -> &'static str {
-        self.guard.lock().as_ref().map_or("released", |guard| guard.state().as_str())
+        self.guard.state().as_str()
     }
 
     /// The first member (in canonical order) found lost, if any.
     #[napi(getter)]
     pub fn lost_member(&self) -> Option<MemberLost> {
-        self.guard.lock().as_ref()?.lost_member().map(MemberLost::from)
+        self.guard.with(zklock::MultiGuard::lost_member)?.map(MemberLost::from)
     }
 
     /// Calls `callback` once with the member lost first (core's
@@ -214,7 +221,7 @@ impl NativeMultiGuard {
     /// callback never keeps the process alive.
     #[napi]
     pub fn watch_lost_member(&self, callback: Function<MemberLost, ()>) -> napi::Result<()> {
-        let Some(loss) = self.guard.lock().as_ref().map(zklock::MultiGuard::first_member_loss) else {
+        let Some(loss) = self.guard.first_member_loss() else {
             return Ok(()); // released: never lost any more
         };
         notify_loss(async move { loss.await.map(MemberLost::from) }, callback)
@@ -224,7 +231,7 @@ impl NativeMultiGuard {
     /// first error after trying all.
     #[napi]
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        let guard = self.guard.lock().take();
+        let guard = self.guard.take();
         runtime::promise(
             env,
             async move {

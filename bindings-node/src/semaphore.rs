@@ -11,6 +11,7 @@ use napi::Env;
 use napi_derive::napi;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
+use zklock::binding::Releasable;
 
 use crate::hold::{watch_first_loss, Lost, NativeHold};
 use crate::lock::Participant;
@@ -150,7 +151,7 @@ pub(crate) fn keep_unreleased(shared: &Shared, held: Box<dyn std::any::Any + Sen
 /// Leases taken together by one acquisition.
 #[napi]
 pub struct NativeLeases {
-    leases: Mutex<Option<zklock::Leases>>,
+    leases: Releasable<zklock::Leases>,
     holds: Vec<zklock::Hold>,
     shared: Arc<Shared>,
 }
@@ -158,13 +159,13 @@ pub struct NativeLeases {
 impl NativeLeases {
     fn new(leases: zklock::Leases, shared: Arc<Shared>) -> NativeLeases {
         let holds = leases.holds();
-        NativeLeases { leases: Mutex::new(Some(leases)), holds, shared }
+        NativeLeases { leases: Releasable::new(leases), holds, shared }
     }
 }
 
 impl Drop for NativeLeases {
     fn drop(&mut self) {
-        if let Some(leases) = self.leases.get_mut().take() {
+        if let Some(leases) = self.leases.take_mut() {
             keep_unreleased(&self.shared, Box::new(leases));
         }
     }
@@ -182,13 +183,13 @@ impl NativeLeases {
     /// `released`.
     #[napi(getter)]
     pub fn state(&self) -> &'static str {
-        self.leases.lock().as_ref().map_or("released", |leases| leases.state().as_str())
+        self.leases.state().as_str()
     }
 
     /// Why the first lease found lost was lost ([`zklock::Leases::lost_lease`]), if one is.
     #[napi(getter)]
     pub fn lost(&self) -> Option<Lost> {
-        let (_, reason) = self.leases.lock().as_ref()?.lost_lease()?;
+        let (_, reason) = self.leases.with(zklock::Leases::lost_lease)??;
         Some(Lost::from(reason))
     }
 
@@ -202,7 +203,7 @@ impl NativeLeases {
     /// trying them all: ZKLOCK_LOCK_LOST for a lost lease, which is not deleted).
     #[napi]
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        let leases = self.leases.lock().take();
+        let leases = self.leases.take();
         runtime::promise(
             env,
             async move {

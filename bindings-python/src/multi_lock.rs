@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
-use zklock::binding::{ClientBinding, MultiGuardBinding};
+use zklock::binding::{ClientBinding, Releasable};
 use zklock::{Hold, Member};
 
 use crate::callbacks;
@@ -151,7 +151,7 @@ impl MultiLock {
 }
 
 struct GuardInner {
-    guard: Mutex<Option<zklock::MultiGuard>>,
+    guard: Releasable<zklock::MultiGuard>,
     /// Each member's path, kind and holds, in canonical order: kept past the release.
     holds: Vec<(String, &'static str, Vec<Hold>)>,
     client: zklock::Client,
@@ -167,7 +167,7 @@ pub(crate) struct MultiGuard {
 
 impl Drop for MultiGuard {
     fn drop(&mut self) {
-        if self.inner.get_here().is_some_and(|inner| inner.guard.lock().is_some()) {
+        if self.inner.get_here().is_some_and(|inner| inner.guard.is_held()) {
             warn_collected_unreleased(c"zklock.MultiGuard collected unreleased: released now");
         }
     }
@@ -181,7 +181,7 @@ impl MultiGuard {
             .map(|(member, holds)| (member.path().to_owned(), member.kind().as_str(), holds))
             .collect();
         MultiGuard {
-            inner: ForkSafe::new(GuardInner { guard: Mutex::new(Some(guard)), holds, client }),
+            inner: ForkSafe::new(GuardInner { guard: Releasable::new(guard), holds, client }),
             watchers: Mutex::default(),
         }
     }
@@ -191,7 +191,7 @@ impl MultiGuard {
     }
 
     fn take(&self, py: Python<'_>) -> PyResult<zklock::MultiGuard> {
-        let taken = self.core(py)?.guard.lock().take();
+        let taken = self.core(py)?.guard.take();
         taken.ok_or_else(|| not_owner(py, SUBJECT, "this multi-lock's members were released already"))
     }
 }
@@ -232,17 +232,17 @@ impl MultiGuard {
     /// once released (a lost member too, once the release reported it).
     #[getter]
     fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
-        Ok(self.core(py)?.guard.lock().as_ref().map_or("released", |guard| guard.state().as_str()))
+        Ok(self.core(py)?.guard.state().as_str())
     }
 
     /// The first member (in canonical order) found lost, as `(path, kind, reason)`, or None.
     #[getter]
     fn lost_member(&self, py: Python<'_>) -> PyResult<Option<(String, &'static str, &'static str)>> {
         let inner = self.core(py)?;
-        let guard = inner.guard.lock();
-        Ok(guard
-            .as_ref()
-            .and_then(zklock::MultiGuard::lost_member)
+        Ok(inner
+            .guard
+            .with(zklock::MultiGuard::lost_member)
+            .flatten()
             .map(|lost| (lost.path, lost.kind.as_str(), lost.reason.as_str())))
     }
 
@@ -265,7 +265,7 @@ impl MultiGuard {
     fn _watch(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         let inner = self.core(py)?;
         // Released: never lost any more.
-        let Some(loss) = inner.guard.lock().as_ref().map(zklock::MultiGuard::first_member_loss) else {
+        let Some(loss) = inner.guard.first_member_loss() else {
             return Ok(());
         };
         let callback = callbacks::callback(callback);

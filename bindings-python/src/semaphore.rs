@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
-use zklock::binding::{ClientBinding, SemaphoreBinding};
+use zklock::binding::{ClientBinding, Releasable, SemaphoreBinding};
 use zklock::{Hold, MaxLeases, Participant as CoreParticipant, SemaphoreOptions};
 
 use crate::callbacks::{self, Callback};
@@ -297,7 +297,7 @@ where
 }
 
 struct LeasesInner {
-    leases: Mutex<Option<zklock::Leases>>,
+    leases: Releasable<zklock::Leases>,
     holds: Vec<Hold>,
     client: zklock::Client,
 }
@@ -316,7 +316,7 @@ impl Leases {
     fn new(client: zklock::Client, path: String, leases: zklock::Leases) -> Leases {
         let holds: Vec<Hold> = leases.holds();
         let nodes = leases.leases().iter().map(|lease| lease.node_name().to_owned()).collect();
-        let inner = LeasesInner { leases: Mutex::new(Some(leases)), holds, client };
+        let inner = LeasesInner { leases: Releasable::new(leases), holds, client };
         Leases { inner: ForkSafe::new(inner), path, nodes, watchers: Mutex::default() }
     }
 
@@ -326,14 +326,14 @@ impl Leases {
 
     /// The leases, taken out to be released; `NotOwnerError` if they were released already.
     fn take(&self, py: Python<'_>) -> PyResult<zklock::Leases> {
-        let taken = self.core(py)?.leases.lock().take();
+        let taken = self.core(py)?.leases.take();
         taken.ok_or_else(|| not_owner(py, &self.path, "these leases were released already"))
     }
 }
 
 impl Drop for Leases {
     fn drop(&mut self) {
-        if self.inner.get_here().is_some_and(|inner| inner.leases.lock().is_some()) {
+        if self.inner.get_here().is_some_and(|inner| inner.leases.is_held()) {
             warn_collected_unreleased(c"zklock.Leases collected unreleased: released now");
         }
     }
@@ -377,14 +377,14 @@ impl Leases {
     /// `"released"` once released (a lost lease too, once the release reported it).
     #[getter]
     fn state(&self, py: Python<'_>) -> PyResult<&'static str> {
-        Ok(self.core(py)?.leases.lock().as_ref().map_or("released", |leases| leases.state().as_str()))
+        Ok(self.core(py)?.leases.state().as_str())
     }
 
     /// Why the first lease found lost was lost, or None (and once released).
     #[getter]
     fn lost_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
         let inner = self.core(py)?;
-        let lost = inner.leases.lock().as_ref().and_then(zklock::Leases::lost_lease);
+        let lost = inner.leases.with(zklock::Leases::lost_lease).flatten();
         Ok(lost.map(|(_, reason)| reason.as_str()))
     }
 

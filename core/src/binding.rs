@@ -5,6 +5,8 @@
 //! public API instead. A binding brings it all in scope with `use zklock::binding::*;`.
 
 pub use crate::client::ClientBinding;
+pub use crate::hold::{HeldTogether, Releasable};
 pub use crate::lock::{Acquire, LockBinding};
-pub use crate::multi_lock::MultiGuardBinding;
+pub use crate::multi_lock::{MultiGuardBinding, MultiLockBinding};
+pub use crate::owners::OwnerBinding;
 pub use crate::semaphore::SemaphoreBinding;

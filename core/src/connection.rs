@@ -339,7 +339,8 @@ impl ClientInner {
         validate::positive_timeout(options.connect_timeout, "connect timeout")?;
         if options.jute_maxbuffer < validate::MIN_JUTE_MAXBUFFER {
             return Err(Error::invalid(format!(
-                "jute_maxbuffer of {} bytes is too small: a lock request needs at least {} bytes",
+                "{} of {} bytes is too small: a lock request needs at least {} bytes",
+                validate::packet_limit_option(&options.language),
                 options.jute_maxbuffer,
                 validate::MIN_JUTE_MAXBUFFER
             )));

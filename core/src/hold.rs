@@ -71,6 +71,62 @@ impl HoldState {
     }
 }
 
+/// Holds taken together and released together, as one: a semaphore's `Leases`, a multi-lock's
+/// `MultiGuard`.
+#[doc(hidden)]
+pub trait HeldTogether {
+    /// Their combined state (see [`HoldState::combined`]).
+    fn state(&self) -> HoldState;
+}
+
+/// Holds taken together, as a binding's handle keeps them: until they are taken out to be
+/// released, and `Released` from then on (a lost one too: its release reports the loss once,
+/// and the handle says `released` after it). Each binding's leases and multi-lock guard answer
+/// `state` from here, so the rule is written once. Hidden from the docs (`zklock::binding`).
+#[doc(hidden)]
+pub struct Releasable<T> {
+    held: Mutex<Option<T>>,
+}
+
+impl<T: HeldTogether> Releasable<T> {
+    /// Holds just taken.
+    pub fn new(held: T) -> Releasable<T> {
+        Releasable { held: Mutex::new(Some(held)) }
+    }
+
+    /// Their combined state until taken out to be released, `Released` after.
+    pub fn state(&self) -> HoldState {
+        self.held.lock().as_ref().map_or(HoldState::Released, T::state)
+    }
+
+    /// Whether they are still here, not taken out to be released.
+    pub fn is_held(&self) -> bool {
+        self.held.lock().is_some()
+    }
+
+    /// `f` of the holds, or `None` once they were taken out to be released.
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        self.held.lock().as_ref().map(f)
+    }
+
+    /// The holds, taken out to be released: `None` if they were already (from then on `state`
+    /// says `Released`).
+    pub fn take(&self) -> Option<T> {
+        self.held.lock().take()
+    }
+
+    /// As [`Releasable::take`], without locking (a handle's drop).
+    pub fn take_mut(&mut self) -> Option<T> {
+        self.held.get_mut().take()
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Releasable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Releasable").field("held", &*self.held.lock()).finish()
+    }
+}
+
 /// Resolves with the index and reason of the first of `holds` to be lost, or with `None` once
 /// every one was released without a loss.
 pub async fn first_loss(holds: &[Hold]) -> Option<(usize, LostReason)> {

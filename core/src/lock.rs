@@ -11,7 +11,7 @@ use crate::engine::{LockOptions, Participant, Recipe, Registry, Wait};
 use crate::error::{ErrorKind, Result};
 use crate::hold::Hold;
 use crate::mode::Mode;
-use crate::owners::{Entered, Owner};
+use crate::owners::{Entered, Owner, OwnerBinding};
 
 /// A fair, reentrant lock on one ZooKeeper path: the mutex from [`crate::Client::lock`], or one
 /// side of a [`crate::ReadWriteLock`]. Cheap to clone; clones share the per-owner hold counts
@@ -396,6 +396,17 @@ pub trait LockBinding {
     /// acquire as fresh owners unless they already hold.
     fn holds_either_side(&self, owner: &Owner) -> bool;
 
+    /// For a binding whose owners are flows known by serial (see
+    /// [`crate::owners::OwnerBinding`]): `current` if that owner holds this lock or the other side
+    /// of its read/write lock (see [`LockBinding::holds_either_side`]), else `None`.
+    fn holding_serial(&self, current: Option<i64>) -> Option<i64>;
+
+    /// Who acquires here for a flow whose owner's serial is `current` (if it has one): that owner
+    /// if it holds this lock or the other side (its acquisition follows from that hold: a
+    /// re-entry, a downgrade, or a refused upgrade), else a fresh unique owner, a new contender.
+    /// The serial of either.
+    fn serial_to_acquire(&self, current: Option<i64>) -> i64;
+
     /// Begins an acquisition for `owner` at once, for the bindings: a re-entry (or an error such
     /// as a second acquire by the same owner) is decided before this returns, and otherwise the
     /// attempt's create is sent, or queued behind those of acquisitions begun earlier on this
@@ -462,6 +473,14 @@ impl LockBinding for Lock {
 
     fn holds_either_side(&self, owner: &Owner) -> bool {
         self.recipe.owners.holds_any(owner)
+    }
+
+    fn holding_serial(&self, current: Option<i64>) -> Option<i64> {
+        current.filter(|&serial| self.holds_either_side(&Owner::new(Owner::unique_id(serial))))
+    }
+
+    fn serial_to_acquire(&self, current: Option<i64>) -> i64 {
+        self.holding_serial(current).unwrap_or_else(Owner::unique_serial)
     }
 
     #[inline]

@@ -7,10 +7,10 @@ use crate::connection::ClientInner;
 use crate::engine::Wait;
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::{Hold, HoldState};
-use crate::lock::{Lock, LockGuard};
+use crate::hold::{HeldTogether, Hold, HoldState, Releasable};
+use crate::lock::{Lock, LockBinding, LockGuard};
 use crate::mode::Mode;
-use crate::owners::Owner;
+use crate::owners::{Owner, OwnerBinding};
 use crate::semaphore::{Leases, Semaphore};
 
 /// What a member of a [`MultiLock`] takes. The order of the variants is the tie-break of the
@@ -486,6 +486,42 @@ fn lost(index: usize, member: &Member, reason: LostReason) -> MemberLost {
     MemberLost { index, path: member.path().to_owned(), kind: member.kind(), reason }
 }
 
+/// What the bindings need of a [`MultiLock`] beyond its public API. Hidden from the docs; in
+/// scope with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait MultiLockBinding {
+    /// Who takes the members for a flow known by serials (see [`OwnerBinding`]): `candidates`
+    /// are the flow's owners in its member locks' owner tables (in any order). The one that
+    /// holds a member lock (or the other side of one), so that the member is re-entered rather
+    /// than waited for; a fresh owner if none does.
+    ///
+    /// # Notable errors
+    /// * [`ErrorKind::Deadlock`] if two of them hold members (separate acquisitions of one
+    ///   flow): taking them together would wait on itself. Before any traffic.
+    fn serial_to_acquire(&self, candidates: &[i64]) -> Result<i64>;
+}
+
+impl MultiLockBinding for MultiLock {
+    fn serial_to_acquire(&self, candidates: &[i64]) -> Result<i64> {
+        let holds = |serial: i64| {
+            let owner = Owner::new(Owner::unique_id(serial));
+            self.members.iter().any(|member| matches!(member, Member::Lock(lock) if lock.holds_either_side(&owner)))
+        };
+        let mut holders = candidates.iter().copied().filter(|&serial| holds(serial));
+        let Some(holder) = holders.next() else { return Ok(Owner::unique_serial()) };
+        if holders.any(|other| other != holder) {
+            let path = self.members.first().map(Member::path).unwrap_or_default();
+            return Err(Error::new(
+                ErrorKind::Deadlock,
+                "this flow holds members of the multi-lock through separate acquisitions: taking them together \
+                 would wait on itself",
+            )
+            .with_path(path));
+        }
+        Ok(holder)
+    }
+}
+
 /// What the bindings need of a [`MultiGuard`] beyond its public API. Hidden from the docs; in
 /// scope with `use zklock::binding::*`.
 #[doc(hidden)]
@@ -499,6 +535,20 @@ pub trait MultiGuardBinding {
 impl MultiGuardBinding for MultiGuard {
     fn first_member_loss(&self) -> impl std::future::Future<Output = Option<MemberLost>> + Send + 'static {
         first_loss(&self.taken.parts)
+    }
+}
+
+impl Releasable<MultiGuard> {
+    /// As [`MultiGuardBinding::first_member_loss`], or `None` once the guard was taken out to be
+    /// released (never lost any more).
+    pub fn first_member_loss(&self) -> Option<impl std::future::Future<Output = Option<MemberLost>> + Send + 'static> {
+        self.with(|guard| first_loss(&guard.taken.parts))
+    }
+}
+
+impl HeldTogether for MultiGuard {
+    fn state(&self) -> HoldState {
+        MultiGuard::state(self)
     }
 }
 

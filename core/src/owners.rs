@@ -85,6 +85,35 @@ impl Owner {
     }
 }
 
+/// What the bindings need of an [`Owner`] beyond its public API. Hidden from the docs; in scope
+/// with `use zklock::binding::*`.
+#[doc(hidden)]
+pub trait OwnerBinding {
+    /// A fresh owner as [`Owner::unique`], given by its serial number: its id without the 2^63
+    /// bit, so a binding can hold it as a plain number (Node holds it as a JavaScript number).
+    fn unique_serial() -> i64;
+
+    /// The id of the owner whose serial [`OwnerBinding::unique_serial`] gave.
+    fn unique_id(serial: i64) -> u64;
+
+    /// The owner whose serial [`OwnerBinding::unique_serial`] gave, labelled `label`.
+    fn from_serial(serial: i64, label: impl Into<Arc<str>>) -> Owner;
+}
+
+impl OwnerBinding for Owner {
+    fn unique_serial() -> i64 {
+        (Owner::unique().id & !UNIQUE_BASE) as i64
+    }
+
+    fn unique_id(serial: i64) -> u64 {
+        UNIQUE_BASE | serial as u64
+    }
+
+    fn from_serial(serial: i64, label: impl Into<Arc<str>>) -> Owner {
+        Owner::with_label(Owner::unique_id(serial), label)
+    }
+}
+
 /// An owner's hold in one mode.
 struct Slot {
     owner: u64,

@@ -78,10 +78,15 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
 /// do: marshalling and writing a request of megabytes takes seconds.)
 pub(crate) const REFUSAL_LIMIT: u32 = 8;
 
-/// The message of [`Stop::Refused`].
-pub(crate) const REFUSED: &str = "ZooKeeper closed the connection each time this attempt sent its request (8 times in \
-     a row): it is most likely over the server's packet limit (jute.maxbuffer); set the client option jute_maxbuffer \
-     to the servers' value so that such requests are refused up front";
+/// The message of [`Stop::Refused`], naming the packet limit option as `language` spells it.
+pub(crate) fn refused(language: &str) -> String {
+    format!(
+        "ZooKeeper closed the connection each time this attempt sent its request (8 times in a row): it is most \
+         likely over the server's packet limit (jute.maxbuffer); set the client option {} to the servers' value so \
+         that such requests are refused up front",
+        crate::validate::packet_limit_option(language)
+    )
+}
 
 /// Why a bounded step stopped before its request was answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::acl::Acl;
 use crate::engine::{again_on_new_session, LockOptions, MaxLeases, Participant, Recipe, Registry, SemaphoreMax, Wait};
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hold::{Hold, HoldState};
+use crate::hold::{HeldTogether, Hold, HoldState};
 use crate::lock::Lock;
 use crate::owners::Owner;
 use crate::policy;
@@ -581,6 +581,12 @@ impl Drop for Lease {
         self.recipe.client.runtime.spawn(async move {
             let _ = recipe.delete_held(&hold).await;
         });
+    }
+}
+
+impl HeldTogether for Leases {
+    fn state(&self) -> HoldState {
+        Leases::state(self)
     }
 }
 

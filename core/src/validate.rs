@@ -360,16 +360,22 @@ pub(crate) fn multi_read_batches(
     batches
 }
 
+/// How the client option of the packet limit (`ClientOptions::jute_maxbuffer`) is spelled in
+/// `language` (the client's, as its identity records it), for the messages that name it.
+pub(crate) fn packet_limit_option(language: &str) -> &'static str {
+    match language {
+        "node" => "juteMaxbuffer",
+        _ => "jute_maxbuffer",
+    }
+}
+
 /// Rejects a request the server would refuse by dropping the connection (and the client would
 /// send again on every reconnection), naming what made it too large.
 /// `language` (the client's, as its identity records it) says how its packet limit option is
 /// spelled.
 pub(crate) fn request_fits(len: usize, limit: u32, language: &str, what: impl FnOnce() -> String) -> Result<()> {
     if len > limit as usize {
-        let option = match language {
-            "node" => "juteMaxbuffer",
-            _ => "jute_maxbuffer",
-        };
+        let option = packet_limit_option(language);
         return Err(Error::invalid(format!(
             "{} makes a request of {len} bytes, over ZooKeeper's packet limit of {limit} bytes \
              (the server's jute.maxbuffer; if the servers allow more, set the client option {option} to match)",

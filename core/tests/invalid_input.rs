@@ -48,6 +48,19 @@ async fn zero_timeouts_and_bad_credentials_fail_before_connecting() {
     assert_invalid(Client::connect_with("127.0.0.1:1", bad_auth).await.err().unwrap(), "user:password");
 }
 
+/// A packet limit too small for a lock request is refused before any traffic, naming the option
+/// as the client's language spells it (Node's `juteMaxbuffer`, everyone else's `jute_maxbuffer`).
+#[tokio::test]
+async fn a_packet_limit_too_small_names_the_option_as_the_language_spells_it() {
+    for (language, option) in
+        [("node", "juteMaxbuffer"), ("python", "jute_maxbuffer"), ("c", "jute_maxbuffer"), ("rust", "jute_maxbuffer")]
+    {
+        let options = ClientOptions { jute_maxbuffer: 1023, language: language.into(), ..Default::default() };
+        let err = Client::connect_with("127.0.0.1:1", options).await.err().unwrap();
+        assert_invalid(err, &format!("{option} of 1023 bytes is too small"));
+    }
+}
+
 #[tokio::test]
 async fn an_unreachable_server_is_a_timeout_not_a_hang() {
     let options = ClientOptions { connect_timeout: Duration::from_millis(300), ..Default::default() };

@@ -724,3 +724,34 @@ async fn one_owner_through_a_second_handle_re_enters_or_is_refused_as_a_deadlock
     second_read.release().await.unwrap();
     read.release().await.unwrap();
 }
+
+/// A binding holds a unique owner by its serial (its id without the 2^63 bit: Node keeps it as a
+/// JavaScript number) and rebuilds the owner from it, labelled anew on each thread: the rebuilt
+/// owner is the same owner (it re-enters, and releases what the first took), a unique one, and
+/// another serial is another owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_rebuilt_from_its_serial_is_the_same_owner() {
+    use zklock::binding::OwnerBinding;
+    let path = unique_path("serial");
+    let observer = observer().await;
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    let (serial, other) = (Owner::unique_serial(), Owner::unique_serial());
+    assert!((0..1 << 53).contains(&serial), "a JavaScript number holds it exactly: {serial}");
+    assert_ne!(serial, other);
+    let first = Owner::from_serial(serial, "async-flow@thread:0");
+    assert!(Owner::is_unique_id(first.id()), "{:x}", first.id());
+    assert_eq!(first.id(), Owner::unique_id(serial));
+
+    assert!(matches!(lock.acquire_for(&first, None).await.unwrap(), zklock::Acquired::Held(_)));
+    let again = Owner::from_serial(serial, "async-flow@thread:1");
+    assert!(matches!(lock.acquire_for(&again, Some(Duration::ZERO)).await.unwrap(), zklock::Acquired::Reentered));
+    assert_eq!(lock.hold_of(&first).unwrap().1, 2);
+    let stranger = Owner::from_serial(other, "async-flow@thread:0");
+    assert!(lock.try_acquire(&stranger).await.unwrap().is_none(), "another serial is another owner");
+    lock.release(&again).await.unwrap();
+    assert!(lock.is_held_by(&first));
+    lock.release(&again).await.unwrap();
+    assert!(!lock.is_held_by(&first));
+    assert!(children(&observer, &path).await.is_empty());
+}

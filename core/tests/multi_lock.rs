@@ -405,3 +405,64 @@ async fn a_lost_member_is_named_by_its_index_when_two_share_a_path() {
     assert_eq!(guard.lost_member().map(|lost| lost.index), Some(1));
     let _ = guard.release().await;
 }
+
+/// The bindings' handle on a multi-lock's guard (`binding::Releasable`) says what the guard says
+/// (`Lost` once a member is), and `Released` once taken out to be released, the lost member too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bindings_guard_says_released_once_taken_even_if_lost() {
+    use zklock::binding::Releasable;
+    let base = unique_path("multi-releasable");
+    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+    let observer = observer().await;
+    let client = client().await;
+    let multi = client.multi_lock([client.lock(&a).unwrap().into(), client.lock(&b).unwrap().into()]).unwrap();
+    let held = Releasable::new(multi.acquire(&Owner::unique()).await.unwrap());
+    assert_eq!(held.state(), HoldState::Held);
+    let node = children(&observer, &b).await.pop().expect("b's node");
+    observer.delete(&format!("{b}/{node}"), None).await.unwrap();
+    let loss = held.first_member_loss().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), loss).await.expect("the loss is told");
+    assert_eq!(held.state(), HoldState::Lost);
+    let err = held.take().unwrap().release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert_eq!(held.state(), HoldState::Released);
+    assert!(held.take().is_none());
+    assert!(children(&observer, &a).await.is_empty());
+}
+
+/// A binding whose owners are flows known by serial asks core who takes a multi-lock's members:
+/// the flow's owner that holds a member lock (re-entered, not waited for), else a fresh owner;
+/// a flow holding members as two owners (separate acquisitions) is refused with Deadlock before
+/// any traffic, naming the first member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_to_take_a_multi_lock_is_the_flows_holder_and_two_holders_deadlock() {
+    use zklock::binding::{MultiLockBinding, OwnerBinding};
+    let base = unique_path("multi-owner");
+    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+    let observer = observer().await;
+    let client = client().await;
+    let (lock_a, lock_b) = (client.lock(&a).unwrap(), client.lock(&b).unwrap());
+    let multi = client.multi_lock([lock_a.clone().into(), lock_b.clone().into()]).unwrap();
+    let (first, second, idle) = (Owner::unique_serial(), Owner::unique_serial(), Owner::unique_serial());
+    let owner = |serial| Owner::from_serial(serial, "async-flow");
+
+    let fresh = multi.serial_to_acquire(&[]).unwrap();
+    assert!(![first, second, idle].contains(&fresh));
+    assert_ne!(multi.serial_to_acquire(&[idle]).unwrap(), idle, "holding nothing: a new owner");
+    let held_a = lock_a.acquire(&owner(first)).await.unwrap();
+    assert_eq!(multi.serial_to_acquire(&[idle, first, first]).unwrap(), first);
+    let held_b = lock_b.acquire(&owner(second)).await.unwrap();
+    let err = multi.serial_to_acquire(&[first, second]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Deadlock, "{err}");
+    assert_eq!(err.path(), Some(a.as_str()), "{err}");
+    held_b.release().await.unwrap();
+
+    let taker = multi.serial_to_acquire(&[first, second]).unwrap();
+    assert_eq!(taker, first);
+    let guard = multi.acquire(&owner(taker)).await.unwrap();
+    assert_eq!(lock_a.hold_of(&owner(first)).unwrap().1, 2, "the member held is re-entered");
+    guard.release().await.unwrap();
+    assert!(children(&observer, &b).await.is_empty());
+    held_a.release().await.unwrap();
+    assert!(children(&observer, &a).await.is_empty());
+}

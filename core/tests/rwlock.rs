@@ -700,3 +700,36 @@ async fn a_conflict_names_a_node_escaped() {
     escaped(&err, "_c_\\u{202e}y-lock-");
     client.close().await;
 }
+
+/// A binding whose owners are flows known by serial asks core who acquires: the flow's own owner
+/// if it holds this side or the other one (the write holder's read is a downgrade), else a fresh
+/// owner, a new contender (also once the flow released, and for a flow with no owner yet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_to_acquire_is_the_flows_if_it_holds_either_side_else_a_fresh_one() {
+    use zklock::binding::OwnerBinding;
+    let path = unique_path("owner-choice");
+    let client = client().await;
+    let rw = client.read_write_lock(&path).unwrap();
+    let (read, write) = (rw.read(), rw.write());
+    let other = client.lock(&unique_path("owner-choice-other")).unwrap();
+
+    let fresh = write.serial_to_acquire(None);
+    assert_ne!(write.serial_to_acquire(None), fresh, "each fresh owner is new");
+    assert_ne!(write.serial_to_acquire(Some(fresh)), fresh, "a flow holding nothing contends anew");
+    let flow = Owner::from_serial(fresh, "async-flow:1");
+    let guard = write.acquire(&flow).await.unwrap();
+    assert_eq!(write.serial_to_acquire(Some(fresh)), fresh, "a re-entry");
+    assert_eq!(read.serial_to_acquire(Some(fresh)), fresh, "a downgrade follows from the write hold");
+    assert_eq!(read.holding_serial(Some(fresh)), Some(fresh));
+    assert_ne!(other.serial_to_acquire(Some(fresh)), fresh, "another lock: a new contender");
+    assert_eq!(other.holding_serial(Some(fresh)), None);
+    let downgraded =
+        read.acquire(&Owner::from_serial(read.serial_to_acquire(Some(fresh)), "async-flow:1")).await.unwrap();
+    guard.release().await.unwrap();
+    assert_eq!(write.serial_to_acquire(Some(fresh)), fresh, "the read held: an upgrade, which core refuses");
+    let err = write.acquire(&flow).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Deadlock, "{err}");
+    downgraded.release().await.unwrap();
+    assert_eq!(read.holding_serial(Some(fresh)), None);
+    assert_ne!(read.serial_to_acquire(Some(fresh)), fresh, "released: a new contender");
+}

@@ -611,3 +611,34 @@ async fn a_cancel_while_the_mutex_is_released_leaves_no_lease() {
         wait_parts(&observer, path, 0, 0).await;
     }
 }
+
+/// The bindings' handle on leases (`binding::Releasable`) says `Released` once they are taken out
+/// to be released, a lost lease too (its release reported the loss once); before that it says
+/// what the leases say. A second take finds nothing: the leases are released once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bindings_leases_say_released_once_taken_even_if_lost() {
+    use zklock::binding::Releasable;
+    let path = unique_path("sem-releasable");
+    let observer = observer().await;
+    let client = client().await;
+    let semaphore = client.semaphore(&path, 3).unwrap();
+
+    let held = Releasable::new(semaphore.acquire(2).await.unwrap());
+    assert_eq!(held.state(), HoldState::Held);
+    assert_eq!(held.with(Leases::len), Some(2));
+    held.take().unwrap().release().await.unwrap();
+    assert_eq!(held.state(), HoldState::Released);
+    assert!(held.take().is_none() && !held.is_held());
+    wait_parts(&observer, &path, 0, 0).await;
+
+    let held = Releasable::new(semaphore.acquire(2).await.unwrap());
+    let lease = children(&observer, &format!("{path}/leases")).await.pop().expect("a lease node");
+    observer.delete(&format!("{path}/leases/{lease}"), None).await.unwrap();
+    let lost = held.with(|leases| leases.holds()).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), zklock::first_loss(&lost)).await.expect("the loss is told");
+    assert_eq!(held.state(), HoldState::Lost);
+    let err = held.take().unwrap().release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert_eq!(held.state(), HoldState::Released, "released once the release reported the loss");
+    wait_parts(&observer, &path, 0, 0).await;
+}

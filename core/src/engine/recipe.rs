@@ -19,7 +19,7 @@ use crate::hold::Hold;
 use crate::lost_callbacks::LostCallbacks;
 use crate::mode::Mode;
 use crate::owners::{Owner, OwnerTable};
-use crate::retry::{Stop, REFUSED};
+use crate::retry::{refused, Stop};
 use crate::session::Session;
 use crate::validate;
 
@@ -212,7 +212,7 @@ impl Recipe {
             Stop::Closed => self.closed_error(),
             Stop::SessionOver => self.session_over_error(session),
             Stop::Deadline => deadline(),
-            Stop::Refused => self.error(ErrorKind::ConnectionLoss, REFUSED),
+            Stop::Refused => self.error(ErrorKind::ConnectionLoss, refused(&self.client.options.language)),
         }
     }
 

@@ -9,7 +9,7 @@ use super::Recipe;
 use crate::connection::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
-use crate::retry::{Requests, Stop, REFUSED};
+use crate::retry::{refused, Requests, Stop};
 use crate::session::Session;
 
 impl Recipe {
@@ -62,7 +62,9 @@ impl Recipe {
                      (once reconnected), or goes with the session"
                 ),
             )),
-            Err(stop) => Err(self.stopped(&session, stop, || self.error(ErrorKind::ConnectionLoss, REFUSED))),
+            Err(stop) => Err(self.stopped(&session, stop, || {
+                self.error(ErrorKind::ConnectionLoss, refused(&self.client.options.language))
+            })),
             Ok(Err(err)) => Err(self.zk_error(err, "deleting the lock node")),
         }
     }
