@@ -254,3 +254,31 @@ async fn read_holds_whose_handles_come_and_go_are_always_found() {
     assert_eq!((lost, left.len()), (0, 0), "read holds gone from the process, nodes left: {left:?}");
     client.close().await;
 }
+
+/// Every handle of a client gone (the `Client`s and `Lock`s dropped, no guard) while an owner
+/// holds through `acquire_for`: nothing can reach the hold any more (no handle to release it, no
+/// client to close), yet the pinned recipe keeps the registry, and with it the connection, alive:
+/// the session is never ended by `ClientInner`'s drop ("the last handle is gone: ... the session
+/// ends"), so the lock node stays on the server until the process exits, and every other
+/// contender waits for it. Not new with the floors (the pin held the client before them too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_dropped_with_an_unreachable_hold_ends_its_session() {
+    let path = unique_path("index-dropped-client");
+    let client = client().await;
+    let lock = client.lock(&path).unwrap();
+    assert!(matches!(lock.acquire_for(&Owner::new(5), None).await.unwrap(), Acquired::Held(_)));
+    drop(lock);
+    drop(client);
+    let zk = observer().await;
+    assert_eq!(children(&zk, &path).await.len(), 1);
+    let timeout = zklock::DEFAULT_SESSION_TIMEOUT * 2;
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !children(&zk, &path).await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "every handle of the client dropped, the hold unreachable: its node is still there after {timeout:?} \
+             (orphaned until the process exits)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
