@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acl::Acl;
-use crate::engine::{again_on_new_session, LockOptions, MaxLeases, Participant, Recipe, SemaphoreMax, UserHandles, Wait};
+use crate::engine::{
+    again_on_new_session, LockOptions, MaxLeases, Participant, Recipe, SemaphoreMax, UserHandles, Wait,
+};
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{Hold, HoldState};
