@@ -105,7 +105,7 @@ async fn handles_made_and_dropped_on_many_threads_while_held_share_the_holding_r
             }
         }));
     }
-    let joined = tokio::task::spawn_blocking(move || threads.into_iter().map(|t| t.join().is_ok()).all(|ok| ok));
+    let joined = tokio::task::spawn_blocking(move || threads.into_iter().all(|t| t.join().is_ok()));
     let joined = tokio::time::timeout(BOUND, joined).await.expect("a thread hung: a self-deadlock on the registry");
     assert!(joined.unwrap(), "a thread panicked");
     assert_eq!(split.load(Ordering::Relaxed), 0, "handles of a held path that were not the holding recipe");
@@ -282,4 +282,90 @@ async fn a_client_dropped_with_an_unreachable_hold_ends_its_session() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Polls until `path` has no children, for at most `timeout`: whether it came to none.
+async fn children_go(zk: &zookeeper_client::Client, path: &str, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !children(zk, path).await.is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    true
+}
+
+/// The `Client` dropped, and the lock that took the hold, but a lock of another path of the client
+/// kept: the client lives, its hold stays, and a handle made through the kept one finds it and
+/// releases it. Once that handle goes too, the session ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_stays_while_any_handle_of_its_client_lives() {
+    let path = unique_path("index-kept-client");
+    let client = client().await;
+    let owner = Owner::new(6);
+    let lock = client.lock(&path).unwrap();
+    assert!(matches!(lock.acquire_for(&owner, None).await.unwrap(), Acquired::Held(_)));
+    let other = client.lock(&unique_path("index-kept-other")).unwrap();
+    let session = client.session_id();
+    drop(lock);
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let zk = observer().await;
+    assert_eq!(children(&zk, &path).await.len(), 1, "the hold's node went while a handle of its client lived");
+    let again = other.client().lock(&path).unwrap();
+    assert_eq!(other.client().session_id(), session);
+    assert!(again.is_held_by(&owner), "the hold was not found through a handle made later");
+    // Kept, still held, while `other` goes: `again` is a handle of the client too.
+    drop(other);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(again.is_held_by(&owner));
+    again.release(&owner).await.unwrap();
+    assert!(children(&zk, &path).await.is_empty());
+    drop(again);
+}
+
+/// Leases kept alone (their semaphore and client dropped) keep the client: still held, their
+/// nodes there; dropping them then releases them and ends the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_kept_alone_keep_their_client() {
+    let path = unique_path("index-leases-alone");
+    let leases_path = format!("{path}/leases");
+    let client = client().await;
+    let semaphore = client.semaphore(&path, 2).unwrap();
+    let leases = semaphore.acquire(1).await.unwrap();
+    drop(semaphore);
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let zk = observer().await;
+    assert_eq!(leases.state(), zklock::HoldState::Held, "leases kept alone were lost");
+    assert_eq!(children(&zk, &leases_path).await.len(), 1);
+    drop(leases);
+    assert!(
+        children_go(&zk, &leases_path, Duration::from_secs(10)).await,
+        "the lease node stayed after its last handle"
+    );
+}
+
+/// Two read holds taken with `acquire_for` on one recipe: every handle dropped, the session ends as
+/// a close ends it (Closed reported) and every node goes at once (well within the session
+/// timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_handle_dropped_ends_the_session_of_read_holds_too() {
+    let path = unique_path("index-dropped-rw");
+    let client = client().await;
+    let rw = client.read_write_lock(&path).unwrap();
+    assert!(rw.read().acquire_for(&Owner::new(1), None).await.unwrap().is_acquired());
+    assert!(rw.read().acquire_for(&Owner::new(2), None).await.unwrap().is_acquired());
+    let zk = observer().await;
+    assert_eq!(children(&zk, &path).await.len(), 2);
+    let state = client.state_changes();
+    drop((rw, client));
+    assert!(children_go(&zk, &path, Duration::from_secs(3)).await, "read nodes left after every handle was dropped");
+    let mut state = state;
+    let mut last = None;
+    while let Ok(Some(next)) = tokio::time::timeout(Duration::from_secs(5), state.next()).await {
+        last = Some(next);
+    }
+    assert_eq!(last, Some(zklock::SessionState::Closed), "the session did not end as a close does");
 }
