@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use crate::connection::{ClientInner, ClientOptions};
-use crate::engine::{LockOptions, LocksUnder, MaxLeases, Recipe, Registry};
+use crate::engine::{LockOptions, LocksUnder, MaxLeases, Recipe, Registry, UserHandles};
 use crate::error::{LostReason, Result};
 use crate::hold::{first_loss, Hold};
 use crate::lock::Lock;
@@ -46,20 +46,37 @@ impl StateChanges {
 }
 
 /// A ZooKeeper client: one session at a time, shared by every lock made from it. Cheap to clone.
-/// Dropping the last clone and the last [`Lock`] ends the session, as [`Client::close`] does.
 ///
 /// If the session expires (or the client gives it up after being disconnected too long), the
 /// locks held in it are lost, and the next acquisition on this client transparently establishes
 /// a new session.
+///
+/// # Dropping
+/// A hold outlives the handles it was taken through for as long as the client lives: a handle
+/// made later from the client for the path finds it (see [`Client::lock`]). The client lives as
+/// long as any handle through which a hold could be reached: a clone of the `Client`, or
+/// anything made from it ([`Lock`], [`ReadWriteLock`], [`Semaphore`], [`MultiLock`]) or given by
+/// those ([`crate::LockGuard`], [`crate::Leases`], [`crate::Lease`], [`crate::MultiGuard`], an
+/// acquisition in progress). When the last of them is dropped, the client is closed in the
+/// background as [`Client::close`] closes it: the session ends, the server deletes its lock nodes
+/// at once (so other contenders go ahead), and any hold still held (taken with
+/// [`Lock::acquire_for`], or kept with [`crate::LockGuard::into_hold`]) is lost. A [`Hold`] kept
+/// alone does not keep the client: nothing can release it through a `Hold`.
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) registry: Arc<Registry>,
+    /// The user's reach into the client: its last clone's drop closes the client.
+    pub(crate) handles: Arc<UserHandles>,
 }
 
 impl Client {
+    /// The client's recipes.
+    fn registry(&self) -> &Arc<Registry> {
+        &self.handles.registry
+    }
+
     /// The connection under this client's recipes.
     fn inner(&self) -> &Arc<ClientInner> {
-        &self.registry.client
+        &self.registry().client
     }
 
     /// Connects with default options. See [`Client::connect_with`].
@@ -100,7 +117,7 @@ impl Client {
 
     async fn connect_as(connect_string: &str, options: ClientOptions) -> Result<Client> {
         let client = ClientInner::connect(connect_string, options).await?;
-        Ok(Client { registry: Registry::new(client) })
+        Ok(Client { handles: UserHandles::new(Registry::new(client)) })
     }
 
     /// The current session state. After the session expired and before a new one is
@@ -139,7 +156,7 @@ impl Client {
     /// with a live handle or a hold. For tests.
     #[doc(hidden)]
     pub fn paths_kept(&self) -> usize {
-        self.registry.paths_kept()
+        self.registry().paths_kept()
     }
 
     /// A fair, reentrant lock on `path` (relative to the chroot), sharing this client's session.
@@ -169,7 +186,7 @@ impl Client {
     /// As [`Client::lock`], with options.
     pub fn lock_with(&self, path: &str, options: LockOptions) -> Result<Lock> {
         validate::lock_path(path, &self.inner().chroot)?;
-        Lock::new(&self.registry, path.to_owned(), options)
+        Lock::new(&self.handles, path.to_owned(), options)
     }
 
     /// A fair read/write lock on `path` (Curator's InterProcessReadWriteLock recipe): many
@@ -181,7 +198,7 @@ impl Client {
     /// As [`Client::read_write_lock`], with options.
     pub fn read_write_lock_with(&self, path: &str, options: LockOptions) -> Result<ReadWriteLock> {
         validate::lock_path(path, &self.inner().chroot)?;
-        Ok(ReadWriteLock::new(Lock::pair(&self.registry, path.to_owned(), options)?))
+        Ok(ReadWriteLock::new(Lock::pair(&self.handles, path.to_owned(), options)?))
     }
 
     /// A counting semaphore on `path` allowing `max_leases` at once: Curator's
@@ -203,7 +220,7 @@ impl Client {
     /// here as [`Client::lock_with`] refuses a lock's).
     pub fn semaphore_with(&self, path: &str, options: SemaphoreOptions) -> Result<Semaphore> {
         validate::lock_path(path, &self.inner().chroot)?;
-        Semaphore::new(&self.registry, path.to_owned(), options)
+        Semaphore::new(&self.handles, path.to_owned(), options)
     }
 
     /// A multi-lock over `members` (see [`crate::MultiLock`]): taken together in one canonical
@@ -227,7 +244,7 @@ impl Client {
     /// * [`ErrorKind::InvalidArgument`] if `path` is not a lock path (as [`Client::lock`]).
     pub async fn path_recipe(&self, path: &str) -> Result<PathRecipe> {
         validate::lock_path(path, &self.inner().chroot)?;
-        Recipe::new(self.registry.clone(), path.to_owned(), false, LockOptions::default())?.path_recipe().await
+        Recipe::new(self.registry().clone(), path.to_owned(), false, LockOptions::default())?.path_recipe().await
     }
 
     /// The locks at and under `prefix` (the root included), in path order: every node there
@@ -236,7 +253,7 @@ impl Client {
     /// per node visited; for tools (`zklock ls`), not for a hot path.
     pub async fn locks_under(&self, prefix: &str) -> Result<Vec<String>> {
         validate::check_prefix(prefix)?;
-        Recipe::new(self.registry.clone(), prefix.to_owned(), false, LockOptions::default())?.locks_under().await
+        Recipe::new(self.registry().clone(), prefix.to_owned(), false, LockOptions::default())?.locks_under().await
     }
 
     /// As [`Client::locks_under`], but a node under `prefix` whose children this client may not
@@ -249,7 +266,7 @@ impl Client {
     ///   as [`Client::locks_under`], but for the nodes it may not list.
     pub async fn readable_locks_under(&self, prefix: &str) -> Result<LocksUnder> {
         validate::check_prefix(prefix)?;
-        Recipe::new(self.registry.clone(), prefix.to_owned(), false, LockOptions::default())?
+        Recipe::new(self.registry().clone(), prefix.to_owned(), false, LockOptions::default())?
             .readable_locks_under()
             .await
     }
@@ -258,9 +275,7 @@ impl Client {
     /// them proceed immediately rather than after the session timeout. Pending acquisitions fail
     /// with [`ErrorKind::Closed`]; held locks are lost. Idempotent.
     pub async fn close(&self) {
-        self.inner().closed.close();
-        // Every hold is lost now: the recipes need not outlive their handles any more.
-        self.registry.unpin_all();
+        self.registry().close();
         self.inner().end_session().await;
     }
 
@@ -284,7 +299,7 @@ impl Client {
 impl Lock {
     /// The client this lock was made from.
     pub fn client(&self) -> Client {
-        Client { registry: self.recipe.registry.clone() }
+        Client { handles: self.handles.clone() }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::engine::{LockOptions, Participant, Recipe, Registry, Wait};
+use crate::engine::{LockOptions, Participant, Recipe, UserHandles, Wait};
 use crate::error::{ErrorKind, Result};
 use crate::hold::Hold;
 use crate::mode::Mode;
@@ -20,17 +20,23 @@ use crate::owners::{Entered, Owner, OwnerBinding};
 pub struct Lock {
     pub(crate) recipe: Arc<Recipe>,
     mode: Mode,
+    /// The user's reach into the client, which a lock keeps (see [`crate::Client`]'s "Dropping").
+    pub(crate) handles: Arc<UserHandles>,
 }
 
 impl Lock {
-    pub(crate) fn new(registry: &Arc<Registry>, path: String, options: LockOptions) -> Result<Lock> {
-        Ok(Lock { recipe: registry.recipe(path, false, options)?, mode: Mode::Exclusive })
+    pub(crate) fn new(handles: &Arc<UserHandles>, path: String, options: LockOptions) -> Result<Lock> {
+        let recipe = handles.registry.recipe(path, false, options)?;
+        Ok(Lock { recipe, mode: Mode::Exclusive, handles: handles.clone() })
     }
 
     /// The read and write sides of one read/write lock on `path`.
-    pub(crate) fn pair(registry: &Arc<Registry>, path: String, options: LockOptions) -> Result<(Lock, Lock)> {
-        let recipe = registry.recipe(path, true, options)?;
-        Ok((Lock { recipe: recipe.clone(), mode: Mode::Read }, Lock { recipe, mode: Mode::Write }))
+    pub(crate) fn pair(handles: &Arc<UserHandles>, path: String, options: LockOptions) -> Result<(Lock, Lock)> {
+        let recipe = handles.registry.recipe(path, true, options)?;
+        Ok((
+            Lock { recipe: recipe.clone(), mode: Mode::Read, handles: handles.clone() },
+            Lock { recipe, mode: Mode::Write, handles: handles.clone() },
+        ))
     }
 
     /// The lock path, relative to the client's chroot.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acl::Acl;
-use crate::engine::{again_on_new_session, LockOptions, MaxLeases, Participant, Recipe, Registry, SemaphoreMax, Wait};
+use crate::engine::{
+    again_on_new_session, LockOptions, MaxLeases, Participant, Recipe, SemaphoreMax, UserHandles, Wait,
+};
 use crate::error::LostReason;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::{HeldTogether, Hold, HoldState};
@@ -114,7 +116,8 @@ struct Inner {
 }
 
 impl Semaphore {
-    pub(crate) fn new(registry: &Arc<Registry>, path: String, options: SemaphoreOptions) -> Result<Semaphore> {
+    pub(crate) fn new(handles: &Arc<UserHandles>, path: String, options: SemaphoreOptions) -> Result<Semaphore> {
+        let registry = &handles.registry;
         let client = &registry.client;
         let invalid = |message: String| Err(Error::invalid(message).with_path(&path));
         match &options.max_leases {
@@ -134,7 +137,7 @@ impl Semaphore {
         // Checked here to name the semaphore's path: each part's recipe checks it again.
         options.acl.check(&client.identities).map_err(|err| err.with_path(&path))?;
         let lock_options = LockOptions { identifier: options.identifier, acl: options.acl, ..LockOptions::default() };
-        let mutex = Lock::new(registry, format!("{path}/{}", policy::SEMAPHORE_MUTEX), lock_options.clone())?;
+        let mutex = Lock::new(handles, format!("{path}/{}", policy::SEMAPHORE_MUTEX), lock_options.clone())?;
         let leases_path = format!("{path}/{}", policy::SEMAPHORE_LEASES);
         let leases = Arc::new(Recipe::new(registry.clone(), leases_path, false, lock_options.clone())?);
         if !lock_options.acl.is_open() {
@@ -380,7 +383,15 @@ impl Semaphore {
         let recipe = &inner.leases;
         let leases = holds.map(|holds| {
             holds.map(|holds| {
-                holds.into_iter().map(|hold| Lease { recipe: recipe.clone(), hold, armed: true }).collect()
+                holds
+                    .into_iter()
+                    .map(|hold| Lease {
+                        recipe: recipe.clone(),
+                        hold,
+                        armed: true,
+                        _handles: inner.mutex.handles.clone(),
+                    })
+                    .collect()
             })
         });
         // Held, or the lease nodes are gone already: now the mutex, before this returns (as
@@ -541,6 +552,9 @@ pub struct Lease {
     recipe: Arc<Recipe>,
     hold: Hold,
     armed: bool,
+    /// The user's reach into the client, which a lease keeps (see [`crate::Client`]'s
+    /// "Dropping").
+    _handles: Arc<UserHandles>,
 }
 
 impl Lease {

@@ -49,7 +49,7 @@ pub use node_data::Identity;
 pub use options::LockOptions;
 pub use participants::Participant;
 pub(crate) use recipe::Recipe;
-pub(crate) use registry::Registry;
+pub(crate) use registry::{Registry, UserHandles};
 pub(crate) use wait::{again_on_new_session, unreachable, Wait};
 pub use wait::{REMOVAL_GRACE, TRY_BOUND};
 

@@ -68,7 +68,10 @@ pub(crate) struct Recipe {
     pub(super) parent: std::sync::OnceLock<Arc<Recipe>>,
     /// This recipe itself while its owner table holds anything, so that the holds outlive the
     /// handles: a handle made later for the path finds them (see `Registry::recipe`). Taken
-    /// at the last release, and when the client closes.
+    /// at the last release, and when the client closes (by `Client::close`, or once the user's
+    /// last handle of it is gone: see `UserHandles`); never set on a closed client. Set and taken
+    /// only under its mutex, with the owner table read under it (see [`Recipe::settle`] and
+    /// [`Recipe::count_down`]).
     pub(super) pin: parking_lot::Mutex<Option<Arc<Recipe>>>,
 }
 
@@ -135,14 +138,19 @@ impl Recipe {
     }
 
     /// The claimed acquisition succeeded: the owner holds `hold`, and this recipe is kept while
-    /// it holds anything, so that the holds outlive the handles.
+    /// it holds anything, so that the holds outlive the handles (unless the client is closed:
+    /// its holds are lost, and nothing would take the pin again).
     pub(crate) fn settle(self: &Arc<Self>, owner: u64, mode: Mode, hold: &Hold) {
-        self.owners.settle(owner, mode, hold);
-        self.hold_taken(owner, mode, hold);
-        let mut pin = self.pin.lock();
-        if pin.is_none() {
-            *pin = Some(self.clone());
+        {
+            // The owner table is changed under the pin's mutex, so that a last release's check
+            // (`count_down`) sees this hold, or else finds the pin taken before it is set here.
+            let mut pin = self.pin.lock();
+            self.owners.settle(owner, mode, hold);
+            if pin.is_none() && !self.client.is_closed() {
+                *pin = Some(self.clone());
+            }
         }
+        self.hold_taken(owner, mode, hold);
     }
 
     /// A new hold entered the owner table: the lost callbacks cover it.
@@ -152,18 +160,29 @@ impl Recipe {
 
     /// Counts down a level of `owner`'s hold (see `OwnerTable::count_down`); once nothing is held
     /// any more, lets go of the pin (the caller holds another handle: that frees nothing here).
+    /// Whether anything is held is read under the pin's mutex, under which a hold is settled: a
+    /// hold settled meanwhile keeps the pin, or sets it again after.
     #[inline]
     pub(crate) fn count_down(&self, owner: &Owner, mode: Mode) -> Result<Option<Hold>> {
         let last = self.owners.count_down(owner, mode, &self.path)?;
-        if last.is_some() && !self.owners.holds_anything() {
-            drop(self.pin.lock().take());
+        if last.is_some() {
+            let unpinned = {
+                let mut pin = self.pin.lock();
+                if self.owners.holds_anything() {
+                    None
+                } else {
+                    pin.take()
+                }
+            };
+            drop(unpinned);
         }
         Ok(last)
     }
 
     /// Lets go of the pin whatever is held: the client is closed, so every hold is lost.
     pub(crate) fn unpin(&self) {
-        drop(self.pin.lock().take());
+        let unpinned = self.pin.lock().take();
+        drop(unpinned);
     }
 
     pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<std::borrow::Cow<'static, str>>) -> Error {

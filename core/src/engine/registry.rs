@@ -1,6 +1,7 @@
 //! A client's recipes ([`Registry`]): the engine's part of a client, above its connection. The
 //! recipes of its lock handles by path, the nodes its holders released (for the handoff without a
-//! listing), and the watcher of its holders' own nodes.
+//! listing), and the watcher of its holders' own nodes. And the user's reach into a client
+//! ([`UserHandles`]), whose end closes it.
 
 use std::sync::{Arc, Weak};
 
@@ -115,6 +116,15 @@ impl Registry {
         })
     }
 
+    /// Closes the client at once, as `Client::close` begins to: everything waiting on it stops,
+    /// every hold is lost, and the recipes let go of their pins. The session is ended by
+    /// `ClientInner::end_session`, which the caller awaits or spawns.
+    pub(crate) fn close(&self) {
+        self.client.closed.close();
+        // Every hold is lost now: the recipes need not outlive their handles any more.
+        self.unpin_all();
+    }
+
     /// The client is closing: every hold is lost now, so the recipes need not outlive their
     /// handles any more.
     pub(crate) fn unpin_all(&self) {
@@ -123,5 +133,38 @@ impl Registry {
         for recipe in recipes.into_values().flatten().filter_map(|recipe| recipe.upgrade()) {
             recipe.unpin();
         }
+    }
+}
+
+/// The user's reach into a client: one per client, shared (as an `Arc`) by every public handle
+/// made from it, and by nothing internal. The public `Client` and its clones hold it, and so does
+/// every recipe face (each `Lock`, and through them each `ReadWriteLock`, `Semaphore`,
+/// `MultiLock`, `LockGuard` and `MultiGuard`) and each semaphore `Lease`; the recipes, their
+/// pins, the background releases and the lost callbacks do not (they hold the registry or the
+/// connection).
+///
+/// A held recipe pins itself (see `Recipe::pin`), and with it the registry and the connection, so
+/// that a hold outlives its handles: a handle made later from the client finds it. Once the last
+/// `UserHandles` goes, no handle can be made, no hold can be reached or released, and no client
+/// is left to close: its drop closes the client, as `Client::close` does, in the background, so
+/// that the session ends and the server deletes its lock nodes at once (rather than when the
+/// process exits), and the pins go with it.
+pub(crate) struct UserHandles {
+    pub(crate) registry: Arc<Registry>,
+}
+
+impl UserHandles {
+    /// The reach into a client just connected.
+    pub(crate) fn new(registry: Arc<Registry>) -> Arc<UserHandles> {
+        Arc::new(UserHandles { registry })
+    }
+}
+
+impl Drop for UserHandles {
+    fn drop(&mut self) {
+        self.registry.close();
+        let client = self.registry.client.clone();
+        // Not run if the runtime is shutting down: the connection's own drop then closes it.
+        drop(self.registry.client.runtime.spawn(async move { client.end_session().await }));
     }
 }
