@@ -832,10 +832,13 @@ class Leases(_Releasable):
     client closed, node deleted), or ``"released"``; ``on_lost`` calls back on the first loss.
     """
 
-    __slots__ = ("_native",)
+    # `_semaphore` keeps its client: a Client collected unclosed closes its session, which would
+    # lose leases kept alone (`leases = zklock.Client(hosts).semaphore(path).acquire()`).
+    __slots__ = ("_native", "_semaphore")
 
-    def __init__(self, native: _native.Leases) -> None:
+    def __init__(self, native: _native.Leases, semaphore: Semaphore) -> None:
         self._native = native
+        self._semaphore = semaphore
 
     @property
     def path(self) -> str:
@@ -940,7 +943,7 @@ class Semaphore(_native.Semaphore):
         1,024 (zklock's limit on leases in one acquisition); before
         any node is made for n above the shared count, or a path holding lock nodes."""
         native = super().acquire(n, timeout, blocking)
-        return None if native is None else Leases(native)
+        return None if native is None else Leases(native, self)
 
     async def acquire_async(self, n: int = 1, timeout: Optional[float] = None) -> Leases:
         """As ``acquire``, without blocking the event loop: ``LockTimeout`` once ``timeout``
@@ -948,7 +951,7 @@ class Semaphore(_native.Semaphore):
         (and gives back leases acquired just as it was cancelled)."""
         owner = _task_owner()
         caller = None if owner is None else owner.label
-        return Leases(await _acquire_async(lambda done: self._acquire_async(n, timeout, done, caller)))
+        return Leases(await _acquire_async(lambda done: self._acquire_async(n, timeout, done, caller)), self)
 
     def hold(self, n: int = 1, timeout: Optional[float] = None) -> "_Acquiring[Leases]":
         """A context manager (``with`` or ``async with``) that acquires ``n`` leases on entry
@@ -993,10 +996,12 @@ class MultiGuard(_Releasable):
     ``"held"`` (``"released"`` once released); ``lost_member`` and ``on_lost`` say which member
     and why."""
 
-    __slots__ = ("_native",)
+    # `_multi_lock` keeps its members' clients open while the guard is kept (see Leases).
+    __slots__ = ("_native", "_multi_lock")
 
-    def __init__(self, native: _native.MultiGuard) -> None:
+    def __init__(self, native: _native.MultiGuard, multi_lock: MultiLock) -> None:
         self._native = native
+        self._multi_lock = multi_lock
 
     @property
     def members(self) -> List[Tuple[str, _MemberKind]]:
@@ -1079,7 +1084,7 @@ class MultiLock(_native.MultiLock):
         sessions, as a lock's) raises ``LockTimeout`` naming the member waited for; ``blocking=False`` tries each member once and returns None if one is
         taken."""
         native = super().acquire(timeout, blocking)
-        return None if native is None else MultiGuard(native)
+        return None if native is None else MultiGuard(native, self)
 
     def acquire_async(self, timeout: Optional[float] = None) -> Coroutine[Any, Any, MultiGuard]:
         """As ``acquire``, without blocking the event loop, for the task that calls this (not the
@@ -1090,7 +1095,7 @@ class MultiLock(_native.MultiLock):
         assert owner is not None
 
         async def acquired() -> MultiGuard:
-            return MultiGuard(await _acquire_async(lambda done: self._acquire_async(owner, timeout, done)))
+            return MultiGuard(await _acquire_async(lambda done: self._acquire_async(owner, timeout, done)), self)
 
         return acquired()
 
