@@ -62,6 +62,10 @@ impl StateChanges {
 /// at once (so other contenders go ahead), and any hold still held (taken with
 /// [`Lock::acquire_for`], or kept with [`crate::LockGuard::into_hold`]) is lost. A [`Hold`] kept
 /// alone does not keep the client: nothing can release it through a `Hold`.
+///
+/// That background close runs on the client's runtime, so it dies with it: handles dropped as
+/// `main` returns (the runtime dropped right after) leave the session to expire on the server,
+/// and other contenders wait up to its timeout. Call [`Client::close`] before the runtime ends.
 #[derive(Clone)]
 pub struct Client {
     /// The user's reach into the client: its last clone's drop closes the client.

@@ -164,7 +164,8 @@ impl Drop for UserHandles {
     fn drop(&mut self) {
         self.registry.close();
         let client = self.registry.client.clone();
-        // Not run if the runtime is shutting down: the connection's own drop then closes it.
+        // Not run if the runtime is shutting down or gone: the session is then left to expire on
+        // the server (the connection's own drop only wakes what waits on it).
         drop(self.registry.client.runtime.spawn(async move { client.end_session().await }));
     }
 }
