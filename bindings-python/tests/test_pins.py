@@ -25,12 +25,6 @@ def _drop(names: dict, *which: str) -> list[str]:
     return [str(w.message) for w in said]
 
 
-def _collect_quietly() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
-
-
 def test_leases_kept_alone_stay_held(zk_connect, kazoo, path):
     client = zklock.Client(zk_connect)
     semaphore = client.semaphore(path, max_leases=2)
@@ -45,8 +39,10 @@ def test_leases_kept_alone_stay_held(zk_connect, kazoo, path):
         if leases.state == "held":
             leases.release()
         # The client goes with the leases, unclosed (so it warns, and closes then).
-        del leases
-        _collect_quietly()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            del leases
+            gc.collect()
 
 
 def test_multi_guard_kept_alone_stays_held(zk_connect, kazoo, path):
@@ -62,5 +58,7 @@ def test_multi_guard_kept_alone_stays_held(zk_connect, kazoo, path):
     finally:
         if guard.state == "held":
             guard.release()
-        del guard
-        _collect_quietly()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            del guard
+            gc.collect()
